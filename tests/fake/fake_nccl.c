@@ -1,0 +1,1186 @@
+/*
+ * A fake libnccl.so.2 for the CPU test suite.
+ *
+ * It exports every function of shim/nccl_api.def the way real NCCL does:
+ * `pnccl<X>` is the definition (T) and `nccl<X>` a weak alias of it (W).
+ * It needs no GPU and no network: communicators are host structs, and data
+ * operations on a one-rank communicator do the host-memory copy that NCCL
+ * would do on the device.  Built three ways (tests/fake/fake.mk):
+ *
+ *   a/libnccl.so.2    NCCL 2.28.9 (ncclGetVersion: 22809), log name "a"
+ *   b/libnccl.so.2    the same, built with -DFAKE_NCCL_NAME='"b"'
+ *   old/libnccl.so.2  -DFAKE_NCCL_OLD: NCCL 2.18.5 (21805), without the
+ *                     functions 2.18 lacked (see VERSION FACTS below)
+ *
+ * CALL LOG
+ * --------
+ * If FAKE_NCCL_LOG names a file, every call appends exactly one line to it
+ * (opened once, O_APPEND; each line is one write(2), so threads and
+ * processes never interleave):
+ *
+ *   <name> <pid> <function> <key>=<value> ... [<TAG> ...] -> <result>
+ *
+ *   <name>      "a", "b" or "old"-built name (FAKE_NCCL_NAME; default "a")
+ *   <pid>       getpid() of the caller, decimal
+ *   <function>  the nccl* name (also when called as pnccl*)
+ *   arguments   every parameter, in declaration order, keyed by its name
+ *               in nccl_api.def, generated from that table:
+ *                 pointer          0x<lowercase hex>, NULL is 0x0
+ *                 int, enum        decimal (enums as signed int)
+ *                 size_t           decimal
+ *                 ncclUniqueId     (by value, commId) id=<16 hex digits: the
+ *                                  first 8 bytes> idtail=<1 if bytes 64..127
+ *                                  are all zero, 0 if any is not>
+ *                 ncclConfig_t *   config=<ptr> netName=<string or (null)>
+ *                                  blocking=<int or (null)>; the fields are
+ *                                  (null) when config is NULL, has a wrong
+ *                                  magic, or a size too small to hold them
+ *                 ncclTeam_t       team=<nRanks>,<rank>,<stride>
+ *   outputs     after the arguments, on success, as *<param>=<value>:
+ *                 *newcomm=0x..  *comms=0x..,0x..  *count=1  *rank=0
+ *                 *device=0  *asyncError=0  *version=22809  *ptr=0x..
+ *                 *handle=0x..  *win=0x..  *op=5
+ *               ncclGetUniqueId adds id=.. idtail=.. of the ID it made;
+ *               ncclCommInitRankScalable adds id=.. idtail=.. of commIds[0].
+ *   tags        INVALID-COMM: the ncclComm_t argument (or the destroyed or
+ *               parent comm) is not a live communicator of this library;
+ *               the result is then ncclInvalidArgument (4).
+ *   <result>    ncclResult_t in decimal; for the two functions returning
+ *               const char * the string in double quotes: -> "no error"
+ *
+ *   a 1234 ncclAllReduce sendbuff=0x7ffd1000 recvbuff=0x7ffd2000 count=4
+ *     datatype=7 op=0 comm=0x55d0c0de0 stream=0x0 -> 0        (one line)
+ *
+ * With FAKE_NCCL_REENTER=1, ncclCommInitRank and ncclCommInitRankConfig
+ * also write, before their own line, one of
+ *   <name> <pid> reenter ok version=<v>
+ *   <name> <pid> reenter fail <what>
+ *
+ * ENVIRONMENT (read at each call, except FAKE_NCCL_LOG: at the first line)
+ * ------------
+ *   FAKE_NCCL_LOG            the call-log file (created 0644, appended to)
+ *   FAKE_NCCL_DEVICE         CUDA device of new comms (default 0); InitAll
+ *                            uses devlist or 0..ndev-1 instead
+ *   FAKE_NCCL_INIT_DELAY_MS  each init (InitRank, InitRankConfig,
+ *                            InitRankScalable, InitAll) sleeps that long
+ *   FAKE_NCCL_FAIL_INIT      a non-zero ncclResult_t that each init returns
+ *                            (after the delay) without making a comm;
+ *                            *newcomm is set to NULL
+ *   FAKE_NCCL_INPROGRESS_POLLS  with config->blocking == 0 the new comm's
+ *                            async error is ncclInProgress: this many
+ *                            ncclCommGetAsyncError calls report it before
+ *                            one reports ncclSuccess (default 0: the first
+ *                            call already reports ncclSuccess)
+ *   FAKE_NCCL_SPLIT_NRANKS   nranks of comms made by ncclCommSplit (default:
+ *                            the parent's); rank = parent rank % nranks
+ *   FAKE_NCCL_REENTER=1      the re-entrancy hook described above: dlsym
+ *                            (RTLD_DEFAULT) ncclGetVersion and
+ *                            ncclGetErrorString and call them, dlopen
+ *                            libm.so.6 and dlsym "cos" and call it
+ */
+#define _GNU_SOURCE
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "nccl_abi.h"
+
+#ifndef FAKE_NCCL_NAME
+#define FAKE_NCCL_NAME "a"
+#endif
+
+/*
+ * VERSION FACTS: the only place that knows what NCCL 2.18 lacks.
+ *
+ * Functions of nccl_api.def that NCCL 2.18.5 does not export, by the
+ * release that added them.  A function listed here as FAKE_PROBE is not
+ * built into the FAKE_NCCL_OLD library (neither nccl* nor pnccl*).
+ *   2.19  ncclMemAlloc ncclMemFree ncclCommRegister ncclCommDeregister
+ *   2.22  ncclGroupSimulateEnd
+ *   2.23  ncclCommInitRankScalable
+ *   2.27  ncclCommShrink ncclCommWindowRegister ncclCommWindowDeregister
+ *   2.28  ncclCommRevoke ncclDevCommCreate ncclDevCommDestroy
+ *         ncclGinBarrierCreateRequirement ncclAlltoAll ncclGather ncclScatter
+ * Data types: ncclFloat8e4m3 and ncclFloat8e5m2 (10, 11) exist since 2.24,
+ * so 2.18 accepts datatypes 0..9 only.
+ */
+#ifdef FAKE_NCCL_OLD
+#define FAKE_VERSION 21805
+#define FAKE_NUM_TYPES 10
+#else
+#define FAKE_VERSION 22809
+#define FAKE_NUM_TYPES 12
+#endif
+#define FAKE_NEW_ncclMemAlloc FAKE_PROBE
+#define FAKE_NEW_ncclMemFree FAKE_PROBE
+#define FAKE_NEW_ncclCommRegister FAKE_PROBE
+#define FAKE_NEW_ncclCommDeregister FAKE_PROBE
+#define FAKE_NEW_ncclGroupSimulateEnd FAKE_PROBE
+#define FAKE_NEW_ncclCommInitRankScalable FAKE_PROBE
+#define FAKE_NEW_ncclCommShrink FAKE_PROBE
+#define FAKE_NEW_ncclCommWindowRegister FAKE_PROBE
+#define FAKE_NEW_ncclCommWindowDeregister FAKE_PROBE
+#define FAKE_NEW_ncclCommRevoke FAKE_PROBE
+#define FAKE_NEW_ncclDevCommCreate FAKE_PROBE
+#define FAKE_NEW_ncclDevCommDestroy FAKE_PROBE
+#define FAKE_NEW_ncclGinBarrierCreateRequirement FAKE_PROBE
+#define FAKE_NEW_ncclAlltoAll FAKE_PROBE
+#define FAKE_NEW_ncclGather FAKE_PROBE
+#define FAKE_NEW_ncclScatter FAKE_PROBE
+
+/* FAKE_AFTER_2_18(name): 1 if listed above, else 0 (the "probe" idiom:
+ * a listed name expands to two arguments and shifts the 1 into place). */
+#define FAKE_PROBE ~, 1
+#define FAKE_SECOND_(a, b, ...) b
+#define FAKE_SECOND(...) FAKE_SECOND_(__VA_ARGS__)
+#define FAKE_AFTER_2_18(name) FAKE_SECOND(FAKE_NEW_##name, 0, ~)
+#ifdef FAKE_NCCL_OLD
+#define FAKE_BUILT(name) FAKE_NOT(FAKE_AFTER_2_18(name))
+#else
+#define FAKE_BUILT(name) 1
+#endif
+#define FAKE_NOT(x) FAKE_CAT(FAKE_NOT_, x)
+#define FAKE_NOT_0 1
+#define FAKE_NOT_1 0
+#define FAKE_CAT_(a, b) a##b
+#define FAKE_CAT(a, b) FAKE_CAT_(a, b)
+#define FAKE_IF(cond) FAKE_CAT(FAKE_IF_, cond)
+#define FAKE_IF_1(...) __VA_ARGS__
+#define FAKE_IF_0(...)
+
+#define IMPL static __attribute__((unused))
+#define EXPORT __attribute__((visibility("default")))
+
+/* ------------------------------------------------------------------------
+ * The call log
+ */
+#define LINE_CAP 4096
+
+struct line {
+    size_t len;
+    char buf[LINE_CAP];
+};
+
+static int log_fd = -1;
+static pthread_once_t log_once = PTHREAD_ONCE_INIT;
+
+static void log_open(void)
+{
+    const char *path = getenv("FAKE_NCCL_LOG");
+    if (path && *path)
+        log_fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+}
+
+static void line_add(struct line *L, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void line_add(struct line *L, const char *fmt, ...)
+{
+    /* keep 2 bytes for the final "\n" and NUL */
+    if (L->len >= LINE_CAP - 2)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(L->buf + L->len, LINE_CAP - 1 - L->len, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    L->len += (size_t)n;
+    if (L->len > LINE_CAP - 2)
+        L->len = LINE_CAP - 2;
+}
+
+static void line_start(struct line *L, const char *fn)
+{
+    L->len = 0;
+    line_add(L, "%s %d %s", FAKE_NCCL_NAME, (int)getpid(), fn);
+}
+
+static void line_write(struct line *L)
+{
+    pthread_once(&log_once, log_open);
+    L->buf[L->len++] = '\n';
+    if (log_fd < 0)
+        return;
+    ssize_t r;
+    do
+        r = write(log_fd, L->buf, L->len);
+    while (r < 0 && errno == EINTR);
+}
+
+static void line_end_result(struct line *L, ncclResult_t r)
+{
+    line_add(L, " -> %d", (int)r);
+    line_write(L);
+}
+
+static void line_end_string(struct line *L, const char *s)
+{
+    line_add(L, " -> \"%s\"", s ? s : "(null)");
+    line_write(L);
+}
+
+#define line_end(L, r) \
+    _Generic((r), const char *: line_end_string, default: line_end_result)(L, r)
+
+/* One argument each; the key is the parameter's name in nccl_api.def. */
+static void log_int(struct line *L, const char *key, int v) { line_add(L, " %s=%d", key, v); }
+static void log_enum(struct line *L, const char *key, unsigned v) { line_add(L, " %s=%d", key, (int)v); }
+static void log_size(struct line *L, const char *key, size_t v) { line_add(L, " %s=%zu", key, v); }
+static void log_ptr(struct line *L, const char *key, const volatile void *p)
+{
+    line_add(L, " %s=0x%" PRIxPTR, key, (uintptr_t)p);
+}
+
+static int id_tail_zero(const ncclUniqueId *id)
+{
+    for (int i = 64; i < NCCL_UNIQUE_ID_BYTES; i++)
+        if (id->internal[i])
+            return 0;
+    return 1;
+}
+
+static void log_id_bytes(struct line *L, const ncclUniqueId *id)
+{
+    line_add(L, " id=");
+    for (int i = 0; i < 8; i++)
+        line_add(L, "%02x", (unsigned char)id->internal[i]);
+    line_add(L, " idtail=%d", id_tail_zero(id));
+}
+
+static void log_id(struct line *L, const char *key, ncclUniqueId id)
+{
+    (void)key; /* always logged as id=, idtail= */
+    log_id_bytes(L, &id);
+}
+
+#define CFG_HAS(c, field) \
+    ((c)->size >= offsetof(ncclConfig_t, field) + sizeof(((ncclConfig_t *)0)->field))
+
+static int config_ok(const ncclConfig_t *c) { return c->magic == NCCL_CONFIG_MAGIC; }
+
+static void log_config(struct line *L, const char *key, ncclConfig_t *c)
+{
+    log_ptr(L, key, c);
+    if (c && config_ok(c) && CFG_HAS(c, netName))
+        line_add(L, " netName=%s", c->netName ? c->netName : "(null)");
+    else
+        line_add(L, " netName=(null)");
+    if (c && config_ok(c) && CFG_HAS(c, blocking))
+        line_add(L, " blocking=%d", c->blocking);
+    else
+        line_add(L, " blocking=(null)");
+}
+
+static void log_team(struct line *L, const char *key, ncclTeam_t t)
+{
+    line_add(L, " %s=%d,%d,%d", key, t.nRanks, t.rank, t.stride);
+}
+
+#define LOG_ARG(a)                                                            \
+    _Generic((a), int: log_int, unsigned int: log_enum, size_t: log_size,     \
+             ncclUniqueId: log_id, ncclConfig_t *: log_config,               \
+             ncclTeam_t: log_team, default: log_ptr)(&L, #a, a);
+
+/* FOR_EACH over 0..8 arguments */
+#define FE_0(m)
+#define FE_1(m, a) m(a)
+#define FE_2(m, a, ...) m(a) FE_1(m, __VA_ARGS__)
+#define FE_3(m, a, ...) m(a) FE_2(m, __VA_ARGS__)
+#define FE_4(m, a, ...) m(a) FE_3(m, __VA_ARGS__)
+#define FE_5(m, a, ...) m(a) FE_4(m, __VA_ARGS__)
+#define FE_6(m, a, ...) m(a) FE_5(m, __VA_ARGS__)
+#define FE_7(m, a, ...) m(a) FE_6(m, __VA_ARGS__)
+#define FE_8(m, a, ...) m(a) FE_7(m, __VA_ARGS__)
+#define FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, N, ...) N
+#define FOR_EACH(m, ...)                                                      \
+    FE_PICK(__VA_ARGS__ __VA_OPT__(, ) FE_8, FE_7, FE_6, FE_5, FE_4, FE_3,     \
+            FE_2, FE_1, FE_0)(m __VA_OPT__(, ) __VA_ARGS__)
+#define LOG_ARGS(...) FOR_EACH(LOG_ARG, __VA_ARGS__)
+#define COMMA_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
+
+/* ------------------------------------------------------------------------
+ * Environment
+ */
+static long env_long(const char *name, long dflt)
+{
+    const char *s = getenv(name);
+    if (!s || !*s)
+        return dflt;
+    char *end;
+    long v = strtol(s, &end, 10);
+    return *end ? dflt : v;
+}
+
+static void sleep_ms(long ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
+        ;
+}
+
+/* ------------------------------------------------------------------------
+ * Communicators and their registry
+ */
+#define COMM_MAGIC 0x6d6d6f63656b6166ULL /* "fakecomm" */
+#define COMM_DEAD 0xdeaddeaddeaddeadULL
+#define MAX_USER_OPS 64
+
+struct ncclComm {
+    uint64_t magic;
+    int rank, nranks, device;
+    int destroyed, finalized, revoked;
+    ncclResult_t asyncError;
+    long inProgressPolls;        /* GetAsyncError calls left reporting InProgress */
+    uint64_t userOps;            /* live ncclRedOpCreatePreMulSum ops: bit i = op 5+i */
+    unsigned char id[NCCL_UNIQUE_ID_BYTES];
+    struct ncclComm *next;
+};
+
+static pthread_mutex_t reg_lock = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+static struct ncclComm *reg_head;
+
+static void comm_insert(struct ncclComm *c)
+{
+    pthread_mutex_lock(&reg_lock);
+    c->next = reg_head;
+    reg_head = c;
+    pthread_mutex_unlock(&reg_lock);
+}
+
+/* Never dereferences `comm` unless it is in the registry. */
+static int comm_live_locked(ncclComm_t comm)
+{
+    for (struct ncclComm *c = reg_head; c; c = c->next)
+        if (c == comm)
+            return c->magic == COMM_MAGIC && !c->destroyed;
+    return 0;
+}
+
+/* On success the registry lock is held: release with comm_release(). */
+static struct ncclComm *comm_acquire(struct line *L, ncclComm_t comm)
+{
+    pthread_mutex_lock(&reg_lock);
+    if (comm_live_locked(comm))
+        return comm;
+    pthread_mutex_unlock(&reg_lock);
+    line_add(L, " INVALID-COMM");
+    return NULL;
+}
+
+static void comm_release(void) { pthread_mutex_unlock(&reg_lock); }
+
+/* A copy of a live comm's fields. */
+static int comm_snapshot(struct line *L, ncclComm_t comm, struct ncclComm *out)
+{
+    struct ncclComm *c = comm_acquire(L, comm);
+    if (!c)
+        return 0;
+    *out = *c;
+    comm_release();
+    return 1;
+}
+
+/* Removes and frees a live comm. */
+static ncclResult_t comm_free(struct line *L, ncclComm_t comm)
+{
+    pthread_mutex_lock(&reg_lock);
+    struct ncclComm **pp = &reg_head;
+    while (*pp && *pp != comm)
+        pp = &(*pp)->next;
+    if (!*pp || !comm_live_locked(comm)) {
+        pthread_mutex_unlock(&reg_lock);
+        line_add(L, " INVALID-COMM");
+        return ncclInvalidArgument;
+    }
+    *pp = comm->next;
+    comm->destroyed = 1;
+    comm->magic = COMM_DEAD;
+    pthread_mutex_unlock(&reg_lock);
+    free(comm);
+    return ncclSuccess;
+}
+
+static struct ncclComm *comm_new(int rank, int nranks, int device, const void *id)
+{
+    struct ncclComm *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->magic = COMM_MAGIC;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->device = device;
+    c->asyncError = ncclSuccess;
+    if (id)
+        memcpy(c->id, id, sizeof c->id);
+    return c;
+}
+
+/* blocking as the config gives it: 1 unless a valid config says 0 */
+static int config_blocking(const ncclConfig_t *config)
+{
+    if (!config || !CFG_HAS(config, blocking) || config->blocking == NCCL_CONFIG_UNDEF_INT)
+        return 1;
+    return config->blocking != 0;
+}
+
+/* A comm made under a non-blocking config starts "in progress". */
+static ncclResult_t comm_publish(struct ncclComm *c, const ncclConfig_t *config)
+{
+    ncclResult_t r = ncclSuccess;
+    if (!config_blocking(config)) {
+        c->asyncError = ncclInProgress;
+        c->inProgressPolls = env_long("FAKE_NCCL_INPROGRESS_POLLS", 0);
+        r = ncclInProgress;
+    }
+    comm_insert(c);
+    return r;
+}
+
+static ncclResult_t check_config(const ncclConfig_t *config)
+{
+    if (config && !config_ok(config))
+        return ncclInvalidArgument;
+    return ncclSuccess;
+}
+
+/* ------------------------------------------------------------------------
+ * Unique IDs
+ */
+static void fill_random(void *buf, size_t n)
+{
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = getrandom((char *)buf + got, n - got, 0);
+        if (r <= 0)
+            break;
+        got += (size_t)r;
+    }
+    if (got < n) {
+        int fd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
+        if (fd >= 0) {
+            ssize_t r;
+            while (got < n && (r = read(fd, (char *)buf + got, n - got)) > 0)
+                got += (size_t)r;
+            close(fd);
+        }
+    }
+    if (got < n) { /* last resort */
+        struct timespec ts;
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        uint64_t x = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)getpid();
+        for (; got < n; got++) {
+            x = x * 6364136223846793005ULL + 1442695040888963407ULL;
+            ((unsigned char *)buf)[got] = (unsigned char)(x >> 56);
+        }
+    }
+}
+
+/* Like NCCL: 40 bytes of content (here random, with the pid mixed into
+ * bytes 32..35), bytes 40..127 zero. */
+static void make_unique_id(ncclUniqueId *id)
+{
+    memset(id, 0, sizeof *id);
+    fill_random(id->internal, 40);
+    uint32_t pid = (uint32_t)getpid();
+    for (int i = 0; i < 4; i++)
+        id->internal[32 + i] ^= (char)(pid >> (8 * i));
+}
+
+/* ------------------------------------------------------------------------
+ * Implementations: impl_<name>(line, the function's own parameters).
+ * Each wrapper (generated below from nccl_api.def) logs the arguments,
+ * calls its impl, and logs the result.
+ */
+static __thread const char *last_error = "";
+
+static ncclResult_t fail(ncclResult_t r, const char *why)
+{
+    last_error = why;
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclGetVersion(struct line *L, int *version)
+{
+    if (!version)
+        return fail(ncclInvalidArgument, "version is NULL");
+    *version = FAKE_VERSION;
+    line_add(L, " *version=%d", *version);
+    return ncclSuccess;
+}
+
+IMPL const char *impl_ncclGetErrorString(struct line *L, ncclResult_t result)
+{
+    (void)L;
+    switch (result) {
+    case ncclSuccess: return "no error";
+    case ncclUnhandledCudaError: return "unhandled cuda error (run with NCCL_DEBUG=INFO for details)";
+    case ncclSystemError: return "unhandled system error (run with NCCL_DEBUG=INFO for details)";
+    case ncclInternalError: return "internal error - please report this issue to the NCCL developers";
+    case ncclInvalidArgument: return "invalid argument (run with NCCL_DEBUG=WARN for details)";
+    case ncclInvalidUsage: return "invalid usage (run with NCCL_DEBUG=WARN for details)";
+    case ncclRemoteError: return "remote process exited or there was a network error";
+    case ncclInProgress: return "NCCL operation in progress";
+    default: return "unknown result code";
+    }
+}
+
+IMPL ncclResult_t impl_ncclMemAlloc(struct line *L, void **ptr, size_t size)
+{
+    if (!ptr)
+        return fail(ncclInvalidArgument, "ptr is NULL");
+    void *p = malloc(size ? size : 1);
+    if (!p)
+        return fail(ncclSystemError, "out of memory");
+    *ptr = p;
+    log_ptr(L, "*ptr", p);
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclMemFree(struct line *L, void *ptr)
+{
+    (void)L;
+    free(ptr);
+    return ncclSuccess;
+}
+
+static __thread int group_depth;
+
+IMPL ncclResult_t impl_ncclGroupStart(struct line *L)
+{
+    (void)L;
+    group_depth++;
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclGroupEnd(struct line *L)
+{
+    (void)L;
+    if (group_depth <= 0)
+        return fail(ncclInvalidUsage, "ncclGroupEnd without ncclGroupStart");
+    group_depth--;
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclGroupSimulateEnd(struct line *L, ncclSimInfo_t *simInfo)
+{
+    (void)L;
+    if (group_depth <= 0)
+        return fail(ncclInvalidUsage, "ncclGroupSimulateEnd without ncclGroupStart");
+    if (simInfo && simInfo->size >= offsetof(ncclSimInfo_t, estimatedTime) + sizeof(float))
+        simInfo->estimatedTime = 0.0f;
+    group_depth--;
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclGetUniqueId(struct line *L, ncclUniqueId *uniqueId)
+{
+    if (!uniqueId)
+        return fail(ncclInvalidArgument, "uniqueId is NULL");
+    make_unique_id(uniqueId);
+    log_id_bytes(L, uniqueId);
+    return ncclSuccess;
+}
+
+/* FAKE_NCCL_REENTER=1: what a plugin loader inside NCCL init does. */
+static void reenter_hook(void)
+{
+    if (env_long("FAKE_NCCL_REENTER", 0) != 1)
+        return;
+    struct line R;
+    line_start(&R, "reenter");
+    const char *what = NULL;
+    int v = -1;
+    ncclResult_t (*getVersion)(int *);
+    const char *(*getErrorString)(ncclResult_t);
+    double (*cosine)(double);
+
+    *(void **)&getVersion = dlsym(RTLD_DEFAULT, "ncclGetVersion");
+    *(void **)&getErrorString = dlsym(RTLD_DEFAULT, "ncclGetErrorString");
+    if (!getVersion)
+        what = "dlsym-ncclGetVersion";
+    else if (getVersion(&v) != ncclSuccess)
+        what = "ncclGetVersion";
+    else if (!getErrorString)
+        what = "dlsym-ncclGetErrorString";
+    else if (!getErrorString(ncclSuccess))
+        what = "ncclGetErrorString";
+    if (!what) {
+        void *h = dlopen("libm.so.6", RTLD_NOW);
+        if (!h) {
+            what = "dlopen-libm";
+        } else {
+            *(void **)&cosine = dlsym(h, "cos");
+            if (!cosine || cosine(0.0) != 1.0)
+                what = "dlsym-cos";
+            dlclose(h);
+        }
+    }
+    if (what)
+        line_add(&R, " fail %s", what);
+    else
+        line_add(&R, " ok version=%d", v);
+    line_write(&R);
+}
+
+/* The common part of the init functions. */
+static ncclResult_t init_one(struct line *L, ncclComm_t *newcomm, int nranks, int rank,
+                             const ncclUniqueId *id, ncclConfig_t *config)
+{
+    sleep_ms(env_long("FAKE_NCCL_INIT_DELAY_MS", 0));
+    long forced = env_long("FAKE_NCCL_FAIL_INIT", 0);
+    if (forced) {
+        if (newcomm)
+            *newcomm = NULL;
+        return fail((ncclResult_t)forced, "FAKE_NCCL_FAIL_INIT");
+    }
+    if (!newcomm)
+        return fail(ncclInvalidArgument, "newcomm is NULL");
+    *newcomm = NULL;
+    if (nranks < 1 || rank < 0 || rank >= nranks || check_config(config) != ncclSuccess)
+        return fail(ncclInvalidArgument, "invalid rank, nranks or config");
+    struct ncclComm *c = comm_new(rank, nranks, (int)env_long("FAKE_NCCL_DEVICE", 0), id);
+    if (!c)
+        return fail(ncclSystemError, "out of memory");
+    ncclResult_t r = comm_publish(c, config);
+    *newcomm = c;
+    log_ptr(L, "*newcomm", c);
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclCommInitRank(struct line *L, ncclComm_t *newcomm, int nranks,
+                                        ncclUniqueId commId, int rank)
+{
+    reenter_hook();
+    return init_one(L, newcomm, nranks, rank, &commId, NULL);
+}
+
+IMPL ncclResult_t impl_ncclCommInitRankConfig(struct line *L, ncclComm_t *newcomm, int nranks,
+                                              ncclUniqueId commId, int rank, ncclConfig_t *config)
+{
+    reenter_hook();
+    return init_one(L, newcomm, nranks, rank, &commId, config);
+}
+
+IMPL ncclResult_t impl_ncclCommInitRankScalable(struct line *L, ncclComm_t *newcomm, int nranks,
+                                                int myrank, int nId, ncclUniqueId *commIds,
+                                                ncclConfig_t *config)
+{
+    if (commIds && nId >= 1)
+        log_id_bytes(L, &commIds[0]);
+    if (nId < 1 || !commIds) {
+        sleep_ms(env_long("FAKE_NCCL_INIT_DELAY_MS", 0));
+        return fail(ncclInvalidArgument, "no commIds");
+    }
+    return init_one(L, newcomm, nranks, myrank, &commIds[0], config);
+}
+
+IMPL ncclResult_t impl_ncclCommInitAll(struct line *L, ncclComm_t *comms, int ndev,
+                                       const int *devlist)
+{
+    sleep_ms(env_long("FAKE_NCCL_INIT_DELAY_MS", 0));
+    long forced = env_long("FAKE_NCCL_FAIL_INIT", 0);
+    if (forced)
+        return fail((ncclResult_t)forced, "FAKE_NCCL_FAIL_INIT");
+    if (!comms || ndev < 1)
+        return fail(ncclInvalidArgument, "invalid comms or ndev");
+    ncclUniqueId id;
+    make_unique_id(&id);
+    for (int i = 0; i < ndev; i++) {
+        struct ncclComm *c = comm_new(i, ndev, devlist ? devlist[i] : i, &id);
+        if (!c) {
+            while (i-- > 0)
+                comm_free(L, comms[i]);
+            return fail(ncclSystemError, "out of memory");
+        }
+        comm_insert(c);
+        comms[i] = c;
+    }
+    line_add(L, " *comms=");
+    for (int i = 0; i < ndev; i++)
+        line_add(L, "%s0x%" PRIxPTR, i ? "," : "", (uintptr_t)comms[i]);
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclCommSplit(struct line *L, ncclComm_t comm, int color, int key,
+                                     ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    (void)key;
+    struct ncclComm p;
+    if (!comm_snapshot(L, comm, &p))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!newcomm || check_config(config) != ncclSuccess)
+        return fail(ncclInvalidArgument, "invalid newcomm or config");
+    if (color == -1 /* NCCL_SPLIT_NOCOLOR */) {
+        *newcomm = NULL;
+        log_ptr(L, "*newcomm", NULL);
+        return ncclSuccess;
+    }
+    if (color < 0)
+        return fail(ncclInvalidArgument, "invalid color");
+    int nranks = (int)env_long("FAKE_NCCL_SPLIT_NRANKS", p.nranks);
+    if (nranks < 1)
+        nranks = p.nranks;
+    struct ncclComm *c = comm_new(p.rank % nranks, nranks, p.device, p.id);
+    if (!c)
+        return fail(ncclSystemError, "out of memory");
+    ncclResult_t r = comm_publish(c, config);
+    *newcomm = c;
+    log_ptr(L, "*newcomm", c);
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclCommShrink(struct line *L, ncclComm_t comm, int *excludeRanksList,
+                                      int excludeRanksCount, ncclComm_t *newcomm,
+                                      ncclConfig_t *config, int shrinkFlags)
+{
+    (void)shrinkFlags;
+    struct ncclComm p;
+    if (!comm_snapshot(L, comm, &p))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!newcomm || check_config(config) != ncclSuccess || excludeRanksCount < 0 ||
+        excludeRanksCount >= p.nranks || (excludeRanksCount > 0 && !excludeRanksList))
+        return fail(ncclInvalidArgument, "invalid shrink arguments");
+    int below = 0;
+    for (int i = 0; i < excludeRanksCount; i++) {
+        int x = excludeRanksList[i];
+        if (x < 0 || x >= p.nranks || x == p.rank)
+            return fail(ncclInvalidArgument, "invalid excluded rank");
+        below += x < p.rank;
+    }
+    struct ncclComm *c = comm_new(p.rank - below, p.nranks - excludeRanksCount, p.device, p.id);
+    if (!c)
+        return fail(ncclSystemError, "out of memory");
+    ncclResult_t r = comm_publish(c, config);
+    *newcomm = c;
+    log_ptr(L, "*newcomm", c);
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclCommFinalize(struct line *L, ncclComm_t comm)
+{
+    struct ncclComm *c = comm_acquire(L, comm);
+    if (!c)
+        return fail(ncclInvalidArgument, "invalid communicator");
+    c->finalized = 1;
+    comm_release();
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclCommDestroy(struct line *L, ncclComm_t comm)
+{
+    return comm_free(L, comm) == ncclSuccess ? ncclSuccess
+                                             : fail(ncclInvalidArgument, "invalid communicator");
+}
+
+IMPL ncclResult_t impl_ncclCommAbort(struct line *L, ncclComm_t comm)
+{
+    return impl_ncclCommDestroy(L, comm);
+}
+
+IMPL ncclResult_t impl_ncclCommRevoke(struct line *L, ncclComm_t comm, int revokeFlags)
+{
+    (void)revokeFlags;
+    struct ncclComm *c = comm_acquire(L, comm);
+    if (!c)
+        return fail(ncclInvalidArgument, "invalid communicator");
+    c->revoked = 1;
+    comm_release();
+    return ncclSuccess;
+}
+
+IMPL const char *impl_ncclGetLastError(struct line *L, ncclComm_t comm)
+{
+    /* NULL is valid here: the last error of any communicator */
+    if (comm) {
+        struct ncclComm *c = comm_acquire(L, comm);
+        if (!c)
+            return "invalid communicator";
+        comm_release();
+    }
+    return last_error;
+}
+
+IMPL ncclResult_t impl_ncclCommGetAsyncError(struct line *L, ncclComm_t comm,
+                                             ncclResult_t *asyncError)
+{
+    struct ncclComm *c = comm_acquire(L, comm);
+    if (!c)
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!asyncError) {
+        comm_release();
+        return fail(ncclInvalidArgument, "asyncError is NULL");
+    }
+    if (c->asyncError == ncclInProgress) {
+        if (c->inProgressPolls > 0)
+            c->inProgressPolls--;
+        else
+            c->asyncError = ncclSuccess;
+    }
+    *asyncError = c->asyncError;
+    comm_release();
+    line_add(L, " *asyncError=%d", (int)*asyncError);
+    return ncclSuccess;
+}
+
+/* Count, CuDevice, UserRank */
+static ncclResult_t comm_int(struct line *L, ncclComm_t comm, int *out, const char *key,
+                             int which)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!out)
+        return fail(ncclInvalidArgument, "output is NULL");
+    *out = which == 0 ? c.nranks : which == 1 ? c.device : c.rank;
+    line_add(L, " %s=%d", key, *out);
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclCommCount(struct line *L, ncclComm_t comm, int *count)
+{
+    return comm_int(L, comm, count, "*count", 0);
+}
+
+IMPL ncclResult_t impl_ncclCommCuDevice(struct line *L, ncclComm_t comm, int *device)
+{
+    return comm_int(L, comm, device, "*device", 1);
+}
+
+IMPL ncclResult_t impl_ncclCommUserRank(struct line *L, ncclComm_t comm, int *rank)
+{
+    return comm_int(L, comm, rank, "*rank", 2);
+}
+
+/* Registration handles are opaque tokens, never dereferenced. */
+static uintptr_t token_next(void)
+{
+    static uintptr_t n;
+    return 0xf0000000u + 0x10u * __atomic_add_fetch(&n, 1, __ATOMIC_RELAXED);
+}
+
+IMPL ncclResult_t impl_ncclCommRegister(struct line *L, ncclComm_t comm, void *buff, size_t size,
+                                        void **handle)
+{
+    (void)buff;
+    (void)size;
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!handle)
+        return fail(ncclInvalidArgument, "handle is NULL");
+    *handle = (void *)token_next();
+    log_ptr(L, "*handle", *handle);
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclCommDeregister(struct line *L, ncclComm_t comm, void *handle)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!handle)
+        return fail(ncclInvalidArgument, "handle is NULL");
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclCommWindowRegister(struct line *L, ncclComm_t comm, void *buff,
+                                              size_t size, ncclWindow_t *win, int winFlags)
+{
+    (void)buff;
+    (void)size;
+    (void)winFlags;
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!win)
+        return fail(ncclInvalidArgument, "win is NULL");
+    *win = (ncclWindow_t)token_next();
+    log_ptr(L, "*win", *win);
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclCommWindowDeregister(struct line *L, ncclComm_t comm, ncclWindow_t win)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!win)
+        return fail(ncclInvalidArgument, "win is NULL");
+    return ncclSuccess;
+}
+
+static int datatype_ok(ncclDataType_t t) { return (unsigned)t < FAKE_NUM_TYPES; }
+
+IMPL ncclResult_t impl_ncclRedOpCreatePreMulSum(struct line *L, ncclRedOp_t *op, void *scalar,
+                                                ncclDataType_t datatype,
+                                                ncclScalarResidence_t residence, ncclComm_t comm)
+{
+    struct ncclComm *c = comm_acquire(L, comm);
+    if (!c)
+        return fail(ncclInvalidArgument, "invalid communicator");
+    ncclResult_t r = ncclSuccess;
+    if (!op || !scalar || !datatype_ok(datatype) ||
+        (residence != ncclScalarDevice && residence != ncclScalarHostImmediate)) {
+        r = fail(ncclInvalidArgument, "invalid PreMulSum arguments");
+    } else if (c->userOps == ~0ULL) {
+        r = fail(ncclInvalidUsage, "too many user ops");
+    } else {
+        int i = __builtin_ctzll(~c->userOps);
+        c->userOps |= 1ULL << i;
+        *op = (ncclRedOp_t)(ncclNumOps + i);
+        line_add(L, " *op=%d", (int)*op);
+    }
+    comm_release();
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclRedOpDestroy(struct line *L, ncclRedOp_t op, ncclComm_t comm)
+{
+    struct ncclComm *c = comm_acquire(L, comm);
+    if (!c)
+        return fail(ncclInvalidArgument, "invalid communicator");
+    unsigned i = (unsigned)op - ncclNumOps;
+    ncclResult_t r = ncclSuccess;
+    if ((unsigned)op < ncclNumOps || i >= MAX_USER_OPS || !(c->userOps & (1ULL << i)))
+        r = fail(ncclInvalidArgument, "not a user op of this communicator");
+    else
+        c->userOps &= ~(1ULL << i);
+    comm_release();
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclDevCommCreate(struct line *L, ncclComm_t comm,
+                                         const ncclDevCommRequirements_t *reqs,
+                                         ncclDevComm_t *outDevComm)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    /* the structures are opaque here: nothing is written */
+    if (!reqs || !outDevComm)
+        return fail(ncclInvalidArgument, "reqs or outDevComm is NULL");
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclDevCommDestroy(struct line *L, ncclComm_t comm,
+                                          const ncclDevComm_t *devComm)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!devComm)
+        return fail(ncclInvalidArgument, "devComm is NULL");
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclGinBarrierCreateRequirement(struct line *L, ncclComm_t comm,
+                                                       ncclTeam_t team, int nBarriers,
+                                                       ncclGinBarrierHandle_t *outHandle,
+                                                       ncclDevResourceRequirements_t *outReq)
+{
+    (void)team;
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (nBarriers < 0 || !outHandle || !outReq)
+        return fail(ncclInvalidArgument, "invalid barrier arguments");
+    return ncclSuccess;
+}
+
+/* ------------------------------------------------------------------------
+ * Data operations
+ */
+static size_t type_size(ncclDataType_t t)
+{
+    static const unsigned char sizes[12] = {1, 1, 4, 4, 8, 8, 2, 4, 8, 2, 1, 1};
+    return sizes[t];
+}
+
+enum { NO_OP = -1, NO_ROOT = -1 };
+
+/* Validates a data operation; *c gets a copy of the comm. */
+static ncclResult_t data_check(struct line *L, ncclComm_t comm, ncclDataType_t datatype,
+                               int checkOp, ncclRedOp_t op, int checkRoot, int root,
+                               struct ncclComm *c)
+{
+    if (!comm_snapshot(L, comm, c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!datatype_ok(datatype))
+        return fail(ncclInvalidArgument, "invalid datatype");
+    if (checkOp && (unsigned)op >= ncclNumOps) {
+        unsigned i = (unsigned)op - ncclNumOps;
+        if (i >= MAX_USER_OPS || !(c->userOps & (1ULL << i)))
+            return fail(ncclInvalidArgument, "invalid reduction op");
+    }
+    if (checkRoot && (root < 0 || root >= c->nranks))
+        return fail(ncclInvalidArgument, "invalid root or peer");
+    return ncclSuccess;
+}
+
+/* One rank: the result is the input (Sum, Avg, Min, Max, Prod of one value;
+ * a PreMulSum is copied without scaling). More ranks: no buffer is touched. */
+static ncclResult_t data_copy(const struct ncclComm *c, const void *sendbuff, void *recvbuff,
+                              size_t count, ncclDataType_t datatype)
+{
+    size_t bytes;
+    if (__builtin_mul_overflow(count, type_size(datatype), &bytes))
+        return fail(ncclInvalidArgument, "count too large");
+    if (bytes && (!sendbuff || !recvbuff))
+        return fail(ncclInvalidArgument, "NULL buffer");
+    if (c->nranks == 1 && bytes && sendbuff != recvbuff)
+        memmove(recvbuff, sendbuff, bytes);
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclAllReduce(struct line *L, const void *sendbuff, void *recvbuff,
+                                     size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                                     ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 1, op, 0, 0, &c);
+    return r ? r : data_copy(&c, sendbuff, recvbuff, count, datatype);
+}
+
+IMPL ncclResult_t impl_ncclBroadcast(struct line *L, const void *sendbuff, void *recvbuff,
+                                     size_t count, ncclDataType_t datatype, int root,
+                                     ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 1, root, &c);
+    return r ? r : data_copy(&c, sendbuff, recvbuff, count, datatype);
+}
+
+IMPL ncclResult_t impl_ncclBcast(struct line *L, void *buff, size_t count,
+                                 ncclDataType_t datatype, int root, ncclComm_t comm,
+                                 cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 1, root, &c);
+    return r ? r : data_copy(&c, buff, buff, count, datatype);
+}
+
+IMPL ncclResult_t impl_ncclReduce(struct line *L, const void *sendbuff, void *recvbuff,
+                                  size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
+                                  ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 1, op, 1, root, &c);
+    return r ? r : data_copy(&c, sendbuff, recvbuff, count, datatype);
+}
+
+IMPL ncclResult_t impl_ncclReduceScatter(struct line *L, const void *sendbuff, void *recvbuff,
+                                         size_t recvcount, ncclDataType_t datatype,
+                                         ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 1, op, 0, 0, &c);
+    return r ? r : data_copy(&c, sendbuff, recvbuff, recvcount, datatype);
+}
+
+IMPL ncclResult_t impl_ncclAllGather(struct line *L, const void *sendbuff, void *recvbuff,
+                                     size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+                                     cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 0, 0, &c);
+    return r ? r : data_copy(&c, sendbuff, recvbuff, sendcount, datatype);
+}
+
+IMPL ncclResult_t impl_ncclAlltoAll(struct line *L, const void *sendbuff, void *recvbuff,
+                                    size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                                    cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 0, 0, &c);
+    return r ? r : data_copy(&c, sendbuff, recvbuff, count, datatype);
+}
+
+IMPL ncclResult_t impl_ncclGather(struct line *L, const void *sendbuff, void *recvbuff,
+                                  size_t count, ncclDataType_t datatype, int root,
+                                  ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 1, root, &c);
+    return r ? r : data_copy(&c, sendbuff, recvbuff, count, datatype);
+}
+
+IMPL ncclResult_t impl_ncclScatter(struct line *L, const void *sendbuff, void *recvbuff,
+                                   size_t count, ncclDataType_t datatype, int root,
+                                   ncclComm_t comm, cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 1, root, &c);
+    return r ? r : data_copy(&c, sendbuff, recvbuff, count, datatype);
+}
+
+/* Point-to-point: validated and logged only (no self-copy is emulated). */
+IMPL ncclResult_t impl_ncclSend(struct line *L, const void *sendbuff, size_t count,
+                                ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 1, peer, &c);
+    if (r)
+        return r;
+    return count && !sendbuff ? fail(ncclInvalidArgument, "NULL buffer") : ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclRecv(struct line *L, void *recvbuff, size_t count,
+                                ncclDataType_t datatype, int peer, ncclComm_t comm,
+                                cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 1, peer, &c);
+    if (r)
+        return r;
+    return count && !recvbuff ? fail(ncclInvalidArgument, "NULL buffer") : ncclSuccess;
+}
+
+/* ------------------------------------------------------------------------
+ * The exports, generated from nccl_api.def: pnccl<X> logs and calls
+ * impl_nccl<X>; nccl<X> is a weak alias of it, as in real NCCL.
+ */
+#define FAKE_EXPORT(ret, name, params, args)                                  \
+    FAKE_IF(FAKE_BUILT(name))(                                                \
+        EXPORT ret p##name params;                                            \
+        EXPORT ret p##name params                                             \
+        {                                                                     \
+            struct line L;                                                    \
+            line_start(&L, #name);                                            \
+            LOG_ARGS args                                                     \
+            ret r = impl_##name(&L COMMA_ARGS args);                          \
+            line_end(&L, r);                                                  \
+            return r;                                                         \
+        }                                                                     \
+        EXPORT extern __typeof__(p##name) name                                \
+            __attribute__((weak, alias("p" #name)));)
+
+#define NCCL_PLAIN(ret, name, params, args) FAKE_EXPORT(ret, name, params, args)
+#define NCCL_COMM(ret, name, params, args) FAKE_EXPORT(ret, name, params, args)
+#define NCCL_LIFE(ret, name, params, args) FAKE_EXPORT(ret, name, params, args)
+#define NCCL_DATA(name, op, params, args, count, dtype)                       \
+    FAKE_EXPORT(ncclResult_t, name, params, args)
+#include "nccl_api.def"
