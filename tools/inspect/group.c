@@ -1,0 +1,212 @@
+/* Joins the stored facts into communicators: comm records grouped by their
+ * `group`, each rank matched to its comm_end (traffic) and to the network
+ * NCCL's log reported for it. */
+#include "inspect.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+typedef struct end_bucket {
+    char *key;              /* "host:pid" */
+    comm_end_rec **v;
+    size_t n, cap;
+    UT_hash_handle hh;
+} end_bucket;
+
+static int rank_ts_cmp(const void *a, const void *b)
+{
+    const rank_rec *x = *(rank_rec *const *)a, *y = *(rank_rec *const *)b;
+    if (x->ts != y->ts)
+        return x->ts < y->ts ? -1 : 1;
+    return x->line < y->line ? -1 : x->line > y->line;
+}
+
+static int end_matches(const comm_end_rec *e, const rank_rec *r)
+{
+    if (e->used)
+        return 0;
+    /* an end cannot precede its init (ts 0 means "not recorded") */
+    if (e->ts && r->ts && e->ts < r->ts)
+        return 0;
+    if (e->handle && r->handle)
+        return strcasecmp(e->handle, r->handle) == 0;
+    if (e->comm_norm && r->comm_norm)
+        return strcmp(e->comm_norm, r->comm_norm) == 0;
+    return e->group && r->group && e->has_rank && strcmp(e->group, r->group) == 0 && e->rank == r->rank;
+}
+
+/* Handles and comm pointers are reused after a destroy, so each rank takes
+ * the earliest unused end that follows it; ranks go in time order. */
+static void match_ends(inspect_state *st, rank_rec **byts, size_t n)
+{
+    end_bucket *buckets = NULL, *b, *btmp;
+    for (comm_end_rec *e = st->ends; e; e = e->next) {
+        char *key = xasprintf("%s:%lld", e->host, e->pid);
+        HASH_FIND_STR(buckets, key, b);
+        if (!b) {
+            b = xmalloc(sizeof *b);
+            memset(b, 0, sizeof *b);
+            b->key = key;
+            HASH_ADD_KEYPTR(hh, buckets, b->key, strlen(b->key), b);
+        } else {
+            free(key);
+        }
+        if (b->n == b->cap) {
+            b->cap = b->cap ? b->cap * 2 : 4;
+            b->v = xrealloc(b->v, b->cap * sizeof *b->v);
+        }
+        b->v[b->n++] = e;
+    }
+    for (size_t i = 0; i < n; i++) {
+        rank_rec *r = byts[i];
+        char *key = xasprintf("%s:%lld", r->host, r->pid);
+        HASH_FIND_STR(buckets, key, b);
+        free(key);
+        if (!b)
+            continue;
+        comm_end_rec *best = NULL;
+        for (size_t j = 0; j < b->n; j++)
+            if (end_matches(b->v[j], r) && (!best || b->v[j]->ts < best->ts))
+                best = b->v[j];
+        if (best) {
+            best->used = 1;
+            r->end = best;
+        }
+    }
+    HASH_ITER(hh, buckets, b, btmp) {
+        HASH_DEL(buckets, b);
+        free(b->key);
+        free(b->v);
+        free(b);
+    }
+}
+
+static void join_network(inspect_state *st, rank_rec *r)
+{
+    if (!r->comm_norm)
+        return;
+    char *h = short_host(r->host);
+    char *key = xasprintf("%s:%lld:%s", h, r->pid, r->comm_norm);
+    net_entry *e;
+    HASH_FIND_STR(st->nccl_comm, key, e);
+    if (e && e->network)
+        r->network = e->network;
+    free(key);
+    free(h);
+}
+
+static int rank_cmp(const void *a, const void *b)
+{
+    const rank_rec *x = *(rank_rec *const *)a, *y = *(rank_rec *const *)b;
+    if (x->rank != y->rank)
+        return x->rank < y->rank ? -1 : 1;
+    return rank_ts_cmp(a, b);
+}
+
+static int comm_cmp(const void *a, const void *b)
+{
+    const communicator *x = *(communicator *const *)a, *y = *(communicator *const *)b;
+    if (x->first_ts != y->first_ts)
+        return x->first_ts < y->first_ts ? -1 : 1;
+    return strcmp(x->group, y->group);
+}
+
+/* One value when all ranks agree, "mixed" otherwise. */
+static const char *agree(communicator *c, const char *(*get)(const rank_rec *), const char *none)
+{
+    const char *v = NULL;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        const char *s = get(c->ranks[i]);
+        if (!s)
+            continue;
+        if (!v)
+            v = s;
+        else if (strcmp(v, s) != 0)
+            return "mixed";
+    }
+    return v ? v : none;
+}
+
+static const char *get_purpose(const rank_rec *r) { return r->purpose ? r->purpose : "unknown"; }
+static const char *get_action(const rank_rec *r) { return r->action ? r->action : "unknown"; }
+static const char *get_network(const rank_rec *r) { return r->network; }
+
+static void summarize(communicator *c)
+{
+    qsort(c->ranks, c->nranks_rec, sizeof *c->ranks, rank_cmp);
+    c->first_ts = c->ranks[0]->ts;
+    long long best = 0;
+    size_t best_n = 0;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        rank_rec *r = c->ranks[i];
+        if (r->ts < c->first_ts)
+            c->first_ts = r->ts;
+        if (i == 0 || r->rank != c->ranks[i - 1]->rank)
+            c->ranks_seen++;
+        size_t same = 0;
+        for (size_t j = 0; j < c->nranks_rec; j++)
+            same += c->ranks[j]->nranks == r->nranks;
+        if (same > best_n || (same == best_n && r->nranks > best)) {
+            best_n = same;
+            best = r->nranks;
+        }
+        strlist_add_unique(&c->hosts, r->host);
+        strlist_add_unique(&c->apis, r->api ? r->api : "?");
+        if (r->duration_us > c->init_us)
+            c->init_us = r->duration_us;
+        if (r->end) {
+            op_stat *o, *tmp;
+            HASH_ITER(hh, r->end->ops, o, tmp)
+                op_add(&c->ops, o->name, o->count, o->bytes);
+        }
+    }
+    HASH_SORT(c->ops, op_cmp);
+    c->nranks = best;
+    c->purpose = agree(c, get_purpose, "unknown");
+    c->action = agree(c, get_action, "unknown");
+    c->network = agree(c, get_network, "-");
+}
+
+void inspect_group(inspect_state *st)
+{
+    size_t n = 0;
+    for (rank_rec *r = st->ranks; r; r = r->next)
+        n++;
+    rank_rec **byts = xmalloc(n * sizeof *byts);
+    n = 0;
+    for (rank_rec *r = st->ranks; r; r = r->next)
+        byts[n++] = r;
+    qsort(byts, n, sizeof *byts, rank_ts_cmp);
+    match_ends(st, byts, n);
+    free(byts);
+
+    for (rank_rec *r = st->ranks; r; r = r->next) {
+        r->proc = inspect_process(st, r->host, r->pid);
+        join_network(st, r);
+        communicator *c;
+        HASH_FIND_STR(st->comms, r->group, c);
+        if (!c) {
+            c = xmalloc(sizeof *c);
+            memset(c, 0, sizeof *c);
+            c->group = xstrdup(r->group);
+            c->short_group = short_group(r->group);
+            HASH_ADD_KEYPTR(hh, st->comms, c->group, strlen(c->group), c);
+            st->ncomms++;
+        }
+        if (c->nranks_rec == c->cap) {
+            c->cap = c->cap ? c->cap * 2 : 4;
+            c->ranks = xrealloc(c->ranks, c->cap * sizeof *c->ranks);
+        }
+        c->ranks[c->nranks_rec++] = r;
+    }
+    st->sorted = xmalloc((st->ncomms ? st->ncomms : 1) * sizeof *st->sorted);
+    size_t i = 0;
+    communicator *c, *tmp;
+    HASH_ITER(hh, st->comms, c, tmp) {
+        summarize(c);
+        st->sorted[i++] = c;
+    }
+    if (st->ncomms)
+        qsort(st->sorted, st->ncomms, sizeof *st->sorted, comm_cmp);
+}

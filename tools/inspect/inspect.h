@@ -1,0 +1,190 @@
+/* ncclshim-inspect: shared state and entry points.
+ *
+ * The tool works in three passes so that input order never matters (NCCL logs
+ * may be given before or after the record files they describe):
+ *   1. feed: every line of every input goes through inspect_feed_record_line()
+ *      or inspect_feed_nccl_line(), which only store facts;
+ *   2. inspect_group(): joins comm / comm_end / NCCL-log facts into communicators;
+ *   3. inspect_check(): runs the problem rules, then a printer renders the result.
+ * The feed functions are the fuzzing surface: they must accept any bytes. */
+#ifndef NCCLSHIM_INSPECT_H
+#define NCCLSHIM_INSPECT_H
+
+#include <stddef.h>
+#include <stdio.h>
+#include <uthash.h>
+
+/* Records are at most 16 KiB by contract; 1 MiB leaves room for foreign
+ * input while bounding memory on hostile files. */
+#define INSPECT_MAX_LINE (1024 * 1024)
+#define INSPECT_MAX_NCCL_WARNS 3
+
+typedef struct op_stat {
+    char *name;
+    unsigned long long count, bytes;
+    UT_hash_handle hh;
+} op_stat;
+
+typedef struct process {
+    char *key;              /* "host:pid" */
+    char *host;
+    long long pid;
+    char *title, *log_file, *shim_version;
+    int has_load, has_exit;
+    UT_hash_handle hh;
+} process;
+
+typedef struct comm_end_rec {
+    char *host;
+    long long pid;
+    char *comm_norm, *handle, *group, *how;
+    long long rank, result;
+    int has_rank;
+    double ts;
+    op_stat *ops;
+    int used;
+    struct comm_end_rec *next;
+} comm_end_rec;
+
+typedef struct rank_rec {
+    char *host;
+    long long pid, tid;
+    double ts;
+    char *fn, *comm, *comm_norm, *handle, *group, *id_hash;
+    long long rank, nranks, cuda_device, result, duration_us;
+    char *result_str, *api, *caller_lib, *title, *python0;
+    char *role, *role_reason, *purpose, *purpose_reason, *action, *action_reason;
+    char *file;
+    long line;
+    /* filled by inspect_group() */
+    comm_end_rec *end;      /* matched comm_end, owned by the state list */
+    const char *network;    /* owned by the NCCL net map */
+    process *proc;
+    struct rank_rec *next;  /* state-wide list, in input order */
+} rank_rec;
+
+typedef struct net_entry {
+    char *key;              /* "host:pid:tid" or "host:pid:comm" (see read_nccl_log.c) */
+    char *network;
+    char *comm_norm;        /* per-tid entries: last comm seen on that thread */
+    UT_hash_handle hh;
+} net_entry;
+
+typedef struct nccl_proc {
+    char *key;              /* "shorthost:pid" */
+    char *warns[INSPECT_MAX_NCCL_WARNS];
+    int nwarns;             /* total, may exceed the stored three */
+    UT_hash_handle hh;
+} nccl_proc;
+
+typedef struct strlist {
+    char **v;
+    size_t n, cap;
+} strlist;
+
+typedef struct input_error {
+    char *file;
+    long line;              /* 0: the file as a whole */
+    char *reason;
+    int fatal;              /* input could not be read: exit status 2 */
+} input_error;
+
+typedef struct library_rec {
+    char *key;              /* slot|path|version, for de-duplication across processes */
+    long long slot, version;
+    char *path;
+    int nproc;
+    UT_hash_handle hh;
+} library_rec;
+
+typedef struct warning_rec {
+    char *host, *what, *message;
+    long long pid;
+} warning_rec;
+
+typedef struct communicator {
+    char *group;            /* owned */
+    char *short_group;      /* owned */
+    rank_rec **ranks;       /* sorted by rank, then ts */
+    size_t nranks_rec, cap;
+    double first_ts;
+    long long nranks;       /* most common value reported */
+    size_t ranks_seen;      /* distinct ranks */
+    const char *purpose, *action, *network;     /* "mixed" / "-" when apt */
+    strlist hosts, apis;
+    long long init_us;      /* max duration over ranks */
+    op_stat *ops;           /* summed over ranks */
+    strlist problems;
+    UT_hash_handle hh;
+} communicator;
+
+typedef struct inspect_state {
+    process *procs;
+    rank_rec *ranks, **ranks_tail;
+    comm_end_rec *ends;
+    net_entry *nccl_tid;    /* pending "Using network" and last comm, per thread */
+    net_entry *nccl_proc_net; /* last "Using network" per process, fallback */
+    net_entry *nccl_comm;   /* network per (host, pid, comm) */
+    nccl_proc *nccl_procs;
+    library_rec *libs;
+    struct { warning_rec *v; size_t n, cap; } warnings;
+    struct { input_error *v; size_t n, cap; } errors;
+    communicator *comms;    /* hash by group */
+    communicator **sorted;  /* after inspect_group() */
+    size_t ncomms;
+    size_t nrecords;        /* records accepted */
+    size_t nccl_lines;      /* NCCL log lines recognised */
+    /* (dev, ino) of files already read: a file named twice (directly and via
+     * its directory) must not produce duplicate ranks. */
+    struct { unsigned long long *v; size_t n, cap; } seen_files;
+} inspect_state;
+
+/* util.c */
+void *xmalloc(size_t n);
+void *xrealloc(void *p, size_t n);
+char *xstrdup(const char *s);
+char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void strlist_add(strlist *l, char *owned);
+void strlist_add_unique(strlist *l, const char *s);
+void strlist_free(strlist *l);
+char *norm_comm_ptr(const char *s);
+char *short_host(const char *host);
+char *short_group(const char *group);
+void humanize_bytes(unsigned long long b, char *out, size_t outlen);
+void op_add(op_stat **ops, const char *name, unsigned long long count, unsigned long long bytes);
+void op_free(op_stat **ops);
+int op_cmp(op_stat *a, op_stat *b);
+
+/* state.c */
+inspect_state *inspect_new(void);
+void inspect_free(inspect_state *st);
+void inspect_error(inspect_state *st, const char *file, long line, int fatal, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+process *inspect_process(inspect_state *st, const char *host, long long pid);
+
+/* read_records.c: one line of a ncclshim.*.jsonl file (no trailing newline). */
+void inspect_feed_record_line(inspect_state *st, const char *buf, size_t len,
+                              const char *file, long lineno);
+/* Same, for a final line that had no newline: failures say "truncated". */
+void inspect_feed_record_line_ex(inspect_state *st, const char *buf, size_t len,
+                                 const char *file, long lineno, int unterminated);
+/* read_nccl_log.c: one line of an NCCL_DEBUG=INFO log. Lines that are not NCCL
+ * lines are ignored: logs are interleaved with application output. */
+/* Returns 1 when the line was an NCCL line. */
+int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len);
+
+/* read_input.c */
+enum input_kind { INPUT_AUTO, INPUT_RECORDS, INPUT_NCCL_LOG };
+void inspect_read_path(inspect_state *st, const char *path, enum input_kind kind);
+
+/* group.c */
+void inspect_group(inspect_state *st);
+/* check.c */
+size_t inspect_check(inspect_state *st);
+/* print_table.c, print_json.c */
+/* "AllReduce:120/480Ki Broadcast:3/3.0Gi", or "-" */
+char *inspect_traffic_string(op_stat *ops);
+void inspect_print_table(inspect_state *st, FILE *out, int verbose);
+void inspect_print_json(inspect_state *st, FILE *out);
+
+#endif

@@ -1,0 +1,30 @@
+# ncclshim-inspect. Included by the top-level Makefile, or standalone:
+#   make -f tools/inspect/inspect.mk tools/ncclshim-inspect
+#   make -f tools/inspect/inspect.mk fuzz-inspect   (needs clang)
+CC ?= cc
+CFLAGS ?= -O2 -g -Wall -Wextra -Werror
+INSPECT_CFLAGS = -std=c11 -D_DEFAULT_SOURCE
+INSPECT_SRCS = tools/inspect/util.c tools/inspect/state.c tools/inspect/read_records.c \
+               tools/inspect/read_nccl_log.c tools/inspect/read_input.c tools/inspect/group.c \
+               tools/inspect/check.c tools/inspect/print_table.c tools/inspect/print_json.c
+INSPECT_HDRS = tools/inspect/inspect.h
+
+# Static jansson so the binary runs on nodes without libjansson installed.
+INSPECT_JANSSON_A := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libjansson.a) \
+                       $(filter /%,$(shell $(CC) -print-file-name=libjansson.a 2>/dev/null)))
+ifneq ($(INSPECT_JANSSON_A),)
+INSPECT_LIBS ?= $(INSPECT_JANSSON_A)
+else
+INSPECT_LIBS ?= -ljansson
+endif
+
+tools/ncclshim-inspect: $(INSPECT_SRCS) tools/inspect/main.c $(INSPECT_HDRS)
+	$(CC) $(CFLAGS) $(INSPECT_CFLAGS) -o $@ $(INSPECT_SRCS) tools/inspect/main.c $(LDFLAGS) $(INSPECT_LIBS)
+
+FUZZ_CC ?= clang
+tests/inspect/fuzz_records: tests/inspect/fuzz_records.c $(INSPECT_SRCS) $(INSPECT_HDRS)
+	$(FUZZ_CC) -g -O1 -fsanitize=fuzzer,address,undefined $(INSPECT_CFLAGS) -Itools/inspect \
+	  -o $@ tests/inspect/fuzz_records.c $(INSPECT_SRCS) $(INSPECT_LIBS)
+
+.PHONY: fuzz-inspect
+fuzz-inspect: tests/inspect/fuzz_records

@@ -1,0 +1,144 @@
+/* Human output: a summary header, one aligned row per communicator, then the
+ * problems spelled out (the PROBLEMS column only counts them, to keep rows
+ * within a terminal's width). */
+#include "inspect.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+enum { COL_GROUP, COL_PURPOSE, COL_ACTION, COL_RANKS, COL_HOSTS, COL_APIS, COL_INIT, COL_NET,
+       COL_PROBLEMS, COL_TRAFFIC, NCOLS };
+static const char *const headers[NCOLS] = {"GROUP", "PURPOSE", "ACTION", "RANKS", "HOSTS",
+                                           "API", "INIT_MS", "NET", "PROBLEMS", "TRAFFIC"};
+
+static char *join(const strlist *l, const char *sep)
+{
+    size_t n = 1;
+    for (size_t i = 0; i < l->n; i++)
+        n += strlen(l->v[i]) + strlen(sep);
+    char *out = xmalloc(n);
+    out[0] = '\0';
+    for (size_t i = 0; i < l->n; i++) {
+        if (i)
+            strcat(out, sep);
+        strcat(out, l->v[i]);
+    }
+    return out;
+}
+
+char *inspect_traffic_string(op_stat *ops)
+{
+    strlist parts = {0};
+    op_stat *o, *tmp;
+    HASH_ITER(hh, ops, o, tmp) {
+        char hb[32];
+        humanize_bytes(o->bytes, hb, sizeof hb);
+        strlist_add(&parts, xasprintf("%s:%llu/%s", o->name, o->count, hb));
+    }
+    char *s = parts.n ? join(&parts, " ") : xstrdup("-");
+    strlist_free(&parts);
+    return s;
+}
+
+static void row_cells(communicator *c, char *cell[NCOLS])
+{
+    cell[COL_GROUP] = xstrdup(c->short_group);
+    cell[COL_PURPOSE] = xstrdup(c->purpose);
+    cell[COL_ACTION] = xstrdup(c->action);
+    cell[COL_RANKS] = xasprintf("%zu/%lld", c->ranks_seen, c->nranks);
+    char *hosts = join(&c->hosts, ",");
+    /* a long host list would push everything else off screen; -v lists them */
+    if (strlen(hosts) > 24) {
+        free(hosts);
+        hosts = xasprintf("%zu hosts", c->hosts.n);
+    }
+    cell[COL_HOSTS] = hosts;
+    cell[COL_APIS] = join(&c->apis, ",");
+    cell[COL_INIT] = xasprintf("%lld", (c->init_us + 500) / 1000);
+    cell[COL_NET] = xstrdup(c->network);
+    cell[COL_PROBLEMS] = c->problems.n ? xasprintf("%zu", c->problems.n) : xstrdup("-");
+    cell[COL_TRAFFIC] = inspect_traffic_string(c->ops);
+}
+
+static void print_header(inspect_state *st, FILE *out)
+{
+    strlist hosts = {0};
+    size_t nproc = 0;
+    process *p, *tmp;
+    HASH_ITER(hh, st->procs, p, tmp) {
+        nproc++;
+        strlist_add_unique(&hosts, p->host);
+    }
+    fprintf(out, "%zu process%s on %zu host%s, %zu communicator%s\n", nproc, nproc == 1 ? "" : "es",
+            hosts.n, hosts.n == 1 ? "" : "s", st->ncomms, st->ncomms == 1 ? "" : "s");
+    strlist_free(&hosts);
+    library_rec *l, *ltmp;
+    HASH_ITER(hh, st->libs, l, ltmp) {
+        fprintf(out, "library slot %lld: %s (version %lld.%lld.%lld, %d process%s)\n", l->slot,
+                l->path, l->version / 10000, (l->version / 100) % 100, l->version % 100, l->nproc,
+                l->nproc == 1 ? "" : "es");
+    }
+    for (size_t i = 0; i < st->warnings.n; i++) {
+        warning_rec *w = &st->warnings.v[i];
+        fprintf(out, "warning %s:%lld %s: %s\n", w->host, w->pid, w->what, w->message);
+    }
+}
+
+static void print_ranks(communicator *c, FILE *out)
+{
+    fprintf(out, "\nranks of %s:\n", c->group);
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        rank_rec *r = c->ranks[i];
+        fprintf(out, "  rank %lld: %s pid %lld tid %lld comm %s api %s role %s purpose %s (%s) net %s\n",
+                r->rank, r->host, r->pid, r->tid, r->comm ? r->comm : "-", r->api ? r->api : "?",
+                r->role ? r->role : "?", r->purpose ? r->purpose : "?",
+                r->purpose_reason ? r->purpose_reason : "no reason recorded",
+                r->network ? r->network : "-");
+        if (r->python0)
+            fprintf(out, "          python: %s\n", r->python0);
+    }
+}
+
+void inspect_print_table(inspect_state *st, FILE *out, int verbose)
+{
+    print_header(st, out);
+    if (st->ncomms == 0)
+        return;
+    char *(*cells)[NCOLS] = xmalloc(st->ncomms * sizeof *cells);
+    size_t width[NCOLS];
+    for (int k = 0; k < NCOLS; k++)
+        width[k] = strlen(headers[k]);
+    for (size_t i = 0; i < st->ncomms; i++) {
+        row_cells(st->sorted[i], cells[i]);
+        for (int k = 0; k < NCOLS; k++)
+            if (strlen(cells[i][k]) > width[k])
+                width[k] = strlen(cells[i][k]);
+    }
+    fputc('\n', out);
+    for (int k = 0; k < NCOLS - 1; k++)
+        fprintf(out, "%-*s  ", (int)width[k], headers[k]);
+    fprintf(out, "%s\n", headers[NCOLS - 1]);
+    for (size_t i = 0; i < st->ncomms; i++) {
+        for (int k = 0; k < NCOLS; k++) {
+            /* last column unpadded: no trailing blanks */
+            if (k == NCOLS - 1)
+                fprintf(out, "%s\n", cells[i][k]);
+            else
+                fprintf(out, "%-*s  ", (int)width[k], cells[i][k]);
+            free(cells[i][k]);
+        }
+    }
+    free(cells);
+    int any = 0;
+    for (size_t i = 0; i < st->ncomms; i++) {
+        communicator *c = st->sorted[i];
+        for (size_t k = 0; k < c->problems.n; k++) {
+            if (!any++)
+                fputs("\nproblems:\n", out);
+            fprintf(out, "  %s: %s\n", c->short_group, c->problems.v[k]);
+        }
+    }
+    if (verbose)
+        for (size_t i = 0; i < st->ncomms; i++)
+            print_ranks(st->sorted[i], out);
+}

@@ -1,0 +1,227 @@
+/* Extracts from NCCL_DEBUG=INFO output the one thing the records cannot know:
+ * which network transport each communicator ended up on, plus NCCL's WARN
+ * lines. Lines look like
+ *   vm:735:735 [1] NCCL INFO Using network Socket
+ *   vm:735:735 [1] NCCL INFO ncclCommInitRankConfig comm 0x37d3beb0 rank 1 nranks 2 ... - Init START
+ * NCCL prints "Using network X" on the initialising thread just before the
+ * "Init START" of the communicator it belongs to, so we keep the last network
+ * per thread and bind it when that thread names a comm. */
+#define _GNU_SOURCE
+#include "inspect.h"
+
+#include <ctype.h>
+#include <stdlib.h>
+#include <string.h>
+
+static net_entry *net_get(net_entry **h, const char *key, int create)
+{
+    net_entry *e;
+    HASH_FIND_STR(*h, key, e);
+    if (e || !create)
+        return e;
+    e = xmalloc(sizeof *e);
+    memset(e, 0, sizeof *e);
+    e->key = xstrdup(key);
+    HASH_ADD_KEYPTR(hh, *h, e->key, strlen(e->key), e);
+    return e;
+}
+
+static void set_str(char **dst, const char *s, size_t n)
+{
+    free(*dst);
+    *dst = xmalloc(n + 1);
+    memcpy(*dst, s, n);
+    (*dst)[n] = '\0';
+}
+
+/* Parses "host:pid:tid" ending just before `end`. Application wrappers
+ * sometimes glue a prefix on ("[rank0]:vm:735:735"); everything up to the
+ * last "]:" is dropped. Returns 0 on success. */
+static int parse_origin(const char *line, const char *end, char **host, long long *pid, long long *tid)
+{
+    const char *p = end;
+    while (p > line && isspace((unsigned char)p[-1]))
+        p--;
+    /* WARN lines carry the source location: "[dev] misc/socket.cc:752 NCCL WARN" */
+    if (p > line && p[-1] != ']') {
+        while (p > line && !isspace((unsigned char)p[-1]))
+            p--;
+        while (p > line && isspace((unsigned char)p[-1]))
+            p--;
+    }
+    /* "[dev]" */
+    if (p == line || p[-1] != ']')
+        return -1;
+    while (p > line && p[-1] != '[')
+        p--;
+    if (p == line)
+        return -1;
+    p--;
+    while (p > line && isspace((unsigned char)p[-1]))
+        p--;
+    const char *tok_end = p;
+    while (p > line && !isspace((unsigned char)p[-1]))
+        p--;
+    const char *tok = p;
+    const char *c2 = NULL, *c1 = NULL;
+    for (const char *q = tok_end; q > tok; q--) {
+        if (q[-1] == ':') {
+            if (!c2)
+                c2 = q - 1;
+            else {
+                c1 = q - 1;
+                break;
+            }
+        }
+    }
+    if (!c1 || !c2)
+        return -1;
+    for (const char *q = c1 + 1; q < c2; q++)
+        if (!isdigit((unsigned char)*q))
+            return -1;
+    for (const char *q = c2 + 1; q < tok_end; q++)
+        if (!isdigit((unsigned char)*q))
+            return -1;
+    if (c2 - c1 < 2 || tok_end - c2 < 2 || c2 - c1 > 18 || tok_end - c2 > 18)
+        return -1;
+    for (const char *q = c1; q > tok + 1; q--)
+        if (q[-1] == ':' && q[-2] == ']') {
+            tok = q;
+            break;
+        }
+    if (c1 == tok)
+        return -1;
+    char *h = xmalloc((size_t)(c1 - tok) + 1);
+    memcpy(h, tok, (size_t)(c1 - tok));
+    h[c1 - tok] = '\0';
+    *host = short_host(h);
+    free(h);
+    *pid = strtoll(c1 + 1, NULL, 10);
+    *tid = strtoll(c2 + 1, NULL, 10);
+    return 0;
+}
+
+static void bind_comm(inspect_state *st, const char *proc_key, const char *tid_key, const char *msg)
+{
+    const char *c = strstr(msg, "comm 0x");
+    if (!c)
+        return;
+    c += 5;
+    char *norm = norm_comm_ptr(c);
+    net_entry *t = net_get(&st->nccl_tid, tid_key, 1);
+    free(t->comm_norm);
+    t->comm_norm = xstrdup(norm);
+    char *key = xasprintf("%s:%s", proc_key, norm);
+    net_entry *e = net_get(&st->nccl_comm, key, 1);
+    /* The network seen before Init START wins; Init COMPLETE only fills in
+     * when the START line was missing (log cut, or a different NCCL). */
+    if (!e->network) {
+        const char *net = t->network;
+        if (!net) {
+            net_entry *pn = net_get(&st->nccl_proc_net, proc_key, 0);
+            net = pn ? pn->network : NULL;
+        }
+        if (net)
+            e->network = xstrdup(net);
+    }
+    free(key);
+    free(norm);
+}
+
+/* "Channel 00/0 : 1[1] -> 0[0] [receive] via NET/Socket/0": a fallback for
+ * NCCL versions that do not print "Using network" per communicator. */
+static void bind_channel(inspect_state *st, const char *proc_key, const char *tid_key, const char *msg)
+{
+    const char *v = strstr(msg, " via NET/");
+    if (!v)
+        return;
+    v += strlen(" via NET/");
+    size_t n = strcspn(v, "/ \t");
+    net_entry *t = net_get(&st->nccl_tid, tid_key, 0);
+    if (!t || !t->comm_norm || n == 0)
+        return;
+    char *key = xasprintf("%s:%s", proc_key, t->comm_norm);
+    net_entry *e = net_get(&st->nccl_comm, key, 1);
+    if (!e->network)
+        set_str(&e->network, v, n);
+    free(key);
+}
+
+static void add_warn(inspect_state *st, const char *proc_key, const char *msg)
+{
+    nccl_proc *np;
+    HASH_FIND_STR(st->nccl_procs, proc_key, np);
+    if (!np) {
+        np = xmalloc(sizeof *np);
+        memset(np, 0, sizeof *np);
+        np->key = xstrdup(proc_key);
+        HASH_ADD_KEYPTR(hh, st->nccl_procs, np->key, strlen(np->key), np);
+    }
+    if (np->nwarns < INSPECT_MAX_NCCL_WARNS) {
+        /* abbreviated: a problem line, not a log dump */
+        size_t n = strlen(msg);
+        while (n > 0 && isspace((unsigned char)msg[n - 1]))
+            n--;
+        if (n > 100) {
+            np->warns[np->nwarns] = xasprintf("%.97s...", msg);
+        } else {
+            np->warns[np->nwarns] = xmalloc(n + 1);
+            memcpy(np->warns[np->nwarns], msg, n);
+            np->warns[np->nwarns][n] = '\0';
+        }
+    }
+    if (np->nwarns < 1000000)
+        np->nwarns++;
+}
+
+int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len)
+{
+    /* Work on a NUL-terminated copy cut at any embedded NUL, so the string
+     * functions below cannot run past the input. */
+    const char *nul = memchr(buf, '\0', len);
+    if (nul)
+        len = (size_t)(nul - buf);
+    char *line = xmalloc(len + 1);
+    memcpy(line, buf, len);
+    line[len] = '\0';
+    while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '\n'))
+        line[--len] = '\0';
+
+    int is_warn = 0;
+    char *m = strstr(line, " NCCL INFO ");
+    if (!m) {
+        m = strstr(line, " NCCL WARN ");
+        is_warn = 1;
+    }
+    char *host = NULL;
+    long long pid, tid;
+    if (!m || parse_origin(line, m, &host, &pid, &tid) != 0) {
+        free(line);
+        return 0;
+    }
+    st->nccl_lines++;
+    const char *msg = m + strlen(" NCCL INFO ");
+    char *proc_key = xasprintf("%s:%lld", host, pid);
+    char *tid_key = xasprintf("%s:%lld", proc_key, tid);
+    if (is_warn) {
+        add_warn(st, proc_key, msg);
+    } else if (strncmp(msg, "Using network ", 14) == 0) {
+        const char *net = msg + 14;
+        size_t n = strlen(net);
+        while (n > 0 && isspace((unsigned char)net[n - 1]))
+            n--;
+        if (n > 0) {
+            set_str(&net_get(&st->nccl_tid, tid_key, 1)->network, net, n);
+            set_str(&net_get(&st->nccl_proc_net, proc_key, 1)->network, net, n);
+        }
+    } else if (strstr(msg, "Init START") || strstr(msg, "Init COMPLETE")) {
+        bind_comm(st, proc_key, tid_key, msg);
+    } else if (strncmp(msg, "Channel ", 8) == 0) {
+        bind_channel(st, proc_key, tid_key, msg);
+    }
+    free(tid_key);
+    free(proc_key);
+    free(host);
+    free(line);
+    return 1;
+}

@@ -1,0 +1,388 @@
+/* Parses one JSON-lines record (docs/records.md) and stores the facts the
+ * later passes need. Anything malformed is reported as file:line and the line
+ * is dropped whole: a half-stored record would produce confusing joins. */
+#include "inspect.h"
+
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct ctx {
+    inspect_state *st;
+    const char *file;
+    long line;
+    int bad;
+} ctx;
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: return "an object";
+    case JSON_ARRAY: return "an array";
+    case JSON_STRING: return "a string";
+    case JSON_INTEGER: return "an integer";
+    case JSON_REAL: return "a real";
+    case JSON_TRUE:
+    case JSON_FALSE: return "a boolean";
+    case JSON_NULL: return "null";
+    }
+    return "?";
+}
+
+static void bad_field(ctx *c, const char *key, const json_t *v, const char *want)
+{
+    if (c->bad)
+        return;
+    c->bad = 1;
+    if (v)
+        inspect_error(c->st, c->file, c->line, 0, "field '%s' is %s, expected %s", key,
+                      json_type_name(v), want);
+    else
+        inspect_error(c->st, c->file, c->line, 0, "missing field '%s' (%s)", key, want);
+}
+
+/* null counts as absent: the shim writes null for "not known". */
+static char *get_str(ctx *c, json_t *o, const char *key, int required)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v)) {
+        if (required)
+            bad_field(c, key, NULL, "a string");
+        return NULL;
+    }
+    if (!json_is_string(v)) {
+        bad_field(c, key, v, "a string");
+        return NULL;
+    }
+    return xstrdup(json_string_value(v));
+}
+
+static long long get_int(ctx *c, json_t *o, const char *key, int required, long long dflt, int *present)
+{
+    json_t *v = json_object_get(o, key);
+    if (present)
+        *present = 0;
+    if (!v || json_is_null(v)) {
+        if (required)
+            bad_field(c, key, NULL, "an integer");
+        return dflt;
+    }
+    if (!json_is_integer(v)) {
+        bad_field(c, key, v, "an integer");
+        return dflt;
+    }
+    if (present)
+        *present = 1;
+    return (long long)json_integer_value(v);
+}
+
+static double get_num(ctx *c, json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return 0.0;
+    if (!json_is_number(v)) {
+        bad_field(c, key, v, "a number");
+        return 0.0;
+    }
+    return json_number_value(v);
+}
+
+static json_t *get_obj(ctx *c, json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return NULL;
+    if (!json_is_object(v)) {
+        bad_field(c, key, v, "an object");
+        return NULL;
+    }
+    return v;
+}
+
+/* ops: {"AllReduce":{"count":N,"bytes":N},...}; op names are kept as given so
+ * that kinds added to the shim later still show up. */
+static int parse_ops(ctx *c, json_t *ops, op_stat **out)
+{
+    const char *name;
+    json_t *v;
+    json_object_foreach(ops, name, v) {
+        if (!json_is_object(v)) {
+            bad_field(c, "ops", v, "an object of {count,bytes} objects");
+            return -1;
+        }
+        json_t *cnt = json_object_get(v, "count"), *bytes = json_object_get(v, "bytes");
+        if ((cnt && !json_is_integer(cnt)) || (bytes && !json_is_integer(bytes))) {
+            bad_field(c, "ops.count/bytes", cnt && !json_is_integer(cnt) ? cnt : bytes,
+                      "an integer");
+            return -1;
+        }
+        json_int_t nc = cnt ? json_integer_value(cnt) : 0, nb = bytes ? json_integer_value(bytes) : 0;
+        op_add(out, name, nc > 0 ? (unsigned long long)nc : 0, nb > 0 ? (unsigned long long)nb : 0);
+    }
+    return 0;
+}
+
+static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long long tid, double ts)
+{
+    rank_rec *r = xmalloc(sizeof *r);
+    memset(r, 0, sizeof *r);
+    r->group = get_str(c, o, "group", 1);
+    r->rank = get_int(c, o, "rank", 1, -1, NULL);
+    r->nranks = get_int(c, o, "nranks", 1, 0, NULL);
+    r->fn = get_str(c, o, "fn", 0);
+    r->comm = get_str(c, o, "comm", 0);
+    r->handle = get_str(c, o, "handle", 0);
+    r->id_hash = get_str(c, o, "id_hash", 0);
+    r->cuda_device = get_int(c, o, "cuda_device", 0, -1, NULL);
+    r->result = get_int(c, o, "result", 0, 0, NULL);
+    r->result_str = get_str(c, o, "result_str", 0);
+    r->duration_us = get_int(c, o, "duration_us", 0, 0, NULL);
+    r->title = get_str(c, o, "title", 0);
+    r->role = get_str(c, o, "role", 0);
+    r->role_reason = get_str(c, o, "role_reason", 0);
+    r->purpose = get_str(c, o, "purpose", 0);
+    r->purpose_reason = get_str(c, o, "purpose_reason", 0);
+    r->action = get_str(c, o, "action", 0);
+    r->action_reason = get_str(c, o, "action_reason", 0);
+    json_t *caller = get_obj(c, o, "caller");
+    if (caller) {
+        r->api = get_str(c, caller, "api", 0);
+        r->caller_lib = get_str(c, caller, "lib", 0);
+    }
+    json_t *py = json_object_get(o, "python");
+    if (py && !json_is_null(py)) {
+        if (!json_is_array(py))
+            bad_field(c, "python", py, "an array of strings");
+        else if (json_array_size(py) > 0) {
+            json_t *f = json_array_get(py, 0);
+            if (!json_is_string(f))
+                bad_field(c, "python[0]", f, "a string");
+            else
+                r->python0 = xstrdup(json_string_value(f));
+        }
+    }
+    if (!c->bad && r->rank < 0) {
+        c->bad = 1;
+        inspect_error(c->st, c->file, c->line, 0, "field 'rank' is negative (%lld)", r->rank);
+    }
+    r->host = xstrdup(host);
+    r->pid = pid;
+    r->tid = tid;
+    r->ts = ts;
+    r->file = xstrdup(c->file);
+    r->line = c->line;
+    if (c->bad) {
+        r->next = NULL;
+        /* rank_free lives in state.c; reuse it by linking then unlinking would
+         * be clumsier than freeing the fields here. */
+        char **fields[] = {&r->host, &r->fn, &r->comm, &r->handle, &r->group, &r->id_hash,
+                           &r->result_str, &r->api, &r->caller_lib, &r->title, &r->python0,
+                           &r->role, &r->role_reason, &r->purpose, &r->purpose_reason,
+                           &r->action, &r->action_reason, &r->file};
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+            free(*fields[i]);
+        free(r);
+        return;
+    }
+    r->comm_norm = r->comm ? norm_comm_ptr(r->comm) : NULL;
+    process *p = inspect_process(c->st, host, pid);
+    if (!p->title && r->title)
+        p->title = xstrdup(r->title);
+    *c->st->ranks_tail = r;
+    c->st->ranks_tail = &r->next;
+    c->st->nrecords++;
+}
+
+static void feed_comm_end(ctx *c, json_t *o, const char *host, long long pid, double ts)
+{
+    comm_end_rec *e = xmalloc(sizeof *e);
+    memset(e, 0, sizeof *e);
+    char *comm = get_str(c, o, "comm", 0);
+    e->handle = get_str(c, o, "handle", 0);
+    e->group = get_str(c, o, "group", 0);
+    e->how = get_str(c, o, "how", 0);
+    e->rank = get_int(c, o, "rank", 0, -1, &e->has_rank);
+    e->result = get_int(c, o, "result", 0, 0, NULL);
+    json_t *ops = get_obj(c, o, "ops");
+    if (ops && !c->bad)
+        parse_ops(c, ops, &e->ops);
+    if (!c->bad && !comm && !e->handle && !(e->group && e->has_rank)) {
+        c->bad = 1;
+        inspect_error(c->st, c->file, c->line, 0,
+                      "comm_end names no communicator (no comm, handle, or group+rank)");
+    }
+    e->comm_norm = comm ? norm_comm_ptr(comm) : NULL;
+    free(comm);
+    if (c->bad) {
+        free(e->comm_norm);
+        free(e->handle);
+        free(e->group);
+        free(e->how);
+        op_free(&e->ops);
+        free(e);
+        return;
+    }
+    e->host = xstrdup(host);
+    e->pid = pid;
+    e->ts = ts;
+    e->next = c->st->ends;
+    c->st->ends = e;
+    c->st->nrecords++;
+}
+
+static void feed_library(ctx *c, json_t *o)
+{
+    long long slot = get_int(c, o, "slot", 0, -1, NULL);
+    long long version = get_int(c, o, "version", 0, 0, NULL);
+    char *path = get_str(c, o, "path", 1);
+    if (c->bad) {
+        free(path);
+        return;
+    }
+    char *key = xasprintf("%lld|%s|%lld", slot, path, version);
+    library_rec *l;
+    HASH_FIND_STR(c->st->libs, key, l);
+    if (l) {
+        l->nproc++;
+        free(key);
+        free(path);
+    } else {
+        l = xmalloc(sizeof *l);
+        l->key = key;
+        l->slot = slot;
+        l->version = version;
+        l->path = path;
+        l->nproc = 1;
+        HASH_ADD_KEYPTR(hh, c->st->libs, l->key, strlen(l->key), l);
+    }
+    c->st->nrecords++;
+}
+
+static void feed_warning(ctx *c, json_t *o, const char *host, long long pid)
+{
+    char *what = get_str(c, o, "what", 0), *msg = get_str(c, o, "message", 0);
+    if (c->bad) {
+        free(what);
+        free(msg);
+        return;
+    }
+    inspect_state *st = c->st;
+    if (st->warnings.n == st->warnings.cap) {
+        st->warnings.cap = st->warnings.cap ? st->warnings.cap * 2 : 4;
+        st->warnings.v = xrealloc(st->warnings.v, st->warnings.cap * sizeof *st->warnings.v);
+    }
+    warning_rec *w = &st->warnings.v[st->warnings.n++];
+    w->host = xstrdup(host);
+    w->pid = pid;
+    w->what = what ? what : xstrdup("?");
+    w->message = msg ? msg : xstrdup("");
+    st->nrecords++;
+}
+
+static void feed_object(ctx *c, json_t *o)
+{
+    json_t *t = json_object_get(o, "type");
+    if (!t) {
+        inspect_error(c->st, c->file, c->line, 0, "record has no 'type'");
+        return;
+    }
+    if (!json_is_string(t)) {
+        bad_field(c, "type", t, "a string");
+        return;
+    }
+    const char *type = json_string_value(t);
+    static const char *known[] = {"load", "library", "unique_id", "comm", "comm_end", "exit", "warning"};
+    int is_known = 0;
+    for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
+        if (strcmp(type, known[i]) == 0)
+            is_known = 1;
+    if (!is_known)
+        return; /* newer shim: skip quietly, keep the rest */
+
+    char *host = get_str(c, o, "host", 1);
+    long long pid = get_int(c, o, "pid", 1, 0, NULL);
+    long long tid = get_int(c, o, "tid", 0, 0, NULL);
+    double ts = get_num(c, o, "ts");
+    if (c->bad) {
+        free(host);
+        return;
+    }
+    if (strcmp(type, "load") == 0) {
+        char *title = get_str(c, o, "title", 0), *log_file = get_str(c, o, "log_file", 0),
+             *ver = get_str(c, o, "shim_version", 0);
+        if (!c->bad) {
+            process *p = inspect_process(c->st, host, pid);
+            p->has_load = 1;
+            /* load's title is the authoritative one; comm records only fill gaps */
+            if (title) {
+                free(p->title);
+                p->title = title;
+                title = NULL;
+            }
+            if (log_file && !p->log_file) {
+                p->log_file = log_file;
+                log_file = NULL;
+            }
+            if (ver && !p->shim_version) {
+                p->shim_version = ver;
+                ver = NULL;
+            }
+            c->st->nrecords++;
+        }
+        free(title);
+        free(log_file);
+        free(ver);
+    } else if (strcmp(type, "library") == 0) {
+        feed_library(c, o);
+        if (!c->bad)
+            inspect_process(c->st, host, pid);
+    } else if (strcmp(type, "unique_id") == 0) {
+        inspect_process(c->st, host, pid);
+        c->st->nrecords++;
+    } else if (strcmp(type, "comm") == 0) {
+        feed_comm(c, o, host, pid, tid, ts);
+    } else if (strcmp(type, "comm_end") == 0) {
+        feed_comm_end(c, o, host, pid, ts);
+        if (!c->bad)
+            inspect_process(c->st, host, pid);
+    } else if (strcmp(type, "exit") == 0) {
+        inspect_process(c->st, host, pid)->has_exit = 1;
+        c->st->nrecords++;
+    } else if (strcmp(type, "warning") == 0) {
+        feed_warning(c, o, host, pid);
+        if (!c->bad)
+            inspect_process(c->st, host, pid);
+    }
+    free(host);
+}
+
+void inspect_feed_record_line(inspect_state *st, const char *buf, size_t len, const char *file, long lineno)
+{
+    inspect_feed_record_line_ex(st, buf, len, file, lineno, 0);
+}
+
+void inspect_feed_record_line_ex(inspect_state *st, const char *buf, size_t len, const char *file,
+                                 long lineno, int unterminated)
+{
+    ctx c = {st, file, lineno, 0};
+    size_t i = 0;
+    while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r'))
+        i++;
+    if (i == len)
+        return; /* blank lines carry nothing */
+    json_error_t err;
+    /* JSON_REJECT_DUPLICATES: two values for one key means a corrupt or
+     * hand-merged line; better flagged than silently resolved. */
+    json_t *o = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
+    if (!o) {
+        inspect_error(st, file, lineno, 0, "%sinvalid JSON: %s (column %d)",
+                      unterminated ? "truncated last line (no newline): " : "", err.text, err.column);
+        return;
+    }
+    if (!json_is_object(o))
+        inspect_error(st, file, lineno, 0, "record is %s, not a JSON object", json_type_name(o));
+    else
+        feed_object(&c, o);
+    json_decref(o);
+}

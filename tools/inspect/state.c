@@ -1,0 +1,160 @@
+/* Owner of everything the feed pass stores; one free path for all of it so
+ * that valgrind stays clean on every input. */
+#include "inspect.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+inspect_state *inspect_new(void)
+{
+    inspect_state *st = xmalloc(sizeof *st);
+    memset(st, 0, sizeof *st);
+    st->ranks_tail = &st->ranks;
+    return st;
+}
+
+static void net_free(net_entry **h)
+{
+    net_entry *e, *tmp;
+    HASH_ITER(hh, *h, e, tmp) {
+        HASH_DEL(*h, e);
+        free(e->key);
+        free(e->network);
+        free(e->comm_norm);
+        free(e);
+    }
+}
+
+static void rank_free(rank_rec *r)
+{
+    char **fields[] = {&r->host, &r->fn, &r->comm, &r->comm_norm, &r->handle, &r->group,
+                       &r->id_hash, &r->result_str, &r->api, &r->caller_lib, &r->title,
+                       &r->python0, &r->role, &r->role_reason, &r->purpose,
+                       &r->purpose_reason, &r->action, &r->action_reason, &r->file};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        free(*fields[i]);
+    free(r);
+}
+
+void inspect_free(inspect_state *st)
+{
+    if (!st)
+        return;
+    process *p, *ptmp;
+    HASH_ITER(hh, st->procs, p, ptmp) {
+        HASH_DEL(st->procs, p);
+        free(p->key);
+        free(p->host);
+        free(p->title);
+        free(p->log_file);
+        free(p->shim_version);
+        free(p);
+    }
+    for (rank_rec *r = st->ranks, *n; r; r = n) {
+        n = r->next;
+        rank_free(r);
+    }
+    for (comm_end_rec *e = st->ends, *n; e; e = n) {
+        n = e->next;
+        free(e->host);
+        free(e->comm_norm);
+        free(e->handle);
+        free(e->group);
+        free(e->how);
+        op_free(&e->ops);
+        free(e);
+    }
+    net_free(&st->nccl_tid);
+    net_free(&st->nccl_proc_net);
+    net_free(&st->nccl_comm);
+    nccl_proc *np, *nptmp;
+    HASH_ITER(hh, st->nccl_procs, np, nptmp) {
+        HASH_DEL(st->nccl_procs, np);
+        free(np->key);
+        for (int i = 0; i < np->nwarns && i < INSPECT_MAX_NCCL_WARNS; i++)
+            free(np->warns[i]);
+        free(np);
+    }
+    library_rec *l, *ltmp;
+    HASH_ITER(hh, st->libs, l, ltmp) {
+        HASH_DEL(st->libs, l);
+        free(l->key);
+        free(l->path);
+        free(l);
+    }
+    for (size_t i = 0; i < st->warnings.n; i++) {
+        free(st->warnings.v[i].host);
+        free(st->warnings.v[i].what);
+        free(st->warnings.v[i].message);
+    }
+    free(st->warnings.v);
+    for (size_t i = 0; i < st->errors.n; i++) {
+        free(st->errors.v[i].file);
+        free(st->errors.v[i].reason);
+    }
+    free(st->errors.v);
+    communicator *c, *ctmp;
+    HASH_ITER(hh, st->comms, c, ctmp) {
+        HASH_DEL(st->comms, c);
+        free(c->group);
+        free(c->short_group);
+        free(c->ranks);
+        strlist_free(&c->hosts);
+        strlist_free(&c->apis);
+        strlist_free(&c->problems);
+        op_free(&c->ops);
+        free(c);
+    }
+    free(st->sorted);
+    free(st->seen_files.v);
+    free(st);
+}
+
+/* Reported on stderr as it happens (operators watch long runs) and kept for
+ * --json. */
+void inspect_error(inspect_state *st, const char *file, long line, int fatal, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *reason = xmalloc(n > 0 ? (size_t)n + 1 : 1);
+    reason[0] = '\0';
+    if (n > 0) {
+        va_start(ap, fmt);
+        vsnprintf(reason, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    if (line > 0)
+        fprintf(stderr, "%s:%ld: %s\n", file, line, reason);
+    else
+        fprintf(stderr, "%s: %s\n", file, reason);
+    if (st->errors.n == st->errors.cap) {
+        st->errors.cap = st->errors.cap ? st->errors.cap * 2 : 8;
+        st->errors.v = xrealloc(st->errors.v, st->errors.cap * sizeof *st->errors.v);
+    }
+    input_error *e = &st->errors.v[st->errors.n++];
+    e->file = xstrdup(file);
+    e->line = line;
+    e->reason = reason;
+    e->fatal = fatal;
+}
+
+process *inspect_process(inspect_state *st, const char *host, long long pid)
+{
+    char *key = xasprintf("%s:%lld", host, pid);
+    process *p;
+    HASH_FIND_STR(st->procs, key, p);
+    if (p) {
+        free(key);
+        return p;
+    }
+    p = xmalloc(sizeof *p);
+    memset(p, 0, sizeof *p);
+    p->key = key;
+    p->host = xstrdup(host);
+    p->pid = pid;
+    HASH_ADD_KEYPTR(hh, st->procs, p->key, strlen(p->key), p);
+    return p;
+}
