@@ -36,7 +36,7 @@ $(FAKE_DIR)/old/libnccl.so.2: $(FAKE_DEPS)
 	$(CC) $(CFLAGS) $(FAKE_CFLAGS) -DFAKE_NCCL_OLD '-DFAKE_NCCL_NAME="old"' $(FAKE_LDFLAGS) -o $@ $(FAKE_SRC) $(FAKE_LIBS)
 
 $(FAKE_DIR)/test_fake: $(FAKE_DIR)/test_fake.c shim/nccl_abi.h shim/nccl_api.def $(FAKE_DIR)/fake.mk
-	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -Ishim -o $@ $< -ldl
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -Ishim -o $@ $< -ldl -lpthread
 
 check-fake: fake-nccl $(FAKE_DIR)/test_fake
 	$(FAKE_DIR)/test_fake
