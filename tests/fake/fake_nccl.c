@@ -20,7 +20,7 @@
  *
  *   <name> <pid> <function> <key>=<value> ... [<TAG> ...] -> <result>
  *
- *   <name>      "a", "b" or "old"-built name (FAKE_NCCL_NAME; default "a")
+ *   <name>      FAKE_NCCL_NAME: "a" (default), "b", "old" (fake.mk's old/)
  *   <pid>       getpid() of the caller, decimal
  *   <function>  the nccl* name (also when called as pnccl*)
  *   arguments   every parameter, in declaration order, keyed by its name
@@ -44,12 +44,21 @@
  *               ncclCommInitRankScalable adds id=.. idtail=.. of commIds[0].
  *   tags        INVALID-COMM: the ncclComm_t argument (or the destroyed or
  *               parent comm) is not a live communicator of this library;
- *               the result is then ncclInvalidArgument (4).
+ *               the result is then ncclInvalidArgument (4), or for
+ *               ncclGetLastError the string "invalid communicator" (NULL is
+ *               valid there, as in NCCL).
  *   <result>    ncclResult_t in decimal; for the two functions returning
  *               const char * the string in double quotes: -> "no error"
  *
  *   a 1234 ncclAllReduce sendbuff=0x7ffd1000 recvbuff=0x7ffd2000 count=4
  *     datatype=7 op=0 comm=0x55d0c0de0 stream=0x0 -> 0        (one line)
+ *   a 1234 ncclCommCount comm=0x7ffd3000 count=0x7ffd3100 INVALID-COMM -> 4
+ *
+ * DATA OPERATIONS check comm, datatype (0..11; 0..9 for old), op (0..4 or
+ * a live PreMulSum op of that comm), root/peer (0..nranks-1), and that a
+ * buffer is not NULL when count > 0.  With nranks == 1 they copy sendbuff
+ * to recvbuff (memmove; in place allowed; any op, PreMulSum unscaled);
+ * with nranks > 1 no buffer is touched.  Send/Recv never copy.
  *
  * With FAKE_NCCL_REENTER=1, ncclCommInitRank and ncclCommInitRankConfig
  * also write, before their own line, one of
