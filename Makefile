@@ -1,0 +1,50 @@
+# ncclshim: a preloaded NCCL shim.  `make` builds the library and the tools;
+# `make test` runs everything that needs no GPU (what CI runs); `make test-gpu`
+# runs the GPU tests; `make demo` shows it working.  See README.md.
+
+CC ?= cc
+PREFIX ?= /usr/local
+PYTHON ?= python3
+CFLAGS ?= -O2 -g
+WARN := -Wall -Wextra -Werror
+# uthash from Debian (uthash-dev) or a copy in .deps/include (GPU machine).
+UTHASH_INC := $(if $(wildcard /usr/include/uthash.h),,-I.deps/include)
+SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(UTHASH_INC) $(CFLAGS)
+# libc, libdl and pthreads only: the real NCCL and CUDA are found at run time.
+SHIM_LDLIBS := -ldl -lpthread
+
+SHIM_SRCS := shim/forward.c shim/slots.c shim/dlsym.c shim/comm.c shim/lifecycle.c \
+             shim/evidence.c shim/python_callsite.c shim/record.c shim/config.c shim/shim_main.c \
+             policy/classify.c policy/pattern.c
+SHIM_HDRS := $(wildcard shim/*.h shim/*.def shim/*.inc policy/*.h)
+BUILD ?= build
+LIB := $(BUILD)/libncclshim.so
+MAP := $(BUILD)/ncclshim.map
+
+.PHONY: all test test-gpu test-asan test-valgrind demo install clean bench fuzz check-exports
+all: $(LIB) tools/ncclshim-inspect fake-nccl tests-bin
+
+$(MAP): shim/exports.map.in shim/nccl_api.def
+	@mkdir -p $(BUILD)
+	$(CC) -E -P -x c -I shim $< | tr -s ' ' > $@
+
+$(LIB): $(SHIM_SRCS) $(SHIM_HDRS) $(MAP)
+	@mkdir -p $(BUILD)
+	$(CC) $(SHIM_CFLAGS) -shared -Wl,--version-script=$(MAP) -Wl,-z,defs -Wl,-soname,libncclshim.so \
+	    -o $@ $(SHIM_SRCS) $(SHIM_LDLIBS) $(LDFLAGS)
+
+-include tools/inspect/inspect.mk
+-include tests/fake/fake.mk
+-include tests/tests.mk
+
+test: all
+	prove -j4 --timer $(TESTS)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/ncclshim
+	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libncclshim.so
+	install -m 0755 tools/ncclshim-inspect $(DESTDIR)$(PREFIX)/bin/ncclshim-inspect
+	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
+
+clean:
+	rm -rf $(BUILD) tools/ncclshim-inspect

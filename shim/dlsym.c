@@ -1,0 +1,97 @@
+/*
+ * dlsym interposition (DESIGN D1).  Callers that dlopen a libnccl and look its
+ * functions up (vLLM's ctypes pynccl, nccl4py, CuPy) never see the shim's
+ * exported symbols, so the shim answers their lookups of NCCL names with the
+ * wrapper of the forwarding slot bound to the library they looked in.
+ *
+ * Every other name goes straight to glibc as a tail call, so that glibc sees
+ * the caller's own return address: RTLD_NEXT lookups keep their meaning.
+ */
+#define _GNU_SOURCE
+#include "dlsym.h"
+
+#include "config.h"
+#include "forward.h"
+#include "record.h"
+
+#include <dlfcn.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Set once (the same value from any thread that races to set it). */
+static _Atomic(dlsym_fn_t) g_real_dlsym;
+
+dlsym_fn_t shim_real_dlsym(void)
+{
+    dlsym_fn_t f = atomic_load_explicit(&g_real_dlsym, memory_order_acquire);
+    if (__builtin_expect(f != NULL, 1))
+        return f;
+    f = (dlsym_fn_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
+    if (!f)
+        f = (dlsym_fn_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+    if (!f) {
+        /* Without glibc's dlsym nothing can be forwarded: say so and die loudly
+         * rather than return wrong symbols. */
+        fprintf(stderr, "ncclshim: fatal: cannot find glibc's dlsym (dlvsym GLIBC_2.34/2.2.5): %s; "
+                        "remove libncclshim.so from LD_PRELOAD\n", dlerror());
+        abort();
+    }
+    atomic_store_explicit(&g_real_dlsym, f, memory_order_release);
+    return f;
+}
+
+const void *shim_self_base(void)
+{
+    static _Atomic(const void *) base;
+    const void *b = atomic_load_explicit(&base, memory_order_acquire);
+    if (!b) {
+        Dl_info info;
+        if (dladdr((void *)shim_self_base, &info) && info.dli_fbase)
+            b = info.dli_fbase;
+        atomic_store_explicit(&base, b, memory_order_release);
+    }
+    return b;
+}
+
+static inline int is_nccl_prefix(const char *name)
+{
+    return name && ((name[0] == 'n' && name[1] == 'c' && name[2] == 'c' && name[3] == 'l') ||
+                    (name[0] == 'p' && name[1] == 'n' && name[2] == 'c' && name[3] == 'c' && name[4] == 'l'));
+}
+
+/* A lookup of a wrapped NCCL name: which real library did it find, and which
+ * slot serves that library? */
+static __attribute__((noinline)) void *dlsym_nccl(void *handle, const char *name, int fn)
+{
+    dlsym_fn_t real = shim_real_dlsym();
+    void *r = real(handle, name);
+    if (!r || shim_config()->mode == MODE_OFF)
+        return r; /* not found: glibc has set dlerror, exactly as without the shim */
+    Dl_info info;
+    if (!dladdr(r, &info) || !info.dli_fbase || !info.dli_fname)
+        return r;
+    if (info.dli_fbase == shim_self_base()) {
+        /* The lookup found the shim's own export (RTLD_DEFAULT, a handle of the
+         * main program, or RTLD_NEXT from before the shim).  Without the shim it
+         * would have found the first real NCCL in the global scope, or nothing. */
+        r = real(RTLD_NEXT, name);
+        if (!r)
+            return NULL; /* dlerror now names the missing symbol */
+        if (!dladdr(r, &info) || !info.dli_fbase || !info.dli_fname)
+            return r;
+    }
+    struct shim_slot *slot = shim_slot_for_library(info.dli_fbase, info.dli_fname, "dlsym");
+    if (!slot)
+        return r; /* every slot taken: the caller gets the real function (reported) */
+    return shim_wrapper(slot, (enum fn_index)fn);
+}
+
+__attribute__((visibility("default"))) void *dlsym(void *handle, const char *name)
+{
+    int fn;
+    if (__builtin_expect(!is_nccl_prefix(name), 1) || (fn = shim_fn_lookup(name)) < 0)
+        return shim_real_dlsym()(handle, name);
+    return dlsym_nccl(handle, name, fn);
+}

@@ -1,0 +1,30 @@
+/* Gathering the evidence about a communicator's creator (policy/ decides on it). */
+#ifndef NCCLSHIM_EVIDENCE_H
+#define NCCLSHIM_EVIDENCE_H
+
+#include "../policy/evidence.h"
+
+#include <limits.h>
+#include <stddef.h>
+
+struct creator {
+    char caller_path[PATH_MAX];         /* library holding the return address */
+    enum api_family api;
+    char title[256];                    /* /proc/self/cmdline, NULs as spaces */
+    struct verdict role;
+    int nframes;
+    char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
+};
+
+/* Fills `c` for a call into NCCL whose return address is `caller`.  Takes no
+ * shim lock (it may take Python's), so call it before any. */
+void evidence_gather(struct creator *c, const void *caller);
+
+/* The process title (Ray renames actor processes through argv). */
+void evidence_title(char *buf, size_t len);
+
+/* Python call site of this thread, innermost first; 0 frames if this thread
+ * has no Python thread state (NCCL's own threads, plain C programs). */
+int python_callsite(char frames[][EVIDENCE_FRAME_LEN], int max);
+
+#endif

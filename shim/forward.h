@@ -1,0 +1,57 @@
+/*
+ * Forwarding slots (DESIGN D2): each slot is bound to one real libnccl and
+ * holds its function pointers, looked up by name so that an older NCCL simply
+ * lacks the newer entries.  Slot 0 serves callers that reach the shim's
+ * exported symbols (symbol interposition); the other slots serve handles from
+ * dlopen of other libnccl files, through dlsym.
+ */
+#ifndef NCCLSHIM_FORWARD_H
+#define NCCLSHIM_FORWARD_H
+
+#include "nccl_abi.h"
+
+#include <limits.h>
+#include <stdatomic.h>
+
+#define SHIM_NSLOTS 4
+
+enum fn_index {
+#define NCCL_PLAIN(ret, name, params, args) FN_##name,
+#define NCCL_COMM(ret, name, params, args) FN_##name,
+#define NCCL_DATA(name, op, params, args, count, dtype) FN_##name,
+#define NCCL_LIFE(ret, name, params, args) FN_##name,
+#include "nccl_api.def"
+    FN_COUNT
+};
+
+extern const char *const shim_fn_names[FN_COUNT];
+
+struct shim_slot {
+    _Atomic(void *) fn[FN_COUNT];   /* real functions; NULL until resolved or if absent */
+    atomic_int state;               /* SLOT_FREE, SLOT_BOUND */
+    int index;
+    /* Written before state becomes SLOT_BOUND, read-only afterwards. */
+    const void *base;               /* load address of the real library: its identity */
+    void *handle;                   /* our reference (dlopen RTLD_NOLOAD): keeps it mapped */
+    int version;                    /* ncclGetVersion, 0 if unknown */
+    char path[PATH_MAX];
+};
+enum { SLOT_FREE = 0, SLOT_CLAIMED, SLOT_BOUND };
+
+extern struct shim_slot g_slots[SHIM_NSLOTS];
+
+/* Slow path of every wrapper: the real function for `fn` in `slot`, binding the
+ * slot first if needed; NULL if the real library lacks it (reported once). */
+void *shim_resolve(struct shim_slot *slot, enum fn_index fn, const void *caller);
+
+/* The slot bound to the library loaded at `base`, binding a free one to it
+ * (`path` names it) if none is; NULL if every slot is taken. */
+struct shim_slot *shim_slot_for_library(const void *base, const char *path, const char *how);
+
+/* The shim's wrapper for `fn` in `slot`, as returned by dlsym. */
+void *shim_wrapper(const struct shim_slot *slot, enum fn_index fn);
+
+/* The table index of an NCCL function name ("nccl..." or "pnccl..."), or -1. */
+int shim_fn_lookup(const char *name);
+
+#endif

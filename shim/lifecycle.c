@@ -1,0 +1,457 @@
+/*
+ * Creation and destruction of communicators: the shim's handle replaces the
+ * real ncclComm_t on the way out, the evidence is gathered and classified,
+ * and a record is written.  Nothing here changes what NCCL does (observe);
+ * later actions decide here, before the real init.
+ */
+#define _GNU_SOURCE
+#include "lifecycle.h"
+
+#include "../policy/classify.h"
+#include "comm.h"
+#include "config.h"
+#include "evidence.h"
+#include "record.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * Depth of lifecycle wrappers on this thread.  NCCL, its plugins or a
+ * profiler may call back into NCCL from inside an init; those inner calls are
+ * forwarded untouched so the shim neither recurses nor records half-made
+ * communicators.
+ */
+static __thread int t_depth;
+
+#define REAL(slot, name, caller) \
+    ((__typeof__(&name))real_fn((slot), FN_##name, (caller)))
+
+static void *real_fn(struct shim_slot *slot, enum fn_index fn, const void *caller)
+{
+    void *f = atomic_load_explicit(&slot->fn[fn], memory_order_acquire);
+    return f ? f : shim_resolve(slot, fn, caller);
+}
+
+static int observing(void)
+{
+    return shim_config()->mode != MODE_OFF && t_depth == 0;
+}
+
+/* FNV-1a over all 128 bytes: NCCL's own commId hash differs between versions. */
+static uint64_t id_hash(const ncclUniqueId *id)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof(id->internal); i++) {
+        h ^= (unsigned char)id->internal[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Names, not NCCL's strings: asking the real library would be a call the
+ * application did not make. */
+static const char *result_name(ncclResult_t r)
+{
+    static const char *const names[] = { "ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
+                                         "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
+                                         "ncclRemoteError", "ncclInProgress" };
+    return (unsigned)r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
+}
+
+static void record_caller(struct jw *w, const struct creator *cr)
+{
+    jw_open(w, "caller", '{');
+    jw_str(w, "lib", cr->caller_path);
+    jw_str(w, "api", api_family_name(cr->api));
+    jw_close(w, '}');
+}
+
+ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, ncclUniqueId *uniqueId)
+{
+    __typeof__(&ncclGetUniqueId) f = REAL(slot, ncclGetUniqueId, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(uniqueId);
+    t_depth++;
+    uint64_t t0 = shim_mono_us();
+    ncclResult_t r = f(uniqueId);
+    uint64_t dur = shim_mono_us() - t0;
+    struct creator cr;
+    evidence_gather(&cr, caller);
+    struct jw w;
+    jw_begin(&w, "unique_id");
+    if (r == ncclSuccess && uniqueId)
+        jw_hex64(&w, "id_hash", id_hash(uniqueId));
+    jw_int(&w, "result", r);
+    jw_u64(&w, "duration_us", dur);
+    record_caller(&w, &cr);
+    jw_emit(&w);
+    t_depth--;
+    return r;
+}
+
+/* One creation in progress: what is known before the real call. */
+struct creation {
+    const char *fn;
+    struct shim_slot *slot;
+    const void *caller;
+    int rank, nranks;
+    int has_id;
+    uint64_t id_hash;
+    const ncclConfig_t *config;
+    char group[sizeof(((struct shim_comm *)0)->group)];
+    /* Splits and shrinks. */
+    struct shim_comm *parent;
+    int color, key;
+    const int *exclude;
+    int nexclude;
+};
+
+#define CONFIG_HAS(c, field) ((c)->size >= offsetof(ncclConfig_t, field) + sizeof((c)->field))
+
+static void record_config_int(struct jw *w, const ncclConfig_t *c, const char *name, size_t off, size_t end)
+{
+    int v;
+    if (c->size < end) {
+        jw_null(w, name);
+        return;
+    }
+    memcpy(&v, (const char *)c + off, sizeof(v));
+    if (v == NCCL_CONFIG_UNDEF_INT)
+        jw_null(w, name);
+    else
+        jw_int(w, name, v);
+}
+
+static void record_config(struct jw *w, const ncclConfig_t *c)
+{
+    if (!c) {
+        jw_null(w, "config");
+        return;
+    }
+    if (c->magic != NCCL_CONFIG_MAGIC || c->size < offsetof(ncclConfig_t, netName)) {
+        jw_str(w, "config", "invalid (not made with NCCL_CONFIG_INITIALIZER)");
+        return;
+    }
+    jw_open(w, "config", '{');
+    jw_u64(w, "size", c->size);
+    jw_int(w, "version", (int)c->version);
+#define INT_FIELD(f) record_config_int(w, c, #f, offsetof(ncclConfig_t, f), offsetof(ncclConfig_t, f) + sizeof(int))
+    INT_FIELD(blocking);
+    INT_FIELD(cgaClusterSize);
+    INT_FIELD(minCTAs);
+    INT_FIELD(maxCTAs);
+    jw_str(w, "netName", CONFIG_HAS(c, netName) ? c->netName : NULL);
+    INT_FIELD(splitShare);
+    INT_FIELD(trafficClass);
+    jw_str(w, "commName", CONFIG_HAS(c, commName) ? c->commName : NULL);
+    INT_FIELD(collnetEnable);
+    INT_FIELD(CTAPolicy);
+    INT_FIELD(shrinkShare);
+    INT_FIELD(nvlsCTAs);
+#undef INT_FIELD
+    jw_close(w, '}');
+}
+
+/* Asks the real library about a new communicator; -1 if it cannot say (yet). */
+static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
+{
+    ncclResult_t (*f)(ncclComm_t, int *) = (ncclResult_t(*)(ncclComm_t, int *))real_fn(slot, fn, NULL);
+    int v = -1;
+    if (!f || f(real, &v) != ncclSuccess)
+        return -1;
+    return v;
+}
+
+/*
+ * After the real call: wrap what NCCL made in a shim handle and record it.
+ * `out` is where the caller receives the communicator; on return it holds the
+ * shim handle (or, if memory is short, the real one: fail open).
+ */
+static void finish_creation(struct creation *c, const struct creator *cr, ncclResult_t r, uint64_t dur_us,
+                            ncclComm_t *out)
+{
+    ncclComm_t real = (out && (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
+    struct shim_comm *h = NULL;
+    if (real) {
+        h = shim_comm_new(real, c->slot);
+        if (!h)
+            shim_warn("memory", "out of memory for a communicator handle; %s's communicator %p passes through "
+                      "unobserved", c->fn, (void *)real);
+    }
+    int cuda_device = -1;
+    if (real && r == ncclSuccess) {
+        cuda_device = ask_int(c->slot, FN_ncclCommCuDevice, real);
+        if (c->rank < 0)
+            c->rank = ask_int(c->slot, FN_ncclCommUserRank, real);
+        if (c->nranks < 0)
+            c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
+    }
+
+    struct local_evidence ev = { cr->api, (enum role)cr->role.value, c->nranks, cr->nframes, cr->frames };
+    struct verdict purpose = classify_purpose(&shim_config()->patterns, &ev);
+
+    struct jw w;
+    jw_begin(&w, "comm");
+    jw_str(&w, "fn", c->fn);
+    jw_ptr(&w, "comm", real);
+    jw_ptr(&w, "handle", h);
+    jw_str(&w, "group", c->group);
+    if (c->has_id)
+        jw_hex64(&w, "id_hash", c->id_hash);
+    if (c->parent) {
+        jw_str(&w, "parent", c->parent->group);
+        jw_int(&w, "color", c->color);
+        jw_int(&w, "key", c->key);
+    }
+    if (c->exclude) {
+        jw_open(&w, "exclude", '[');
+        for (int i = 0; i < c->nexclude && i < 1024; i++)
+            jw_int(&w, NULL, c->exclude[i]);
+        jw_close(&w, ']');
+    }
+    jw_int(&w, "rank", c->rank);
+    jw_int(&w, "nranks", c->nranks);
+    jw_int(&w, "cuda_device", cuda_device);
+    record_config(&w, c->config);
+    jw_int(&w, "result", r);
+    jw_str(&w, "result_str", result_name(r));
+    jw_u64(&w, "duration_us", dur_us);
+    jw_int(&w, "slot", c->slot->index);
+    jw_int(&w, "nccl_version", c->slot->version);
+    record_caller(&w, cr);
+    jw_str(&w, "title", cr->title);
+    if (cr->nframes > 0) {
+        jw_open(&w, "python", '[');
+        for (int i = 0; i < cr->nframes; i++)
+            jw_str(&w, NULL, cr->frames[i]);
+        jw_close(&w, ']');
+    }
+    jw_str(&w, "role", role_name((enum role)cr->role.value));
+    jw_str(&w, "role_reason", cr->role.reason);
+    jw_str(&w, "purpose", purpose_name((enum purpose)purpose.value));
+    jw_str(&w, "purpose_reason", purpose.reason);
+    jw_str(&w, "action", "passthrough");
+    jw_str(&w, "action_reason", shim_config()->mode == MODE_ENFORCE
+                                    ? "NCCLSHIM_MODE=enforce, but no action is implemented yet: passthrough"
+                                    : "NCCLSHIM_MODE=observe");
+    jw_emit(&w);
+
+    if (h) {
+        h->rank = c->rank;
+        h->nranks = c->nranks;
+        h->cuda_device = cuda_device;
+        h->id_hash = c->id_hash;
+        memcpy(h->group, c->group, sizeof(h->group));
+        shim_comm_register(h);
+        *out = (ncclComm_t)h;
+    }
+}
+
+static void creation_from_id(struct creation *c, const char *fn, struct shim_slot *slot, const void *caller,
+                             int rank, int nranks, const ncclUniqueId *id, const ncclConfig_t *config)
+{
+    memset(c, 0, sizeof(*c));
+    c->fn = fn;
+    c->slot = slot;
+    c->caller = caller;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->config = config;
+    if (id) {
+        c->has_id = 1;
+        c->id_hash = id_hash(id);
+        snprintf(c->group, sizeof(c->group), "id:0x%016llx", (unsigned long long)c->id_hash);
+    }
+}
+
+ncclResult_t life_ncclCommInitRank(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm, int nranks,
+                                   ncclUniqueId commId, int rank)
+{
+    __typeof__(&ncclCommInitRank) f = REAL(slot, ncclCommInitRank, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(newcomm, nranks, commId, rank);
+    t_depth++;
+    struct creator cr;
+    struct creation c;
+    evidence_gather(&cr, caller);
+    creation_from_id(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL);
+    uint64_t t0 = shim_mono_us();
+    ncclResult_t r = f(newcomm, nranks, commId, rank);
+    finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
+    t_depth--;
+    return r;
+}
+
+ncclResult_t life_ncclCommInitRankConfig(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm,
+                                         int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config)
+{
+    __typeof__(&ncclCommInitRankConfig) f = REAL(slot, ncclCommInitRankConfig, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(newcomm, nranks, commId, rank, config);
+    t_depth++;
+    struct creator cr;
+    struct creation c;
+    evidence_gather(&cr, caller);
+    creation_from_id(&c, "ncclCommInitRankConfig", slot, caller, rank, nranks, &commId, config);
+    uint64_t t0 = shim_mono_us();
+    ncclResult_t r = f(newcomm, nranks, commId, rank, config);
+    finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
+    t_depth--;
+    return r;
+}
+
+ncclResult_t life_ncclCommInitRankScalable(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm,
+                                           int nranks, int myrank, int nId, ncclUniqueId *commIds,
+                                           ncclConfig_t *config)
+{
+    __typeof__(&ncclCommInitRankScalable) f = REAL(slot, ncclCommInitRankScalable, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(newcomm, nranks, myrank, nId, commIds, config);
+    t_depth++;
+    struct creator cr;
+    struct creation c;
+    evidence_gather(&cr, caller);
+    creation_from_id(&c, "ncclCommInitRankScalable", slot, caller, myrank, nranks,
+                     (nId > 0 && commIds) ? &commIds[0] : NULL, config);
+    uint64_t t0 = shim_mono_us();
+    ncclResult_t r = f(newcomm, nranks, myrank, nId, commIds, config);
+    finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
+    t_depth--;
+    return r;
+}
+
+ncclResult_t life_ncclCommInitAll(struct shim_slot *slot, const void *caller, ncclComm_t *comms, int ndev,
+                                  const int *devlist)
+{
+    __typeof__(&ncclCommInitAll) f = REAL(slot, ncclCommInitAll, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(comms, ndev, devlist);
+    t_depth++;
+    /* Distinguishes several InitAll groups of one process. */
+    static atomic_uint initall_seq;
+    unsigned seq = atomic_fetch_add(&initall_seq, 1);
+    struct creator cr;
+    evidence_gather(&cr, caller);
+    uint64_t t0 = shim_mono_us();
+    ncclResult_t r = f(comms, ndev, devlist);
+    uint64_t dur = shim_mono_us() - t0;
+    for (int i = 0; comms && i < ndev; i++) {
+        struct creation c;
+        creation_from_id(&c, "ncclCommInitAll", slot, caller, i, ndev, NULL, NULL);
+        snprintf(c.group, sizeof(c.group), "initall:%.100s:%d:%u", shim_config()->host, (int)getpid(), seq);
+        finish_creation(&c, &cr, r, dur, &comms[i]);
+    }
+    t_depth--;
+    return r;
+}
+
+ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, ncclComm_t comm, int color, int key,
+                                ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    __typeof__(&ncclCommSplit) f = REAL(slot, ncclCommSplit, caller);
+    if (!f)
+        return ncclInternalError;
+    struct shim_comm *parent = shim_comm_of(comm);
+    if (!observing() || !parent)
+        return f(shim_unwrap(comm), color, key, newcomm, config);
+    t_depth++;
+    /* Every rank splits its parent in the same order: the sequence number names the child. */
+    unsigned seq = atomic_fetch_add(&parent->splits, 1);
+    struct creator cr;
+    struct creation c;
+    evidence_gather(&cr, caller);
+    creation_from_id(&c, "ncclCommSplit", slot, caller, -1, -1, NULL, config);
+    c.parent = parent;
+    c.color = color;
+    c.key = key;
+    snprintf(c.group, sizeof(c.group), "%.100s/split%u:color%d", parent->group, seq, color);
+    uint64_t t0 = shim_mono_us();
+    ncclResult_t r = f(parent->real, color, key, newcomm, config);
+    /* NCCL_SPLIT_NOCOLOR: this rank is in no child, and there is nothing to record. */
+    if (newcomm && *newcomm)
+        finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
+    else if (r != ncclSuccess)
+        finish_creation(&c, &cr, r, shim_mono_us() - t0, NULL);
+    t_depth--;
+    return r;
+}
+
+ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncclComm_t comm,
+                                 int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                                 ncclConfig_t *config, int shrinkFlags)
+{
+    __typeof__(&ncclCommShrink) f = REAL(slot, ncclCommShrink, caller);
+    if (!f)
+        return ncclInternalError;
+    struct shim_comm *parent = shim_comm_of(comm);
+    if (!observing() || !parent)
+        return f(shim_unwrap(comm), excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    t_depth++;
+    unsigned seq = atomic_fetch_add(&parent->shrinks, 1);
+    struct creator cr;
+    struct creation c;
+    evidence_gather(&cr, caller);
+    creation_from_id(&c, "ncclCommShrink", slot, caller, -1, -1, NULL, config);
+    c.parent = parent;
+    c.color = -1;
+    c.key = -1;
+    c.exclude = excludeRanksList;
+    c.nexclude = excludeRanksList ? excludeRanksCount : 0;
+    snprintf(c.group, sizeof(c.group), "%.100s/shrink%u", parent->group, seq);
+    uint64_t t0 = shim_mono_us();
+    ncclResult_t r = f(parent->real, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
+    t_depth--;
+    return r;
+}
+
+ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, ncclComm_t comm)
+{
+    __typeof__(&ncclCommFinalize) f = REAL(slot, ncclCommFinalize, caller);
+    if (!f)
+        return ncclInternalError;
+    return f(shim_unwrap(comm));
+}
+
+/* Destroy and abort: NCCL frees its communicator, then the shim its handle. */
+static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, const char *how)
+{
+    struct shim_comm *h = shim_comm_of(comm);
+    if (!h)
+        return f(comm);
+    int registered = shim_comm_unregister(h);
+    ncclResult_t r = f(h->real);
+    if (registered && shim_config()->mode != MODE_OFF)
+        shim_comm_record_end(h, how, r);
+    /* Free only what this call removed from the registry: a concurrent second
+     * destroy of the same handle must not free it twice. */
+    if (registered)
+        shim_comm_free(h);
+    return r;
+}
+
+ncclResult_t life_ncclCommDestroy(struct shim_slot *slot, const void *caller, ncclComm_t comm)
+{
+    __typeof__(&ncclCommDestroy) f = REAL(slot, ncclCommDestroy, caller);
+    return f ? end_comm(f, comm, "destroy") : ncclInternalError;
+}
+
+ncclResult_t life_ncclCommAbort(struct shim_slot *slot, const void *caller, ncclComm_t comm)
+{
+    __typeof__(&ncclCommAbort) f = REAL(slot, ncclCommAbort, caller);
+    return f ? end_comm(f, comm, "abort") : ncclInternalError;
+}

@@ -1,0 +1,90 @@
+/*
+ * The parts of NCCL's ABI the shim needs, declared by us.
+ *
+ * Why not include <nccl.h>: the shim must build where no NCCL header is
+ * installed (the GPU containers carry it only inside a Python wheel) and must
+ * keep working against every NCCL from 2.18 on, whose headers differ.  These
+ * declarations are the stable ABI; tests/test_abi.c checks them against the
+ * real nccl.h wherever one is installed.
+ */
+#ifndef NCCLSHIM_NCCL_ABI_H
+#define NCCLSHIM_NCCL_ABI_H
+
+#include <stddef.h>
+
+typedef struct ncclComm *ncclComm_t;
+typedef struct ncclWindow_vidmem *ncclWindow_t;
+typedef struct CUstream_st *cudaStream_t;
+
+#define NCCL_UNIQUE_ID_BYTES 128
+typedef struct { char internal[NCCL_UNIQUE_ID_BYTES]; } ncclUniqueId;
+
+typedef enum {
+    ncclSuccess = 0,
+    ncclUnhandledCudaError = 1,
+    ncclSystemError = 2,
+    ncclInternalError = 3,
+    ncclInvalidArgument = 4,
+    ncclInvalidUsage = 5,
+    ncclRemoteError = 6,
+    ncclInProgress = 7,
+    ncclNumResults = 8
+} ncclResult_t;
+
+/* Values up to ncclNumOps are built in; larger ones are made by
+ * ncclRedOpCreatePreMulSum.  The enum is int-sized in every NCCL. */
+typedef enum { ncclSum = 0, ncclProd = 1, ncclMax = 2, ncclMin = 3, ncclAvg = 4,
+               ncclNumOps = 5, ncclMaxRedOp = 0x7fffffff } ncclRedOp_t;
+
+typedef enum {
+    ncclInt8 = 0, ncclUint8 = 1, ncclInt32 = 2, ncclUint32 = 3,
+    ncclInt64 = 4, ncclUint64 = 5, ncclFloat16 = 6, ncclFloat32 = 7,
+    ncclFloat64 = 8, ncclBfloat16 = 9, ncclFloat8e4m3 = 10, ncclFloat8e5m2 = 11,
+    ncclNumTypes = 12
+} ncclDataType_t;
+
+typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarResidence_t;
+
+/*
+ * ncclConfig_t grows with NCCL versions; callers fill `size` and `version`.
+ * The shim reads a field only when `size` says the caller's struct has it.
+ * Layout of NCCL 2.28 (ncclConfig_v22800); older versions are prefixes.
+ */
+#define NCCL_CONFIG_MAGIC 0xcafebeefu
+#define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
+typedef struct {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int blocking;
+    int cgaClusterSize;
+    int minCTAs;
+    int maxCTAs;
+    const char *netName;
+    int splitShare;
+    int trafficClass;
+    const char *commName;
+    int collnetEnable;
+    int CTAPolicy;
+    int shrinkShare;
+    int nvlsCTAs;
+    int nChannelsPerNetPeer;
+    int nvlinkCentricSched;
+} ncclConfig_t;
+
+typedef struct {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    float estimatedTime;
+} ncclSimInfo_t;
+
+/* Device-API host functions (nccl_device/core.h) that take a communicator.
+ * The shim only forwards them; their structures stay opaque here. */
+typedef struct ncclDevCommRequirements ncclDevCommRequirements_t;
+typedef struct ncclDevComm ncclDevComm_t;
+typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
+typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
+typedef struct { int nRanks, rank, stride; } ncclTeam_t;
+
+#endif

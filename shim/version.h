@@ -1,0 +1,4 @@
+#ifndef NCCLSHIM_VERSION_H
+#define NCCLSHIM_VERSION_H
+#define NCCLSHIM_VERSION "0.1.0"
+#endif

@@ -1,0 +1,48 @@
+# A small TAP library for the bash tests: source it, call the checks, call done_testing.
+# Every test runs under a time bound (tap_run), so nothing can hang CI.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SHIM=${SHIM:-$ROOT/build/libncclshim.so}
+FAKE=$ROOT/tests/fake
+BIN=$ROOT/tests/bin
+INSPECT=${INSPECT:-$ROOT/tools/ncclshim-inspect}
+_tap_n=0
+_tap_fail=0
+TMP=$(mktemp -d /tmp/ncclshim-test.XXXXXX)
+trap 'rm -rf "$TMP"' EXIT
+
+ok() { # ok <status> <description>
+    _tap_n=$((_tap_n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $_tap_n - $2"; else echo "not ok $_tap_n - $2"; _tap_fail=$((_tap_fail + 1)); fi
+}
+is() { # is <got> <expected> <description>
+    if [ "$1" = "$2" ]; then ok 0 "$3"; else ok 1 "$3"; echo "#   got:      '$1'"; echo "#   expected: '$2'"; fi
+}
+like() { # like <text> <extended regex> <description>
+    if printf '%s' "$1" | grep -Eq -- "$2"; then ok 0 "$3"; else ok 1 "$3"; echo "#   '$(printf '%s' "$1" | head -c 600)'"; echo "#   does not match /$2/"; fi
+}
+unlike() {
+    if printf '%s' "$1" | grep -Eq -- "$2"; then ok 1 "$3"; echo "#   matched /$2/"; else ok 0 "$3"; fi
+}
+skip_all() { echo "1..0 # SKIP $1"; exit 0; }
+done_testing() { echo "1..$_tap_n"; [ "$_tap_fail" -eq 0 ]; }
+diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
+
+# tap_run <seconds> <command...>: runs with a bound; exit status 124 means it hung.
+tap_run() { local t=$1; shift; timeout -k 5 "$t" "$@"; }
+
+# Import CHECK lines that a client printed ("CHECK ok desc" / "CHECK fail desc") as TAP.
+import_checks() { # import_checks <file>
+    local line
+    while IFS= read -r line; do
+        case $line in
+            "CHECK ok "*) ok 0 "${line#CHECK ok }" ;;
+            "CHECK fail "*) ok 1 "${line#CHECK fail }" ;;
+        esac
+    done < "$1"
+}
+
+# The one record file a run left in a log dir.
+record_file() { ls "$1"/ncclshim.*.jsonl 2>/dev/null | head -1; }
+# jq over the records of a dir: jqr <dir> <filter>
+jqr() { cat "$1"/ncclshim.*.jsonl 2>/dev/null | jq -c "$2"; }

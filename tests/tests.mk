@@ -1,0 +1,27 @@
+# Test programs and the list of TAP tests `make test` runs (included by the Makefile).
+TEST_CFLAGS := -std=gnu11 $(WARN) -Ishim -Ipolicy $(UTHASH_INC) $(CFLAGS)
+
+tests-bin: tests/bin/client_linked tests/bin/client_dlopen tests/bin/client_dlopen_old tests/bin/test_policy \
+           tests/bin/dl_lookup tests/fake/test_fake
+
+# Linked against fake "a" like torch is against libnccl (found through its rpath).
+tests/bin/client_linked: tests/clients/nccl_client.c shim/nccl_api.def tests/fake/a/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
+
+tests/bin/client_dlopen: tests/clients/nccl_client.c shim/nccl_api.def
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -DNO_LINK -o $@ $< -ldl -lpthread
+
+tests/bin/client_dlopen_old: tests/bin/client_dlopen
+	cp $< $@
+
+tests/bin/dl_lookup: tests/clients/dl_lookup.c
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl
+
+tests/bin/test_policy: tests/unit/test_policy.c policy/classify.c policy/pattern.c $(wildcard policy/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_policy.c policy/classify.c policy/pattern.c
+
+TESTS := $(sort $(wildcard tests/t/*.t)) tests/inspect/test_inspect.sh tests/t/fake.t
