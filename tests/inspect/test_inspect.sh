@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..48"
+echo "1..53"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -84,6 +84,15 @@ check "socket: without the NCCL log the network is unknown and check passes" eva
 run --json --check "$FX/ptrfmt"
 check "ptrfmt: --check exits 0" test "$rc" -eq 0
 check "ptrfmt: both ranks joined to IB" jqt '[.communicators[0].ranks[].network] == ["IB","IB"]'
+
+# --- (8) the other rules: duplicate rank, init failed, nranks disagree, not ended;
+# a rank re-created after its destroy is not a duplicate
+run --check "$FX/misc"
+check "misc: --check exits 1 with exactly 4 problems" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 4'
+check "misc: duplicate rank" has '^PROBLEM id:0x0dd0dd0d: duplicate rank 0: m pid 1 and m pid 2$' err
+check "misc: init failed" has '^PROBLEM id:0x0dd0dd0d: init failed on rank 1 \(m pid 3\): result 2 \(unhandled system error\)$' err
+check "misc: nranks disagree" has '^PROBLEM id:0x0dd0dd0d: nranks disagree: 2,3$' err
+check "misc: no end record without exit record" has '^PROBLEM id:0x0dd0dd0d: rank 0 \(pid 2\) has no end record: process may have crashed$' err
 
 # --- (6) bad input
 mkdir -p "$TMP/bad" "$TMP/emptydir"

@@ -8,9 +8,19 @@
 
 typedef void (*rule_fn)(inspect_state *st, communicator *c);
 
+/* One rule can fire once per rank; on a 4096-rank job that would bury the
+ * other problems, so each rule keeps its first few and counts the rest. */
+#define MAX_PER_RULE 5
+static size_t rule_added, rule_suppressed;
+
 static void add(communicator *c, char *owned)
 {
-    strlist_add(&c->problems, owned);
+    if (rule_added++ < MAX_PER_RULE) {
+        strlist_add(&c->problems, owned);
+    } else {
+        rule_suppressed++;
+        free(owned);
+    }
 }
 
 /* Appends "a,b,c" to a growing buffer, capped so that a 4096-rank job with
@@ -38,17 +48,23 @@ static void lb_add(list_buf *b, const char *item)
 static void rule_rank_missing(inspect_state *st, communicator *c)
 {
     (void)st;
-    if (c->nranks <= 0 || (long long)c->ranks_seen >= c->nranks)
+    if (c->nranks <= 0)
+        return;
+    long long present = 0;
+    for (size_t i = 0; i < c->nranks_rec; i++)
+        if (c->ranks[i]->rank < c->nranks && (i == 0 || c->ranks[i]->rank != c->ranks[i - 1]->rank))
+            present++;
+    long long missing = c->nranks - present;
+    if (missing <= 0)
         return;
     list_buf b = {0};
-    long long missing = 0;
     size_t k = 0;
-    for (long long r = 0; r < c->nranks; r++) {
+    /* stops once the list is full: nranks comes from the input and may be huge */
+    for (long long r = 0; r < c->nranks && !b.full; r++) {
         while (k < c->nranks_rec && c->ranks[k]->rank < r)
             k++;
         if (k < c->nranks_rec && c->ranks[k]->rank == r)
             continue;
-        missing++;
         char item[24];
         snprintf(item, sizeof item, "%lld", r);
         lb_add(&b, item);
@@ -250,8 +266,13 @@ size_t inspect_check(inspect_state *st)
     size_t bad = 0;
     for (size_t i = 0; i < st->ncomms; i++) {
         communicator *c = st->sorted[i];
-        for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++)
+        for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++) {
+            rule_added = rule_suppressed = 0;
             rules[k].fn(st, c);
+            if (rule_suppressed)
+                strlist_add(&c->problems, xasprintf("... and %zu more '%s' problems", rule_suppressed,
+                                                    rules[k].name));
+        }
         bad += c->problems.n > 0;
     }
     return bad;

@@ -132,25 +132,44 @@ static const char *get_purpose(const rank_rec *r) { return r->purpose ? r->purpo
 static const char *get_action(const rank_rec *r) { return r->action ? r->action : "unknown"; }
 static const char *get_network(const rank_rec *r) { return r->network; }
 
+static int ll_cmp(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+/* The most common nranks (ties: the larger); one odd rank should not redefine
+ * the communicator's size, it gets its own "nranks disagree" problem. */
+static long long mode_nranks(communicator *c)
+{
+    long long *v = xmalloc(c->nranks_rec * sizeof *v);
+    for (size_t i = 0; i < c->nranks_rec; i++)
+        v[i] = c->ranks[i]->nranks;
+    qsort(v, c->nranks_rec, sizeof *v, ll_cmp);
+    long long best = v[0];
+    size_t best_n = 0;
+    for (size_t i = 0, j; i < c->nranks_rec; i = j) {
+        for (j = i; j < c->nranks_rec && v[j] == v[i]; j++)
+            ;
+        if (j - i >= best_n) {
+            best_n = j - i;
+            best = v[i];
+        }
+    }
+    free(v);
+    return best;
+}
+
 static void summarize(communicator *c)
 {
     qsort(c->ranks, c->nranks_rec, sizeof *c->ranks, rank_cmp);
     c->first_ts = c->ranks[0]->ts;
-    long long best = 0;
-    size_t best_n = 0;
     for (size_t i = 0; i < c->nranks_rec; i++) {
         rank_rec *r = c->ranks[i];
         if (r->ts < c->first_ts)
             c->first_ts = r->ts;
         if (i == 0 || r->rank != c->ranks[i - 1]->rank)
             c->ranks_seen++;
-        size_t same = 0;
-        for (size_t j = 0; j < c->nranks_rec; j++)
-            same += c->ranks[j]->nranks == r->nranks;
-        if (same > best_n || (same == best_n && r->nranks > best)) {
-            best_n = same;
-            best = r->nranks;
-        }
         strlist_add_unique(&c->hosts, r->host);
         strlist_add_unique(&c->apis, r->api ? r->api : "?");
         if (r->duration_us > c->init_us)
@@ -162,7 +181,7 @@ static void summarize(communicator *c)
         }
     }
     HASH_SORT(c->ops, op_cmp);
-    c->nranks = best;
+    c->nranks = mode_nranks(c);
     c->purpose = agree(c, get_purpose, "unknown");
     c->action = agree(c, get_action, "unknown");
     c->network = agree(c, get_network, "-");
