@@ -70,7 +70,8 @@ static void rule_rank_missing(inspect_state *st, communicator *c)
         lb_add(&b, item);
     }
     if (missing)
-        add(c, xasprintf("rank%s missing: %s of %lld", missing > 1 ? "s" : "", b.s, c->nranks));
+        add(c, b.full ? xasprintf("ranks missing: %s of %lld (%lld missing)", b.s, c->nranks, missing)
+                      : xasprintf("rank%s missing: %s of %lld", missing > 1 ? "s" : "", b.s, c->nranks));
 }
 
 static void rule_rank_out_of_range(inspect_state *st, communicator *c)
