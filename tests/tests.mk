@@ -25,3 +25,8 @@ tests/bin/test_policy: tests/unit/test_policy.c policy/classify.c policy/pattern
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_policy.c policy/classify.c policy/pattern.c
 
 TESTS := $(sort $(wildcard tests/t/*.t)) tests/inspect/test_inspect.sh tests/t/fake.t
+
+tests-bin: tests/bin/fork_client
+tests/bin/fork_client: tests/clients/fork_client.c
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a'

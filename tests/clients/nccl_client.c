@@ -192,26 +192,37 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *scenario;
+    int sarg; /* index of the scenario in argv; its parameters follow it */
     if (strcmp(argv[1], "linked") == 0) {
         load_linked();
-        scenario = argv[2];
+        sarg = 2;
     } else if (strcmp(argv[1], "dlopen") == 0 && argc >= 4) {
         load_dlopen(argv[2]);
-        scenario = argv[3];
+        sarg = 3;
     } else {
         fprintf(stderr, "bad mode %s\n", argv[1]);
         return 2;
     }
+    scenario = argv[sarg];
     if (strcmp(scenario, "basic") == 0)
         scenario_basic();
     else if (strcmp(scenario, "threads") == 0)
-        scenario_threads(argc > 4 ? atoi(argv[4]) : 16, argc > 5 ? atoi(argv[5]) : 20);
+        scenario_threads(argc > sarg + 1 ? atoi(argv[sarg + 1]) : 16, argc > sarg + 2 ? atoi(argv[sarg + 2]) : 20);
     else if (strcmp(scenario, "reenter") == 0) {
         ncclUniqueId id;
         ncclComm_t comm = NULL;
         A.ncclGetUniqueId(&id);
         CHECK(A.ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess, "init with a re-entrant NCCL returns");
         CHECK(A.ncclCommDestroy(comm) == ncclSuccess, "destroy after re-entrant init");
+    } else if (strcmp(scenario, "shrink") == 0) {
+        /* Built against 2.28, run against an NCCL that may lack ncclCommShrink. */
+        ncclUniqueId id;
+        ncclComm_t comm = NULL, small = NULL;
+        A.ncclGetUniqueId(&id);
+        A.ncclCommInitRank(&comm, 1, id, 0);
+        int r = A.ncclCommShrink ? (int)A.ncclCommShrink(comm, NULL, 0, &small, NULL, 0) : -1;
+        printf("SHRINK %d\n", (int)r);
+        A.ncclCommDestroy(comm);
     } else {
         fprintf(stderr, "unknown scenario %s\n", scenario);
         return 2;

@@ -1,0 +1,57 @@
+#!/bin/bash
+# Bad settings and hostile environments: a clear message naming the variable and
+# the fix, the application unharmed, nothing lost that can be kept.
+. "$(dirname "$0")/../tap.sh"
+run() { # run <dir> <env...>
+    local d=$TMP/$1; shift
+    mkdir -p "$d"
+    env NCCLSHIM_LOG_DIR="$d/rec" LD_PRELOAD="$SHIM" "$@" timeout -k 5 30 "$BIN/client_linked" linked basic > "$d/out" 2> "$d/err"
+    echo $? > "$d/rc"
+}
+
+run mode NCCLSHIM_MODE=obsrve
+is "$(cat "$TMP/mode/rc")" 0 "a bad NCCLSHIM_MODE does not harm the application"
+like "$(cat "$TMP/mode/err")" "NCCLSHIM_MODE='obsrve' is not one of observe\|enforce\|off; using observe" "stderr names the variable, the value and what is used"
+is "$(jqr "$TMP/mode/rec" 'select(.type=="warning") | .what')" '"bad-setting"' "and a warning record keeps it"
+is "$(jqr "$TMP/mode/rec" 'select(.type=="load") | .mode')" '"observe"' "observe is used"
+
+run pycs NCCLSHIM_PYTHON_CALLSITE=yes
+like "$(cat "$TMP/pycs/err")" "NCCLSHIM_PYTHON_CALLSITE='yes' is not 0 or 1" "a bad NCCLSHIM_PYTHON_CALLSITE is reported"
+
+run enf NCCLSHIM_MODE=enforce
+is "$(jqr "$TMP/enf/rec" 'select(.type=="comm") | .action' | sort -u)" '"passthrough"' "enforce (no actions yet) passes through"
+like "$(jqr "$TMP/enf/rec" 'select(.type=="comm") | .action_reason' | head -1)" 'no action is implemented yet' "and says why"
+
+# Unwritable record directory: records are off, the application runs on.
+mkdir -p "$TMP/ro"; : > "$TMP/ro/file"
+mkdir -p "$TMP/unw"
+FAKE_NCCL_LOG=$TMP/unw/fake.log NCCLSHIM_LOG_DIR=$TMP/ro/file/sub LD_PRELOAD=$SHIM \
+    timeout -k 5 30 "$BIN/client_linked" linked basic > "$TMP/unw/out" 2> "$TMP/unw/err"
+is "$?" 0 "an impossible NCCLSHIM_LOG_DIR does not harm the application"
+like "$(cat "$TMP/unw/err")" "cannot create record directory .*/ro/file/sub: Not a directory; records are off \(set NCCLSHIM_LOG_DIR" "stderr names the directory, the cause and the fix"
+is "$(grep -c 'ncclAllReduce' "$TMP/unw/fake.log")" 2 "calls are still forwarded"
+
+run long NCCLSHIM_LOG_DIR=/tmp/$(printf 'x%.0s' $(seq 1 5000))
+is "$(cat "$TMP/long/rc")" 0 "an over-long NCCLSHIM_LOG_DIR does not harm the application"
+like "$(cat "$TMP/long/err")" 'NCCLSHIM_LOG_DIR is too long' "and is reported"
+
+# Host identity override (test-only) and strange bytes in settings stay valid JSON.
+run host NCCLSHIM_HOSTNAME=node-7 NCCLSHIM_ROLE=$'tr\xffain"\n'
+is "$(ls "$TMP/host/rec")" "ncclshim.node-7.$(jqr "$TMP/host/rec" 'select(.type=="load") | .pid').jsonl" "NCCLSHIM_HOSTNAME names the host"
+is "$(jqr "$TMP/host/rec" 'select(.type=="comm") | .host' | sort -u)" '"node-7"' "and every record carries it"
+like "$(grep -o '"NCCLSHIM_ROLE":"[^}]*' "$TMP/host/rec"/*.jsonl | head -1)" 'tr\\ufffdain\\"\\u000a' "invalid UTF-8, quotes and newlines are escaped"
+like "$(jqr "$TMP/host/rec" 'select(.type=="comm") | .role_reason' | head -1)" 'ignored' "a bad NCCLSHIM_ROLE is ignored, and the reason says so"
+
+# fork: the child writes its own file, with its own load record.
+mkdir -p "$TMP/fork"
+out=$(NCCLSHIM_LOG_DIR=$TMP/fork/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/fork_client" 2>&1)
+is "$?" 0 "fork client passes"
+child=$(echo "$out" | sed -n 's/^child //p')
+is "$(ls "$TMP/fork/rec" | wc -l)" 2 "parent and child each have a record file"
+is "$(jq -c 'select(.type!="library") | .type' "$TMP/fork/rec"/ncclshim.*."$child".jsonl | tr '\n' ' ')" '"load" "unique_id" "comm" "comm_end" "exit" ' "the child's file starts with its own load record"
+is "$(jq -c 'select(.type=="comm")' "$TMP/fork/rec"/*.jsonl | wc -l)" 2 "no record written twice"
+
+# A process that never uses NCCL leaves nothing behind.
+NCCLSHIM_LOG_DIR=$TMP/none LD_PRELOAD=$SHIM true
+ok $([ ! -e "$TMP/none" ] && echo 0 || echo 1) "a process that never calls NCCL writes no record file"
+done_testing
