@@ -40,6 +40,28 @@ $(LIB): $(SHIM_SRCS) $(SHIM_HDRS) $(MAP)
 test: all
 	prove -j4 --timer $(TESTS)
 
+# The whole CPU suite with the shim, the fakes and the clients built with
+# AddressSanitizer and UBSan (the runtime is preloaded ahead of the shim).
+SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
+test-asan:
+	$(MAKE) clean
+	$(MAKE) all CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined"
+	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  SHIM_PRELOAD_EXTRA="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	  prove -j4 $(TESTS)
+	$(MAKE) clean
+
+# The C clients and the inspect tool under valgrind (memcheck, leaks).
+test-valgrind: all
+	prove -v tests/valgrind/run.sh
+
+# GPU tests: real NCCL and torch on 2 GPUs (skipped, with a reason, without them).
+test-gpu: $(LIB)
+	NCCL_NVLS_ENABLE=0 prove -v tests/gpu/run.sh
+
+bench: all
+	bench/forward_cost.sh 100000
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/ncclshim
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libncclshim.so
@@ -47,4 +69,4 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
 
 clean:
-	rm -rf $(BUILD) tools/ncclshim-inspect
+	rm -rf $(BUILD) tools/ncclshim-inspect tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/test_fake

@@ -23,7 +23,7 @@
 /* Set once (the same value from any thread that races to set it). */
 static _Atomic(dlsym_fn_t) g_real_dlsym;
 
-dlsym_fn_t shim_real_dlsym(void)
+SHIM_EARLY dlsym_fn_t shim_real_dlsym(void)
 {
     dlsym_fn_t f = atomic_load_explicit(&g_real_dlsym, memory_order_acquire);
     if (__builtin_expect(f != NULL, 1))
@@ -55,7 +55,7 @@ const void *shim_self_base(void)
     return b;
 }
 
-static inline int is_nccl_prefix(const char *name)
+SHIM_EARLY static inline int is_nccl_prefix(const char *name)
 {
     return name && ((name[0] == 'n' && name[1] == 'c' && name[2] == 'c' && name[3] == 'l') ||
                     (name[0] == 'p' && name[1] == 'n' && name[2] == 'c' && name[3] == 'c' && name[4] == 'l'));
@@ -88,7 +88,11 @@ static __attribute__((noinline)) void *dlsym_nccl(void *handle, const char *name
     return shim_wrapper(slot, (enum fn_index)fn);
 }
 
-__attribute__((visibility("default"))) void *dlsym(void *handle, const char *name)
+/* The call to glibc must be a tail call whatever the build flags (a sanitizer
+ * or debug build lowers -O): glibc reads the caller's return address to
+ * resolve RTLD_NEXT, and it must see our caller's, not ours. */
+SHIM_EARLY __attribute__((visibility("default"), optimize("O2", "omit-frame-pointer", "optimize-sibling-calls")))
+void *dlsym(void *handle, const char *name)
 {
     int fn;
     if (__builtin_expect(!is_nccl_prefix(name), 1) || (fn = shim_fn_lookup(name)) < 0)

@@ -52,6 +52,6 @@ struct shim_slot *shim_slot_for_library(const void *base, const char *path, cons
 void *shim_wrapper(const struct shim_slot *slot, enum fn_index fn);
 
 /* The table index of an NCCL function name ("nccl..." or "pnccl..."), or -1. */
-int shim_fn_lookup(const char *name);
+__attribute__((no_sanitize("address", "undefined"))) int shim_fn_lookup(const char *name);
 
 #endif

@@ -2,7 +2,9 @@
 # Every test runs under a time bound (tap_run), so nothing can hang CI.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
-SHIM=${SHIM:-$ROOT/build/libncclshim.so}
+SHIM_LIB=${SHIM_LIB:-$ROOT/build/libncclshim.so}
+# Under `make test-asan` the sanitizer runtime must be preloaded before the shim.
+SHIM="${SHIM_PRELOAD_EXTRA:+$SHIM_PRELOAD_EXTRA }$SHIM_LIB"
 FAKE=$ROOT/tests/fake
 BIN=$ROOT/tests/bin
 INSPECT=${INSPECT:-$ROOT/tools/ncclshim-inspect}

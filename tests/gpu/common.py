@@ -122,6 +122,9 @@ def launch(script, args):
     """Run `world` workers of `script`; returns the summary dict (also in outdir/summary.json)."""
     outdir = os.path.abspath(args["outdir"])
     os.makedirs(outdir, exist_ok=True)
+    for name in os.listdir(outdir):  # a FileStore or ID file left from an earlier run would confuse the rendezvous
+        if name.startswith(("torch.store", "ncclid.")):
+            os.unlink(os.path.join(outdir, name))
     world, timeout = args["world"], args["timeout"]
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"

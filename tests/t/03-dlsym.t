@@ -6,7 +6,8 @@
 A=$FAKE/a/libnccl.so.2 B=$FAKE/b/libnccl.so.2 OLD=$FAKE/old/libnccl.so.2
 
 look() { timeout -k 5 20 "$BIN/dl_lookup" "$A" "$B" "$OLD"; }
-without=$(look 2>&1)
+# (Under test-asan the sanitizer runtime is preloaded in both runs.)
+without=$(LD_PRELOAD=${SHIM_PRELOAD_EXTRA:-} look 2>&1)
 with=$(LD_PRELOAD=$SHIM NCCLSHIM_LOG_DIR=$TMP/rec look 2>&1)
 field() { printf '%s\n' "$1" | awk -v k="$2" '$1==k {print $2" "$3}' | sed 's/ *$//'; }
 
@@ -26,7 +27,7 @@ is "$(field "$without" next-dlsym-is-own)" "1" "(and the same holds without the 
 
 # A global NCCL (like torch linked against it): RTLD_DEFAULT finds the shim's export.
 with_g=$(DL_LOOKUP_GLOBAL=1 LD_PRELOAD=$SHIM NCCLSHIM_LOG_DIR=$TMP/recg look 2>&1)
-without_g=$(DL_LOOKUP_GLOBAL=1 look 2>&1)
+without_g=$(DL_LOOKUP_GLOBAL=1 LD_PRELOAD=${SHIM_PRELOAD_EXTRA:-} look 2>&1)
 is "$(field "$without_g" default-ncclGetVersion)" "a/libnccl.so.2 -" "without the shim RTLD_DEFAULT finds the global libnccl"
 is "$(field "$with_g" default-ncclGetVersion)" "build/libncclshim.so -" "with it, RTLD_DEFAULT finds the shim's wrapper"
 is "$(field "$with_g" version-a)" "22809" "and calls reach libnccl a"

@@ -1,0 +1,125 @@
+#!/bin/bash
+# GPU tests of ncclshim (TAP): real NCCL (torch's wheel) on 2 GPUs, without and
+# with the shim preloaded.  Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
+#   SHIM=<libncclshim.so>     default build/libncclshim.so
+#   PYTHON=<python>           default python3 (needs torch with CUDA)
+#   NCCLSHIM_GPU_KEEP=<dir>   keep every run's files (records, NCCL logs, stderr) in <dir>
+# Skips (1..0) without 2 GPUs.  Every process runs under `timeout -k 5`.
+set -u
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+HERE=$ROOT/tests/gpu
+SHIM=${SHIM:-$ROOT/build/libncclshim.so}
+PY=${PYTHON:-python3}
+export NCCL_NVLS_ENABLE=0 # required on the GPU machine
+export PYTHONDONTWRITEBYTECODE=1
+
+n=0
+nfail=0
+ok() { # ok <status> <description>
+    n=$((n + 1))
+    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; nfail=$((nfail + 1)); fi
+}
+diag() { sed 's/^/# /'; }
+import_checks() { # CHECK lines of check.py -> TAP; the rest (diagnostics) as is
+    local line
+    while IFS= read -r line; do
+        case $line in
+            "CHECK ok "*) ok 0 "${line#CHECK ok }" ;;
+            "CHECK fail "*) ok 1 "${line#CHECK fail }" ;;
+            "#"*) echo "$line" ;;
+            *) echo "# $line" ;;
+        esac
+    done
+}
+
+# --- skip without 2 GPUs ---------------------------------------------------
+if ! timeout -k 5 60 nvidia-smi -L >/dev/null 2>&1; then
+    echo "1..0 # SKIP no 2 GPUs (nvidia-smi -L failed)"
+    exit 0
+fi
+ngpu=$(timeout -k 5 120 "$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null | tail -n 1)
+case $ngpu in '' | *[!0-9]*) ngpu=0 ;; esac
+if [ "$ngpu" -lt 2 ]; then
+    echo "1..0 # SKIP no 2 GPUs (torch sees $ngpu)"
+    exit 0
+fi
+if [ ! -f "$SHIM" ]; then
+    echo "Bail out! no shim at $SHIM (make build/libncclshim.so)"
+    exit 1
+fi
+
+if [ -n "${NCCLSHIM_GPU_KEEP:-}" ]; then
+    WORK=$NCCLSHIM_GPU_KEEP
+    mkdir -p "$WORK"
+else
+    WORK=$(mktemp -d /tmp/ncclshim-gpu.XXXXXX)
+    trap 'rm -rf "$WORK"' EXIT
+fi
+echo "# shim: $SHIM"
+echo "# work: $WORK"
+timeout -k 5 60 nvidia-smi -L 2>&1 | diag
+NCCL_LIB=$(timeout -k 5 120 "$PY" -c 'import sys; sys.path.insert(0, "'"$HERE"'"); import common; print(common.nccl_so_path())' 2>&1 | tail -n 1)
+export NCCL_LIB
+echo "# nccl: $NCCL_LIB"
+[ -f "$NCCL_LIB" ]; ok $? "torch's libnccl.so.2 found"
+
+# launch <name> <script> noshim|shim: one launcher run (2 workers) in $WORK/<name>.<mode>
+launch() {
+    local name=$1 script=$2 mode=$3 dir=$WORK/$1.$3 rc
+    rm -rf "$dir"
+    mkdir -p "$dir/records"
+    if [ "$mode" = shim ]; then
+        # NCCL's own log, to join the records' comm pointers with; the shim is
+        # preloaded into the workers only (--preload), not into the launcher.
+        NCCLSHIM_LOG_DIR=$dir/records NCCL_DEBUG=INFO NCCL_DEBUG_FILE=$dir/nccl.%h.%p.log \
+            timeout -k 5 300 "$PY" "$HERE/$script" --outdir "$dir" --timeout 240 --preload "$SHIM" \
+            >"$dir/launcher.out" 2>"$dir/launcher.err"
+    else
+        timeout -k 5 300 "$PY" "$HERE/$script" --outdir "$dir" --timeout 240 \
+            >"$dir/launcher.out" 2>"$dir/launcher.err"
+    fi
+    rc=$?
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        ok 1 "$script ($mode): finished in time (TIMEOUT after 300 s)"
+    else
+        ok $rc "$script ($mode): both ranks ran and exited 0"
+    fi
+    if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
+        # The launcher was killed before it could show its workers' stderr.
+        local f
+        for f in "$dir"/rank*.err; do
+            [ -f "$f" ] || continue
+            echo "# tail of $(basename "$f"):"
+            tail -n 30 "$f" | diag
+        done
+    elif [ $rc -ne 0 ]; then
+        # The launcher's stderr has the errors and the tail of each rank's stderr.
+        echo "# exit status $rc; launcher stderr:"
+        tail -n 100 "$dir/launcher.err" | diag
+    fi
+}
+
+check() { # check.py <args>: CHECK lines -> TAP, bounded like everything else
+    # Process substitution, not a pipe: import_checks must run in this shell to count.
+    import_checks < <(timeout -k 5 120 "$PY" "$HERE/check.py" "$@" 2>&1)
+}
+
+# (a) torch.distributed all-reduce
+launch torch torch_allreduce.py noshim
+launch torch torch_allreduce.py shim
+check results "$WORK/torch.noshim" "$WORK/torch.shim"
+check records "$WORK/torch.shim" torch
+
+# (b) ctypes client like vLLM's pynccl: 64 MiB broadcast
+launch ctypes ctypes_bcast.py noshim
+launch ctypes ctypes_bcast.py shim
+check results "$WORK/ctypes.noshim" "$WORK/ctypes.shim"
+check records "$WORK/ctypes.shim" ctypes
+
+# (c) both in the same two processes (a NeMo-RL trainer does this)
+launch combined combined.py shim
+check results "$WORK/combined.shim"
+check records "$WORK/combined.shim" combined
+
+echo "1..$n"
+[ "$nfail" -eq 0 ]
