@@ -58,10 +58,14 @@ fi
 echo "# shim: $SHIM"
 echo "# work: $WORK"
 timeout -k 5 60 nvidia-smi -L 2>&1 | diag
-NCCL_LIB=$(timeout -k 5 120 "$PY" -c 'import sys; sys.path.insert(0, "'"$HERE"'"); import common; print(common.nccl_so_path())' 2>&1 | tail -n 1)
-export NCCL_LIB
-echo "# nccl: $NCCL_LIB"
-[ -f "$NCCL_LIB" ]; ok $? "torch's libnccl.so.2 found"
+nccl=$(timeout -k 5 120 "$PY" -c 'import sys; sys.path.insert(0, "'"$HERE"'"); import common; print(common.nccl_so_path())' 2>&1 | tail -n 1)
+echo "# nccl: $nccl"
+if [ -f "$nccl" ]; then
+    export NCCL_LIB=$nccl # the workers (common.nccl_so_path) use the same one
+    ok 0 "torch's libnccl.so.2 found"
+else
+    ok 1 "torch's libnccl.so.2 found"
+fi
 
 # launch <name> <script> noshim|shim: one launcher run (2 workers) in $WORK/<name>.<mode>
 launch() {
@@ -72,15 +76,15 @@ launch() {
         # NCCL's own log, to join the records' comm pointers with; the shim is
         # preloaded into the workers only (--preload), not into the launcher.
         NCCLSHIM_LOG_DIR=$dir/records NCCL_DEBUG=INFO NCCL_DEBUG_FILE=$dir/nccl.%h.%p.log \
-            timeout -k 5 300 "$PY" "$HERE/$script" --outdir "$dir" --timeout 240 --preload "$SHIM" \
+            timeout -k 5 200 "$PY" "$HERE/$script" --outdir "$dir" --timeout 150 --preload "$SHIM" \
             >"$dir/launcher.out" 2>"$dir/launcher.err"
     else
-        timeout -k 5 300 "$PY" "$HERE/$script" --outdir "$dir" --timeout 240 \
+        timeout -k 5 200 "$PY" "$HERE/$script" --outdir "$dir" --timeout 150 \
             >"$dir/launcher.out" 2>"$dir/launcher.err"
     fi
     rc=$?
     if [ $rc -eq 124 ] || [ $rc -eq 137 ]; then
-        ok 1 "$script ($mode): finished in time (TIMEOUT after 300 s)"
+        ok 1 "$script ($mode): finished in time (TIMEOUT after 200 s)"
     else
         ok $rc "$script ($mode): both ranks ran and exited 0"
     fi
