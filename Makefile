@@ -48,8 +48,7 @@ test-asan:
 	$(MAKE) all CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined"
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  SHIM_PRELOAD_EXTRA="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-	  prove -j4 $(TESTS)
-	$(MAKE) clean
+	  prove -j4 $(TESTS); status=$$?; $(MAKE) clean; exit $$status
 
 # The C clients and the inspect tool under valgrind (memcheck, leaks).
 test-valgrind: all
