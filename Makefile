@@ -58,6 +58,9 @@ test-valgrind: all
 test-gpu: $(LIB)
 	NCCL_NVLS_ENABLE=0 prove -v tests/gpu/run.sh
 
+demo: all
+	tools/demo.sh
+
 bench: all
 	bench/forward_cost.sh 100000
 

@@ -5,7 +5,8 @@
 with argtypes and restype set.  `--nccl4py` looks names up the way nccl4py
 does: RTLD_DEFAULT first, then the handle.
 
-Prints "CHECK ok|fail <what>" lines for the .t scripts.
+Options: --rank=R --nranks=N --uid-out=FILE (write the ID made) --uid-in=FILE
+(use another rank's ID).  Prints "CHECK ok|fail <what>" lines for the .t scripts.
 """
 import ctypes
 import sys
@@ -64,11 +65,19 @@ class WeightUpdater:
     def __init__(self, lib):
         self.lib = lib
 
-    def init_collective(self):
+    def init_collective(self, rank=0, nranks=1, uid_in=None, uid_out=None):
         uid = NcclUniqueId()
-        check(self.lib.ncclGetUniqueId(ctypes.byref(uid)) == 0, "ncclGetUniqueId through ctypes")
+        if uid_in:  # another rank made the ID (NeMo-RL passes it through Ray)
+            with open(uid_in, "rb") as f:
+                ctypes.memmove(ctypes.byref(uid), f.read(128), 128)
+        else:
+            check(self.lib.ncclGetUniqueId(ctypes.byref(uid)) == 0, "ncclGetUniqueId through ctypes")
+        if uid_out:
+            with open(uid_out, "wb") as f:
+                f.write(bytes(uid.internal))
         comm = ncclComm_t()
-        check(self.lib.ncclCommInitRank(ctypes.byref(comm), 1, uid, 0) == 0, "ncclCommInitRank through ctypes")
+        check(self.lib.ncclCommInitRank(ctypes.byref(comm), nranks, uid, rank) == 0,
+              "ncclCommInitRank through ctypes")
         return comm
 
 
@@ -78,12 +87,14 @@ def main():
     v = ctypes.c_int(0)
     check(lib.ncclGetVersion(ctypes.byref(v)) == 0 and v.value > 0, f"ncclGetVersion {v.value}")
     check(lib.ncclGetErrorString(0) == b"no error", "ncclGetErrorString(0)")
-    comm = WeightUpdater(lib).init_collective()
+    opt = {a.split("=", 1)[0][2:]: a.split("=", 1)[1] for a in sys.argv[2:] if "=" in a}
+    nranks = int(opt.get("nranks", 1))
+    comm = WeightUpdater(lib).init_collective(int(opt.get("rank", 0)), nranks, opt.get("uid-in"), opt.get("uid-out"))
     src = (ctypes.c_float * 4)(1, 2, 3, 4)
     dst = (ctypes.c_float * 4)()
     # The warm-up NeMo-RL and vLLM clients issue right after init.
-    check(lib.ncclAllReduce(src, dst, 4, 7, 0, comm, None) == 0 and list(dst) == [1, 2, 3, 4],
-          "warm-up all-reduce through ctypes moves the data")
+    check(lib.ncclAllReduce(src, dst, 4, 7, 0, comm, None) == 0 and (nranks > 1 or list(dst) == [1, 2, 3, 4]),
+          "warm-up all-reduce through ctypes")
     for _ in range(2):
         lib.ncclBroadcast(src, dst, 4, 7, 0, comm, None)
     check(lib.ncclCommDestroy(comm) == 0, "ncclCommDestroy through ctypes")
