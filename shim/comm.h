@@ -27,7 +27,7 @@ struct shim_comm {
     uint64_t magic;                     /* SHIM_COMM_MAGIC while alive, 0 once freed */
     ncclComm_t real;                    /* NCCL's communicator */
     struct shim_slot *slot;             /* the library it was created in */
-    /* Traffic, updated with relaxed atomics from any thread on the hot path. */
+    /* Traffic, updated on the hot path (see shim_count). */
     struct { atomic_uint_fast64_t count, bytes; } ops[OP_COUNT];
     /* Identity, written once before the handle is published. */
     int rank, nranks, cuda_device;
@@ -62,10 +62,19 @@ static inline size_t shim_dtype_size(ncclDataType_t t)
     return sizes[(unsigned)t & 15];
 }
 
+/*
+ * Relaxed load + store, not a locked read-modify-write: NCCL does not allow one
+ * communicator to be used by several threads at once, so its counters have
+ * one writer at a time, and a lock prefix would cost ~10 ns per call (measured:
+ * docs/benchmarks.md).  An application that breaks NCCL's rule may lose a
+ * count, never corrupt one; readers (destroy, exit) see whole values.
+ */
 static inline void shim_count(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t t)
 {
-    atomic_fetch_add_explicit(&h->ops[op].count, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&h->ops[op].bytes, count * shim_dtype_size(t), memory_order_relaxed);
+    uint64_t n = atomic_load_explicit(&h->ops[op].count, memory_order_relaxed);
+    uint64_t b = atomic_load_explicit(&h->ops[op].bytes, memory_order_relaxed);
+    atomic_store_explicit(&h->ops[op].count, n + 1, memory_order_relaxed);
+    atomic_store_explicit(&h->ops[op].bytes, b + count * shim_dtype_size(t), memory_order_relaxed);
 }
 
 /* Registry of live handles (for exit records).  All take g_registry_lock briefly. */

@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..53"
+echo "1..56"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -120,6 +120,13 @@ check "bad: empty file, garbage log, missing path, empty dir" eval "has '^$B\\.e
 check "bad: the valid records are all kept" jqt '(.processes | length) == 3 and (.communicators | length) == 1 and .communicators[0].ranks_seen == 1 and .communicators[0].problems == []'
 run --check "$TMP/does-not-exist" "$FX/dropped"
 check "bad: --check problems win over unreadable input (exit 1)" test "$rc" -eq 1
+
+# --- real records and NCCL logs from the GPU machine (2x H200, one host, torch + ctypes)
+run --check "$FX/gpu_single_host"
+check "one host, NCCL names Socket but no channel crosses it: no problem" test "$rc" -eq 0
+run --json "$FX/gpu_single_host"
+check "real run: torch comm is training on Socket, both ranks joined to NCCL's log" jqt '.communicators[0] | .purpose == "training" and .apis == ["torch"] and ([.ranks[].network] == ["Socket","Socket"])'
+check "real run: the ctypes comm's traffic" jqt '.communicators[1] | .apis == ["ctypes"] and .ops.Broadcast.count == 2 and .ops.AllReduce.count == 2'
 
 # --- usage
 run

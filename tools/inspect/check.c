@@ -186,6 +186,11 @@ static void rule_dropped_carried_data(inspect_state *st, communicator *c)
                          ops, b.items > 1 ? "s" : "", b.s));
 }
 
+/*
+ * NCCL names a network for every communicator, even one whose ranks all talk
+ * over NVLink or shared memory; Socket only hurts when data crosses it: the
+ * ranks span hosts, or NCCL logged channels "via NET/Socket".
+ */
 static void rule_training_on_socket(inspect_state *st, communicator *c)
 {
     (void)st;
@@ -193,7 +198,7 @@ static void rule_training_on_socket(inspect_state *st, communicator *c)
     for (size_t i = 0; i < c->nranks_rec; i++) {
         rank_rec *r = c->ranks[i];
         if (r->purpose && strcmp(r->purpose, "training") == 0 && r->network &&
-            strcmp(r->network, "Socket") == 0) {
+            strcmp(r->network, "Socket") == 0 && (c->hosts.n > 1 || r->net_channels > 0)) {
             char item[24];
             snprintf(item, sizeof item, "%lld", r->rank);
             lb_add(&b, item);

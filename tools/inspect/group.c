@@ -92,6 +92,8 @@ static void join_network(inspect_state *st, rank_rec *r)
     HASH_FIND_STR(st->nccl_comm, key, e);
     if (e && e->network)
         r->network = e->network;
+    if (e)
+        r->net_channels = e->channels;
     free(key);
     free(h);
 }

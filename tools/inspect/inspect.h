@@ -59,6 +59,7 @@ typedef struct rank_rec {
     /* filled by inspect_group() */
     comm_end_rec *end;      /* matched comm_end, owned by the state list */
     const char *network;    /* owned by the NCCL net map */
+    int net_channels;       /* NCCL logged channels "via NET/..." for it: data crosses the network */
     process *proc;
     struct rank_rec *next;  /* state-wide list, in input order */
 } rank_rec;
@@ -67,6 +68,7 @@ typedef struct net_entry {
     char *key;              /* "host:pid:tid" or "host:pid:comm" (see read_nccl_log.c) */
     char *network;
     char *comm_norm;        /* per-tid entries: last comm seen on that thread */
+    int channels;           /* per-comm entries: channels seen "via NET/..." */
     UT_hash_handle hh;
 } net_entry;
 

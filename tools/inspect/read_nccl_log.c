@@ -144,6 +144,7 @@ static void bind_channel(inspect_state *st, const char *proc_key, const char *ti
     net_entry *e = net_get(&st->nccl_comm, key, 1);
     if (!e->network)
         set_str(&e->network, v, n);
+    e->channels++;
     free(key);
 }
 
