@@ -8,8 +8,8 @@ for d in ${NCCL_INCLUDE:-} /usr/local/cuda/include /usr/include; do
 done
 [ -n "$INC" ] || skip_all "no nccl.h installed"
 CUDAINC=$(dirname "$INC")/include
-cc -std=gnu11 -I"$ROOT/shim" -o "$TMP/ours" "$ROOT/tests/clients/abi_ours.c" && \
-cc -std=gnu11 -I"$INC" -I/usr/local/cuda/include -o "$TMP/real" "$ROOT/tests/clients/abi_real.c" 2> "$TMP/err1"
+cc -std=gnu11 -I"$ROOT/shim" -o "$TMP/ours" "$ROOT/tests/clients/abi_layout.c" && \
+cc -std=gnu11 -I"$INC" -I/usr/local/cuda/include -DREAL_NCCL_H -o "$TMP/real" "$ROOT/tests/clients/abi_layout.c" 2> "$TMP/err1"
 ok $? "layout programs build ($(head -2 "$TMP/err1"))"
 is "$("$TMP/ours")" "$("$TMP/real")" "ncclUniqueId, ncclConfig_t (every field's offset and size), ncclSimInfo_t, enums match $INC/nccl.h"
 cc -std=gnu11 -Wall -Werror -I"$INC" -I/usr/local/cuda/include -I"$ROOT/shim" -include cuda_runtime_api.h -fsyntax-only \

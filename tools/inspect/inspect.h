@@ -144,6 +144,14 @@ typedef struct inspect_state {
 /* util.c */
 void *xmalloc(size_t n);
 void *xrealloc(void *p, size_t n);
+/* Makes room for one more element in a growable array {v, n, cap} (doubling, from `first`). */
+#define VEC_RESERVE(vec, first)                                                       \
+    do {                                                                              \
+        if ((vec).n == (vec).cap) {                                                   \
+            (vec).cap = (vec).cap ? (vec).cap * 2 : (first);                          \
+            (vec).v = xrealloc((vec).v, (vec).cap * sizeof *(vec).v);                 \
+        }                                                                             \
+    } while (0)
 char *xstrdup(const char *s);
 char *xasprintf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void strlist_add(strlist *l, char *owned);

@@ -268,10 +268,7 @@ static void feed_warning(ctx *c, json_t *o, const char *host, long long pid)
         return;
     }
     inspect_state *st = c->st;
-    if (st->warnings.n == st->warnings.cap) {
-        st->warnings.cap = st->warnings.cap ? st->warnings.cap * 2 : 4;
-        st->warnings.v = xrealloc(st->warnings.v, st->warnings.cap * sizeof *st->warnings.v);
-    }
+    VEC_RESERVE(st->warnings, 4);
     warning_rec *w = &st->warnings.v[st->warnings.n++];
     w->host = xstrdup(host);
     w->pid = pid;

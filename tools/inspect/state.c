@@ -130,10 +130,7 @@ void inspect_error(inspect_state *st, const char *file, long line, int fatal, co
         fprintf(stderr, "%s:%ld: %s\n", file, line, reason);
     else
         fprintf(stderr, "%s: %s\n", file, reason);
-    if (st->errors.n == st->errors.cap) {
-        st->errors.cap = st->errors.cap ? st->errors.cap * 2 : 8;
-        st->errors.v = xrealloc(st->errors.v, st->errors.cap * sizeof *st->errors.v);
-    }
+    VEC_RESERVE(st->errors, 8);
     input_error *e = &st->errors.v[st->errors.n++];
     e->file = xstrdup(file);
     e->line = line;

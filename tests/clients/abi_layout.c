@@ -1,5 +1,10 @@
-/* Prints the layout of the shim's real nccl.h. */
+/* Prints the layout of NCCL's ABI types: built once with the shim's own
+ * declarations and once (-DREAL_NCCL_H) with the real nccl.h; 09-abi.t compares. */
+#ifdef REAL_NCCL_H
 #include <nccl.h>
+#else
+#include "nccl_abi.h"
+#endif
 #include <stddef.h>
 #include <stdio.h>
 #define F(f) printf("ncclConfig_t.%s %zu %zu\n", #f, offsetof(ncclConfig_t, f), sizeof(((ncclConfig_t *)0)->f));
