@@ -24,7 +24,7 @@ tests/bin/test_policy: tests/unit/test_policy.c policy/classify.c policy/pattern
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_policy.c policy/classify.c policy/pattern.c
 
-TESTS := $(sort $(wildcard tests/t/*.t)) tests/inspect/test_inspect.sh tests/t/fake.t
+TESTS := $(sort $(wildcard tests/t/*.t)) tests/inspect/test_inspect.sh
 
 tests-bin: tests/bin/fork_client
 tests/bin/fork_client: tests/clients/fork_client.c
