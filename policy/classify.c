@@ -89,19 +89,16 @@ struct verdict classify_role(const struct policy_patterns *pp, const char *title
             return v;
         }
     }
-    if (title && *title) {
-        if (pattern_list_match(or_default(pp->inference_titles, DEFAULT_INFERENCE_TITLES), title, pat,
-                               sizeof(pat)) >= 0) {
-            v.value = ROLE_INFERENCE;
-            snprintf(v.reason, sizeof(v.reason), "%sprocess title '%.160s' matches inference pattern '%.80s'",
-                     bad_env, title, pat);
-            return v;
-        }
-        if (pattern_list_match(or_default(pp->training_titles, DEFAULT_TRAINING_TITLES), title, pat,
-                               sizeof(pat)) >= 0) {
-            v.value = ROLE_TRAINING;
-            snprintf(v.reason, sizeof(v.reason), "%sprocess title '%.160s' matches training pattern '%.80s'",
-                     bad_env, title, pat);
+    /* Inference first: a vLLM actor's title may also look like a worker's. */
+    const struct { const char *patterns; enum role role; } titles[] = {
+        { or_default(pp->inference_titles, DEFAULT_INFERENCE_TITLES), ROLE_INFERENCE },
+        { or_default(pp->training_titles, DEFAULT_TRAINING_TITLES), ROLE_TRAINING },
+    };
+    for (size_t i = 0; title && *title && i < sizeof(titles) / sizeof(titles[0]); i++) {
+        if (pattern_list_match(titles[i].patterns, title, pat, sizeof(pat)) >= 0) {
+            v.value = titles[i].role;
+            snprintf(v.reason, sizeof(v.reason), "%sprocess title '%.160s' matches %s pattern '%.80s'",
+                     bad_env, title, role_name(titles[i].role), pat);
             return v;
         }
     }

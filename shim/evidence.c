@@ -60,14 +60,19 @@ static int collect_lib(struct dl_phdr_info *info, size_t size, void *data)
     return 0;
 }
 
-void evidence_gather(struct creator *c, const void *caller)
+void evidence_caller(struct creator *c, const void *caller)
 {
-    const struct shim_config *cfg = shim_config();
     Dl_info info;
     c->caller_path[0] = '\0';
     if (caller && dladdr(caller, &info) && info.dli_fname)
         snprintf(c->caller_path, sizeof(c->caller_path), "%s", info.dli_fname);
     c->api = classify_api(c->caller_path);
+}
+
+void evidence_gather(struct creator *c, const void *caller)
+{
+    const struct shim_config *cfg = shim_config();
+    evidence_caller(c, caller);
     evidence_title(c->title, sizeof(c->title));
 
     struct lib_list libs = { NULL, 0, 0 };

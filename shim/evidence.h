@@ -16,6 +16,9 @@ struct creator {
     char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
 };
 
+/* The library holding `caller` and its API family (cheap: one dladdr). */
+void evidence_caller(struct creator *c, const void *caller);
+
 /* Fills `c` for a call into NCCL whose return address is `caller`.  Takes no
  * shim lock (it may take Python's), so call it before any. */
 void evidence_gather(struct creator *c, const void *caller);

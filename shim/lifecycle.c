@@ -81,8 +81,8 @@ ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, nc
     uint64_t t0 = shim_mono_us();
     ncclResult_t r = f(uniqueId);
     uint64_t dur = shim_mono_us() - t0;
-    struct creator cr;
-    evidence_gather(&cr, caller);
+    struct creator cr; /* only the caller is recorded: no title, libraries or Python */
+    evidence_caller(&cr, caller);
     struct jw w;
     jw_begin(&w, "unique_id");
     if (r == ncclSuccess && uniqueId)
@@ -107,9 +107,12 @@ struct creation {
     char group[sizeof(((struct shim_comm *)0)->group)];
     /* Splits and shrinks. */
     struct shim_comm *parent;
-    int color, key;
+    int is_split, color, key;
     const int *exclude;
     int nexclude;
+    /* Filled by begin_creation. */
+    struct creator cr;
+    uint64_t t0;
 };
 
 #define CONFIG_HAS(c, field) ((c)->size >= offsetof(ncclConfig_t, field) + sizeof((c)->field))
@@ -173,9 +176,9 @@ static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
  * `out` is where the caller receives the communicator; on return it holds the
  * shim handle (or, if memory is short, the real one: fail open).
  */
-static void finish_creation(struct creation *c, const struct creator *cr, ncclResult_t r, uint64_t dur_us,
-                            ncclComm_t *out)
+static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t *out)
 {
+    const struct creator *cr = &c->cr;
     ncclComm_t real = (out && (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
     struct shim_comm *h = NULL;
     if (real) {
@@ -204,8 +207,9 @@ static void finish_creation(struct creation *c, const struct creator *cr, ncclRe
     jw_str(&w, "group", c->group);
     if (c->has_id)
         jw_hex64(&w, "id_hash", c->id_hash);
-    if (c->parent) {
+    if (c->parent)
         jw_str(&w, "parent", c->parent->group);
+    if (c->is_split) {
         jw_int(&w, "color", c->color);
         jw_int(&w, "key", c->key);
     }
@@ -253,9 +257,15 @@ static void finish_creation(struct creation *c, const struct creator *cr, ncclRe
     }
 }
 
-static void creation_from_id(struct creation *c, const char *fn, struct shim_slot *slot, const void *caller,
-                             int rank, int nranks, const ncclUniqueId *id, const ncclConfig_t *config)
+/*
+ * Every creation: enter (nested NCCL calls are then forwarded untouched),
+ * gather the evidence before NCCL runs, start the clock.  The caller fills in
+ * what is particular to it (group of a split, ...) and calls end_creation.
+ */
+static void begin_creation(struct creation *c, const char *fn, struct shim_slot *slot, const void *caller,
+                           int rank, int nranks, const ncclUniqueId *id, const ncclConfig_t *config)
 {
+    t_depth++;
     memset(c, 0, sizeof(*c));
     c->fn = fn;
     c->slot = slot;
@@ -268,6 +278,16 @@ static void creation_from_id(struct creation *c, const char *fn, struct shim_slo
         c->id_hash = id_hash(id);
         snprintf(c->group, sizeof(c->group), "id:0x%016llx", (unsigned long long)c->id_hash);
     }
+    evidence_gather(&c->cr, caller);
+    c->t0 = shim_mono_us();
+}
+
+/* After the real call: wrap and record what it made (`out`: where it is returned; NULL if nothing). */
+static ncclResult_t end_creation(struct creation *c, ncclResult_t r, ncclComm_t *out)
+{
+    finish_creation(c, r, shim_mono_us() - c->t0, out);
+    t_depth--;
+    return r;
 }
 
 ncclResult_t life_ncclCommInitRank(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm, int nranks,
@@ -278,16 +298,9 @@ ncclResult_t life_ncclCommInitRank(struct shim_slot *slot, const void *caller, n
         return ncclInternalError;
     if (!observing())
         return f(newcomm, nranks, commId, rank);
-    t_depth++;
-    struct creator cr;
     struct creation c;
-    evidence_gather(&cr, caller);
-    creation_from_id(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL);
-    uint64_t t0 = shim_mono_us();
-    ncclResult_t r = f(newcomm, nranks, commId, rank);
-    finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
-    t_depth--;
-    return r;
+    begin_creation(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL);
+    return end_creation(&c, f(newcomm, nranks, commId, rank), newcomm);
 }
 
 ncclResult_t life_ncclCommInitRankConfig(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm,
@@ -298,16 +311,9 @@ ncclResult_t life_ncclCommInitRankConfig(struct shim_slot *slot, const void *cal
         return ncclInternalError;
     if (!observing())
         return f(newcomm, nranks, commId, rank, config);
-    t_depth++;
-    struct creator cr;
     struct creation c;
-    evidence_gather(&cr, caller);
-    creation_from_id(&c, "ncclCommInitRankConfig", slot, caller, rank, nranks, &commId, config);
-    uint64_t t0 = shim_mono_us();
-    ncclResult_t r = f(newcomm, nranks, commId, rank, config);
-    finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
-    t_depth--;
-    return r;
+    begin_creation(&c, "ncclCommInitRankConfig", slot, caller, rank, nranks, &commId, config);
+    return end_creation(&c, f(newcomm, nranks, commId, rank, config), newcomm);
 }
 
 ncclResult_t life_ncclCommInitRankScalable(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm,
@@ -319,17 +325,10 @@ ncclResult_t life_ncclCommInitRankScalable(struct shim_slot *slot, const void *c
         return ncclInternalError;
     if (!observing())
         return f(newcomm, nranks, myrank, nId, commIds, config);
-    t_depth++;
-    struct creator cr;
     struct creation c;
-    evidence_gather(&cr, caller);
-    creation_from_id(&c, "ncclCommInitRankScalable", slot, caller, myrank, nranks,
-                     (nId > 0 && commIds) ? &commIds[0] : NULL, config);
-    uint64_t t0 = shim_mono_us();
-    ncclResult_t r = f(newcomm, nranks, myrank, nId, commIds, config);
-    finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
-    t_depth--;
-    return r;
+    begin_creation(&c, "ncclCommInitRankScalable", slot, caller, myrank, nranks,
+                   (nId > 0 && commIds) ? &commIds[0] : NULL, config);
+    return end_creation(&c, f(newcomm, nranks, myrank, nId, commIds, config), newcomm);
 }
 
 ncclResult_t life_ncclCommInitAll(struct shim_slot *slot, const void *caller, ncclComm_t *comms, int ndev,
@@ -340,20 +339,18 @@ ncclResult_t life_ncclCommInitAll(struct shim_slot *slot, const void *caller, nc
         return ncclInternalError;
     if (!observing())
         return f(comms, ndev, devlist);
-    t_depth++;
     /* Distinguishes several InitAll groups of one process. */
     static atomic_uint initall_seq;
     unsigned seq = atomic_fetch_add(&initall_seq, 1);
-    struct creator cr;
-    evidence_gather(&cr, caller);
-    uint64_t t0 = shim_mono_us();
+    struct creation c;
+    begin_creation(&c, "ncclCommInitAll", slot, caller, 0, ndev, NULL, NULL);
+    snprintf(c.group, sizeof(c.group), "initall:%.100s:%d:%u", shim_config()->host, (int)getpid(), seq);
     ncclResult_t r = f(comms, ndev, devlist);
-    uint64_t dur = shim_mono_us() - t0;
+    uint64_t dur = shim_mono_us() - c.t0;
+    /* One process holds every rank: one record per rank, same evidence. */
     for (int i = 0; comms && i < ndev; i++) {
-        struct creation c;
-        creation_from_id(&c, "ncclCommInitAll", slot, caller, i, ndev, NULL, NULL);
-        snprintf(c.group, sizeof(c.group), "initall:%.100s:%d:%u", shim_config()->host, (int)getpid(), seq);
-        finish_creation(&c, &cr, r, dur, &comms[i]);
+        c.rank = i;
+        finish_creation(&c, r, dur, &comms[i]);
     }
     t_depth--;
     return r;
@@ -368,26 +365,22 @@ ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, nccl
     struct shim_comm *parent = shim_comm_of(comm);
     if (!observing() || !parent)
         return f(shim_unwrap(comm), color, key, newcomm, config);
-    t_depth++;
     /* Every rank splits its parent in the same order: the sequence number names the child. */
     unsigned seq = atomic_fetch_add(&parent->splits, 1);
-    struct creator cr;
     struct creation c;
-    evidence_gather(&cr, caller);
-    creation_from_id(&c, "ncclCommSplit", slot, caller, -1, -1, NULL, config);
+    begin_creation(&c, "ncclCommSplit", slot, caller, -1, -1, NULL, config);
     c.parent = parent;
+    c.is_split = 1;
     c.color = color;
     c.key = key;
     snprintf(c.group, sizeof(c.group), "%.100s/split%u:color%d", parent->group, seq, color);
-    uint64_t t0 = shim_mono_us();
     ncclResult_t r = f(parent->real, color, key, newcomm, config);
     /* NCCL_SPLIT_NOCOLOR: this rank is in no child, and there is nothing to record. */
-    if (newcomm && *newcomm)
-        finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
-    else if (r != ncclSuccess)
-        finish_creation(&c, &cr, r, shim_mono_us() - t0, NULL);
-    t_depth--;
-    return r;
+    if (r == ncclSuccess && !(newcomm && *newcomm)) {
+        t_depth--;
+        return r;
+    }
+    return end_creation(&c, r, newcomm);
 }
 
 ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncclComm_t comm,
@@ -400,23 +393,15 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
     struct shim_comm *parent = shim_comm_of(comm);
     if (!observing() || !parent)
         return f(shim_unwrap(comm), excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
-    t_depth++;
     unsigned seq = atomic_fetch_add(&parent->shrinks, 1);
-    struct creator cr;
     struct creation c;
-    evidence_gather(&cr, caller);
-    creation_from_id(&c, "ncclCommShrink", slot, caller, -1, -1, NULL, config);
+    begin_creation(&c, "ncclCommShrink", slot, caller, -1, -1, NULL, config);
     c.parent = parent;
-    c.color = -1;
-    c.key = -1;
     c.exclude = excludeRanksList;
     c.nexclude = excludeRanksList ? excludeRanksCount : 0;
     snprintf(c.group, sizeof(c.group), "%.100s/shrink%u", parent->group, seq);
-    uint64_t t0 = shim_mono_us();
-    ncclResult_t r = f(parent->real, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
-    finish_creation(&c, &cr, r, shim_mono_us() - t0, newcomm);
-    t_depth--;
-    return r;
+    return end_creation(&c, f(parent->real, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
+                        newcomm);
 }
 
 ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, ncclComm_t comm)

@@ -108,32 +108,6 @@ static void fill_slot(struct shim_slot *s, const char *how)
     write_library_record(s, how, nfound);
 }
 
-struct shim_slot *shim_slot_for_library(const void *base, const char *path, const char *how)
-{
-    struct shim_slot *s = find_slot(base, path);
-    if (s)
-        return s;
-    /* The library that global-symbol callers use belongs in slot 0. */
-    if (atomic_load_explicit(&g_slots[0].state, memory_order_acquire) == SLOT_FREE) {
-        shim_resolve(&g_slots[0], FN_ncclGetVersion, NULL);
-        s = find_slot(base, path);
-        if (s)
-            return s;
-    }
-    int claimed;
-    s = claim_slot(NULL, base, path, &claimed);
-    if (!s) {
-        static atomic_int warned;
-        if (!atomic_exchange(&warned, 1))
-            shim_warn("slots", "more than %d different libnccl files in one process; calls into %s "
-                      "are not seen by the shim", SHIM_NSLOTS, path);
-        return NULL;
-    }
-    if (claimed)
-        fill_slot(s, how);
-    return s;
-}
-
 struct loaded_nccl { char path[PATH_MAX]; const void *base; };
 
 static int find_loaded_nccl(struct dl_phdr_info *info, size_t size, void *data)
@@ -190,6 +164,20 @@ static int locate_global_nccl(const void *caller, const void **base, char *path,
     return 0;
 }
 
+/* Binds slot 0 to the NCCL of locate_global_nccl, if there is one yet. */
+static void bind_global_slot(const void *caller)
+{
+    const void *base = NULL;
+    char path[PATH_MAX];
+    const char *how;
+    if (!locate_global_nccl(caller, &base, path, sizeof(path), &how))
+        return;
+    int claimed;
+    struct shim_slot *got = claim_slot(&g_slots[0], base, path, &claimed);
+    if (got && claimed)
+        fill_slot(got, how);
+}
+
 /* Reports a function missing from a real library once per slot and function. */
 static void report_missing(struct shim_slot *s, enum fn_index fn)
 {
@@ -209,15 +197,7 @@ void *shim_resolve(struct shim_slot *s, enum fn_index fn, const void *caller)
 {
     int state = atomic_load_explicit(&s->state, memory_order_acquire);
     if (state == SLOT_FREE && s->index == 0) {
-        const void *base = NULL;
-        char path[PATH_MAX];
-        const char *how;
-        if (locate_global_nccl(caller, &base, path, sizeof(path), &how)) {
-            int claimed;
-            struct shim_slot *got = claim_slot(s, base, path, &claimed);
-            if (got && claimed)
-                fill_slot(got, how);
-        }
+        bind_global_slot(caller);
         state = atomic_load_explicit(&s->state, memory_order_acquire);
     }
     if (state == SLOT_CLAIMED) {
@@ -233,4 +213,30 @@ void *shim_resolve(struct shim_slot *s, enum fn_index fn, const void *caller)
     if (!f && caller)
         report_missing(s, fn);
     return f;
+}
+
+struct shim_slot *shim_slot_for_library(const void *base, const char *path, const char *how)
+{
+    struct shim_slot *s = find_slot(base, path);
+    if (s)
+        return s;
+    /* The library that global-symbol callers use belongs in slot 0. */
+    if (atomic_load_explicit(&g_slots[0].state, memory_order_acquire) == SLOT_FREE) {
+        bind_global_slot(NULL);
+        s = find_slot(base, path);
+        if (s)
+            return s;
+    }
+    int claimed;
+    s = claim_slot(NULL, base, path, &claimed);
+    if (!s) {
+        static atomic_int warned;
+        if (!atomic_exchange(&warned, 1))
+            shim_warn("slots", "more than %d different libnccl files in one process; calls into %s "
+                      "are not seen by the shim", SHIM_NSLOTS, path);
+        return NULL;
+    }
+    if (claimed)
+        fill_slot(s, how);
+    return s;
 }

@@ -214,6 +214,14 @@ int main(int argc, char **argv)
         A.ncclGetUniqueId(&id);
         CHECK(A.ncclCommInitRank(&comm, 1, id, 0) == ncclSuccess, "init with a re-entrant NCCL returns");
         CHECK(A.ncclCommDestroy(comm) == ncclSuccess, "destroy after re-entrant init");
+    } else if (strcmp(scenario, "initall") == 0) {
+        /* One process holding every rank (ncclCommInitAll): one record per rank. */
+        ncclComm_t comms[3] = { NULL, NULL, NULL };
+        CHECK(A.ncclCommInitAll(comms, 3, NULL) == ncclSuccess && comms[0] && comms[2], "ncclCommInitAll");
+        int r = -1;
+        CHECK(A.ncclCommUserRank(comms[2], &r) == ncclSuccess && r == 2, "rank of the third handle");
+        for (int i = 0; i < 3; i++)
+            A.ncclCommDestroy(comms[i]);
     } else if (strcmp(scenario, "shrink") == 0) {
         /* Built against 2.28, run against an NCCL that may lack ncclCommShrink. */
         ncclUniqueId id;

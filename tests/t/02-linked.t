@@ -68,6 +68,18 @@ for l in sys.stdin:
 print(n)' 2>&1)
 like "$bad" '^[0-9]+$' "every line is one JSON object with type, ts, host, pid, tid"
 
+# ncclCommInitAll: one record per rank, one group, the ranks in order.
+mkdir -p "$TMP/all"
+FAKE_NCCL_LOG=$TMP/all/fake.log NCCLSHIM_LOG_DIR=$TMP/all/rec LD_PRELOAD=$SHIM \
+    timeout -k 5 30 "$BIN/client_linked" linked initall > "$TMP/all/out" 2>&1
+is "$?" 0 "ncclCommInitAll client passes under the shim"
+import_checks "$TMP/all/out"
+is "$(jqr "$TMP/all/rec" 'select(.type=="comm") | [.fn, .rank, .nranks]' | tr '\n' ' ')" \
+   '["ncclCommInitAll",0,3] ["ncclCommInitAll",1,3] ["ncclCommInitAll",2,3] ' "one record per rank"
+is "$(jqr "$TMP/all/rec" 'select(.type=="comm") | .group' | sort -u | wc -l)" 1 "all in one group"
+like "$(jqr "$TMP/all/rec" 'select(.type=="comm") | .group' | head -1)" '^"initall:[^:]+:[0-9]+:0"$' "named initall:<host>:<pid>:<n>"
+is "$(jqr "$TMP/all/rec" 'select(.type=="comm_end") | .how' | sort -u)" '"destroy"' "each rank's destroy recorded"
+
 # mode=off: pure forwarding, no records at all.
 run off LD_PRELOAD="$SHIM" NCCLSHIM_MODE=off
 is "$(cat "$TMP/off/rc")" 0 "client passes with NCCLSHIM_MODE=off"

@@ -163,6 +163,7 @@ char *short_group(const char *group);
 void humanize_bytes(unsigned long long b, char *out, size_t outlen);
 void op_add(op_stat **ops, const char *name, unsigned long long count, unsigned long long bytes);
 void op_free(op_stat **ops);
+void comm_end_free(comm_end_rec *e);
 int op_cmp(op_stat *a, op_stat *b);
 
 /* state.c */

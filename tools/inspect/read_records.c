@@ -215,12 +215,7 @@ static void feed_comm_end(ctx *c, json_t *o, const char *host, long long pid, do
     e->comm_norm = comm ? norm_comm_ptr(comm) : NULL;
     free(comm);
     if (c->bad) {
-        free(e->comm_norm);
-        free(e->handle);
-        free(e->group);
-        free(e->how);
-        op_free(&e->ops);
-        free(e);
+        comm_end_free(e); /* host is not set yet: free(NULL) */
         return;
     }
     e->host = xstrdup(host);

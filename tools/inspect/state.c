@@ -37,6 +37,17 @@ static void rank_free(rank_rec *r)
     free(r);
 }
 
+void comm_end_free(comm_end_rec *e)
+{
+    free(e->host);
+    free(e->comm_norm);
+    free(e->handle);
+    free(e->group);
+    free(e->how);
+    op_free(&e->ops);
+    free(e);
+}
+
 void inspect_free(inspect_state *st)
 {
     if (!st)
@@ -57,13 +68,7 @@ void inspect_free(inspect_state *st)
     }
     for (comm_end_rec *e = st->ends, *n; e; e = n) {
         n = e->next;
-        free(e->host);
-        free(e->comm_norm);
-        free(e->handle);
-        free(e->group);
-        free(e->how);
-        op_free(&e->ops);
-        free(e);
+        comm_end_free(e);
     }
     net_free(&st->nccl_tid);
     net_free(&st->nccl_proc_net);
