@@ -1,0 +1,42 @@
+/*
+ * What one rank tells the root about itself when a marked communicator is
+ * created (shim/rv_wire.c carries it, policy/decide.c reads it).  Plain data:
+ * no NCCL or CUDA types, fixed sizes so that a message can be bounded.
+ */
+#ifndef NCCLSHIM_POLICY_FACTS_H
+#define NCCLSHIM_POLICY_FACTS_H
+
+#include "evidence.h"
+
+#include <stdint.h>
+
+#define FACTS_HOST_LEN 128
+#define FACTS_PATH_LEN 512
+#define FACTS_TITLE_LEN 256
+#define FACTS_NAME_LEN 48
+/* Largest communicator that takes part in a rendezvous; larger ones pass
+ * through (every rank sees the same nranks, so they all skip it). */
+#define FACTS_MAX_RANKS 4096
+
+struct rank_facts {
+    int rank, nranks;
+    uint32_t pid;
+    char host[FACTS_HOST_LEN];          /* display name: NCCLSHIM_HOSTNAME or gethostname */
+    char host_id[FACTS_HOST_LEN];       /* identity: NCCLSHIM_HOSTNAME if set, else the kernel's boot_id */
+    int cuda_device;                    /* -1 if not known */
+    char fn[FACTS_NAME_LEN];            /* the init function the application called */
+    int nccl_version;                   /* of the library this rank's call reached */
+    char shim_version[16];
+    enum api_family api;
+    char caller_lib[FACTS_PATH_LEN];
+    char title[FACTS_TITLE_LEN];
+    enum role role;
+    char role_reason[EVIDENCE_REASON_LEN];
+    enum purpose local_purpose;         /* classify_purpose on this rank's evidence alone */
+    char local_purpose_reason[EVIDENCE_REASON_LEN];
+    int nframes;                        /* 0..EVIDENCE_MAX_FRAMES */
+    char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
+    int strict_error;                   /* NCCLSHIM_STRICT=1 and a malformed policy on this rank */
+};
+
+#endif
