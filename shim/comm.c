@@ -7,6 +7,7 @@
 
 #include "forward.h"
 #include "record.h"
+#include "../policy/decide.h"
 
 #include <pthread.h>
 #include <stdlib.h>
@@ -33,7 +34,7 @@ struct shim_comm *shim_comm_new(ncclComm_t real, struct shim_slot *slot)
     h->slot = slot;
     h->rank = h->nranks = h->cuda_device = -1;
     h->created_ts = shim_now();
-    h->magic = SHIM_COMM_MAGIC;
+    h->magic = real ? SHIM_COMM_MAGIC : SHIM_VCOMM_MAGIC;
     return h;
 }
 
@@ -60,6 +61,7 @@ int shim_comm_unregister(struct shim_comm *h)
 void shim_comm_free(struct shim_comm *h)
 {
     h->magic = 0; /* a stale handle passed later is then forwarded as is, and NCCL rejects it */
+    free(h->net_config);
     free(h);
 }
 
@@ -73,6 +75,9 @@ void shim_comm_record_end(struct shim_comm *h, const char *how, int result)
     jw_int(&w, "rank", h->rank);
     jw_int(&w, "nranks", h->nranks);
     jw_str(&w, "how", how);
+    jw_str(&w, "action", action_name((enum action)h->action));
+    if (h->decision_id)
+        jw_hex64(&w, "decision_id", h->decision_id);
     if (result >= 0)
         jw_int(&w, "result", result);
     jw_double(&w, "lifetime_s", shim_now() - h->created_ts, 3);

@@ -14,6 +14,10 @@
 
 /* A 64-bit value NCCL's own struct ncclComm never starts with (its startMagic differs). */
 #define SHIM_COMM_MAGIC 0x6e63636c7368696dULL /* "ncclshim" */
+/* A communicator that exists only in the shim (action drop): no NCCL behind
+ * it.  A different magic, so that the wrappers' fast path (one compare against
+ * SHIM_COMM_MAGIC) stays as it is and shim-only handles take the cold branch. */
+#define SHIM_VCOMM_MAGIC 0x6e63636c76636f6dULL /* "ncclvcom" */
 
 enum op_kind {
     OP_ALLREDUCE, OP_BROADCAST, OP_BCAST, OP_REDUCE, OP_REDUCESCATTER, OP_ALLGATHER,
@@ -24,8 +28,8 @@ extern const char *const op_kind_names[OP_COUNT];
 struct shim_slot;
 
 struct shim_comm {
-    uint64_t magic;                     /* SHIM_COMM_MAGIC while alive, 0 once freed */
-    ncclComm_t real;                    /* NCCL's communicator */
+    uint64_t magic;                     /* SHIM_COMM_MAGIC or SHIM_VCOMM_MAGIC while alive, 0 once freed */
+    ncclComm_t real;                    /* NCCL's communicator; NULL for a shim-only one */
     struct shim_slot *slot;             /* the library it was created in */
     /* Traffic, updated on the hot path (see shim_count). */
     struct { atomic_uint_fast64_t count, bytes; } ops[OP_COUNT];
@@ -34,6 +38,9 @@ struct shim_comm {
     uint64_t id_hash;
     double created_ts;
     char group[160];
+    int action;                         /* enum action carried out (policy/decide.h) */
+    uint64_t decision_id;               /* the root's decision, 0 if none */
+    void *net_config;                   /* action socket: the config NCCL was given, freed with the handle */
     atomic_uint splits, shrinks;        /* to name children: <group>/split<N> */
     struct shim_comm *key;              /* == this handle: the registry key */
     UT_hash_handle hh;                  /* registry, under g_registry_lock */
@@ -45,6 +52,20 @@ static inline struct shim_comm *shim_comm_of(ncclComm_t comm)
 {
     struct shim_comm *h = (struct shim_comm *)comm;
     return (h && __builtin_expect(h->magic == SHIM_COMM_MAGIC, 1)) ? h : NULL;
+}
+
+/* A shim-only communicator (see SHIM_VCOMM_MAGIC), or NULL. */
+static inline struct shim_comm *shim_vcomm_of(ncclComm_t comm)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    return (h && h->magic == SHIM_VCOMM_MAGIC) ? h : NULL;
+}
+
+/* Either kind of handle, or NULL. */
+static inline struct shim_comm *shim_handle_of(ncclComm_t comm)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    return (h && (h->magic == SHIM_COMM_MAGIC || h->magic == SHIM_VCOMM_MAGIC)) ? h : NULL;
 }
 
 static inline ncclComm_t shim_unwrap(ncclComm_t comm)
@@ -78,6 +99,7 @@ static inline void shim_count(struct shim_comm *h, enum op_kind op, size_t count
 }
 
 /* Registry of live handles (for exit records).  All take g_registry_lock briefly. */
+/* A handle for NCCL's `real`, or a shim-only one when `real` is NULL. */
 struct shim_comm *shim_comm_new(ncclComm_t real, struct shim_slot *slot);
 void shim_comm_register(struct shim_comm *h);
 /* Removes from the registry; returns 0 if it was not there (a double destroy). */

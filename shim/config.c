@@ -3,6 +3,8 @@
 
 #include "record.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,19 +15,61 @@
 const char *const shim_setting_names[] = {
     "NCCLSHIM_MODE", "NCCLSHIM_LOG_DIR", "NCCLSHIM_HOSTNAME", "NCCLSHIM_ROLE",
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
-    "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", NULL,
+    "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
+    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", NULL,
 };
 
 /* Written once under pthread_once, read-only afterwards. */
 static struct shim_config g_config;
 static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
 /* Problems found while reading settings, reported once records can be written. */
-static char g_config_warnings[4][320];
+static char g_config_warnings[12][POLICY_ERROR_LEN + 128];
 static int g_config_nwarnings;
 
 const char *shim_mode_name(enum shim_mode m)
 {
     return m == MODE_OFF ? "off" : m == MODE_ENFORCE ? "enforce" : "observe";
+}
+
+static void config_warn(const char *fmt, const char *a, const char *b);
+
+/* A bounded positive number of milliseconds, or the default with a warning. */
+static int config_ms(const char *name, int def, int max)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    errno = 0;
+    long ms = strtol(v, &end, 10);
+    if (errno || *end || ms <= 0 || ms > max) {
+        char defs[32];
+        snprintf(defs, sizeof(defs), "%d", def);
+        char msg[96];
+        snprintf(msg, sizeof(msg), "%s='%%.40s' is not a number of milliseconds in 1..%d; using %%s", name, max);
+        config_warn(msg, v, defs);
+        return def;
+    }
+    return (int)ms;
+}
+
+/* The kernel's boot_id: shared by every container of one machine (hostnames are not). */
+static void read_host_id(char *buf, size_t len, const char *fallback)
+{
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = -1;
+    if (fd >= 0) {
+        do
+            n = read(fd, buf, len - 1);
+        while (n < 0 && errno == EINTR);
+        close(fd);
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        n--;
+    if (n <= 0)
+        snprintf(buf, len, "host:%.100s", fallback);
+    else
+        buf[n] = '\0';
 }
 
 static void config_warn(const char *fmt, const char *a, const char *b)
@@ -38,7 +82,7 @@ static void config_read(void)
 {
     struct shim_config *c = &g_config;
     const char *v = getenv("NCCLSHIM_MODE");
-    c->mode = MODE_OBSERVE;
+    c->mode = MODE_ENFORCE;
     if (v && *v) {
         if (strcasecmp(v, "observe") == 0)
             c->mode = MODE_OBSERVE;
@@ -47,7 +91,7 @@ static void config_read(void)
         else if (strcasecmp(v, "enforce") == 0)
             c->mode = MODE_ENFORCE;
         else
-            config_warn("NCCLSHIM_MODE='%.60s' is not one of observe|enforce|off; using observe%s", v, "");
+            config_warn("NCCLSHIM_MODE='%.60s' is not one of enforce|observe|off; using enforce%s", v, "");
     }
 
     c->python_callsite = 1;
@@ -78,6 +122,30 @@ static void config_read(void)
     char *dot = strchr(c->host, '.');
     if (dot && !(v && *v))
         *dot = '\0';
+
+    if (v && *v)
+        snprintf(c->host_id, sizeof(c->host_id), "%s", v);
+    else
+        read_host_id(c->host_id, sizeof(c->host_id), c->host);
+
+    c->tag = TAG_BINDINGS;
+    v = getenv("NCCLSHIM_TAG");
+    if (v && *v) {
+        if (strcasecmp(v, "all") == 0)
+            c->tag = TAG_ALL;
+        else if (strcasecmp(v, "none") == 0)
+            c->tag = TAG_NONE;
+        else if (strcasecmp(v, "bindings") != 0)
+            config_warn("NCCLSHIM_TAG='%.60s' is not one of bindings|all|none; using bindings%s", v, "");
+    }
+    c->rendezvous_timeout_ms = config_ms("NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", 30000, 3600000);
+    c->rendezvous_idle_ms = config_ms("NCCLSHIM_RENDEZVOUS_IDLE_MS", 600000, 86400000);
+
+    policy_parse(&c->policy, getenv("NCCLSHIM_WEIGHT_UPDATE"), getenv("NCCLSHIM_RULES"), getenv("NCCLSHIM_STRICT"));
+    if (!c->policy.ok)
+        config_warn("%s; %s", c->policy.error,
+                    c->policy.strict ? "NCCLSHIM_STRICT=1: communicator creation will fail until it is fixed"
+                                     : "failing open: every communicator passes through");
 
     c->patterns.role_env = getenv("NCCLSHIM_ROLE");
     c->patterns.training_titles = getenv("NCCLSHIM_TRAINING_TITLES");

@@ -2,17 +2,26 @@
 #ifndef NCCLSHIM_CONFIG_H
 #define NCCLSHIM_CONFIG_H
 
+#include "../policy/decide.h"
 #include "../policy/evidence.h"
 
 #include <limits.h>
 
-enum shim_mode { MODE_OBSERVE = 0, MODE_ENFORCE, MODE_OFF };
+enum shim_mode { MODE_ENFORCE = 0, MODE_OBSERVE, MODE_OFF };
+/* NCCLSHIM_TAG: which unique IDs get the rendezvous mark. */
+enum shim_tag { TAG_BINDINGS = 0, TAG_ALL, TAG_NONE };
 
 struct shim_config {
     enum shim_mode mode;
     int python_callsite;                /* NCCLSHIM_PYTHON_CALLSITE, default 1 */
     char log_dir[PATH_MAX];             /* NCCLSHIM_LOG_DIR, default /tmp/ncclshim-<uid> */
     char host[256];                     /* NCCLSHIM_HOSTNAME or gethostname, cut at '.' like NCCL */
+    char host_id[128];                  /* NCCLSHIM_HOSTNAME if set, else the kernel's boot_id: one per machine,
+                                         * the same in every container on it */
+    enum shim_tag tag;                  /* NCCLSHIM_TAG, default bindings (IDs not made by torch) */
+    int rendezvous_timeout_ms;          /* NCCLSHIM_RENDEZVOUS_TIMEOUT_MS: first rank's arrival to decision */
+    int rendezvous_idle_ms;             /* NCCLSHIM_RENDEZVOUS_IDLE_MS: an ID's listener waits this long for a rank */
+    struct policy policy;               /* NCCLSHIM_WEIGHT_UPDATE, NCCLSHIM_RULES, NCCLSHIM_STRICT */
     struct policy_patterns patterns;    /* pointers into the environment */
 };
 

@@ -7,6 +7,7 @@
 
 #include "comm.h"
 #include "lifecycle.h"
+#include "vcomm.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -1,8 +1,9 @@
 /*
- * Creation and destruction of communicators: the shim's handle replaces the
- * real ncclComm_t on the way out, the evidence is gathered and classified,
- * and a record is written.  Nothing here changes what NCCL does (observe);
- * later actions decide here, before the real init.
+ * Creation and destruction of communicators: the evidence is gathered, the
+ * action decided (shim/decision.c: the rendezvous for a marked ID) and
+ * carried out here (passthrough: the real init; socket: the real init with
+ * netName "Socket"; drop: a shim-only handle, no NCCL; fail), the shim's
+ * handle replaces the real ncclComm_t on the way out, and a record is written.
  */
 #define _GNU_SOURCE
 #include "lifecycle.h"
@@ -10,8 +11,10 @@
 #include "../policy/classify.h"
 #include "comm.h"
 #include "config.h"
+#include "decision.h"
 #include "evidence.h"
 #include "record.h"
+#include "vcomm.h"
 
 #include <stddef.h>
 #include <stdio.h>
@@ -83,6 +86,15 @@ ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, nc
     uint64_t dur = shim_mono_us() - t0;
     struct creator cr; /* only the caller is recorded: no title, libraries or Python */
     evidence_caller(&cr, caller);
+    /* Marked before anyone sees the ID: every rank must hash the same bytes. */
+    char where[80] = "", why[256] = "";
+    int marked = 0;
+    if (r == ncclSuccess && uniqueId && plan_should_mark(cr.api)) {
+        marked = rv_server_open(uniqueId, where, sizeof(where), why, sizeof(why)) == 0;
+        if (!marked)
+            shim_warn("unmarked-id", "the unique ID was left unmarked (%s): communicators made with it pass "
+                      "through", why);
+    }
     struct jw w;
     jw_begin(&w, "unique_id");
     if (r == ncclSuccess && uniqueId)
@@ -90,6 +102,11 @@ ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, nc
     jw_int(&w, "result", r);
     jw_u64(&w, "duration_us", dur);
     record_caller(&w, &cr);
+    if (marked)
+        jw_str(&w, "rendezvous", where);
+    else
+        jw_str(&w, "unmarked", why[0] ? why : shim_config()->tag == TAG_NONE ? "NCCLSHIM_TAG=none"
+                               : cr.api == API_TORCH ? "made by torch (NCCLSHIM_TAG=bindings)" : "not made");
     jw_emit(&w);
     t_depth--;
     return r;
@@ -112,6 +129,7 @@ struct creation {
     int nexclude;
     /* Filled by begin_creation. */
     struct creator cr;
+    struct plan plan;
     uint64_t t0;
 };
 
@@ -179,15 +197,20 @@ static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
 static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t *out)
 {
     const struct creator *cr = &c->cr;
-    ncclComm_t real = (out && (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
+    struct plan *p = &c->plan;
+    ncclComm_t real = (out && p->action != ACTION_DROP && (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
     struct shim_comm *h = NULL;
-    if (real) {
+    int cuda_device = -1;
+    if (p->action == ACTION_DROP && r == ncclSuccess) {
+        h = p->vcomm; /* taken: plan_release leaves it */
+        p->vcomm = NULL;
+        cuda_device = p->cuda_device;
+    } else if (real) {
         h = shim_comm_new(real, c->slot);
         if (!h)
             shim_warn("memory", "out of memory for a communicator handle; %s's communicator %p passes through "
                       "unobserved", c->fn, (void *)real);
     }
-    int cuda_device = -1;
     if (real && r == ncclSuccess) {
         cuda_device = ask_int(c->slot, FN_ncclCommCuDevice, real);
         if (c->rank < 0)
@@ -195,9 +218,6 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
         if (c->nranks < 0)
             c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
     }
-
-    struct local_evidence ev = { cr->api, (enum role)cr->role.value, c->nranks, cr->nframes, cr->frames };
-    struct verdict purpose = classify_purpose(&shim_config()->patterns, &ev);
 
     struct jw w;
     jw_begin(&w, "comm");
@@ -238,15 +258,38 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
     }
     jw_str(&w, "role", role_name((enum role)cr->role.value));
     jw_str(&w, "role_reason", cr->role.reason);
-    jw_str(&w, "purpose", purpose_name((enum purpose)purpose.value));
-    jw_str(&w, "purpose_reason", purpose.reason);
-    jw_str(&w, "action", "passthrough");
-    jw_str(&w, "action_reason", shim_config()->mode == MODE_ENFORCE
-                                    ? "NCCLSHIM_MODE=enforce, but no action is implemented yet: passthrough"
-                                    : "NCCLSHIM_MODE=observe");
+    jw_str(&w, "purpose", purpose_name(p->purpose));
+    jw_str(&w, "purpose_reason", p->purpose_reason);
+    jw_str(&w, "local_purpose", purpose_name(p->local_purpose));
+    jw_str(&w, "local_purpose_reason", p->local_purpose_reason);
+    jw_str(&w, "action", action_name(p->action));
+    jw_str(&w, "action_reason", p->action_reason);
+    if (p->action == ACTION_SOCKET) {
+        jw_str(&w, "net", "Socket");
+        if (p->net_note[0])
+            jw_str(&w, "net_note", p->net_note);
+    }
+    if (p->marked) {
+        jw_open(&w, "decision", '{');
+        jw_str(&w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
+        jw_hex64(&w, "id", p->rv.v.decision_id);
+        jw_str(&w, "root", p->rv.root);
+        jw_int(&w, "rounds", p->rv.rounds);
+        jw_u64(&w, "wait_us", p->rv.wait_us);
+        jw_int(&w, "hosts", p->rv.v.nhosts);
+        if (p->rv.fallback[0])
+            jw_str(&w, "fallback", p->rv.fallback);
+        jw_close(&w, '}');
+    }
     jw_emit(&w);
 
     if (h) {
+        h->action = p->action;
+        h->decision_id = p->marked ? p->rv.v.decision_id : 0;
+        if (p->action == ACTION_SOCKET) {
+            h->net_config = p->net_config; /* NCCL may keep reading it: it lives as long as the handle */
+            p->net_config = NULL;
+        }
         h->rank = c->rank;
         h->nranks = c->nranks;
         h->cuda_device = cuda_device;
@@ -279,13 +322,43 @@ static void begin_creation(struct creation *c, const char *fn, struct shim_slot 
         snprintf(c->group, sizeof(c->group), "id:0x%016llx", (unsigned long long)c->id_hash);
     }
     evidence_gather(&c->cr, caller);
+    struct plan_input in = { fn, slot, id, rank, nranks, config, &c->cr };
+    plan_creation(&in, &c->plan);
     c->t0 = shim_mono_us();
+}
+
+/*
+ * The actions that need no NCCL call: drop (the handle made in round 2 is
+ * returned) and fail.  Returns 1 with the result in *r if it handled the
+ * creation; 0 if NCCL is to be called (passthrough, socket).
+ */
+static int carried_out_by_shim(struct creation *c, ncclComm_t *newcomm, ncclResult_t *r)
+{
+    if (c->plan.action == ACTION_DROP) {
+        *r = newcomm ? ncclSuccess : ncclInvalidArgument;
+        return 1;
+    }
+    if (c->plan.action == ACTION_FAIL) {
+        shim_warn("strict", "%s fails: %s", c->fn, c->plan.action_reason);
+        if (newcomm)
+            *newcomm = NULL;
+        *r = ncclInvalidUsage;
+        return 1;
+    }
+    return 0;
+}
+
+/* The config NCCL gets: the caller's, or for socket the copy with netName "Socket". */
+static ncclConfig_t *config_for(struct creation *c, ncclConfig_t *config)
+{
+    return c->plan.action == ACTION_SOCKET ? c->plan.net_config : config;
 }
 
 /* After the real call: wrap and record what it made (`out`: where it is returned; NULL if nothing). */
 static ncclResult_t end_creation(struct creation *c, ncclResult_t r, ncclComm_t *out)
 {
     finish_creation(c, r, shim_mono_us() - c->t0, out);
+    plan_release(&c->plan);
     t_depth--;
     return r;
 }
@@ -300,7 +373,14 @@ ncclResult_t life_ncclCommInitRank(struct shim_slot *slot, const void *caller, n
         return f(newcomm, nranks, commId, rank);
     struct creation c;
     begin_creation(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL);
-    return end_creation(&c, f(newcomm, nranks, commId, rank), newcomm);
+    ncclResult_t r;
+    if (!carried_out_by_shim(&c, newcomm, &r)) {
+        if (c.plan.action == ACTION_SOCKET) /* only InitRankConfig takes a netName; prepared in round 2 */
+            r = REAL(slot, ncclCommInitRankConfig, caller)(newcomm, nranks, commId, rank, c.plan.net_config);
+        else
+            r = f(newcomm, nranks, commId, rank);
+    }
+    return end_creation(&c, r, newcomm);
 }
 
 ncclResult_t life_ncclCommInitRankConfig(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm,
@@ -313,7 +393,10 @@ ncclResult_t life_ncclCommInitRankConfig(struct shim_slot *slot, const void *cal
         return f(newcomm, nranks, commId, rank, config);
     struct creation c;
     begin_creation(&c, "ncclCommInitRankConfig", slot, caller, rank, nranks, &commId, config);
-    return end_creation(&c, f(newcomm, nranks, commId, rank, config), newcomm);
+    ncclResult_t r;
+    if (!carried_out_by_shim(&c, newcomm, &r))
+        r = f(newcomm, nranks, commId, rank, config_for(&c, config));
+    return end_creation(&c, r, newcomm);
 }
 
 ncclResult_t life_ncclCommInitRankScalable(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm,
@@ -328,7 +411,10 @@ ncclResult_t life_ncclCommInitRankScalable(struct shim_slot *slot, const void *c
     struct creation c;
     begin_creation(&c, "ncclCommInitRankScalable", slot, caller, myrank, nranks,
                    (nId > 0 && commIds) ? &commIds[0] : NULL, config);
-    return end_creation(&c, f(newcomm, nranks, myrank, nId, commIds, config), newcomm);
+    ncclResult_t r;
+    if (!carried_out_by_shim(&c, newcomm, &r))
+        r = f(newcomm, nranks, myrank, nId, commIds, config_for(&c, config));
+    return end_creation(&c, r, newcomm);
 }
 
 ncclResult_t life_ncclCommInitAll(struct shim_slot *slot, const void *caller, ncclComm_t *comms, int ndev,
@@ -352,8 +438,18 @@ ncclResult_t life_ncclCommInitAll(struct shim_slot *slot, const void *caller, nc
         c.rank = i;
         finish_creation(&c, r, dur, &comms[i]);
     }
+    plan_release(&c.plan);
     t_depth--;
     return r;
+}
+
+/* A dropped communicator has no NCCL to split: the ranks' colors are not
+ * exchanged, so the child's size is unknown.  Refused, and recorded. */
+static ncclResult_t shim_only_child(ncclComm_t comm, ncclComm_t *newcomm, const char *fn)
+{
+    if (newcomm)
+        *newcomm = NULL;
+    return vcomm_unsupported(shim_vcomm_of(comm), fn);
 }
 
 ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, ncclComm_t comm, int color, int key,
@@ -362,6 +458,8 @@ ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, nccl
     __typeof__(&ncclCommSplit) f = REAL(slot, ncclCommSplit, caller);
     if (!f)
         return ncclInternalError;
+    if (shim_vcomm_of(comm))
+        return shim_only_child(comm, newcomm, "ncclCommSplit");
     struct shim_comm *parent = shim_comm_of(comm);
     if (!observing() || !parent)
         return f(shim_unwrap(comm), color, key, newcomm, config);
@@ -390,6 +488,8 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
     __typeof__(&ncclCommShrink) f = REAL(slot, ncclCommShrink, caller);
     if (!f)
         return ncclInternalError;
+    if (shim_vcomm_of(comm))
+        return shim_only_child(comm, newcomm, "ncclCommShrink");
     struct shim_comm *parent = shim_comm_of(comm);
     if (!observing() || !parent)
         return f(shim_unwrap(comm), excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
@@ -407,6 +507,8 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
 ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, ncclComm_t comm)
 {
     __typeof__(&ncclCommFinalize) f = REAL(slot, ncclCommFinalize, caller);
+    if (shim_vcomm_of(comm))
+        return ncclSuccess; /* nothing in flight on a dropped communicator */
     if (!f)
         return ncclInternalError;
     return f(shim_unwrap(comm));
@@ -415,11 +517,12 @@ ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, n
 /* Destroy and abort: NCCL frees its communicator, then the shim its handle. */
 static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, const char *how)
 {
-    struct shim_comm *h = shim_comm_of(comm);
+    struct shim_comm *h = shim_handle_of(comm);
     if (!h)
         return f(comm);
     int registered = shim_comm_unregister(h);
-    ncclResult_t r = f(h->real);
+    /* A dropped communicator has no NCCL behind it: nothing to free there. */
+    ncclResult_t r = h->real ? f(h->real) : ncclSuccess;
     if (registered && shim_config()->mode != MODE_OFF)
         shim_comm_record_end(h, how, r);
     /* Free only what this call removed from the registry: a concurrent second

@@ -8,6 +8,7 @@
 #include "dlsym.h"
 #include "evidence.h"
 #include "record.h"
+#include "rendezvous.h"
 #include "version.h"
 
 #include <pthread.h>
@@ -39,15 +40,18 @@ void shim_record_file_opened(void)
 static void before_fork(void)
 {
     shim_comm_lock_for_fork();
+    rv_server_lock_for_fork();
 }
 
 static void after_fork_parent(void)
 {
+    rv_server_unlock_after_fork();
     shim_comm_unlock_after_fork();
 }
 
 static void after_fork_child(void)
 {
+    rv_server_after_fork_child();
     shim_comm_after_fork_child();
     shim_record_after_fork_child();
 }

@@ -99,6 +99,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/random.h>
 #include <time.h>
 #include <unistd.h>
@@ -498,13 +500,23 @@ static void fill_random(void *buf, size_t n)
 
 /* Like NCCL: 40 bytes of content (here random, with the pid mixed into
  * bytes 32..35), bytes 40..127 zero. */
+/* Laid out like NCCL 2.x's bootstrap handle: a random magic, then the
+ * root's socket address (127.0.0.1 and a made-up port: the fake has no
+ * bootstrap), then zeros; the shim's rendezvous listens on that address. */
 static void make_unique_id(ncclUniqueId *id)
 {
     memset(id, 0, sizeof *id);
-    fill_random(id->internal, 40);
+    fill_random(id->internal, 8);
+    struct sockaddr_in sin;
+    memset(&sin, 0, sizeof sin);
+    sin.sin_family = AF_INET;
+    sin.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    uint16_t port;
+    fill_random((char *)&port, sizeof port);
+    sin.sin_port = htons((uint16_t)(port | 0x8000));
+    memcpy(id->internal + 8, &sin, sizeof sin);
     uint32_t pid = (uint32_t)getpid();
-    for (int i = 0; i < 4; i++)
-        id->internal[32 + i] ^= (char)(pid >> (8 * i));
+    memcpy(id->internal + 28, &pid, sizeof pid);
 }
 
 /* ------------------------------------------------------------------------

@@ -22,7 +22,7 @@ like "$(cat "$TMP/shim/out")" 'FNOBJ libncclshim.so' "the linked symbol resolves
 # Forwarding is exact: the same calls, in the same order, with the same arguments,
 # apart from addresses (stack and heap differ run to run) and the shim's own
 # queries of a new communicator (ncclCommCuDevice/UserRank/Count after create).
-norm() { sed -E 's/0x[0-9a-f]+/P/g; s/ id=[0-9a-f]+/ id=ID/g; s/^a [0-9]+ /a /' "$1" | grep -v -E '^a (ncclGetVersion version=P \*version=22809 -> 0)$'; }
+norm() { sed -E 's/0x[0-9a-f]+/P/g; s/ id=[0-9a-f]+/ id=ID/g; s/ idtail=[01]//g; s/^a [0-9]+ /a /' "$1" | grep -v -E '^a (ncclGetVersion version=P \*version=22809 -> 0)$'; }
 shim_calls=$(norm "$TMP/shim/fake.log" | grep -v -E '^a nccl(CommCuDevice|CommUserRank|CommCount) comm=P (device|rank|count)=P .*-> 0$')
 plain_calls=$(norm "$TMP/plain/fake.log" | grep -v -E '^a nccl(CommCuDevice|CommUserRank|CommCount) comm=P (device|rank|count)=P .*-> 0$')
 is "$shim_calls" "$plain_calls" "the real library sees the same calls with the same arguments"
@@ -41,7 +41,7 @@ is "$(stat -c %a "$rec")" 700 "record directory is 0700"
 is "$(stat -c %a "$(record_file "$rec")")" 600 "record file is 0600"
 like "$(basename "$(record_file "$rec")")" '^ncclshim\.[^.]+\.[0-9]+\.jsonl$' "file named by host and pid"
 is "$(jqr "$rec" '.type' | head -1)" '"load"' "the first record is the load record"
-is "$(jqr "$rec" 'select(.type=="load") | [.shim_version, .mode]')" '["0.1.0","observe"]' "load record: version and mode"
+is "$(jqr "$rec" 'select(.type=="load") | [.shim_version, .mode]')" '["0.1.0","enforce"]' "load record: version and mode"
 is "$(jqr "$rec" 'select(.type=="library") | [.slot, .version, .how, .functions]')" '[0,22809,"symbol",43]' "library record: slot 0, version, found as a global symbol"
 is "$(jqr "$rec" 'select(.type=="unique_id") | .id_hash' | wc -l)" 2 "a record per unique ID"
 is "$(jqr "$rec" 'select(.type=="comm") | .fn' | tr '\n' ' ')" '"ncclCommInitRank" "ncclCommSplit" "ncclCommInitRankConfig" ' "a record per communicator"

@@ -40,8 +40,9 @@ like "$(jqr "$TMP/ray/rec" "$c | .role_reason")" "matches inference pattern" "ro
 
 # NCCLSHIM_ROLE overrides, and the call-site rule can be switched off.
 runpy role NCCLSHIM_ROLE=training NCCLSHIM_WEIGHT_UPDATE_CALLSITES=nothing-matches timeout -k 5 60 "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A"
-is "$(jqr "$TMP/role/rec" "$c | [.role, .purpose]")" '["training","weight-update"]' "NCCLSHIM_ROLE=training + ctypes -> weight-update"
-like "$(jqr "$TMP/role/rec" "$c | .purpose_reason")" 'not torch.*training process' "reason: a second NCCL client in a trainer"
+is "$(jqr "$TMP/role/rec" "$c | [.role, .local_purpose]")" '["training","weight-update"]' "NCCLSHIM_ROLE=training + ctypes -> weight-update on this rank's evidence"
+like "$(jqr "$TMP/role/rec" "$c | .local_purpose_reason")" 'not torch.*training process' "reason: a second NCCL client in a trainer"
+is "$(jqr "$TMP/role/rec" "$c | .purpose")" '"training"' "but all ranks (the only one) train: training by consensus"
 
 # NCCLSHIM_PYTHON_CALLSITE=0: no frames.
 runpy nopy NCCLSHIM_PYTHON_CALLSITE=0 timeout -k 5 60 "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A"

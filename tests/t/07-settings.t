@@ -11,16 +11,17 @@ run() { # run <dir> <env...>
 
 run mode NCCLSHIM_MODE=obsrve
 is "$(cat "$TMP/mode/rc")" 0 "a bad NCCLSHIM_MODE does not harm the application"
-like "$(cat "$TMP/mode/err")" "NCCLSHIM_MODE='obsrve' is not one of observe\|enforce\|off; using observe" "stderr names the variable, the value and what is used"
+like "$(cat "$TMP/mode/err")" "NCCLSHIM_MODE='obsrve' is not one of enforce\|observe\|off; using enforce" "stderr names the variable, the value and what is used"
 is "$(jqr "$TMP/mode/rec" 'select(.type=="warning") | .what')" '"bad-setting"' "and a warning record keeps it"
-is "$(jqr "$TMP/mode/rec" 'select(.type=="load") | .mode')" '"observe"' "observe is used"
+is "$(jqr "$TMP/mode/rec" 'select(.type=="load") | .mode')" '"enforce"' "enforce (the default) is used"
 
 run pycs NCCLSHIM_PYTHON_CALLSITE=yes
 like "$(cat "$TMP/pycs/err")" "NCCLSHIM_PYTHON_CALLSITE='yes' is not 0 or 1" "a bad NCCLSHIM_PYTHON_CALLSITE is reported"
 
-run enf NCCLSHIM_MODE=enforce
-is "$(jqr "$TMP/enf/rec" 'select(.type=="comm") | .action' | sort -u)" '"passthrough"' "enforce (no actions yet) passes through"
-like "$(jqr "$TMP/enf/rec" 'select(.type=="comm") | .action_reason' | head -1)" 'no action is implemented yet' "and says why"
+# observe: the root decides, and passes through all the same (its reason says what it would do).
+run obs NCCLSHIM_MODE=observe NCCLSHIM_RULES='*:drop'
+is "$(jqr "$TMP/obs/rec" 'select(.type=="comm" and .fn=="ncclCommInitRank") | .action')" '"passthrough"' "observe passes through what a rule would drop"
+like "$(jqr "$TMP/obs/rec" 'select(.type=="comm" and .fn=="ncclCommInitRank") | .action_reason')" 'NCCLSHIM_MODE=observe on the root: would be drop' "and says what it would have done"
 
 # Unwritable record directory: records are off, the application runs on.
 mkdir -p "$TMP/ro"; : > "$TMP/ro/file"
@@ -48,7 +49,7 @@ out=$(NCCLSHIM_LOG_DIR=$TMP/fork/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/fork
 is "$?" 0 "fork client passes"
 child=$(echo "$out" | sed -n 's/^child //p')
 is "$(ls "$TMP/fork/rec" | wc -l)" 2 "parent and child each have a record file"
-is "$(jq -c 'select(.type!="library") | .type' "$TMP/fork/rec"/ncclshim.*."$child".jsonl | tr '\n' ' ')" '"load" "unique_id" "comm" "comm_end" "exit" ' "the child's file starts with its own load record"
+is "$(jq -c 'select(.type!="library") | .type' "$TMP/fork/rec"/ncclshim.*."$child".jsonl | tr '\n' ' ')" '"load" "unique_id" "decision" "comm" "comm_end" "exit" ' "the child's file starts with its own load record (and the child serves its own ID)"
 is "$(jq -c 'select(.type=="comm")' "$TMP/fork/rec"/*.jsonl | wc -l)" 2 "no record written twice"
 
 # A process that never uses NCCL leaves nothing behind.

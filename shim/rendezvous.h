@@ -1,0 +1,63 @@
+/*
+ * The rendezvous of a marked unique ID (DESIGN D4): every rank's shim sends
+ * its facts to the root's shim, which decides once for all and answers all.
+ *
+ *   root (rv_server.c)                    each rank (rv_client.c)
+ *   ncclGetUniqueId: listen, mark the ID
+ *                                         init: connect, HELLO(facts)
+ *   all nranks arrived: decide, DECISION
+ *                                         set the action up; VOTE ok/veto
+ *   all ok: COMMIT(action); any veto, a
+ *   closed connection or the timeout:
+ *   COMMIT(passthrough)
+ *                                         carry out the COMMIT
+ *
+ * A DECISION of passthrough (or fail) is final: no vote round.  A rank that
+ * cannot reach the root, or hears nothing before its deadline, passes
+ * through; the root makes sure that this is then what every rank does
+ * (missing ranks make it decide passthrough after the timeout).
+ */
+#ifndef NCCLSHIM_RENDEZVOUS_H
+#define NCCLSHIM_RENDEZVOUS_H
+
+#include "nccl_abi.h"
+#include "rv_wire.h"
+#include "uid_mark.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+/*
+ * Root side, at ncclGetUniqueId: listens on NCCL's bootstrap address (a port
+ * of our own), marks the ID, and serves it from a background thread until
+ * the communicator is decided or NCCLSHIM_RENDEZVOUS_IDLE_MS pass unused.
+ * 0 on success (`where` = the listening address); -1 with the reason, the ID
+ * then left unmarked.
+ */
+int rv_server_open(ncclUniqueId *id, char *where, size_t wherelen, char *err, size_t errlen);
+
+/* Number of IDs being served (for tests and the exit record). */
+int rv_server_sessions(void);
+
+void rv_server_lock_for_fork(void);
+void rv_server_unlock_after_fork(void);
+/* The child of a fork serves nothing: it closes the parent's listeners. */
+void rv_server_after_fork_child(void);
+
+/* Rank side. */
+struct rv_result {
+    int via_root;                       /* 1: the root's verdict; 0: this rank fell back on its own */
+    struct rv_verdict v;                /* the final verdict (v.action: what to carry out) */
+    char root[80];                      /* the root's address */
+    char fallback[RV_REASON_LEN];       /* why this rank fell back, or why the vote round undid the decision */
+    uint64_t wait_us;                   /* time spent in the rendezvous */
+    int rounds;                         /* 1 or 2 */
+};
+
+/* Sets the DECISION's action up before voting: 0 if it can, else -1 with the reason. */
+typedef int (*rv_prepare_fn)(void *ctx, int action, char *why, size_t whylen);
+
+void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const struct rank_facts *facts,
+                   int timeout_ms, rv_prepare_fn prepare, void *ctx, struct rv_result *out);
+
+#endif

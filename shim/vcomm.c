@@ -1,0 +1,127 @@
+/*
+ * What a shim-only communicator (action drop) answers.  It has a rank, a size
+ * and a device, no errors, and data operations that complete at once without
+ * touching memory; each is counted, so that records show the data that did
+ * not arrive (docs/policy.md, "drop").  Functions not here are refused by
+ * shim/vcomm_default.c.
+ */
+#include "vcomm.h"
+
+#include "forward.h"
+#include "record.h"
+
+#include <stdatomic.h>
+
+/* One warning per function and process: an application that retries an
+ * unsupported call in a loop must not flood its log.  Bit i = fn_index i. */
+static atomic_uint_fast64_t g_warned;
+
+ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
+{
+    int i = shim_fn_lookup(fn);
+    uint_fast64_t bit = (i >= 0 && i < 64) ? (uint_fast64_t)1 << i : 0;
+    if (!bit || !(atomic_fetch_or(&g_warned, bit) & bit))
+        shim_warn("dropped-comm-call",
+                  "%s on communicator %s (rank %d of %d), which this shim dropped (NCCLSHIM_WEIGHT_UPDATE or "
+                  "NCCLSHIM_RULES): it has no NCCL behind it, so the call returns ncclInvalidUsage; pass this "
+                  "communicator through if the application needs %s",
+                  fn, h->group, h->rank, h->nranks, fn);
+    return ncclInvalidUsage;
+}
+
+ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype)
+{
+    shim_count(h, op, count, dtype);
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommCount(ncclComm_t comm, int *count)
+{
+    if (!count)
+        return ncclInvalidArgument;
+    *count = ((struct shim_comm *)comm)->nranks;
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommUserRank(ncclComm_t comm, int *rank)
+{
+    if (!rank)
+        return ncclInvalidArgument;
+    *rank = ((struct shim_comm *)comm)->rank;
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommCuDevice(ncclComm_t comm, int *device)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!device)
+        return ncclInvalidArgument;
+    /* The device current when the application created it, as NCCL would say;
+     * unknown only in a process where CUDA was not loaded at that time. */
+    if (h->cuda_device < 0)
+        return vcomm_unsupported(h, "ncclCommCuDevice");
+    *device = h->cuda_device;
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
+{
+    (void)comm;
+    if (!asyncError)
+        return ncclInvalidArgument;
+    *asyncError = ncclSuccess;
+    return ncclSuccess;
+}
+
+const char *vcomm_ncclGetLastError(ncclComm_t comm)
+{
+    (void)comm;
+    return "";
+}
+
+ncclResult_t vcomm_ncclCommRevoke(ncclComm_t comm, int revokeFlags)
+{
+    (void)comm;
+    (void)revokeFlags;
+    return ncclSuccess;
+}
+
+/* Buffers registered with a dropped communicator are never used by NCCL: any
+ * non-NULL handle will do, and deregistration has nothing to undo. */
+ncclResult_t vcomm_ncclCommRegister(ncclComm_t comm, void *buff, size_t size, void **handle)
+{
+    (void)buff;
+    (void)size;
+    if (!handle)
+        return ncclInvalidArgument;
+    *handle = comm;
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommDeregister(ncclComm_t comm, void *handle)
+{
+    (void)comm;
+    (void)handle;
+    return ncclSuccess;
+}
+
+/* A custom op only names a reduction; on a dropped communicator it reduces nothing. */
+ncclResult_t vcomm_ncclRedOpCreatePreMulSum(ncclRedOp_t *op, void *scalar, ncclDataType_t datatype,
+                                            ncclScalarResidence_t residence, ncclComm_t comm)
+{
+    (void)scalar;
+    (void)datatype;
+    (void)residence;
+    (void)comm;
+    if (!op)
+        return ncclInvalidArgument;
+    *op = ncclNumOps;
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
+{
+    (void)op;
+    (void)comm;
+    return ncclSuccess;
+}

@@ -1,0 +1,23 @@
+/*
+ * Shim-only communicators (action drop): every NCCL function that takes a
+ * communicator has an answer here, so that a shim handle never reaches the
+ * real NCCL.  shim/vcomm.c answers the ones that have a meaningful answer;
+ * shim/vcomm_default.c refuses the rest with ncclInvalidUsage and a record.
+ */
+#ifndef NCCLSHIM_VCOMM_H
+#define NCCLSHIM_VCOMM_H
+
+#include "comm.h"
+#include "nccl_decls.h"
+
+#define NCCL_COMM(ret, name, params, args) ret vcomm_##name params;
+#include "nccl_api.def"
+
+/* Every data operation: counted with its bytes, then success at once; no
+ * buffer is touched (the data does not arrive: records and inspect say so). */
+ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype);
+
+/* The refusal of the functions vcomm.c does not answer. */
+ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn);
+
+#endif
