@@ -76,4 +76,13 @@ struct decision {
 void decide(const struct policy *p, const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
             struct decision *out);
 
+/*
+ * Index of the first NCCLSHIM_RULES rule whose conditions all hold for a
+ * communicator, or -1 (also when !p->ok).  `d` gives what decide() has already
+ * worked out (purpose, role counts, nhosts); `facts` (nranks entries) answers
+ * api, title and callsite conditions.  decide() calls it; exposed for tests.
+ */
+int policy_match_rules(const struct policy *p, const struct decision *d, const struct rank_facts *facts,
+                       int nranks);
+
 #endif

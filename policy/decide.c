@@ -1,0 +1,445 @@
+/*
+ * decide(): a communicator's purpose by consensus of its ranks' facts, then its
+ * action from the root's policy.  docs/policy.md ("Purpose by consensus",
+ * "Actions") states the rules this file implements, in the same order.
+ */
+#define _GNU_SOURCE
+#include "decide.h"
+
+#include "defaults.h"
+#include "pattern.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- reasons: appended pieces, cut cleanly ("...", never inside a UTF-8 sequence) ---- */
+
+struct sb {
+    char *p;
+    size_t cap, len;
+    int full;
+};
+
+static void sb_init(struct sb *b, char *p, size_t cap)
+{
+    b->p = p;
+    b->cap = cap;
+    b->len = 0;
+    b->full = 0;
+    p[0] = '\0';
+}
+
+/* Where to cut s[0..n) so that no UTF-8 sequence is split. */
+static size_t utf8_cut(const char *s, size_t n)
+{
+    while (n > 0 && ((unsigned char)s[n] & 0xC0) == 0x80)
+        n--;
+    return n;
+}
+
+static void sb_put(struct sb *b, const char *s, size_t n)
+{
+    if (b->full)
+        return;
+    if (b->len + n < b->cap) {
+        memcpy(b->p + b->len, s, n);
+        b->len += n;
+        b->p[b->len] = '\0';
+        return;
+    }
+    /* Does not fit: fill, then end with "..." where a character starts. */
+    memcpy(b->p + b->len, s, b->cap - 1 - b->len);
+    size_t at = utf8_cut(b->p, b->cap - 4);
+    memcpy(b->p + at, "...", 4);
+    b->len = at + 3;
+    b->full = 1;
+}
+
+static void sb_add(struct sb *b, const char *s)
+{
+    sb_put(b, s, strlen(s));
+}
+
+static void sb_addf(struct sb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void sb_addf(struct sb *b, const char *fmt, ...)
+{
+    char tmp[EVIDENCE_REASON_LEN];
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(tmp, sizeof(tmp), fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    sb_put(b, tmp, (size_t)n < sizeof(tmp) ? (size_t)n : sizeof(tmp) - 1);
+}
+
+/* A fixed-size field (cap bytes, maybe unterminated), at most max bytes of it, cut with "...". */
+static void sb_quote(struct sb *b, const char *s, size_t cap, size_t max)
+{
+    size_t n = strnlen(s, cap);
+    if (n <= max) {
+        sb_put(b, s, n);
+        return;
+    }
+    sb_put(b, s, utf8_cut(s, max - 3));
+    sb_add(b, "...");
+}
+
+/* ---- the ranks' facts ---- */
+
+static enum role role_of(const struct rank_facts *f)
+{
+    return f->role == ROLE_TRAINING || f->role == ROLE_INFERENCE ? f->role : ROLE_UNKNOWN;
+}
+
+static int nframes_of(const struct rank_facts *f)
+{
+    return f->nframes < 0 ? 0 : f->nframes > EVIDENCE_MAX_FRAMES ? EVIDENCE_MAX_FRAMES : f->nframes;
+}
+
+/* The frame of rank f that matches a weight-update call-site pattern, or -1. */
+static int callsite_frame(const char *sites, const struct rank_facts *f, char *pat, size_t patlen)
+{
+    for (int k = 0; k < nframes_of(f); k++)
+        if (memchr(f->frames[k], '\0', sizeof(f->frames[k])) &&
+            pattern_list_match(sites, f->frames[k], pat, patlen) >= 0)
+            return k;
+    return -1;
+}
+
+enum select { SEL_ROLE, SEL_NOT_TORCH, SEL_FLAG, SEL_STRICT };
+struct selector {
+    enum select what;
+    int value;
+    const unsigned char *flags; /* SEL_FLAG */
+};
+
+static int selected(const struct selector *s, const struct rank_facts *facts, int i)
+{
+    switch (s->what) {
+    case SEL_ROLE: return (int)role_of(&facts[i]) == s->value;
+    case SEL_NOT_TORCH: return facts[i].api != API_TORCH;
+    case SEL_FLAG: return s->flags[i] != 0;
+    case SEL_STRICT: return facts[i].strict_error != 0;
+    }
+    return 0;
+}
+
+/*
+ * "rank 3", "ranks 0-3,5" or "all 4 ranks"; a list longer than `max` bytes ends
+ * with ",... (N ranks)".  `count` is how many ranks are selected.
+ */
+static void sb_ranks(struct sb *b, const struct selector *s, const struct rank_facts *facts, int nranks, int count,
+                     size_t max)
+{
+    if (count <= 0) {
+        sb_add(b, "no rank");
+        return;
+    }
+    if (count == 1) {
+        for (int i = 0; i < nranks; i++)
+            if (selected(s, facts, i)) {
+                sb_addf(b, "rank %d", i);
+                return;
+            }
+    }
+    if (count > 1 && count == nranks) {
+        sb_addf(b, "all %d ranks", nranks);
+        return;
+    }
+    char list[EVIDENCE_REASON_LEN];
+    size_t len = 0;
+    int cut = 0;
+    if (max > sizeof(list) - 1)
+        max = sizeof(list) - 1;
+    list[0] = '\0';
+    for (int i = 0; i < nranks && !cut; i++) {
+        if (!selected(s, facts, i))
+            continue;
+        int j = i;
+        while (j + 1 < nranks && selected(s, facts, j + 1))
+            j++;
+        char item[32];
+        int n = j == i ? snprintf(item, sizeof(item), "%s%d", len ? "," : "", i)
+                       : snprintf(item, sizeof(item), "%s%d-%d", len ? "," : "", i, j);
+        if (len + (size_t)n + 4 > max) { /* room for ",..." */
+            memcpy(list + len, ",...", 5);
+            len += 4;
+            cut = 1;
+        } else {
+            memcpy(list + len, item, (size_t)n + 1);
+            len += (size_t)n;
+        }
+        i = j;
+    }
+    if (cut)
+        sb_addf(b, "ranks %s (%d ranks)", list, count);
+    else
+        sb_addf(b, "ranks %s", list);
+}
+
+static int cmp_host(const void *a, const void *b, void *ctx)
+{
+    const struct rank_facts *facts = ctx;
+    return strncmp(facts[*(const int *)a].host_id, facts[*(const int *)b].host_id, FACTS_HOST_LEN);
+}
+
+/* Distinct host_id values; a rank with an empty host_id counts as a host of its own. */
+static int count_hosts(const struct rank_facts *facts, int nranks)
+{
+    int stack_idx[FACTS_MAX_RANKS];
+    int *idx = nranks <= FACTS_MAX_RANKS ? stack_idx : malloc(sizeof(int) * (size_t)nranks);
+    if (!idx)
+        return nranks; /* no memory: every rank a host of its own (never claims "one host") */
+    int n = 0, hosts = 0;
+    for (int i = 0; i < nranks; i++) {
+        if (facts[i].host_id[0])
+            idx[n++] = i;
+        else
+            hosts++;
+    }
+    qsort_r(idx, (size_t)n, sizeof(int), cmp_host, (void *)facts);
+    for (int k = 0; k < n; k++)
+        if (k == 0 || cmp_host(&idx[k - 1], &idx[k], (void *)facts) != 0)
+            hosts++;
+    if (idx != stack_idx)
+        free(idx);
+    return hosts;
+}
+
+/* ---- purpose ---- */
+
+static void role_evidence(struct sb *b, const struct rank_facts *facts, int nranks, enum role role, int count,
+                          size_t max)
+{
+    struct selector s = { SEL_ROLE, role, NULL };
+    int first = 0;
+    while (first < nranks && role_of(&facts[first]) != role)
+        first++;
+    sb_ranks(b, &s, facts, nranks, count, 48);
+    sb_addf(b, " %s (rank %d: ", role_name(role), first);
+    if (facts[first].role_reason[0])
+        sb_quote(b, facts[first].role_reason, sizeof(facts[first].role_reason), max);
+    else
+        sb_add(b, "no reason given");
+    sb_add(b, ")");
+}
+
+static void decide_purpose(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                           struct decision *out)
+{
+    struct sb b;
+    sb_init(&b, out->purpose_reason, sizeof(out->purpose_reason));
+    if (nranks <= 0) {
+        out->purpose = PURPOSE_UNKNOWN;
+        sb_add(&b, "no ranks' facts");
+        return;
+    }
+    /* 1. training and inference ranks together */
+    if (out->ntraining > 0 && out->ninference > 0) {
+        out->purpose = PURPOSE_WEIGHT_UPDATE;
+        role_evidence(&b, facts, nranks, ROLE_TRAINING, out->ntraining, 140);
+        sb_add(&b, ", ");
+        role_evidence(&b, facts, nranks, ROLE_INFERENCE, out->ninference, 140);
+        sb_add(&b, ": training and inference ranks in one communicator");
+        return;
+    }
+    /* 2. every rank inference */
+    if (out->ninference == nranks) {
+        out->purpose = PURPOSE_INFERENCE;
+        role_evidence(&b, facts, nranks, ROLE_INFERENCE, nranks, 300);
+        sb_add(&b, ": every rank runs inference");
+        return;
+    }
+    /* 3. a weight-update call site on any rank */
+    const char *sites = pp && pp->weight_update_callsites ? pp->weight_update_callsites
+                                                          : DEFAULT_WEIGHT_UPDATE_CALLSITES;
+    unsigned char stack_flags[FACTS_MAX_RANKS];
+    unsigned char *flags = nranks <= FACTS_MAX_RANKS ? stack_flags : malloc((size_t)nranks);
+    int first = -1, frame = -1, count = 0;
+    char pat[256] = "";
+    for (int i = 0; i < nranks; i++) {
+        int k = callsite_frame(sites, &facts[i], first < 0 ? pat : NULL, first < 0 ? sizeof(pat) : 0);
+        if (k >= 0 && first < 0) {
+            first = i;
+            frame = k;
+        }
+        count += k >= 0;
+        if (flags)
+            flags[i] = k >= 0;
+    }
+    if (first >= 0) {
+        out->purpose = PURPOSE_WEIGHT_UPDATE;
+        if (flags) {
+            struct selector s = { SEL_FLAG, 0, flags };
+            sb_ranks(&b, &s, facts, nranks, count, 48);
+        } else {
+            sb_addf(&b, "%d rank%s", count, count > 1 ? "s" : "");
+        }
+        sb_addf(&b, " at a weight-update call site (rank %d: Python frame '", first);
+        sb_quote(&b, facts[first].frames[frame], sizeof(facts[first].frames[frame]), 200);
+        sb_add(&b, "' matches weight-update pattern '");
+        sb_quote(&b, pat, sizeof(pat), 100);
+        sb_add(&b, "')");
+    }
+    if (flags != stack_flags)
+        free(flags);
+    if (first >= 0)
+        return;
+    /* 4. every rank training */
+    if (out->ntraining == nranks) {
+        out->purpose = PURPOSE_TRAINING;
+        role_evidence(&b, facts, nranks, ROLE_TRAINING, nranks, 300);
+        sb_add(&b, ": every rank trains, no weight-update call site");
+        return;
+    }
+    /* 5. made by torch on every rank */
+    int not_torch = 0;
+    for (int i = 0; i < nranks; i++)
+        not_torch += facts[i].api != API_TORCH;
+    if (not_torch == 0) {
+        out->purpose = PURPOSE_TRAINING;
+        sb_addf(&b, "created through torch on %s%d rank%s (roles: %d training, %d inference, %d unknown), "
+                "no weight-update call site",
+                nranks > 1 ? "all " : "", nranks, nranks > 1 ? "s" : "", out->ntraining, out->ninference,
+                out->nunknown);
+        return;
+    }
+    /* 6. nothing applies */
+    out->purpose = PURPOSE_UNKNOWN;
+    struct selector unk = { SEL_ROLE, ROLE_UNKNOWN, NULL }, nt = { SEL_NOT_TORCH, 0, NULL };
+    sb_add(&b, "no consensus rule applies: ");
+    sb_ranks(&b, &unk, facts, nranks, out->nunknown, 48);
+    sb_addf(&b, " of unknown role (%d training, %d inference), ", out->ntraining, out->ninference);
+    int firstnt = 0;
+    while (facts[firstnt].api == API_TORCH)
+        firstnt++;
+    sb_ranks(&b, &nt, facts, nranks, not_torch, 48);
+    if (not_torch == 1)
+        sb_addf(&b, " created through %s, not torch", api_family_name(facts[firstnt].api));
+    else
+        sb_addf(&b, " not created through torch (rank %d: %s)", firstnt, api_family_name(facts[firstnt].api));
+    sb_add(&b, ", no weight-update call site");
+}
+
+/* ---- action ---- */
+
+/* NCCLSHIM_WEIGHT_UPDATE=auto, also a rule's "auto". */
+static enum action auto_action(const struct decision *d, const struct rank_facts *facts, int nranks, struct sb *b)
+{
+    if (d->ninference != 1) {
+        if (d->ninference == 0)
+            sb_add(b, "no inference rank: auto redirects only a single inference rank");
+        else
+            sb_addf(b, "%d inference ranks: auto redirects only a single inference rank", d->ninference);
+        return ACTION_PASSTHROUGH;
+    }
+    int inf = 0;
+    while (inf < nranks && role_of(&facts[inf]) != ROLE_INFERENCE)
+        inf++;
+    if (d->nhosts == 1) {
+        sb_addf(b, "one inference rank (rank %d), all ranks on one host: ipc", inf);
+        return ACTION_IPC;
+    }
+    sb_addf(b, "one inference rank (rank %d), ranks on %d hosts: socket", inf, d->nhosts);
+    return ACTION_SOCKET;
+}
+
+static const char *wu_name(enum wu_policy w)
+{
+    switch (w) {
+    case WU_IPC: return "ipc";
+    case WU_SOCKET: return "socket";
+    case WU_DROP: return "drop";
+    case WU_PASSTHROUGH: return "passthrough";
+    default: return "auto";
+    }
+}
+
+static void decide_action(const struct policy *p, const struct rank_facts *facts, int nranks, struct decision *out)
+{
+    struct sb b;
+    sb_init(&b, out->action_reason, sizeof(out->action_reason));
+
+    /* a. strict and a malformed policy anywhere */
+    int nstrict = 0;
+    for (int i = 0; i < nranks; i++)
+        nstrict += facts[i].strict_error != 0;
+    int root_strict = !p->ok && p->strict;
+    if (nstrict || root_strict) {
+        out->action = ACTION_FAIL;
+        sb_add(&b, "failing the communicator, NCCLSHIM_STRICT=1 and a malformed policy");
+        if (nstrict) {
+            struct selector s = { SEL_STRICT, 0, NULL };
+            sb_add(&b, " on ");
+            sb_ranks(&b, &s, facts, nranks, nstrict, 60);
+            sb_add(&b, " (their records name the error)");
+        }
+        if (root_strict) {
+            sb_add(&b, nstrict ? " and at the root: " : " at the root: ");
+            sb_quote(&b, p->error, sizeof(p->error), 350);
+        }
+        return;
+    }
+    /* b. a malformed policy fails open */
+    if (!p->ok) {
+        out->action = ACTION_PASSTHROUGH;
+        sb_add(&b, "policy error, failing open: ");
+        sb_quote(&b, p->error, sizeof(p->error), sizeof(out->action_reason) - 40);
+        return;
+    }
+    /* c. NCCLSHIM_RULES */
+    out->rule = policy_match_rules(p, out, facts, nranks);
+    if (out->rule >= 0) {
+        const struct rule *r = &p->rules[out->rule];
+        sb_addf(&b, "NCCLSHIM_RULES rule #%d '", out->rule + 1);
+        sb_quote(&b, r->source, sizeof(r->source), 200);
+        sb_add(&b, "' matches");
+        if (r->action == ACTION_COUNT) {
+            sb_addf(&b, " (purpose %s): auto: ", purpose_name(out->purpose));
+            out->action = auto_action(out, facts, nranks, &b);
+        } else {
+            out->action = (int)r->action >= 0 && r->action < ACTION_FAIL ? r->action : ACTION_PASSTHROUGH;
+            sb_addf(&b, ": %s", action_name(out->action));
+        }
+        return;
+    }
+    /* d. weight-update communicators follow NCCLSHIM_WEIGHT_UPDATE */
+    if (out->purpose == PURPOSE_WEIGHT_UPDATE) {
+        sb_addf(&b, "purpose weight-update, NCCLSHIM_WEIGHT_UPDATE=%s", wu_name(p->weight_update));
+        switch (p->weight_update) {
+        case WU_IPC: out->action = ACTION_IPC; return;
+        case WU_SOCKET: out->action = ACTION_SOCKET; return;
+        case WU_DROP: out->action = ACTION_DROP; return;
+        case WU_PASSTHROUGH: out->action = ACTION_PASSTHROUGH; return;
+        default:
+            sb_add(&b, ": ");
+            out->action = auto_action(out, facts, nranks, &b);
+            return;
+        }
+    }
+    /* e. everything else */
+    out->action = ACTION_PASSTHROUGH;
+    sb_addf(&b, "purpose %s: only weight-update communicators are redirected", purpose_name(out->purpose));
+}
+
+void decide(const struct policy *p, const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+            struct decision *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->rule = -1;
+    if (!facts || nranks < 0)
+        nranks = 0;
+    for (int i = 0; i < nranks; i++) {
+        switch (role_of(&facts[i])) {
+        case ROLE_TRAINING: out->ntraining++; break;
+        case ROLE_INFERENCE: out->ninference++; break;
+        default: out->nunknown++; break;
+        }
+    }
+    out->nhosts = count_hosts(facts, nranks);
+    decide_purpose(pp, facts, nranks, out);
+    decide_action(p, facts, nranks, out);
+}
