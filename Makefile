@@ -37,6 +37,7 @@ $(LIB): $(SHIM_SRCS) $(SHIM_HDRS) $(MAP)
 -include tools/inspect/inspect.mk
 -include tests/fake/fake.mk
 -include tests/tests.mk
+-include tests/fuzz/fuzz.mk
 
 test: all
 	prove -j4 --timer $(TESTS)
@@ -62,6 +63,10 @@ test-gpu: $(LIB)
 demo: all
 	tools/demo.sh
 
+# libFuzzer (clang) on the rendezvous message parser and the policy parser:
+# `make fuzz` runs each for FUZZ_SECONDS (20); `make fuzz-long` for 600.
+fuzz: fuzz-short
+
 bench: all
 	bench/forward_cost.sh 100000
 
@@ -72,4 +77,4 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
 
 clean:
-	rm -rf $(BUILD) tools/ncclshim-inspect tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/test_fake
+	rm -rf $(BUILD) tools/ncclshim-inspect tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/cuda tests/fake/test_fake

@@ -189,14 +189,22 @@ static int send_verdict(struct rv_session *s, enum rv_type type)
     /* Short: each peer is waiting on a connected socket; one that does not
      * take a few KiB at once is not a rank we can rely on. */
     uint64_t deadline = shim_mono_us() + 200000;
-    for (int r = 0; r < s->nranks; r++) {
-        int i = s->conn_of_rank[r];
-        if (i < 0)
-            continue;
-        char err[256];
-        if (rv_send_msg(s->conns[i].fd, &m, deadline, err, sizeof(err)) != 0) {
-            failed++;
-            reject(s, &s->conns[i], err);
+    const struct shim_config *cfg = shim_config();
+    uint32_t me = (uint32_t)getpid();
+    /* Other processes first, this process's own ranks last: once its own
+     * rank has the answer, this process may exit (and this thread with it),
+     * so every other rank's answer must already be in the kernel by then. */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int r = 0; r < s->nranks; r++) {
+            int i = s->conn_of_rank[r];
+            int own = s->facts[r].pid == me && strcmp(s->facts[r].host_id, cfg->host_id) == 0;
+            if (i < 0 || own != pass)
+                continue;
+            char err[256];
+            if (rv_send_msg(s->conns[i].fd, &m, deadline, err, sizeof(err)) != 0) {
+                failed++;
+                reject(s, &s->conns[i], err);
+            }
         }
     }
     return failed;

@@ -58,7 +58,9 @@ struct rv_msg {
 /* Bytes needed for the largest message. */
 #define RV_MAX_FRAME (RV_HEADER_LEN + RV_MAX_PAYLOAD)
 
-/* Encodes `m` into `buf`; returns the frame's length, or 0 if it does not fit `cap`. */
+/* Encodes `m` into `buf`; returns the frame's length, or 0 if it does not fit
+ * `cap` or is a message rv_decode would reject (an enum out of range, rank
+ * not below nranks, an unterminated string...): what is sent always decodes. */
 size_t rv_encode(const struct rv_msg *m, uint8_t *buf, size_t cap);
 
 /*

@@ -30,3 +30,19 @@ tests-bin: tests/bin/fork_client
 tests/bin/fork_client: tests/clients/fork_client.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a'
+
+# One rank of the multi-process rendezvous tests (tests/t/13-rendezvous.t).
+tests-bin: tests/bin/rank_client
+tests/bin/rank_client: tests/clients/rank_client.c shim/nccl_api.def tests/fake/a/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
+
+tests-bin: tests/bin/rv_frame
+tests/bin/rv_frame: tests/clients/rv_frame.c shim/rv_wire.c shim/uid_mark.c $(wildcard shim/*.h policy/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/clients/rv_frame.c shim/rv_wire.c shim/uid_mark.c
+
+tests-bin: tests/bin/test_wire
+tests/bin/test_wire: tests/unit/test_wire.c shim/rv_wire.c shim/rv_wire.h $(wildcard policy/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_wire.c shim/rv_wire.c

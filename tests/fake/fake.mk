@@ -42,4 +42,11 @@ check-fake: fake-nccl $(FAKE_DIR)/test_fake
 	$(FAKE_DIR)/test_fake
 
 clean-fake:
-	rm -f $(FAKE_NCCL_LIBS) $(FAKE_DIR)/test_fake
+	rm -f $(FAKE_NCCL_LIBS) $(FAKE_DIR)/test_fake $(FAKE_DIR)/cuda/libcuda.so.1
+
+# The fake libcuda.so.1 (tests/fake/fake_cuda.c).
+FAKE_CUDA_LIB := $(FAKE_DIR)/cuda/libcuda.so.1
+fake-nccl: $(FAKE_CUDA_LIB)
+$(FAKE_CUDA_LIB): $(FAKE_DIR)/fake_cuda.c $(FAKE_DIR)/fake.mk
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -shared -Wl,-soname,libcuda.so.1 -o $@ $<

@@ -70,6 +70,8 @@
  *   FAKE_NCCL_LOG            the call-log file (created 0644, appended to)
  *   FAKE_NCCL_DEVICE         CUDA device of new comms (default 0); InitAll
  *                            uses devlist or 0..ndev-1 instead
+ *   FAKE_NCCL_VERSION        the version ncclGetVersion reports (to
+ *                            present an NCCL older than netName, 2.14)
  *   FAKE_NCCL_INIT_DELAY_MS  each init (InitRank, InitRankConfig,
  *                            InitRankScalable, InitAll) sleeps that long
  *   FAKE_NCCL_FAIL_INIT      a non-zero ncclResult_t that each init returns
@@ -536,7 +538,7 @@ IMPL ncclResult_t impl_ncclGetVersion(struct line *L, int *version)
 {
     if (!version)
         return fail(ncclInvalidArgument, "version is NULL");
-    *version = FAKE_VERSION;
+    *version = (int)env_long("FAKE_NCCL_VERSION", FAKE_VERSION);
     line_add(L, " *version=%d", *version);
     return ncclSuccess;
 }

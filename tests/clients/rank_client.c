@@ -1,0 +1,277 @@
+/*
+ * One rank (or the root) of a multi-process test of the rendezvous, linked
+ * against the fake NCCL like an application against libnccl.  Every line it
+ * prints is for the test (tests/t/13-rendezvous.t) to read.
+ *
+ *   rank_client ids K [hold]
+ *       K unique IDs, printed as "ID <hex>" lines; with `hold`, then waits
+ *       for stdin to close (the process serves the IDs meanwhile).
+ *   rank_client root K NRANKS [options]
+ *       K unique IDs, printed, then rank 0 of each (options below).
+ *   rank_client rank RANK NRANKS HEX[,HEX...] [options]
+ *       rank RANK of each ID's communicator.
+ *
+ *   options: fn=initrank|config|scalable  delay_ms=N (before the inits)
+ *            ops=N (AllReduce + Broadcast pairs on each comm)
+ *            allapi=1 (call every function that takes a communicator)
+ *            leaks=1 (print sockets, pipes and threads before and after: "LEAKS ...")
+ *
+ * Several IDs are initialised concurrently, one thread each.  Per
+ * communicator: "COMM i rc=<r> count=<n> rank=<r> dev=<d> ops=<r> destroy=<r>".
+ */
+#define _GNU_SOURCE
+#include "nccl_abi.h"
+#include "nccl_decls.h"
+
+#include <dirent.h>
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_IDS 16
+
+static int g_rank, g_nranks, g_fn, g_ops, g_allapi;
+enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
+static ncclUniqueId g_ids[MAX_IDS];
+
+static void hex_out(const ncclUniqueId *id)
+{
+    printf("ID ");
+    for (size_t i = 0; i < sizeof(id->internal); i++)
+        printf("%02x", (unsigned char)id->internal[i]);
+    printf("\n");
+}
+
+static int hex_in(const char *s, ncclUniqueId *id)
+{
+    if (strlen(s) < 2 * sizeof(id->internal))
+        return -1;
+    for (size_t i = 0; i < sizeof(id->internal); i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        id->internal[i] = (char)v;
+    }
+    return 0;
+}
+
+/* Threads of this process. */
+static int count_tasks(void)
+{
+    DIR *d = opendir("/proc/self/task");
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* Sockets and pipes this process holds (what a rendezvous could leak; record
+ * and log files opened on first use are not counted). */
+static int count_socks(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));) {
+        char path[300], target[256];
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof(target) - 1);
+        if (len <= 0)
+            continue;
+        target[len] = '\0';
+        n += strncmp(target, "socket:", 7) == 0 || strncmp(target, "pipe:", 5) == 0;
+    }
+    closedir(d);
+    return n;
+}
+
+/* Every function of nccl.h that takes a communicator, with harmless arguments:
+ * under the drop action none of them may reach the real NCCL. */
+static void call_all(ncclComm_t comm, int idx)
+{
+    char buf[64] = { 0 };
+    int v = -1;
+    void *handle = NULL;
+    ncclResult_t async = ncclInternalError;
+    ncclRedOp_t op;
+    float scalar = 1.0f;
+#define R(expr) printf("API %d %s %d\n", idx, #expr, (int)(expr))
+    R(ncclCommCount(comm, &v));
+    R(ncclCommUserRank(comm, &v));
+    R(ncclCommCuDevice(comm, &v));
+    R(ncclCommGetAsyncError(comm, &async));
+    printf("API %d ncclGetLastError \"%s\"\n", idx, ncclGetLastError(comm));
+    R(ncclCommRegister(comm, buf, sizeof(buf), &handle));
+    R(ncclCommDeregister(comm, handle));
+    ncclWindow_t win = NULL;
+    R(ncclCommWindowRegister(comm, buf, sizeof(buf), &win, 0));
+    R(ncclCommWindowDeregister(comm, win));
+    R(ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat32, ncclScalarHostImmediate, comm));
+    R(ncclRedOpDestroy(op, comm));
+    R(ncclAllReduce(buf, buf + 16, 2, ncclFloat32, ncclSum, comm, NULL));
+    R(ncclBroadcast(buf, buf + 16, 2, ncclFloat32, 0, comm, NULL));
+    R(ncclBcast(buf, 2, ncclFloat32, 0, comm, NULL));
+    R(ncclReduce(buf, buf + 16, 2, ncclFloat32, ncclSum, 0, comm, NULL));
+    R(ncclReduceScatter(buf, buf + 16, 1, ncclFloat32, ncclSum, comm, NULL));
+    R(ncclAllGather(buf, buf + 16, 1, ncclFloat32, comm, NULL));
+    R(ncclAlltoAll(buf, buf + 16, 1, ncclFloat32, comm, NULL));
+    R(ncclGather(buf, buf + 16, 1, ncclFloat32, 0, comm, NULL));
+    R(ncclScatter(buf, buf + 16, 1, ncclFloat32, 0, comm, NULL));
+    R(ncclGroupStart());
+    R(ncclSend(buf, 2, ncclFloat32, 0, comm, NULL));
+    R(ncclRecv(buf + 16, 2, ncclFloat32, 0, comm, NULL));
+    R(ncclGroupEnd());
+    ncclComm_t child = (ncclComm_t)buf;
+    R(ncclCommSplit(comm, 0, 0, &child, NULL));
+    printf("API %d split-child %s\n", idx, child ? "set" : "NULL");
+    int excl = 0;
+    R(ncclCommShrink(comm, &excl, 1, &child, NULL, 0));
+    R(ncclCommRevoke(comm, 0));
+    R(ncclDevCommCreate(comm, NULL, NULL));
+    R(ncclDevCommDestroy(comm, NULL));
+    R(ncclGinBarrierCreateRequirement(comm, (ncclTeam_t){ 0, 0, 0 }, 0, NULL, NULL));
+    R(ncclCommFinalize(comm));
+#undef R
+}
+
+static void *run_one(void *arg)
+{
+    int i = (int)(intptr_t)arg;
+    ncclComm_t comm = NULL;
+    ncclResult_t rc;
+    ncclConfig_t cfg;
+    memset(&cfg, 0, sizeof(cfg));
+    cfg.size = sizeof(cfg);
+    cfg.magic = NCCL_CONFIG_MAGIC;
+    cfg.version = 22809;
+    cfg.blocking = 1;
+    cfg.cgaClusterSize = cfg.minCTAs = cfg.maxCTAs = cfg.splitShare = cfg.trafficClass = NCCL_CONFIG_UNDEF_INT;
+    cfg.collnetEnable = cfg.CTAPolicy = cfg.shrinkShare = cfg.nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
+    cfg.nChannelsPerNetPeer = cfg.nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
+    if (g_fn == FN_CONFIG)
+        rc = ncclCommInitRankConfig(&comm, g_nranks, g_ids[i], g_rank, &cfg);
+    else if (g_fn == FN_SCALABLE)
+        rc = ncclCommInitRankScalable(&comm, g_nranks, g_rank, 1, &g_ids[i], &cfg);
+    else
+        rc = ncclCommInitRank(&comm, g_nranks, g_ids[i], g_rank);
+    int count = -1, rank = -1, dev = -1;
+    ncclResult_t ops = ncclSuccess, destroy = ncclSuccess;
+    if (rc == ncclSuccess) {
+        ncclCommCount(comm, &count);
+        ncclCommUserRank(comm, &rank);
+        ncclCommCuDevice(comm, &dev);
+        float data[256];
+        for (int k = 0; k < 256; k++)
+            data[k] = (float)k;
+        for (int k = 0; k < g_ops && ops == ncclSuccess; k++) {
+            ops = ncclAllReduce(data, data, 256, ncclFloat32, ncclSum, comm, NULL);
+            if (ops == ncclSuccess)
+                ops = ncclBroadcast(data, data, 256, ncclFloat32, 0, comm, NULL);
+        }
+        if (g_allapi)
+            call_all(comm, i);
+        destroy = ncclCommDestroy(comm);
+    }
+    printf("COMM %d rc=%d count=%d rank=%d dev=%d ops=%d destroy=%d\n", i, rc, count, rank, dev, ops, destroy);
+    return NULL;
+}
+
+static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
+{
+    for (int i = from; i < argc; i++) {
+        if (strncmp(argv[i], "fn=", 3) == 0)
+            g_fn = strcmp(argv[i] + 3, "config") == 0 ? FN_CONFIG
+                 : strcmp(argv[i] + 3, "scalable") == 0 ? FN_SCALABLE : FN_INITRANK;
+        else if (strncmp(argv[i], "delay_ms=", 9) == 0)
+            *delay_ms = atoi(argv[i] + 9);
+        else if (strncmp(argv[i], "ops=", 4) == 0)
+            g_ops = atoi(argv[i] + 4);
+        else if (strncmp(argv[i], "allapi=", 7) == 0)
+            g_allapi = atoi(argv[i] + 7);
+        else if (strncmp(argv[i], "leaks=", 6) == 0)
+            *leaks = atoi(argv[i] + 6);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* The fake libcuda, when the test provides it, is loaded like an
+     * application's CUDA runtime loads the driver. */
+    if (getenv("RANK_CLIENT_CUDA"))
+        dlopen(getenv("RANK_CLIENT_CUDA"), RTLD_NOW | RTLD_GLOBAL);
+    if (argc < 3) {
+        fprintf(stderr, "usage: see the comment at the top of rank_client.c\n");
+        return 2;
+    }
+    int nids = 0, delay_ms = 0, leaks = 0;
+    int fds0 = count_socks(), tasks0 = count_tasks();
+    if (strcmp(argv[1], "ids") == 0 || strcmp(argv[1], "root") == 0) {
+        nids = atoi(argv[2]);
+        if (nids < 1 || nids > MAX_IDS)
+            return 2;
+        for (int i = 0; i < nids; i++) {
+            if (ncclGetUniqueId(&g_ids[i]) != ncclSuccess) {
+                printf("GETID failed\n");
+                return 1;
+            }
+            hex_out(&g_ids[i]);
+        }
+        if (strcmp(argv[1], "ids") == 0) {
+            if (argc > 3 && strcmp(argv[3], "hold") == 0) {
+                char line[64];
+                while (fgets(line, sizeof(line), stdin))
+                    ;
+            }
+            return 0;
+        }
+        if (argc < 4)
+            return 2;
+        g_rank = 0;
+        g_nranks = atoi(argv[3]);
+        opt(argc, argv, 4, &delay_ms, &leaks);
+    } else if (strcmp(argv[1], "rank") == 0 && argc >= 5) {
+        g_rank = atoi(argv[2]);
+        g_nranks = atoi(argv[3]);
+        char *list = argv[4], *save = NULL;
+        for (char *t = strtok_r(list, ",", &save); t && nids < MAX_IDS; t = strtok_r(NULL, ",", &save))
+            if (hex_in(t, &g_ids[nids++]) != 0)
+                return 2;
+        opt(argc, argv, 5, &delay_ms, &leaks);
+    } else {
+        return 2;
+    }
+    if (delay_ms > 0) {
+        /* A slow rank: the delay is the behaviour under test, not synchronisation. */
+        struct timespec ts = { delay_ms / 1000, (delay_ms % 1000) * 1000000L };
+        nanosleep(&ts, NULL);
+    }
+    pthread_t t[MAX_IDS];
+    for (int i = 0; i < nids; i++)
+        pthread_create(&t[i], NULL, run_one, (void *)(intptr_t)i);
+    for (int i = 0; i < nids; i++)
+        pthread_join(t[i], NULL);
+    if (leaks) {
+        /* The shim's serving thread ends once the last ID is decided; it may
+         * still be closing.  Bounded wait for the condition, then report. */
+        int tasks = 0, fds = 0;
+        for (int tries = 0; tries < 2000; tries++) {
+            tasks = count_tasks();
+            fds = count_socks();
+            if (tasks <= tasks0 && fds <= fds0)
+                break;
+            struct timespec ts = { 0, 1000000L };
+            nanosleep(&ts, NULL);
+        }
+        printf("LEAKS sockets+pipes %d->%d threads %d->%d\n", fds0, fds, tasks0, tasks);
+    }
+    return 0;
+}

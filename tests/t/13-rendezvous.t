@@ -1,0 +1,490 @@
+#!/usr/bin/env python3
+# Multi-process tests of the rendezvous and the actions, on loopback with the
+# fake NCCL: every rank of a marked communicator gets the root's one decision,
+# whatever goes wrong (missing, slow, killed or shim-less ranks, strangers on
+# the port), and nothing hangs: every process runs under a bound, and a test
+# that overruns it fails and says so.
+import json, os, select, signal, socket, struct, subprocess, sys, tempfile, time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.path.join(ROOT, "tests", "bin")
+CLIENT = os.path.join(BIN, "rank_client")
+FRAME = os.path.join(BIN, "rv_frame")
+SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
+PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), SHIM]))
+CUDA = os.path.join(ROOT, "tests", "fake", "cuda", "libcuda.so.1")
+BOUND = 30  # seconds: no process of these tests may live longer
+TMP = tempfile.mkdtemp(prefix="ncclshim-rv.")
+
+n_tests = 0
+failed = 0
+
+
+def ok(cond, what, diag=None):
+    global n_tests, failed
+    n_tests += 1
+    print(("ok" if cond else "not ok") + " %d - %s" % (n_tests, what))
+    if not cond:
+        failed += 1
+        if diag:
+            for line in str(diag).splitlines()[:40]:
+                print("#   " + line)
+
+
+def is_(got, want, what):
+    ok(got == want, what, "got:      %r\nexpected: %r" % (got, want))
+
+
+class Proc:
+    """One process of a scenario, killed (and reported) if it outlives BOUND."""
+
+    def __init__(self, name, args, env, shim=True, stdin=False):
+        self.name = name
+        full = dict(os.environ)
+        for k in list(full):
+            if k.startswith("NCCLSHIM_") or k.startswith("FAKE_"):
+                del full[k]
+        full.update(env)
+        if shim:
+            full["LD_PRELOAD"] = PRELOAD
+        else:
+            full.pop("LD_PRELOAD", None)
+        self.p = subprocess.Popen([CLIENT] + args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, text=True)
+        self.start = time.monotonic()
+        self.lines = []
+        self.out = None
+        self.err = ""
+
+    def release(self):
+        """Closes its stdin: a `hold` process then exits."""
+        self.p.stdin.close()
+        self.p.stdin = None
+
+    def read_ids(self, n):
+        """The first n "ID <hex>" lines, read within the bound (raw reads: a
+        buffered readline would hide lines from select)."""
+        ids = []
+        buf = b""
+        fd = self.p.stdout.fileno()
+        deadline = time.monotonic() + BOUND
+        while len(ids) < n:
+            while b"\n" not in buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not select.select([fd], [], [], left)[0]:
+                    raise RuntimeError("%s printed %d of %d IDs within %ds" % (self.name, len(ids), n, BOUND))
+                chunk = os.read(fd, 65536)
+                if not chunk:
+                    raise RuntimeError("%s exited before printing its IDs: %s" % (self.name, self.p.stderr.read()))
+                buf += chunk
+            line, buf = buf.split(b"\n", 1)
+            line = line.decode() + "\n"
+            self.lines.append(line)
+            if line.startswith("ID "):
+                ids.append(line.split()[1])
+        self.lines.append(buf.decode())
+        return ids
+
+    def wait(self):
+        if self.out is not None:
+            return self.out
+        try:
+            out, self.err = self.p.communicate(timeout=max(1, BOUND - (time.monotonic() - self.start)))
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            out, self.err = self.p.communicate()
+            self.err += "\nKILLED: %s ran past %ds (a hang)" % (self.name, BOUND)
+        self.out = "".join(self.lines) + out
+        self.elapsed = time.monotonic() - self.start
+        return self.out
+
+    def comms(self):
+        """COMM lines: {index: {rc, count, rank, dev, ops, destroy}}."""
+        res = {}
+        for line in self.wait().splitlines():
+            if line.startswith("COMM "):
+                parts = line.split()
+                res[int(parts[1])] = dict(kv.split("=") for kv in parts[2:])
+        return res
+
+
+def records(d):
+    out = []
+    if not os.path.isdir(d):
+        return out
+    for f in sorted(os.listdir(d)):
+        with open(os.path.join(d, f), errors="replace") as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    out.append({"type": "UNPARSABLE", "line": line})
+    return out
+
+
+def fake_lines(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as fh:
+        return fh.read().splitlines()
+
+
+def scenario(name, nranks, env=None, per_rank=None, shimless=(), absent=(), root_args=(), rank_args=(),
+             k=1, rank0_env=None):
+    """Rank 0 is the root (makes the IDs, then inits); ranks 1.. init with them.
+    per_rank(r) -> extra env of rank r; ranks in `shimless` run without the
+    shim; ranks in `absent` never start."""
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    base = {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log", "RANK_CLIENT_CUDA": CUDA}
+    base.update(env or {})
+
+    def env_of(r):
+        e = dict(base)
+        e.update((per_rank or (lambda r: {}))(r))
+        e["FAKE_CUDA_DEVICE"] = str(r % 8)
+        return e
+
+    procs = [Proc("root", ["root", str(k), str(nranks)] + list(root_args), env_of(0))]
+    ids = procs[0].read_ids(k)
+    for r in range(1, nranks):
+        if r in absent:
+            continue
+        procs.append(Proc("rank%d" % r, ["rank", str(r), str(nranks), ",".join(ids)] + list(rank_args),
+                          env_of(r), shim=r not in shimless))
+    for p in procs:
+        p.wait()
+    return d, procs, ids
+
+
+def comm_records(d):
+    return [x for x in records(d + "/rec") if x.get("type") == "comm"]
+
+
+def decision_records(d):
+    return [x for x in records(d + "/rec") if x.get("type") == "decision"]
+
+
+def all_comms_ok(procs, what):
+    bad = [(p.name, p.comms(), p.err[-400:]) for p in procs
+           if not p.comms() or any(c["rc"] != "0" or c["destroy"] != "0" for c in p.comms().values())]
+    ok(not bad, what, bad)
+
+
+TRAIN = {"NCCLSHIM_ROLE": "training"}
+INFER = {"NCCLSHIM_ROLE": "inference"}
+
+
+def roles(n_train):
+    return lambda r: TRAIN if r < n_train else INFER
+
+
+# 1. Two ranks, trainer and inference, NCCLSHIM_WEIGHT_UPDATE=socket.
+d, procs, ids = scenario("socket2", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"}, roles(1), rank_args=["ops=2"],
+                         root_args=["ops=2"])
+all_comms_ok(procs, "socket, 2 ranks: both inits and destroys succeed")
+cr = comm_records(d)
+is_(sorted((c["rank"], c["purpose"], c["action"]) for c in cr),
+    [(0, "weight-update", "socket"), (1, "weight-update", "socket")],
+    "both ranks: purpose weight-update (training + inference ranks), action socket")
+is_(len({c["decision"]["id"] for c in cr}), 1, "both ranks carry the same decision id")
+inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank" in l]
+ok(len(inits) == 2 and all("ncclCommInitRankConfig" in l and "netName=Socket" in l for l in inits),
+   "NCCL saw two ncclCommInitRankConfig calls with netName=Socket (the app called ncclCommInitRank)", inits)
+ok(all("idtail=0" in l for l in inits), "NCCL got the marked ID unchanged (tail not stripped)", inits)
+dr = decision_records(d)
+ok(len(dr) == 1 and dr[0]["stage"] == "commit" and dr[0]["arrived"] == 2 and dr[0]["missing"] == "",
+   "the root records one committed decision with both ranks", dr)
+ok(all(c["decision"]["rounds"] == 2 for c in cr), "socket takes the vote round")
+
+# 2. A caller's config keeps its fields; only netName changes.
+d, procs, ids = scenario("socketcfg", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"}, roles(1),
+                         root_args=["fn=config"], rank_args=["fn=config"])
+inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRankConfig" in l]
+ok(len(inits) == 2 and all("netName=Socket blocking=1" in l for l in inits),
+   "InitRankConfig: the caller's blocking=1 is kept, netName becomes Socket", inits)
+
+# 3. NCCL_NET set: the redirect cannot take effect, and the record says so.
+d, procs, ids = scenario("ncclnet", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCL_NET": "IB"}, roles(1))
+ok(all("NCCL_NET=IB" in c.get("net_note", "") for c in comm_records(d)),
+   "NCCL_NET set: each rank records that it overrides the Socket redirect", comm_records(d))
+
+# 4. drop: no NCCL communicator, the shim answers, traffic is counted.
+d, procs, ids = scenario("drop", 2, {"NCCLSHIM_WEIGHT_UPDATE": "drop"}, roles(1), root_args=["ops=3"],
+                         rank_args=["ops=3"])
+all_comms_ok(procs, "drop: init, 3 AllReduce+Broadcast pairs and destroy all succeed")
+is_(sorted((c["rank"], c["count"], c["dev"]) for c in [procs[0].comms()[0], procs[1].comms()[0]]),
+    [("0", "2", "0"), ("1", "2", "1")], "drop: ncclCommCount, UserRank and CuDevice answer as NCCL would")
+log = fake_lines(d + "/fake.log")
+ok(not [l for l in log if "ncclCommInit" in l or "comm=" in l],
+   "drop: NCCL saw no init and no call with a communicator", log)
+ends = [x for x in records(d + "/rec") if x.get("type") == "comm_end"]
+ok(len(ends) == 2 and all(e["action"] == "drop" and e["ops"]["AllReduce"] == {"count": 3, "bytes": 3072}
+                          for e in ends), "drop: comm_end records count the dropped operations with their bytes",
+   ends)
+
+# 5. Every function that takes a communicator, given a dropped handle: none reaches NCCL.
+d, procs, ids = scenario("allapi", 2, {"NCCLSHIM_WEIGHT_UPDATE": "drop"}, roles(1), root_args=["allapi=1"],
+                         rank_args=["allapi=1"])
+log = fake_lines(d + "/fake.log")
+ok(not [l for l in log if "comm=" in l or "INVALID-COMM" in l],
+   "every API function given a shim-only handle is answered by the shim", [l for l in log if "comm=" in l])
+api = [l for l in procs[0].wait().splitlines() if l.startswith("API 0")]
+want_ok = ["ncclCommCount", "ncclCommUserRank", "ncclCommCuDevice", "ncclCommGetAsyncError", "ncclCommRegister",
+           "ncclCommDeregister", "ncclRedOpCreatePreMulSum", "ncclRedOpDestroy", "ncclAllReduce", "ncclSend",
+           "ncclCommRevoke", "ncclCommFinalize"]
+got_ok = [w for w in want_ok if any(l.startswith("API 0 %s(" % w) and l.endswith(" 0") for l in api)]
+is_(got_ok, want_ok, "queries, registration, PreMulSum, data ops, revoke, finalize succeed on a dropped comm")
+refused = ["ncclCommSplit", "ncclCommShrink", "ncclDevCommCreate", "ncclCommWindowRegister"]
+got_ref = [w for w in refused if any(l.startswith("API 0 %s(" % w) and l.endswith(" 5") for l in api)]
+is_(got_ref, refused, "split, shrink, device API and windows are refused with ncclInvalidUsage")
+ok("API 0 split-child NULL" in api, "a refused split leaves *newcomm NULL")
+warn = [x for x in records(d + "/rec") if x.get("type") == "warning" and x.get("what") == "dropped-comm-call"]
+ok(warn and "dropped" in warn[0]["message"], "a refused call is recorded, naming the cause", warn[:1])
+
+# 6. auto: one inference rank on one host -> ipc, which this version degrades to passthrough.
+d, procs, ids = scenario("auto1host", 3, {}, roles(2))
+cr = comm_records(d)
+ok(len(cr) == 3 and all(c["purpose"] == "weight-update" and c["action"] == "passthrough"
+                        and "no CUDA IPC transport yet" in c["action_reason"] for c in cr),
+   "auto, 2 trainers + 1 inference rank on one host: ipc chosen, degraded to passthrough, and said", cr)
+ok(len([l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank " in l]) == 3,
+   "passthrough: NCCL saw the application's own ncclCommInitRank on every rank")
+
+# 7. auto across hosts (test-only host override) -> socket.
+d, procs, ids = scenario("auto2host", 3, {}, lambda r: dict(roles(2)(r), NCCLSHIM_HOSTNAME="node%d" % (r // 2)))
+cr = comm_records(d)
+ok(len(cr) == 3 and all(c["action"] == "socket" and c["decision"]["hosts"] == 2 for c in cr),
+   "auto, inference rank on another host: socket for all 3 ranks", cr)
+
+# 8. 16 ranks with different local evidence (titles, roles, APIs) reach one decision.
+def mixed(r):
+    if r == 15:
+        return INFER
+    return TRAIN if r % 3 == 0 else {"NCCLSHIM_TRAINING_TITLES": "*rank_client*"} if r % 3 == 1 else {}
+
+
+d, procs, ids = scenario("sixteen", 16, {"NCCLSHIM_WEIGHT_UPDATE": "drop"}, mixed)
+all_comms_ok(procs, "16 ranks: every init succeeds")
+cr = comm_records(d)
+ok(len(cr) == 16 and len({(c["purpose"], c["action"], c["decision"]["id"]) for c in cr}) == 1,
+   "16 ranks with different local evidence: one purpose, one action, one decision id",
+   sorted({(c["purpose"], c["action"], c["decision"]["id"]) for c in cr}))
+ok(len({c["local_purpose"] for c in cr}) > 1, "(their local verdicts did differ)")
+
+# 9. A rank without the shim: the others wait the timeout, then all pass through.
+d, procs, ids = scenario("noshim", 3, {"NCCLSHIM_WEIGHT_UPDATE": "drop", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "800"},
+                         roles(2), shimless=(2,))
+all_comms_ok(procs, "a rank without the shim: every rank's init succeeds")
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "passthrough" and "timed out" in c["action_reason"]
+                        and "missing: 2" in c["action_reason"] for c in cr),
+   "the shim ranks pass through after the timeout, naming the missing rank", cr)
+ok(len([l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank " in l]) == 3,
+   "all 3 ranks (with and without the shim) init NCCL with the same ID")
+
+# 10. A rank that never comes: bounded, passthrough, named.
+d, procs, ids = scenario("absent", 3, {"NCCLSHIM_WEIGHT_UPDATE": "drop", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "500"},
+                         roles(2), absent=(1,))
+ok(all(p.elapsed < 10 for p in procs), "a rank that never comes: the others return within the bound",
+   [(p.name, p.elapsed) for p in procs])
+dr = decision_records(d)
+ok(dr and dr[0]["missing"] == "1" and dr[0]["action"] == "passthrough", "the root's record names the missing rank",
+   dr)
+
+# 11. A slow root (its own init comes late, within the timeout): still one real decision.
+d, procs, ids = scenario("slowroot", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket",
+                                         "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "10000"}, roles(1),
+                         root_args=["delay_ms=400"])
+ok([c["action"] for c in comm_records(d)] == ["socket", "socket"], "slow root: both ranks still get socket",
+   comm_records(d))
+
+# 12. A slow rank past the timeout: the first ones give up together, the late one is refused: all passthrough.
+d, procs, ids = scenario("slowrank", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket",
+                                         "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "300"}, roles(1),
+                         rank_args=["delay_ms=1200"])
+is_(sorted(c["action"] for c in comm_records(d)), ["passthrough", "passthrough"],
+    "a rank later than the timeout: passthrough on both sides")
+
+# 13. A killed root: its ranks notice at once (connection refused or closed) and pass through.
+d = os.path.join(TMP, "killed")
+os.makedirs(d)
+env = {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log", "NCCLSHIM_WEIGHT_UPDATE": "socket",
+       "NCCLSHIM_ROLE": "training"}
+holder = Proc("holder", ["ids", "1", "hold"], env, stdin=True)
+hid = holder.read_ids(1)[0]
+waiting = Proc("rank1", ["rank", "1", "2", hid], dict(env, NCCLSHIM_ROLE="inference"))
+# The rank is connected and waiting once the root has its HELLO: a rejected-free
+# root holds one connection.  Kill the root then.
+deadline = time.monotonic() + BOUND
+while time.monotonic() < deadline:
+    try:
+        fds = os.listdir("/proc/%d/fd" % holder.p.pid)
+        socks = [os.readlink("/proc/%d/fd/%s" % (holder.p.pid, f)) for f in fds]
+    except OSError:
+        socks = []
+    if sum(s.startswith("socket:") for s in socks) >= 2:  # listener + the rank's connection
+        break
+    time.sleep(0.005)
+holder.p.kill()
+holder.wait()
+out = waiting.wait()
+ok(waiting.elapsed < 5 and " rc=0 " in out, "root killed mid-rendezvous: the waiting rank passes through at once",
+   (waiting.elapsed, out, waiting.err[-300:]))
+cr = comm_records(d)
+ok(cr and cr[0]["action"] == "passthrough" and "connection closed" in cr[0]["decision"]["fallback"],
+   "and its record says the root's connection closed", cr)
+late = Proc("late", ["rank", "1", "2", hid], dict(env, NCCLSHIM_ROLE="inference"))
+late.wait()
+ok(late.elapsed < 5 and "refused" in json.dumps(comm_records(d)[-1]),
+   "a rank arriving after the root died: connection refused, passthrough", comm_records(d)[-1:])
+
+# 14. Strangers on the port: garbage, a truncated frame, an oversized length, a wrong token,
+#     a silent connection.  The real ranks still get their decision.
+d = os.path.join(TMP, "strangers")
+os.makedirs(d)
+env = {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log", "NCCLSHIM_WEIGHT_UPDATE": "socket"}
+holder = Proc("holder", ["ids", "1", "hold"], dict(env, NCCLSHIM_ROLE="training"), stdin=True)
+hid = holder.read_ids(1)[0]
+tok_port = subprocess.run([FRAME, "token", hid], capture_output=True, text=True).stdout.split()
+ok(len(tok_port) == 2, "the ID carries a token and a port", tok_port)
+token, port = tok_port[0], int(tok_port[1])
+wrong = "%032x" % (int(token, 16) ^ 1)
+hello_wrong = bytes.fromhex(subprocess.run([FRAME, "hello", wrong, "0", "2"], capture_output=True,
+                                           text=True).stdout.strip())
+silent = socket.create_connection(("127.0.0.1", port), timeout=5)
+answers = {}
+for name, payload in [("garbage", os.urandom(64)),
+                      ("truncated", struct.pack("<IHHI", 0x5652534E, 1, 1, 100) + b"\0" * 10),
+                      ("oversized", struct.pack("<IHHI", 0x5652534E, 1, 1, 1 << 30)),
+                      ("wrongtoken", hello_wrong)]:
+    s = socket.create_connection(("127.0.0.1", port), timeout=5)
+    s.sendall(payload)
+    if name == "truncated":
+        s.shutdown(socket.SHUT_WR)
+    try:
+        answers[name] = s.recv(100)  # the root closes on us: b""
+    except ConnectionResetError:
+        answers[name] = b""  # closed with our bytes unread: a reset
+    except socket.timeout:
+        answers[name] = "timeout"
+    s.close()
+is_(answers, {"garbage": b"", "truncated": b"", "oversized": b"", "wrongtoken": b""},
+    "garbage, truncated, oversized and wrong-token messages: the root drops the connection, answers nothing")
+# Now the real ranks: rank 0 inits from a second process, as if it had received the ID.
+r0 = Proc("rank0", ["rank", "0", "2", hid], dict(env, NCCLSHIM_ROLE="training"))
+r1 = Proc("rank1", ["rank", "1", "2", hid], dict(env, NCCLSHIM_ROLE="inference"))
+r0.wait(), r1.wait()
+silent.close()
+holder.release()
+holder.wait()
+is_(sorted(c["action"] for c in comm_records(d)), ["socket", "socket"],
+    "after the strangers (and one silent connection still open), the real ranks get their socket decision")
+rej = [x for x in records(d + "/rec") if x.get("what") == "rendezvous-rejected"]
+reasons = " | ".join(x["message"] for x in rej)
+ok(len(rej) >= 4 and "wrong token" in reasons and "magic" in reasons.lower(),
+   "each rejection is recorded with its reason", reasons)
+
+# 15. A duplicate rank (someone replays rank 0's HELLO with the right token) is refused, not counted.
+d = os.path.join(TMP, "duplicate")
+os.makedirs(d)
+env = {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log", "NCCLSHIM_WEIGHT_UPDATE": "socket",
+       "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "600"}
+holder = Proc("holder", ["ids", "1", "hold"], dict(env, NCCLSHIM_ROLE="training"), stdin=True)
+hid = holder.read_ids(1)[0]
+token, port = subprocess.run([FRAME, "token", hid], capture_output=True, text=True).stdout.split()
+fake0 = bytes.fromhex(subprocess.run([FRAME, "hello", token, "0", "3"], capture_output=True, text=True).stdout.strip())
+s = socket.create_connection(("127.0.0.1", int(port)), timeout=10)
+s.sendall(fake0)
+r0 = Proc("rank0", ["rank", "0", "3", hid], dict(env, NCCLSHIM_ROLE="training"))
+r0.wait()
+holder.release()
+holder.wait()
+s.close()
+rej = " | ".join(x["message"] for x in records(d + "/rec") if x.get("what") == "rendezvous-rejected")
+ok("arrived twice" in rej, "a second HELLO for the same rank is refused and recorded", rej)
+ok([c["action"] for c in comm_records(d)] == ["passthrough"], "and the real rank 0 passes through (rank 2 never came)")
+
+# 16. Concurrent inits of 4 communicators in each of 2 processes.
+d, procs, ids = scenario("concurrent", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"}, roles(1), k=4,
+                         root_args=["leaks=1"], rank_args=["leaks=1"])
+all_comms_ok(procs, "4 communicators initialised concurrently in each of 2 processes")
+cr = comm_records(d)
+ok(len(cr) == 8 and all(c["action"] == "socket" for c in cr) and len({c["decision"]["id"] for c in cr}) == 4,
+   "each of the 4 gets its own decision, socket, on both ranks", sorted((c["group"], c["action"]) for c in cr))
+
+# 17. No leaks: after the decisions, the root's listener sockets and serving thread are gone.
+leak = [l for l in procs[0].wait().splitlines() if l.startswith("LEAKS")]
+ok(leak and (lambda f: f[2] == f[3] and f[5] == f[6])(leak[0].replace("->", " ").split()),
+   "the root process ends with as many descriptors and threads as it began with", leak)
+
+# 18. An ID never used: its listener closes after NCCLSHIM_RENDEZVOUS_IDLE_MS, and says so.
+d = os.path.join(TMP, "idle")
+os.makedirs(d)
+holder = Proc("holder", ["ids", "1", "hold"], {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log",
+                                               "NCCLSHIM_RENDEZVOUS_IDLE_MS": "200"}, stdin=True)
+hid = holder.read_ids(1)[0]
+port = int(subprocess.run([FRAME, "token", hid], capture_output=True, text=True).stdout.split()[1])
+refused = False
+deadline = time.monotonic() + 10
+while time.monotonic() < deadline and not refused:
+    try:
+        socket.create_connection(("127.0.0.1", port), timeout=1).close()
+        time.sleep(0.02)
+    except ConnectionRefusedError:
+        refused = True
+ok(refused, "an unused ID's listener is closed after the idle time")
+holder.release()
+holder.wait()
+ok([x for x in records(d + "/rec") if x.get("type") == "rendezvous_expired"], "and an expiry record says so")
+
+# 19. Veto: a rank whose NCCL predates netName cannot set socket up: passthrough for all.
+d, procs, ids = scenario("veto", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"},
+                         lambda r: dict(roles(1)(r), **({"FAKE_NCCL_VERSION": "21304"} if r == 1 else {})))
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "passthrough" and "rank 1 could not set up socket" in c["action_reason"]
+                        and "2.14" in c["action_reason"] for c in cr),
+   "a rank that vetoes socket (NCCL 2.13): passthrough for all, with its reason", cr)
+ok(not [l for l in fake_lines(d + "/fake.log") if "netName=Socket" in l], "and nobody called NCCL with Socket")
+
+# 20. NCCLSHIM_STRICT=1 with a malformed policy on one rank: every rank's init fails, none touches NCCL.
+d, procs, ids = scenario("strict", 2, {"NCCLSHIM_STRICT": "1"},
+                         lambda r: dict(roles(1)(r), **({"NCCLSHIM_RULES": "purpose=bogus:drop"} if r == 1 else {})))
+is_(sorted(p.comms()[0]["rc"] for p in procs), ["5", "5"], "strict + a malformed policy on rank 1: both inits fail")
+ok(not [l for l in fake_lines(d + "/fake.log") if "ncclCommInit" in l], "and none reached NCCL")
+ok("NCCLSHIM_RULES" in procs[1].err and "position" in procs[1].err,
+   "the bad rank's stderr names the variable and the position", procs[1].err[-500:])
+
+# 21. Without strict, a malformed policy fails open.
+d, procs, ids = scenario("failopen", 2, {"NCCLSHIM_RULES": "purpose=bogus:drop"}, roles(1))
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "passthrough" and "policy error" in c["action_reason"] for c in cr),
+   "a malformed NCCLSHIM_RULES without strict: passthrough, the reason quotes the error", cr)
+
+# 22. NCCLSHIM_RULES decides before NCCLSHIM_WEIGHT_UPDATE.
+d, procs, ids = scenario("rules", 2, {"NCCLSHIM_RULES": "nranks=2,inference=1:drop",
+                                      "NCCLSHIM_WEIGHT_UPDATE": "socket"}, roles(1))
+ok([c["action"] for c in comm_records(d)] == ["drop", "drop"] and "rule" in comm_records(d)[0]["action_reason"],
+   "a matching rule wins over NCCLSHIM_WEIGHT_UPDATE, and the reason quotes it", comm_records(d))
+
+# 23. NCCLSHIM_TAG=none: nothing is marked, no rendezvous, passthrough.
+d, procs, ids = scenario("tagnone", 2, {"NCCLSHIM_TAG": "none", "NCCLSHIM_WEIGHT_UPDATE": "drop"}, roles(1))
+ok(ids[0][128:] == "0" * 128, "NCCLSHIM_TAG=none: the ID's tail stays zero")
+ok(all(c["action"] == "passthrough" and "decision" not in c for c in comm_records(d)),
+   "and its communicator passes through without a rendezvous")
+
+# 24. ncclCommInitRankScalable with a marked first ID takes the same path.
+d, procs, ids = scenario("scalable", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"}, roles(1),
+                         root_args=["fn=scalable"], rank_args=["fn=scalable"])
+inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRankScalable" in l]
+ok(len(inits) == 2 and all("netName=Socket" in l for l in inits), "InitRankScalable: socket through its config",
+   inits)
+
+# 25. Every record line of every scenario is valid JSON.
+bad = [x for sub in os.listdir(TMP) for x in records(os.path.join(TMP, sub, "rec")) if x.get("type") == "UNPARSABLE"]
+ok(not bad, "every record of every scenario parses", bad[:3])
+
+print("1..%d" % n_tests)
+if not os.environ.get("NCCLSHIM_TEST_KEEP"):
+    subprocess.run(["rm", "-rf", TMP])
+sys.exit(1 if failed else 0)
