@@ -46,3 +46,8 @@ tests-bin: tests/bin/test_wire
 tests/bin/test_wire: tests/unit/test_wire.c shim/rv_wire.c shim/rv_wire.h $(wildcard policy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_wire.c shim/rv_wire.c
+
+tests-bin: tests/bin/test_decide
+tests/bin/test_decide: tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c $(wildcard policy/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c
