@@ -125,5 +125,20 @@ launch combined combined.py shim
 check results "$WORK/combined.shim"
 check records "$WORK/combined.shim" combined
 
+# (d) decisions on real NCCL: a ctypes weight-update communicator (trainer rank 0,
+# inference rank 1, roles from the process titles) beside a torch training one.
+for action in socket drop; do
+    NCCLSHIM_WEIGHT_UPDATE=$action NCCLSHIM_TRAINING_TITLES='*decisions.py --worker --rank 0 *' \
+        NCCLSHIM_INFERENCE_TITLES='*decisions.py --worker --rank 1 *' NCCL_DEBUG_SUBSYS=INIT,NET \
+        launch "decide-$action" decisions.py shim
+    import_checks < <(timeout -k 5 120 "$PY" "$HERE/decisions.py" --check "$WORK/decide-$action.shim" "$action" 2>&1)
+done
+if [ -x "$ROOT/tools/ncclshim-inspect" ]; then
+    "$ROOT/tools/ncclshim-inspect" --check "$WORK/decide-drop.shim/records" > "$WORK/decide-drop.check" 2>&1
+    rc=$?
+    grep -q "dropped communicator carried data" "$WORK/decide-drop.check" && [ $rc -ne 0 ]
+    ok $? "ncclshim-inspect --check flags the dropped communicator that carried data (exit $rc)"
+fi
+
 echo "1..$n"
 [ "$nfail" -eq 0 ]
