@@ -19,6 +19,31 @@ FAKE_NCCL_REENTER=1 vg "re-entrant init" "$BIN/client_linked" linked reenter
 vg "dlsym lookups" "$BIN/dl_lookup" "$FAKE/a/libnccl.so.2" "$FAKE/b/libnccl.so.2" "$FAKE/old/libnccl.so.2"
 vg "fork" "$BIN/fork_client"
 LD_LIBRARY_PATH="$FAKE/old" vg "missing function" "$BIN/client_linked" linked shrink
+# The rendezvous: root and rank of a 2-rank communicator, both under memcheck
+# (the root's serving thread, both rounds, the socket and drop actions).
+rv_pair() { # rv_pair <description> <extra args> <env...>
+    local d=$1 extra=$2 line rc0 rc1; shift 2
+    rm -f "$TMP/fifo"; mkfifo "$TMP/fifo"
+    timeout -k 5 300 env "$@" NCCLSHIM_ROLE=training NCCLSHIM_LOG_DIR="$TMP/rec" LD_PRELOAD="$SHIM" \
+        $VG "$BIN/rank_client" root 1 2 ops=2 $extra > "$TMP/fifo" 2> "$TMP/err0" &
+    local pid=$!
+    exec 3< "$TMP/fifo"
+    read -r -t 200 -u 3 line
+    timeout -k 5 300 env "$@" NCCLSHIM_ROLE=inference NCCLSHIM_LOG_DIR="$TMP/rec" LD_PRELOAD="$SHIM" \
+        $VG "$BIN/rank_client" rank 1 2 "${line#ID }" ops=2 $extra > "$TMP/out1" 2> "$TMP/err1"
+    rc1=$?
+    cat <&3 > "$TMP/out0"
+    exec 3<&-
+    wait $pid
+    rc0=$?
+    ok $([ $rc0 -eq 0 ] && [ $rc1 -eq 0 ] && grep -q ' rc=0 ' "$TMP/out0" && grep -q ' rc=0 ' "$TMP/out1" && echo 0 || echo 1) \
+        "$d (root rc=$rc0, rank rc=$rc1)"
+    [ $rc0 -eq 0 ] || sed 's/^/#   /' "$TMP/err0" | head -40
+    [ $rc1 -eq 0 ] || sed 's/^/#   /' "$TMP/err1" | head -40
+}
+rv_pair "rendezvous, action socket" "" NCCLSHIM_WEIGHT_UPDATE=socket
+rv_pair "rendezvous, action drop, every API function on the dropped handle" "allapi=1" NCCLSHIM_WEIGHT_UPDATE=drop
+
 timeout -k 5 300 $VG "$INSPECT" "$TMP/rec" > "$TMP/out" 2> "$TMP/err"
 rc=$?
 ok $([ $rc -le 2 ] && echo 0 || echo 1) "ncclshim-inspect over those records (rc=$rc)"
