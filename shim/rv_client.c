@@ -20,6 +20,8 @@
 /* Beyond the root's own timeout: the root answers within the timeout of the
  * first rank's arrival (at or before ours), and needs a moment to send. */
 #define GRACE_US 2000000ull
+/* The longest a rank tries to reach the root. */
+#define CONNECT_MAX_MS 10000
 
 static void fall_back(struct rv_result *out, const char *fmt, const char *a, const char *b)
 {
@@ -70,7 +72,11 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     }
     ((struct sockaddr_in *)&ss)->sin_port = htons(mark->port); /* same offset in sockaddr_in6 */
     rv_addr_str((struct sockaddr *)&ss, out->root, sizeof(out->root));
-    fd = rv_connect((struct sockaddr *)&ss, sl, deadline, err, sizeof(err));
+    /* A root behind a firewall that drops packets would hold every rank for
+     * the whole timeout; giving up earlier is safe: the root, missing this
+     * rank, decides passthrough for all. */
+    uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
+    fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
     if (fd < 0) {
         fall_back(out, "rendezvous: %s (the root's process exited, or its listener expired: "
                   "NCCLSHIM_RENDEZVOUS_IDLE_MS)%s: passthrough", err, "");
