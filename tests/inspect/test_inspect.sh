@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..56"
+echo "1..89"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -127,6 +127,110 @@ check "one host, NCCL names Socket but no channel crosses it: no problem" test "
 run --json "$FX/gpu_single_host"
 check "real run: torch comm is training on Socket, both ranks joined to NCCL's log" jqt '.communicators[0] | .purpose == "training" and .apis == ["torch"] and ([.ranks[].network] == ["Socket","Socket"])'
 check "real run: the ctypes comm's traffic" jqt '.communicators[1] | .apis == ["ctypes"] and .ops.Broadcast.count == 2 and .ops.AllReduce.count == 2'
+
+# --- (9) rendezvous decisions: real records from tests/t/13-rendezvous.t (NCCLSHIM_TEST_KEEP=1)
+# rv_socket (scenario "strangers"): socket decided by a root in a third process, 4 stray connections rejected
+run --check "$FX/rv_socket"
+check "rv_socket: a decided socket communicator has no problem" eval 'test $rc -eq 0 && test ! -s "$TMP/err"'
+check "rv_socket: the row shows the action" has '^id:0x3d94d321 +weight-update +socket +2/2 +vm +other '
+check "rv_socket: decision summary under the table" has '^  id:0x3d94d321: decided by root 127\.0\.0\.1:37149 \(0x4f9fb520\), 2 rounds: socket, 4 connections rejected$'
+run --json "$FX/rv_socket"
+check "rv_socket --json: the root's decision record joins on decision_id" jqt '.communicators[0] | .decision.decision_id == "0x4f9fb5207f16aaa4" and .decision.host == "vm" and .decision.pid == 6759 and .decision.stage == "commit" and .decision.missing == "" and (.decision.ranks | map(.local_purpose)) == ["weight-update","inference"] and .fell_back == false and .root == "127.0.0.1:37149"'
+check "rv_socket --json: new rank fields" jqt '[.communicators[0].ranks[] | [.decision.by, .decision.rounds, .net, .local_purpose, .end_action, .end_decision_id]] == [["root",2,"Socket","weight-update","socket","0x4f9fb5207f16aaa4"],["root",2,"Socket","inference","socket","0x4f9fb5207f16aaa4"]]'
+check "rv_socket --json: top-level decisions name their group" jqt '.decisions | length == 1 and .[0].group == "id:0x3d94d32147d3aca5" and .[0].rejected_connections == 4'
+run -v "$FX/rv_socket"
+check "rv_socket -v: action, local purpose and decision per rank" eval 'has "^          action: socket \\(purpose weight-update, NCCLSHIM_WEIGHT_UPDATE=socket\\)$" && has "^          local purpose: inference \\(created through other in an inference process" && has "^          decision: by root 127\\.0\\.0\\.1:37149 \\(0x4f9fb520\\), 2 rounds, waited [0-9.]+ ms$"'
+run --check "$FX"/rv_socket/ncclshim.vm.6763.jsonl "$FX"/rv_socket/ncclshim.vm.6764.jsonl
+check "rv_socket: without the root's records the summary comes from the ranks" eval 'test $rc -eq 0 && has "^  id:0x3d94d321: decided by root 127\\.0\\.0\\.1:37149 \\(0x4f9fb520\\), 2 rounds: socket$"'
+run "$FX"/rv_socket/ncclshim.vm.6759.jsonl
+check "rv_socket: a decision without its ranks' records is listed in the header" has '^decision vm:6759 127\.0\.0\.1:37149 \(0x4f9fb520\): socket for 2 of 2 ranks; no rank of it in the inputs$'
+# NCCL's log says IB although the shim asked for Socket
+printf '%s\n' 'vm:6763:6765 [0] NCCL INFO Using network IB' \
+  'vm:6763:6765 [0] NCCL INFO ncclCommInitRank comm 0x7fd23c000da0 rank 0 nranks 2 cudaDev 0 nvmlDev 0 busId 1000 commId 0x1 - Init START' >"$TMP/ib.log"
+run --check --nccl-log "$TMP/ib.log" "$FX/rv_socket"
+check "redirect ineffective: NCCL's log names another network" has '^PROBLEM id:0x3d94d321: redirect to Socket ineffective on rank 0: the shim set netName Socket but NCCL.s log says it used IB: NCCL_NET or a network plugin overrides' err
+
+# rv_ncclnet: NCCL_NET=IB in both processes overrides the socket redirect
+run --check "$FX/rv_ncclnet"
+check "rv_ncclnet: redirect ineffective, with the shim's note" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 1 && has "^PROBLEM id:0x0750b4bd: redirect to Socket ineffective on ranks 0,1: NCCL_NET=IB is set in this process and overrides the config.s netName: NCCL will not use Socket; unset NCCL_NET in the weight-update processes$" err'
+run -v "$FX/rv_ncclnet"
+check "rv_ncclnet -v: the note per rank" has '^          net: Socket \(NCCL_NET=IB is set'
+
+# rv_drop: dropped by the root's decision, and the application still sent data
+run --check "$FX/rv_drop"
+check "rv_drop: dropped communicator carried data (from comm_end's action)" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 1 && has "^PROBLEM id:0x9be43ea8: dropped communicator carried data: 12 calls on ranks 0,1 never reached NCCL$" err'
+mkdir -p "$TMP/endonly" "$TMP/commonly"
+for f in "$FX"/rv_drop/*.jsonl; do
+  sed '/"type":"comm"/s/"action":"drop",//' "$f" >"$TMP/endonly/${f##*/}"
+  sed '/"type":"comm_end"/s/"action":"drop",//' "$f" >"$TMP/commonly/${f##*/}"
+done
+run --check "$TMP/endonly"
+check "dropped: comm_end's action alone is enough" has '^PROBLEM id:0x9be43ea8: dropped communicator carried data: 12 calls on ranks 0,1' err
+run --check "$TMP/commonly"
+check "dropped: older comm_end without action: the comm record's action" has '^PROBLEM id:0x9be43ea8: dropped communicator carried data: 12 calls on ranks 0,1' err
+
+# rv_noshim: rank 2 ran without the shim, the root gave up after its timeout
+run --check "$FX/rv_noshim"
+check "rv_noshim: decision fell back, the missing rank left no records" has '^PROBLEM id:0x2fee17d5: decision fell back to passthrough: the root.s rendezvous \(127\.0\.0\.1:46511, vm pid 6642\) gave up after 801 ms with 2 of 3 ranks \(missing 2\); rank 2 left no records: it ran without the shim \(or with NCCLSHIM_MODE=off\), or its records were not collected: preload libncclshim\.so in every rank.s process$' err
+check "rv_noshim: exactly that and the missing rank" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 2 && has "^PROBLEM id:0x2fee17d5: rank missing: 2 of 3$" err'
+mkdir -p "$TMP/noroot"
+for f in "$FX"/rv_noshim/*.jsonl; do grep -v '"type":"decision"' "$f" >"$TMP/noroot/${f##*/}"; done
+run --check "$TMP/noroot"
+check "rv_noshim without the root's decision record: told by the ranks' records" has '^PROBLEM id:0x2fee17d5: decision fell back to passthrough: the root.s rendezvous \(127\.0\.0\.1:46511\) timed out before every rank arrived; the ranks were told: rendezvous timed out after 800 ms' err
+
+# rv_slowrank: rank 1 came after the root's timeout and fell back on its own
+run --check "$FX/rv_slowrank"
+check "rv_slowrank: the late rank is named, with the setting to raise" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 1 && has "^PROBLEM id:0xa546f973: decision fell back to passthrough: the root.s rendezvous \\(127\\.0\\.0\\.1:53093, vm pid 6731\\) gave up after 300 ms with 1 of 2 ranks \\(missing 1\\); rank 1 called init 0\\.90 s after the root gave up, later than NCCLSHIM_RENDEZVOUS_TIMEOUT_MS: raise it" err'
+check "rv_slowrank: no 'purposes disagree' after a fallback" eval '! has "purposes disagree" err'
+run "$FX/rv_slowrank"
+check "rv_slowrank: summary says timed out and who fell back" has '^  id:0xa546f973: decided by root 127\.0\.0\.1:53093 \(0xb1ba53de\), 1 round: passthrough, timed out with 1 of 2 ranks \(missing 1\); rank 1 fell back: rendezvous: connect to the root.s shim'
+run --json "$FX/rv_slowrank"
+check "rv_slowrank --json: fell_back, missing ranks, the fallback reason" jqt '.communicators[0] | .fell_back and .decision.missing == "1" and .decision.arrived == 1 and (.ranks[1].decision | .by == "this rank (fallback)" and (.fallback | test("Connection refused")))'
+run --check "$FX"/rv_slowrank/ncclshim.vm.6733.jsonl
+check "rv_slowrank, the late rank alone: its own fallback reason and the fix" has '^PROBLEM id:0xa546f973: decision fell back to passthrough on rank 1 \(vm pid 6733\): rendezvous: connect to the root.s shim at 127\.0\.0\.1:53093: Connection refused .*; the rank got no answer from the root: keep the process that called ncclGetUniqueId alive' err
+
+# rv_duplicate: an intruder took rank 0's place; the root's rejection explains the real rank 0's fallback
+run --check "$FX/rv_duplicate"
+check "rv_duplicate: fallback with the root's rejection" has '^PROBLEM id:0x583585f7: decision fell back to passthrough on rank 0 \(vm pid 6771\): rendezvous with 127\.0\.0\.1:57735: connection closed by the peer: passthrough; the root \(vm pid 6767\) dropped 1 connection, first: dropped a connection from 127\.0\.0\.1:33868: rank 0 arrived twice' err
+
+# rv_veto: rank 1's NCCL 2.13 cannot take netName: the vote undid socket
+run --check "$FX/rv_veto"
+check "rv_veto: decision fell back in the vote round, with the rank's reason" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 1 && has "^PROBLEM id:0x021ea999: decision fell back to passthrough in the vote round: rank 1 could not set up socket \\(NCCL 21304 has no ncclConfig_t\\.netName" err'
+run "$FX/rv_veto"
+check "rv_veto: summary says undone" has '^  id:0x021ea999: decided by root 127\.0\.0\.1:38887 \(0xc23d4947\), 2 rounds: passthrough, undone in the vote round$'
+
+# rv_strict: NCCLSHIM_STRICT=1 and a malformed NCCLSHIM_RULES on rank 1: both inits fail
+run --check "$FX/rv_strict"
+check "rv_strict: creation failed by policy, naming the malformed setting" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 1 && has "^PROBLEM id:0x286c13f8: creation failed by policy on ranks 0,1: failing the communicator, NCCLSHIM_STRICT=1 and a malformed policy on rank 1 .*; the malformed setting: vm pid 6795: NCCLSHIM_RULES: position 9 .*; fix it, or unset NCCLSHIM_STRICT to fail open \\(passthrough\\)$" err'
+check "rv_strict: the row shows action fail" has '^id:0x286c13f8 +weight-update +fail +2/2 '
+
+# rv_idle: an ID nobody used; its listener expired
+run --json "$FX/rv_idle"
+check "rv_idle --json: the expiry, joined to its ID" jqt '.rendezvous_expired == [{"host":"vm","pid":6784,"listen":"127.0.0.1:58297","id_hash":"0x743a5ebb58b5c8b7","idle_ms":200,"rejected_connections":10}]'
+run "$FX/rv_idle"
+check "rv_idle: header line" has '^rendezvous vm:6784 127\.0\.0\.1:58297 for ID 0x743a5ebb58b5c8b7 expired: no rank came within 200 ms \(NCCLSHIM_RENDEZVOUS_IDLE_MS\), 10 connections rejected$'
+# a rank that came after the expiry (rv_slowrank's late rank, moved onto the idle ID)
+sed -e 's/0xa546f9736a8a6c4d/0x743a5ebb58b5c8b7/g' -e 's/127\.0\.0\.1:53093/127.0.0.1:58297/g' \
+  "$FX"/rv_slowrank/ncclshim.vm.6733.jsonl >"$TMP/late.jsonl"
+run --check "$FX/rv_idle" "$TMP/late.jsonl"
+check "expired listener: the fallback names NCCLSHIM_RENDEZVOUS_IDLE_MS" has '^PROBLEM id:0x743a5ebb: decision fell back to passthrough on rank 1 \(vm pid 6733\): .*; the root.s listener 127\.0\.0\.1:58297 expired after 200 ms unused \(NCCLSHIM_RENDEZVOUS_IDLE_MS\)' err
+
+# malformed new record content is reported and skipped like any other
+{ echo '{"type":"comm","ts":1.0,"host":"z","pid":1,"tid":1,"group":"id:0x1","rank":0,"nranks":1,"decision":"root"}'
+  echo '{"type":"comm","ts":1.0,"host":"z","pid":1,"tid":1,"group":"id:0x1","rank":0,"nranks":1,"decision":{"rounds":"two"}}'
+  echo '{"type":"decision","ts":1.0,"host":"z","pid":1,"tid":2,"stage":"commit"}'
+  echo '{"type":"decision","ts":1.0,"host":"z","pid":1,"tid":2,"decision_id":"0x5","ranks":{}}'
+  echo '{"type":"decision","ts":1.0,"host":"z","pid":1,"tid":2,"decision_id":"0x5","ranks":[1]}'
+  echo '{"type":"decision","ts":1.0,"host":"z","pid":1,"tid":2,"decision_id":"0x5","missing":"1-","ranks":[{"rank":"0"}]}'
+  echo '{"type":"rendezvous_expired","ts":1.0,"host":"z","pid":1,"tid":2,"listen":5}'
+  echo '{"type":"comm_end","ts":2.0,"host":"z","pid":1,"tid":1,"group":"id:0x1","rank":0,"action":3}'
+  echo '{"type":"unique_id","ts":1.0,"host":"z","pid":1,"tid":1,"id_hash":"0x1","rendezvous":["a"]}'
+  echo '{"type":"decision","ts":1.0,"host":"z","pid":1,"tid":2,"decision_id":"0x5","nranks":3,"arrived":1,"missing":"1-x,9999999999999999999","ranks":[]}'
+  echo '{"type":"comm","ts":1.0,"host":"z","pid":1,"tid":1,"group":"id:0x1","rank":0,"nranks":3,"decision":{"by":"root","id":"0x5"}}'
+} >"$TMP/ncclshim.z.1.jsonl"
+run --check --json "$TMP/ncclshim.z.1.jsonl"
+check "bad new fields: 9 lines reported with the field" eval 'test $(wc -l <"$TMP/err") -ge 9 && has "ncclshim\\.z\\.1\\.jsonl:1: field .decision. is a string, expected an object" err && has ":2: field .decision\\.rounds. is a string, expected an integer" err && has ":3: missing field .decision_id. \\(a string\\)" err && has ":4: field .ranks. is an object, expected an array of objects" err && has ":5: field .ranks\\[\\]. is an integer, expected an object" err && has ":6: field .ranks\\[\\]\\.rank. is a string, expected an integer" err && has ":7: field .listen. is an integer, expected a string" err && has ":8: field .action. is an integer, expected a string" err && has ":9: field .rendezvous. is an array, expected a string" err'
+check "bad new fields: the valid decision still joins, junk in 'missing' is harmless" jqt '(.input_errors | length) == 9 and .communicators[0].decision.decision_id == "0x5" and .communicators[0].fell_back'
 
 # --- usage
 run

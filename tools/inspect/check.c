@@ -5,6 +5,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 typedef void (*rule_fn)(inspect_state *st, communicator *c);
 
@@ -21,28 +22,6 @@ static void add(communicator *c, char *owned)
         rule_suppressed++;
         free(owned);
     }
-}
-
-/* Appends "a,b,c" to a growing buffer, capped so that a 4096-rank job with
- * half its ranks gone still yields one readable line. */
-typedef struct list_buf {
-    char s[160];
-    size_t n, items;
-    int full;
-} list_buf;
-
-static void lb_add(list_buf *b, const char *item)
-{
-    size_t len = strlen(item);
-    b->items++;
-    if (b->full)
-        return;
-    if (b->n + len + 6 >= sizeof b->s) {
-        b->n += (size_t)snprintf(b->s + b->n, sizeof b->s - b->n, "%s...", b->n ? "," : "");
-        b->full = 1;
-        return;
-    }
-    b->n += (size_t)snprintf(b->s + b->n, sizeof b->s - b->n, "%s%s", b->n ? "," : "", item);
 }
 
 static void rule_rank_missing(inspect_state *st, communicator *c)
@@ -107,7 +86,8 @@ static void rule_init_failed(inspect_state *st, communicator *c)
     /* 7 is ncclInProgress: a non-blocking init still completing, not a failure */
     for (size_t i = 0; i < c->nranks_rec; i++) {
         rank_rec *r = c->ranks[i];
-        if (r->result != 0 && r->result != 7)
+        /* action fail: the policy's doing, 'creation failed by policy' says why */
+        if (r->result != 0 && r->result != 7 && !(r->action && strcmp(r->action, "fail") == 0))
             add(c, xasprintf("init failed on rank %lld (%s pid %lld): result %lld (%s)", r->rank,
                              r->host, r->pid, r->result, r->result_str ? r->result_str : "?"));
     }
@@ -152,6 +132,9 @@ static const char *action_of(const rank_rec *r) { return r->action ? r->action :
 static void rule_purposes_disagree(inspect_state *st, communicator *c)
 {
     (void)st;
+    /* after a fallback each rank keeps its own guess: 'decision fell back' says why */
+    if (c->fell_back)
+        return;
     disagree(c, "purposes", purpose_of);
 }
 
@@ -168,7 +151,11 @@ static void rule_dropped_carried_data(inspect_state *st, communicator *c)
     list_buf b = {0};
     for (size_t i = 0; i < c->nranks_rec; i++) {
         rank_rec *r = c->ranks[i];
-        if (!r->action || strcmp(r->action, "drop") != 0 || !r->end)
+        if (!r->end)
+            continue;
+        /* newer comm_end records say what the shim did; older ones only the comm record */
+        const char *action = r->end->action ? r->end->action : r->action;
+        if (!action || strcmp(action, "drop") != 0)
             continue;
         unsigned long long n = 0;
         op_stat *o, *tmp;
@@ -184,6 +171,296 @@ static void rule_dropped_carried_data(inspect_state *st, communicator *c)
     if (ops)
         add(c, xasprintf("dropped communicator carried data: %llu calls on rank%s %s never reached NCCL",
                          ops, b.items > 1 ? "s" : "", b.s));
+}
+
+/* Next "a" or "a-b" of a rank list like "1,3-4"; 0 at the end or on junk. */
+static int next_range(const char **p, long long *a, long long *b)
+{
+    char *end;
+    while (**p == ',' || **p == ' ')
+        (*p)++;
+    if (**p < '0' || **p > '9')
+        return 0;
+    *a = strtoll(*p, &end, 10);
+    *b = *a;
+    *p = end;
+    if (**p == '-') {
+        (*p)++;
+        if (**p < '0' || **p > '9')
+            return 0;
+        *b = strtoll(*p, &end, 10);
+        *p = end;
+    }
+    return *a >= 0 && *b >= *a;
+}
+
+static int in_rank_list(const char *list, long long rank)
+{
+    long long a, b;
+    const char *p = list;
+    while (list && next_range(&p, &a, &b))
+        if (rank >= a && rank <= b)
+            return 1;
+    return 0;
+}
+
+/* c->ranks is sorted by rank: the first record of `rank`, or NULL. */
+static rank_rec *rank_record(communicator *c, long long rank)
+{
+    size_t lo = 0, hi = c->nranks_rec;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (c->ranks[mid]->rank < rank)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo < c->nranks_rec && c->ranks[lo]->rank == rank ? c->ranks[lo] : NULL;
+}
+
+static char *append(char *s, char *owned)
+{
+    char *o = xasprintf("%s%s", s, owned);
+    free(s);
+    free(owned);
+    return o;
+}
+
+
+/* The root's rendezvous-rejected warnings for `root`: how many, and the first. */
+static size_t root_rejections(inspect_state *st, const char *root, const warning_rec **first)
+{
+    size_t n = 0;
+    *first = NULL;
+    if (!root)
+        return 0;
+    char *prefix = xasprintf("rendezvous %s: ", root);
+    size_t plen = strlen(prefix);
+    for (size_t i = 0; i < st->warnings.n; i++) {
+        const warning_rec *w = &st->warnings.v[i];
+        if (strcmp(w->what, "rendezvous-rejected") == 0 && strncmp(w->message, prefix, plen) == 0) {
+            if (!n++)
+                *first = w;
+        }
+    }
+    free(prefix);
+    return n;
+}
+
+/* The root gave up with ranks missing: say, per missing rank, what its
+ * records tell (none, too late, could not reach the root, an older shim). */
+static void root_gave_up(communicator *c)
+{
+    const decision_rec *d = c->decision;
+    list_buf noshim = {0}, late = {0}, unreach = {0}, old = {0};
+    double latest = 0;
+    const char *unreach_why = NULL;
+    long long a, b, seen = 0;
+    const char *p = d->missing;
+    /* a 4096-rank list is bounded by the lists' own caps; stop walking soon after */
+    while (p && next_range(&p, &a, &b) && seen < 1024) {
+        for (long long m = a; m <= b && seen < 1024; m++, seen++) {
+            rank_rec *r = rank_record(c, m);
+            double start = r ? r->ts - (double)r->duration_us / 1e6 : 0;
+            if (!r) {
+                lb_add_ll(&noshim, m);
+            } else if (!r->has_decision) {
+                lb_add_ll(&old, m);
+            } else if (d->ts > 0 && r->ts > 0 && start > d->ts) {
+                lb_add_ll(&late, m);
+                if (start - d->ts > latest)
+                    latest = start - d->ts;
+            } else {
+                lb_add_ll(&unreach, m);
+                if (!unreach_why)
+                    unreach_why = r->dec_fallback ? r->dec_fallback : r->action_reason;
+            }
+        }
+    }
+    char *msg = xasprintf("decision fell back to passthrough: the root's rendezvous (%s, %s pid %lld) gave up "
+                          "after %lld ms with %lld of %lld ranks (missing %s)",
+                          d->listen ? d->listen : "?", d->host, d->pid, (d->wait_us + 500) / 1000, d->arrived,
+                          d->nranks, d->missing && d->missing[0] ? d->missing : "?");
+    if (noshim.items)
+        msg = append(msg, xasprintf("; rank%s %s left no records: %s without the shim (or with NCCLSHIM_MODE=off), "
+                                    "or %s records were not collected: preload libncclshim.so in every rank's "
+                                    "process", noshim.items > 1 ? "s" : "", noshim.s,
+                                    noshim.items > 1 ? "they ran" : "it ran", noshim.items > 1 ? "their" : "its"));
+    if (late.items)
+        msg = append(msg, xasprintf("; rank%s %s called init %s%.2f s after the root gave up, later than "
+                                    "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS: raise it, or create the communicator on all "
+                                    "ranks at about the same time", late.items > 1 ? "s" : "", late.s,
+                                    late.items > 1 ? "up to " : "", latest));
+    if (unreach.items) {
+        char *why = str_cut(unreach_why ? unreach_why : "no reason recorded", 200);
+        msg = append(msg, xasprintf("; rank%s %s could not reach the root (%s): check that %s host%s can reach %s "
+                                    "(firewall, the address in the unique ID)", unreach.items > 1 ? "s" : "",
+                                    unreach.s, why, unreach.items > 1 ? "their" : "its",
+                                    unreach.items > 1 ? "s" : "", d->listen ? d->listen : "the root"));
+        free(why);
+    }
+    if (old.items)
+        msg = append(msg, xasprintf("; rank%s %s recorded no decision: an older ncclshim without the rendezvous, "
+                                    "use one version everywhere", old.items > 1 ? "s" : "", old.s));
+    add(c, msg);
+}
+
+static void rule_decision_fell_back(inspect_state *st, communicator *c)
+{
+    const decision_rec *d = c->decision;
+    int gave_up = inspect_root_gave_up(c);
+    if (d && gave_up) {
+        root_gave_up(c);
+    } else if (gave_up) {
+        const char *told = NULL;
+        for (size_t i = 0; i < c->nranks_rec && !told; i++)
+            if (c->ranks[i]->dec_via_root && c->ranks[i]->dec_hosts == 0)
+                told = c->ranks[i]->action_reason;
+        char *why = str_cut(told ? told : "no reason recorded", 300);
+        add(c, xasprintf("decision fell back to passthrough: the root's rendezvous (%s) timed out before every "
+                         "rank arrived; the ranks were told: %s (the root's decision record, in the records of "
+                         "the process that called ncclGetUniqueId, was not among the inputs)",
+                         c->root ? c->root : "?", why));
+        free(why);
+    } else if (inspect_vote_undone(c)) {
+        add(c, xasprintf("decision fell back to passthrough in the vote round: %s; the decided action could not "
+                         "be set up on every rank: fix what the named rank reports, or choose another action for "
+                         "purpose %s (NCCLSHIM_WEIGHT_UPDATE, NCCLSHIM_RULES)",
+                         d->action_reason ? d->action_reason : "no reason recorded",
+                         d->purpose ? d->purpose : "?"));
+    }
+
+    /* Ranks that fell back on their own, and that the root's record does not
+     * already explain: one problem per distinct reason. */
+    strlist reasons = {0};
+    const warning_rec *w = NULL;
+    size_t nrej = 0;
+    int nrej_known = 0;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        rank_rec *r = c->ranks[i];
+        if (!r->dec_fallback || (d && gave_up && in_rank_list(d->missing, r->rank)))
+            continue;
+        size_t before = reasons.n;
+        strlist_add_unique(&reasons, r->dec_fallback);
+        if (reasons.n == before)
+            continue;
+        list_buf ranks = {0};
+        for (size_t j = i; j < c->nranks_rec; j++) {
+            rank_rec *q = c->ranks[j];
+            if (q->dec_fallback && strcmp(q->dec_fallback, r->dec_fallback) == 0 &&
+                !(d && gave_up && in_rank_list(d->missing, q->rank)))
+                lb_add_ll(&ranks, q->rank);
+        }
+        char *msg = xasprintf("decision fell back to passthrough on rank%s %s (%s%s pid %lld): %s",
+                              ranks.items > 1 ? "s" : "", ranks.s, ranks.items > 1 ? "first: " : "", r->host,
+                              r->pid, r->dec_fallback);
+        if (!nrej_known) {
+            nrej = root_rejections(st, c->root, &w);
+            nrej_known = 1;
+        }
+        if (c->expired) {
+            msg = append(msg, xasprintf("; the root's listener %s expired after %lld ms unused "
+                                        "(NCCLSHIM_RENDEZVOUS_IDLE_MS): the ranks created the communicator later "
+                                        "than that after ncclGetUniqueId; raise NCCLSHIM_RENDEZVOUS_IDLE_MS",
+                                        c->expired->listen, c->expired->idle_ms));
+        } else if (nrej) {
+            char *first = str_cut(w->message + strlen("rendezvous ") + strlen(c->root) + 2, 200);
+            msg = append(msg, xasprintf("; the root (%s pid %lld) dropped %zu connection%s, first: %s", w->host,
+                                        w->pid, nrej, nrej == 1 ? "" : "s", first));
+            free(first);
+        } else {
+            msg = append(msg, xasprintf("; the rank got no answer from the root: keep the process that called "
+                                        "ncclGetUniqueId alive until every rank has created the communicator, and "
+                                        "check that this host can reach %s", c->root ? c->root : "the root"));
+        }
+        add(c, msg);
+    }
+    strlist_free(&reasons);
+}
+
+/* action socket, but NCCL did not (or will not) use Socket. */
+static void rule_redirect_ineffective(inspect_state *st, communicator *c)
+{
+    (void)st;
+    strlist notes = {0};
+    list_buf other = {0};
+    const char *other_net = NULL;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        rank_rec *r = c->ranks[i];
+        if (!r->action || strcmp(r->action, "socket") != 0)
+            continue;
+        if (r->net_note) {
+            size_t before = notes.n;
+            strlist_add_unique(&notes, r->net_note);
+            if (notes.n == before)
+                continue;
+            list_buf ranks = {0};
+            for (size_t j = i; j < c->nranks_rec; j++) {
+                rank_rec *q = c->ranks[j];
+                if (q->net_note && strcmp(q->net_note, r->net_note) == 0 && q->action &&
+                    strcmp(q->action, "socket") == 0)
+                    lb_add_ll(&ranks, q->rank);
+            }
+            add(c, xasprintf("redirect to Socket ineffective on rank%s %s: %s", ranks.items > 1 ? "s" : "",
+                             ranks.s, r->net_note));
+        } else if (r->network && strcasecmp(r->network, "Socket") != 0) {
+            lb_add_ll(&other, r->rank);
+            if (!other_net)
+                other_net = r->network;
+        }
+    }
+    if (other.items)
+        add(c, xasprintf("redirect to Socket ineffective on rank%s %s: the shim set netName Socket but NCCL's log "
+                         "says it used %s: NCCL_NET or a network plugin overrides the config's netName; unset "
+                         "NCCL_NET in those processes and check NCCL's NET/Plugin lines",
+                         other.items > 1 ? "s" : "", other.s, other_net));
+    strlist_free(&notes);
+}
+
+/* action fail: NCCLSHIM_STRICT=1 with a malformed policy somewhere. */
+static void rule_failed_by_policy(inspect_state *st, communicator *c)
+{
+    list_buf ranks = {0};
+    const rank_rec *first = NULL;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        rank_rec *r = c->ranks[i];
+        if (r->action && strcmp(r->action, "fail") == 0) {
+            lb_add_ll(&ranks, r->rank);
+            if (!first)
+                first = r;
+        }
+    }
+    if (!first)
+        return;
+    /* the malformed setting is in a bad-setting warning of one of the ranks' processes */
+    const warning_rec *bad = NULL;
+    for (size_t j = 0; j < c->nranks_rec; j++)
+        if (c->ranks[j]->proc)
+            c->ranks[j]->proc->mark = 1;
+    for (size_t i = 0; i < st->warnings.n && !bad; i++) {
+        const warning_rec *w = &st->warnings.v[i];
+        if (strcmp(w->what, "bad-setting") != 0)
+            continue;
+        char *key = xasprintf("%s:%lld", w->host, w->pid);
+        process *p;
+        HASH_FIND_STR(st->procs, key, p);
+        free(key);
+        if (p && p->mark)
+            bad = w;
+    }
+    for (size_t j = 0; j < c->nranks_rec; j++)
+        if (c->ranks[j]->proc)
+            c->ranks[j]->proc->mark = 0;
+    char *reason = str_cut(first->action_reason ? first->action_reason : "no reason recorded", 300);
+    char *setting = bad ? xasprintf("%s pid %lld: %s", bad->host, bad->pid, bad->message)
+                        : xstrdup("see the bad-setting warning in the records of the rank it names");
+    char *setting_cut = str_cut(setting, 300);
+    add(c, xasprintf("creation failed by policy on rank%s %s: %s; the malformed setting: %s; fix it, or unset "
+                     "NCCLSHIM_STRICT to fail open (passthrough)", ranks.items > 1 ? "s" : "", ranks.s, reason,
+                     setting_cut));
+    free(reason);
+    free(setting);
+    free(setting_cut);
 }
 
 /*
@@ -257,9 +534,12 @@ static const struct {
     {"rank out of range", rule_rank_out_of_range},
     {"duplicate rank", rule_duplicate_rank},
     {"init failed", rule_init_failed},
+    {"creation failed by policy", rule_failed_by_policy},
     {"nranks disagree", rule_nranks_disagree},
     {"purposes disagree", rule_purposes_disagree},
     {"actions disagree", rule_actions_disagree},
+    {"decision fell back", rule_decision_fell_back},
+    {"redirect ineffective", rule_redirect_ineffective},
     {"dropped communicator carried data", rule_dropped_carried_data},
     {"training communicator on Socket", rule_training_on_socket},
     {"not ended", rule_not_ended},

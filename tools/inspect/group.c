@@ -189,6 +189,174 @@ static void summarize(communicator *c)
     c->network = agree(c, get_network, "-");
 }
 
+/* The group a root-side record (decision, rendezvous_expired) belongs to:
+ * the same process's unique_id record with that rendezvous address. */
+static communicator *comm_of_listen(inspect_state *st, const char *host, long long pid, const char *listen,
+                                    const char **id_hash)
+{
+    if (!listen)
+        return NULL;
+    char *key = xasprintf("%s:%lld:%s", host, pid, listen);
+    uid_rec *u;
+    HASH_FIND_STR(st->uids, key, u);
+    free(key);
+    if (!u)
+        return NULL;
+    if (id_hash)
+        *id_hash = u->id_hash;
+    char *group = xasprintf("id:%s", u->id_hash);
+    communicator *c;
+    HASH_FIND_STR(st->comms, group, c);
+    free(group);
+    return c;
+}
+
+static void attach_decision(communicator *c, decision_rec *d)
+{
+    if (c->decision || d->group)
+        return;
+    c->decision = d;
+    d->group = xstrdup(c->group);
+}
+
+/* Rendezvous facts per communicator: the root's decision record (joined on
+ * decision_id, or through the root's unique_id record when no rank heard the
+ * root), its expiry, and whether the decision fell back. */
+static void join_decisions(inspect_state *st)
+{
+    communicator *c, *tmp;
+    HASH_ITER(hh, st->comms, c, tmp) {
+        for (size_t i = 0; i < c->nranks_rec; i++) {
+            rank_rec *r = c->ranks[i];
+            if (r->has_decision)
+                c->marked = 1;
+            if (!c->root && r->dec_root)
+                c->root = r->dec_root;
+            if (r->dec_id_norm) {
+                HASH_FIND_STR(st->decision_by_id, r->dec_id_norm, r->decision);
+                if (r->decision)
+                    attach_decision(c, r->decision);
+            }
+        }
+    }
+    for (decision_rec *d = st->decisions; d; d = d->next) {
+        if (d->group)
+            continue;
+        c = comm_of_listen(st, d->host, d->pid, d->listen, NULL);
+        if (c)
+            attach_decision(c, d);
+    }
+    for (size_t i = 0; i < st->expired.n; i++) {
+        expired_rec *x = &st->expired.v[i];
+        const char *id_hash = NULL;
+        c = comm_of_listen(st, x->host, x->pid, x->listen, &id_hash);
+        if (id_hash && !x->id_hash)
+            x->id_hash = xstrdup(id_hash);
+        if (c && !c->expired)
+            c->expired = x;
+    }
+    HASH_ITER(hh, st->comms, c, tmp) {
+        if (c->decision && !c->root)
+            c->root = c->decision->listen;
+        c->fell_back = inspect_root_gave_up(c) || inspect_vote_undone(c);
+        for (size_t i = 0; i < c->nranks_rec; i++)
+            if (c->ranks[i]->dec_fallback)
+                c->fell_back = 1;
+    }
+}
+
+int inspect_root_gave_up(const communicator *c)
+{
+    const decision_rec *d = c->decision;
+    if (d)
+        return (d->missing && d->missing[0]) || (d->nranks > 0 && d->arrived < d->nranks);
+    /* without the root's record: it answers hosts 0 only when it decided nothing */
+    for (size_t i = 0; i < c->nranks_rec; i++)
+        if (c->ranks[i]->dec_via_root && c->ranks[i]->dec_hosts == 0)
+            return 1;
+    return 0;
+}
+
+int inspect_vote_undone(const communicator *c)
+{
+    /* a passthrough is final at the decision stage: one at the commit stage
+     * means the vote round undid what the root had decided */
+    const decision_rec *d = c->decision;
+    return d && d->stage && strcmp(d->stage, "commit") == 0 && d->action && strcmp(d->action, "passthrough") == 0;
+}
+
+
+/* "decided by root 127.0.0.1:37149 (0x4f9fb520), 2 rounds: socket" or
+ * "fell back on rank 1: <reason>", for the table's decisions section. */
+static void summarize_decision(communicator *c)
+{
+    if (!c->marked && !c->decision)
+        return;
+    const decision_rec *d = c->decision;
+    const char *id = d ? d->decision_id : NULL;
+    long long rounds = 0;
+    size_t via = 0;
+    list_buf fb = {0};
+    const char *fb_reason = NULL;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        rank_rec *r = c->ranks[i];
+        if (r->dec_via_root) {
+            via++;
+            if (!id && r->dec_id_norm)
+                id = r->dec_id;
+            if (r->dec_rounds > rounds)
+                rounds = r->dec_rounds;
+        }
+        if (r->dec_fallback) {
+            lb_add_ll(&fb, r->rank);
+            if (!fb_reason)
+                fb_reason = r->dec_fallback;
+        }
+    }
+    char *out;
+    if (d || via) {
+        char *sid = id ? short_group(id) : xstrdup("?");
+        if (!rounds)
+            rounds = d && d->stage && strcmp(d->stage, "commit") == 0 ? 2 : 1;
+        out = xasprintf("decided by root %s (%s), %lld round%s: %s", c->root ? c->root : "?", sid, rounds,
+                        rounds == 1 ? "" : "s", d && d->action ? d->action : c->action);
+        free(sid);
+        char *more = NULL;
+        if (d && inspect_root_gave_up(c))
+            more = xasprintf(", timed out with %lld of %lld ranks (missing %s)", d->arrived, d->nranks,
+                             d->missing && d->missing[0] ? d->missing : "?");
+        else if (inspect_root_gave_up(c))
+            more = xstrdup(", timed out before every rank arrived");
+        else if (inspect_vote_undone(c))
+            more = xstrdup(", undone in the vote round");
+        if (more) {
+            char *o = xasprintf("%s%s", out, more);
+            free(out);
+            free(more);
+            out = o;
+        }
+        if (d && d->rejected > 0) {
+            char *o = xasprintf("%s, %lld connection%s rejected", out, d->rejected, d->rejected == 1 ? "" : "s");
+            free(out);
+            out = o;
+        }
+        if (fb.items) {
+            char *why = str_cut(fb_reason, 100);
+            char *o = xasprintf("%s; rank%s %s fell back: %s", out, fb.items > 1 ? "s" : "", fb.s, why);
+            free(why);
+            free(out);
+            out = o;
+        }
+    } else if (fb.items) {
+        char *why = str_cut(fb_reason, 120);
+        out = xasprintf("fell back on rank%s %s: %s", fb.items > 1 ? "s" : "", fb.s, why);
+        free(why);
+    } else {
+        out = xstrdup("rendezvous outcome unknown");
+    }
+    c->decision_summary = out;
+}
+
 void inspect_group(inspect_state *st)
 {
     size_t n = 0;
@@ -228,6 +396,9 @@ void inspect_group(inspect_state *st)
         summarize(c);
         st->sorted[i++] = c;
     }
+    join_decisions(st);
+    HASH_ITER(hh, st->comms, c, tmp)
+        summarize_decision(c);
     if (st->ncomms)
         qsort(st->sorted, st->ncomms, sizeof *st->sorted, comm_cmp);
 }

@@ -31,6 +31,7 @@ typedef struct process {
     long long pid;
     char *title, *log_file, *shim_version;
     int has_load, has_exit;
+    int mark;               /* scratch for check.c, 0 between uses */
     UT_hash_handle hh;
 } process;
 
@@ -38,6 +39,8 @@ typedef struct comm_end_rec {
     char *host;
     long long pid;
     char *comm_norm, *handle, *group, *how;
+    char *action;           /* newer shims: what the shim did, as the end saw it */
+    char *decision_id;      /* newer shims, marked IDs: the root's decision it carried out */
     long long rank, result;
     int has_rank;
     double ts;
@@ -45,6 +48,42 @@ typedef struct comm_end_rec {
     int used;
     struct comm_end_rec *next;
 } comm_end_rec;
+
+/* A `decision` record: the root's verdict for one marked unique ID. */
+typedef struct decision_rank {
+    long long rank, pid, cuda_device;
+    char *host, *role, *api, *local_purpose;
+} decision_rank;
+
+typedef struct decision_rec {
+    char *host;             /* the root's process */
+    long long pid, tid;
+    double ts;
+    char *stage, *listen, *decision_id, *id_norm, *missing, *purpose, *purpose_reason, *action,
+        *action_reason;
+    long long nranks, arrived, rule, hosts, training, inference, unknown, rejected, wait_us;
+    decision_rank *ranks;   /* as recorded: the first 32 ranks that arrived */
+    size_t nlisted;
+    char *file;
+    long line;
+    char *group;            /* filled by inspect_group(): the communicator it joined, or NULL */
+    struct decision_rec *next;
+    UT_hash_handle hh;      /* by id_norm; the first record of each id */
+} decision_rec;
+
+/* A `unique_id` record that names its rendezvous: joins the root's records
+ * (decision, rendezvous_expired, rendezvous-rejected) to a group. */
+typedef struct uid_rec {
+    char *key;              /* "host:pid:listen" */
+    char *id_hash;
+    UT_hash_handle hh;
+} uid_rec;
+
+/* A `rendezvous_expired` record: a marked ID nobody used in time. */
+typedef struct expired_rec {
+    char *host, *listen, *id_hash;  /* id_hash joined from unique_id, or NULL */
+    long long pid, idle_ms, rejected;
+} expired_rec;
 
 typedef struct rank_rec {
     char *host;
@@ -54,9 +93,15 @@ typedef struct rank_rec {
     long long rank, nranks, cuda_device, result, duration_us;
     char *result_str, *api, *caller_lib, *title, *python0;
     char *role, *role_reason, *purpose, *purpose_reason, *action, *action_reason;
+    char *local_purpose, *local_purpose_reason, *net, *net_note;
+    /* the record's `decision` object (marked unique IDs only) */
+    int has_decision, dec_via_root;
+    char *dec_by, *dec_id, *dec_id_norm, *dec_root, *dec_fallback;
+    long long dec_rounds, dec_wait_us, dec_hosts;
     char *file;
     long line;
     /* filled by inspect_group() */
+    decision_rec *decision; /* the root's record for dec_id, owned by the state list */
     comm_end_rec *end;      /* matched comm_end, owned by the state list */
     const char *network;    /* owned by the NCCL net map */
     int net_channels;       /* NCCL logged channels "via NET/..." for it: data crosses the network */
@@ -83,6 +128,16 @@ typedef struct strlist {
     char **v;
     size_t n, cap;
 } strlist;
+
+/* "a,b,c" in a fixed buffer, capped so that a 4096-rank job with half its
+ * ranks gone still yields one readable line; `items` counts them all. */
+typedef struct list_buf {
+    char s[160];
+    size_t n, items;
+    int full;
+    int has_last;           /* lb_add_ll: a rank added twice in a row counts once */
+    long long last;
+} list_buf;
 
 typedef struct input_error {
     char *file;
@@ -113,6 +168,12 @@ typedef struct communicator {
     long long nranks;       /* most common value reported */
     size_t ranks_seen;      /* distinct ranks */
     const char *purpose, *action, *network;     /* "mixed" / "-" when apt */
+    decision_rec *decision; /* the root's decision record, if it was among the inputs */
+    const char *root;       /* the rendezvous address the ranks used, or NULL */
+    expired_rec *expired;   /* the root's listener expired unused (the ranks came too late) */
+    int marked;             /* some rank took part in a rendezvous (has a decision object) */
+    int fell_back;          /* some rank fell back, the root gave up, or the vote undid it */
+    char *decision_summary; /* one line for the table; NULL when no rendezvous */
     strlist hosts, apis;
     long long init_us;      /* max duration over ranks */
     op_stat *ops;           /* summed over ranks */
@@ -130,6 +191,10 @@ typedef struct inspect_state {
     nccl_proc *nccl_procs;
     library_rec *libs;
     struct { warning_rec *v; size_t n, cap; } warnings;
+    decision_rec *decisions, **decisions_tail;  /* input order */
+    decision_rec *decision_by_id;
+    uid_rec *uids;
+    struct { expired_rec *v; size_t n, cap; } expired;
     struct { input_error *v; size_t n, cap; } errors;
     communicator *comms;    /* hash by group */
     communicator **sorted;  /* after inspect_group() */
@@ -165,6 +230,9 @@ void op_add(op_stat **ops, const char *name, unsigned long long count, unsigned 
 void op_free(op_stat **ops);
 void comm_end_free(comm_end_rec *e);
 int op_cmp(op_stat *a, op_stat *b);
+void lb_add(list_buf *b, const char *item);
+void lb_add_ll(list_buf *b, long long v);
+char *str_cut(const char *s, size_t max);
 
 /* state.c */
 inspect_state *inspect_new(void);
@@ -172,6 +240,8 @@ void inspect_free(inspect_state *st);
 void inspect_error(inspect_state *st, const char *file, long line, int fatal, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 process *inspect_process(inspect_state *st, const char *host, long long pid);
+void rank_free(rank_rec *r);
+void decision_free(decision_rec *d);
 
 /* read_records.c: one line of a ncclshim.*.jsonl file (no trailing newline). */
 void inspect_feed_record_line(inspect_state *st, const char *buf, size_t len,
@@ -190,6 +260,10 @@ void inspect_read_path(inspect_state *st, const char *path, enum input_kind kind
 
 /* group.c */
 void inspect_group(inspect_state *st);
+/* The root timed out with ranks missing (from its record, or from what it told the ranks). */
+int inspect_root_gave_up(const communicator *c);
+/* The vote round undid the root's decision (its record says commit + passthrough). */
+int inspect_vote_undone(const communicator *c);
 /* check.c */
 size_t inspect_check(inspect_state *st);
 /* print_table.c, print_json.c */

@@ -61,15 +61,78 @@ static json_t *jrank(rank_rec *r)
     json_object_set_new(o, "purpose_reason", jstr(r->purpose_reason));
     json_object_set_new(o, "action", jstr(r->action));
     json_object_set_new(o, "action_reason", jstr(r->action_reason));
+    json_object_set_new(o, "local_purpose", jstr(r->local_purpose));
+    json_object_set_new(o, "local_purpose_reason", jstr(r->local_purpose_reason));
+    json_object_set_new(o, "net", jstr(r->net));
+    json_object_set_new(o, "net_note", jstr(r->net_note));
+    if (r->has_decision)
+        json_object_set_new(o, "decision",
+                            json_pack("{s:o,s:o,s:o,s:I,s:I,s:I,s:o}", "by", jstr(r->dec_by), "id", jstr(r->dec_id),
+                                      "root", jstr(r->dec_root), "rounds", (json_int_t)r->dec_rounds, "wait_us",
+                                      (json_int_t)r->dec_wait_us, "hosts", (json_int_t)r->dec_hosts, "fallback",
+                                      jstr(r->dec_fallback)));
+    else
+        json_object_set_new(o, "decision", json_null());
     json_object_set_new(o, "duration_us", json_integer(r->duration_us));
     json_object_set_new(o, "result", json_integer(r->result));
     json_object_set_new(o, "network", jstr(r->network));
     json_object_set_new(o, "python", jstr(r->python0));
     json_object_set_new(o, "end", jstr(r->end ? (r->end->how ? r->end->how : "?") : NULL));
     json_object_set_new(o, "ops", r->end ? jops(r->end->ops) : json_object());
+    json_object_set_new(o, "end_action", jstr(r->end ? r->end->action : NULL));
+    json_object_set_new(o, "end_decision_id", jstr(r->end ? r->end->decision_id : NULL));
     json_object_set_new(o, "file", jstr(r->file));
     json_object_set_new(o, "line", json_integer(r->line));
     return o;
+}
+
+static json_t *jdecision(const decision_rec *d)
+{
+    if (!d)
+        return json_null();
+    json_t *o = json_object();
+    json_object_set_new(o, "host", jstr(d->host));
+    json_object_set_new(o, "pid", json_integer(d->pid));
+    json_object_set_new(o, "ts", json_real(d->ts));
+    json_object_set_new(o, "stage", jstr(d->stage));
+    json_object_set_new(o, "listen", jstr(d->listen));
+    json_object_set_new(o, "decision_id", jstr(d->decision_id));
+    json_object_set_new(o, "group", jstr(d->group));
+    json_object_set_new(o, "nranks", json_integer(d->nranks));
+    json_object_set_new(o, "arrived", json_integer(d->arrived));
+    json_object_set_new(o, "missing", jstr(d->missing));
+    json_object_set_new(o, "purpose", jstr(d->purpose));
+    json_object_set_new(o, "purpose_reason", jstr(d->purpose_reason));
+    json_object_set_new(o, "action", jstr(d->action));
+    json_object_set_new(o, "action_reason", jstr(d->action_reason));
+    json_object_set_new(o, "rule", json_integer(d->rule));
+    json_object_set_new(o, "hosts", json_integer(d->hosts));
+    json_object_set_new(o, "training", json_integer(d->training));
+    json_object_set_new(o, "inference", json_integer(d->inference));
+    json_object_set_new(o, "unknown", json_integer(d->unknown));
+    json_object_set_new(o, "rejected_connections", json_integer(d->rejected));
+    json_object_set_new(o, "wait_us", json_integer(d->wait_us));
+    json_t *a = json_array();
+    for (size_t i = 0; i < d->nlisted; i++) {
+        const decision_rank *k = &d->ranks[i];
+        json_array_append_new(a, json_pack("{s:I,s:o,s:I,s:I,s:o,s:o,s:o}", "rank", (json_int_t)k->rank, "host",
+                                           jstr(k->host), "pid", (json_int_t)k->pid, "cuda_device",
+                                           (json_int_t)k->cuda_device, "role", jstr(k->role), "api", jstr(k->api),
+                                           "local_purpose", jstr(k->local_purpose)));
+    }
+    json_object_set_new(o, "ranks", a);
+    json_object_set_new(o, "file", jstr(d->file));
+    json_object_set_new(o, "line", json_integer(d->line));
+    return o;
+}
+
+static json_t *jexpired(const expired_rec *x)
+{
+    if (!x)
+        return json_null();
+    return json_pack("{s:o,s:I,s:o,s:o,s:I,s:I}", "host", jstr(x->host), "pid", (json_int_t)x->pid, "listen",
+                     jstr(x->listen), "id_hash", jstr(x->id_hash), "idle_ms", (json_int_t)x->idle_ms,
+                     "rejected_connections", (json_int_t)x->rejected);
 }
 
 static int proc_cmp(const void *a, const void *b)
@@ -135,6 +198,11 @@ void inspect_print_json(inspect_state *st, FILE *out)
         json_object_set_new(o, "init_ms", json_real((double)c->init_us / 1000.0));
         json_object_set_new(o, "network", jstr(c->network));
         json_object_set_new(o, "ops", jops(c->ops));
+        json_object_set_new(o, "root", jstr(c->root));
+        json_object_set_new(o, "decision_summary", jstr(c->decision_summary));
+        json_object_set_new(o, "fell_back", json_boolean(c->fell_back));
+        json_object_set_new(o, "decision", jdecision(c->decision));
+        json_object_set_new(o, "expired", jexpired(c->expired));
         json_object_set_new(o, "problems", jlist(&c->problems));
         json_array_append_new(jc, o);
     }
@@ -148,6 +216,15 @@ void inspect_print_json(inspect_state *st, FILE *out)
                                             jstr(w->message)));
     }
     json_object_set_new(doc, "warnings", jw);
+
+    json_t *jd = json_array();
+    for (decision_rec *d = st->decisions; d; d = d->next)
+        json_array_append_new(jd, jdecision(d));
+    json_object_set_new(doc, "decisions", jd);
+    json_t *jx = json_array();
+    for (i = 0; i < st->expired.n; i++)
+        json_array_append_new(jx, jexpired(&st->expired.v[i]));
+    json_object_set_new(doc, "rendezvous_expired", jx);
 
     json_t *je = json_array();
     for (i = 0; i < st->errors.n; i++) {

@@ -82,6 +82,21 @@ static void print_header(inspect_state *st, FILE *out)
         warning_rec *w = &st->warnings.v[i];
         fprintf(out, "warning %s:%lld %s: %s\n", w->host, w->pid, w->what, w->message);
     }
+    for (size_t i = 0; i < st->expired.n; i++) {
+        expired_rec *x = &st->expired.v[i];
+        fprintf(out, "rendezvous %s:%lld %s%s%s expired: no rank came within %lld ms (NCCLSHIM_RENDEZVOUS_IDLE_MS), "
+                "%lld connection%s rejected\n", x->host, x->pid, x->listen, x->id_hash ? " for ID " : "",
+                x->id_hash ? x->id_hash : "", x->idle_ms, x->rejected, x->rejected == 1 ? "" : "s");
+    }
+    /* the root's verdicts whose ranks' records were not given */
+    for (decision_rec *d = st->decisions; d; d = d->next) {
+        if (d->group)
+            continue;
+        char *sid = short_group(d->decision_id);
+        fprintf(out, "decision %s:%lld %s (%s): %s for %lld of %lld ranks; no rank of it in the inputs\n", d->host,
+                d->pid, d->listen ? d->listen : "?", sid, d->action ? d->action : "?", d->arrived, d->nranks);
+        free(sid);
+    }
 }
 
 static void print_ranks(communicator *c, FILE *out)
@@ -96,6 +111,26 @@ static void print_ranks(communicator *c, FILE *out)
                 r->network ? r->network : "-");
         if (r->python0)
             fprintf(out, "          python: %s\n", r->python0);
+        if (r->action)
+            fprintf(out, "          action: %s (%s)\n", r->action,
+                    r->action_reason ? r->action_reason : "no reason recorded");
+        if (r->local_purpose && (!r->purpose || strcmp(r->local_purpose, r->purpose) != 0))
+            fprintf(out, "          local purpose: %s (%s)\n", r->local_purpose,
+                    r->local_purpose_reason ? r->local_purpose_reason : "no reason recorded");
+        if (r->has_decision && r->dec_via_root) {
+            char *sid = r->dec_id_norm ? short_group(r->dec_id) : xstrdup("-");
+            fprintf(out, "          decision: by root %s (%s), %lld round%s, waited %.1f ms%s%s\n",
+                    r->dec_root ? r->dec_root : "?", sid, r->dec_rounds, r->dec_rounds == 1 ? "" : "s",
+                    (double)r->dec_wait_us / 1000.0, r->dec_fallback ? ": " : "",
+                    r->dec_fallback ? r->dec_fallback : "");
+            free(sid);
+        } else if (r->has_decision) {
+            fprintf(out, "          decision: fell back on this rank after %.1f ms (root %s): %s\n",
+                    (double)r->dec_wait_us / 1000.0,
+                    r->dec_root ? r->dec_root : "?", r->dec_fallback ? r->dec_fallback : "no reason recorded");
+        }
+        if (r->net_note)
+            fprintf(out, "          net: %s (%s)\n", r->net ? r->net : "?", r->net_note);
     }
 }
 
@@ -130,6 +165,15 @@ void inspect_print_table(inspect_state *st, FILE *out, int verbose)
     }
     free(cells);
     int any = 0;
+    for (size_t i = 0; i < st->ncomms; i++) {
+        communicator *c = st->sorted[i];
+        if (!c->decision_summary)
+            continue;
+        if (!any++)
+            fputs("\ndecisions:\n", out);
+        fprintf(out, "  %s: %s\n", c->short_group, c->decision_summary);
+    }
+    any = 0;
     for (size_t i = 0; i < st->ncomms; i++) {
         communicator *c = st->sorted[i];
         for (size_t k = 0; k < c->problems.n; k++) {

@@ -12,6 +12,7 @@ typedef struct ctx {
     const char *file;
     long line;
     int bad;
+    const char *prefix;     /* "decision." while parsing a nested object: names the field in errors */
 } ctx;
 
 static const char *json_type_name(const json_t *v)
@@ -34,11 +35,12 @@ static void bad_field(ctx *c, const char *key, const json_t *v, const char *want
     if (c->bad)
         return;
     c->bad = 1;
+    const char *pre = c->prefix ? c->prefix : "";
     if (v)
-        inspect_error(c->st, c->file, c->line, 0, "field '%s' is %s, expected %s", key,
+        inspect_error(c->st, c->file, c->line, 0, "field '%s%s' is %s, expected %s", pre, key,
                       json_type_name(v), want);
     else
-        inspect_error(c->st, c->file, c->line, 0, "missing field '%s' (%s)", key, want);
+        inspect_error(c->st, c->file, c->line, 0, "missing field '%s%s' (%s)", pre, key, want);
 }
 
 /* null counts as absent: the shim writes null for "not known". */
@@ -123,6 +125,37 @@ static int parse_ops(ctx *c, json_t *ops, op_stat **out)
     return 0;
 }
 
+/* A decision id as a join key: the numeric value (norm_comm_ptr), NULL for
+ * none or 0 (a rank that fell back before it heard the root). */
+static char *norm_id(const char *s)
+{
+    if (!s)
+        return NULL;
+    char *n = norm_comm_ptr(s);
+    if (strcmp(n, "0") == 0) {
+        free(n);
+        return NULL;
+    }
+    return n;
+}
+
+/* The comm record's `decision` object (records.md): how the action was decided. */
+static void parse_comm_decision(ctx *c, json_t *d, rank_rec *r)
+{
+    r->has_decision = 1;
+    c->prefix = "decision.";
+    r->dec_by = get_str(c, d, "by", 0);
+    r->dec_id = get_str(c, d, "id", 0);
+    r->dec_root = get_str(c, d, "root", 0);
+    r->dec_fallback = get_str(c, d, "fallback", 0);
+    r->dec_rounds = get_int(c, d, "rounds", 0, 0, NULL);
+    r->dec_wait_us = get_int(c, d, "wait_us", 0, 0, NULL);
+    r->dec_hosts = get_int(c, d, "hosts", 0, 0, NULL);
+    c->prefix = NULL;
+    r->dec_via_root = r->dec_by && strcmp(r->dec_by, "root") == 0;
+    r->dec_id_norm = norm_id(r->dec_id);
+}
+
 static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long long tid, double ts)
 {
     rank_rec *r = xmalloc(sizeof *r);
@@ -145,10 +178,19 @@ static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long l
     r->purpose_reason = get_str(c, o, "purpose_reason", 0);
     r->action = get_str(c, o, "action", 0);
     r->action_reason = get_str(c, o, "action_reason", 0);
+    r->local_purpose = get_str(c, o, "local_purpose", 0);
+    r->local_purpose_reason = get_str(c, o, "local_purpose_reason", 0);
+    r->net = get_str(c, o, "net", 0);
+    r->net_note = get_str(c, o, "net_note", 0);
+    json_t *dec = get_obj(c, o, "decision");
+    if (dec)
+        parse_comm_decision(c, dec, r);
     json_t *caller = get_obj(c, o, "caller");
     if (caller) {
+        c->prefix = "caller.";
         r->api = get_str(c, caller, "api", 0);
         r->caller_lib = get_str(c, caller, "lib", 0);
+        c->prefix = NULL;
     }
     json_t *py = json_object_get(o, "python");
     if (py && !json_is_null(py)) {
@@ -173,16 +215,7 @@ static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long l
     r->file = xstrdup(c->file);
     r->line = c->line;
     if (c->bad) {
-        r->next = NULL;
-        /* rank_free lives in state.c; reuse it by linking then unlinking would
-         * be clumsier than freeing the fields here. */
-        char **fields[] = {&r->host, &r->fn, &r->comm, &r->handle, &r->group, &r->id_hash,
-                           &r->result_str, &r->api, &r->caller_lib, &r->title, &r->python0,
-                           &r->role, &r->role_reason, &r->purpose, &r->purpose_reason,
-                           &r->action, &r->action_reason, &r->file};
-        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
-            free(*fields[i]);
-        free(r);
+        rank_free(r);
         return;
     }
     r->comm_norm = r->comm ? norm_comm_ptr(r->comm) : NULL;
@@ -202,6 +235,8 @@ static void feed_comm_end(ctx *c, json_t *o, const char *host, long long pid, do
     e->handle = get_str(c, o, "handle", 0);
     e->group = get_str(c, o, "group", 0);
     e->how = get_str(c, o, "how", 0);
+    e->action = get_str(c, o, "action", 0);
+    e->decision_id = get_str(c, o, "decision_id", 0);
     e->rank = get_int(c, o, "rank", 0, -1, &e->has_rank);
     e->result = get_int(c, o, "result", 0, 0, NULL);
     json_t *ops = get_obj(c, o, "ops");
@@ -272,6 +307,128 @@ static void feed_warning(ctx *c, json_t *o, const char *host, long long pid)
     st->nrecords++;
 }
 
+/* ranks: [{rank,host,pid,cuda_device,role,api,local_purpose}], the first 32. */
+static void parse_decision_ranks(ctx *c, json_t *a, decision_rec *d)
+{
+    size_t n = json_array_size(a);
+    if (n > 4096)
+        n = 4096; /* the shim writes 32; a hostile file gets a bound */
+    d->ranks = xmalloc((n ? n : 1) * sizeof *d->ranks);
+    for (size_t i = 0; i < n && !c->bad; i++) {
+        json_t *e = json_array_get(a, i);
+        if (!json_is_object(e)) {
+            bad_field(c, "ranks[]", e, "an object");
+            break;
+        }
+        c->prefix = "ranks[].";
+        decision_rank *k = &d->ranks[d->nlisted++];
+        memset(k, 0, sizeof *k);
+        k->rank = get_int(c, e, "rank", 0, -1, NULL);
+        k->pid = get_int(c, e, "pid", 0, 0, NULL);
+        k->cuda_device = get_int(c, e, "cuda_device", 0, -1, NULL);
+        k->host = get_str(c, e, "host", 0);
+        k->role = get_str(c, e, "role", 0);
+        k->api = get_str(c, e, "api", 0);
+        k->local_purpose = get_str(c, e, "local_purpose", 0);
+        c->prefix = NULL;
+    }
+}
+
+static void feed_decision(ctx *c, json_t *o, const char *host, long long pid, long long tid, double ts)
+{
+    decision_rec *d = xmalloc(sizeof *d);
+    memset(d, 0, sizeof *d);
+    d->decision_id = get_str(c, o, "decision_id", 1);
+    d->stage = get_str(c, o, "stage", 0);
+    d->listen = get_str(c, o, "listen", 0);
+    d->missing = get_str(c, o, "missing", 0);
+    d->purpose = get_str(c, o, "purpose", 0);
+    d->purpose_reason = get_str(c, o, "purpose_reason", 0);
+    d->action = get_str(c, o, "action", 0);
+    d->action_reason = get_str(c, o, "action_reason", 0);
+    d->nranks = get_int(c, o, "nranks", 0, 0, NULL);
+    d->arrived = get_int(c, o, "arrived", 0, 0, NULL);
+    d->rule = get_int(c, o, "rule", 0, -1, NULL);
+    d->hosts = get_int(c, o, "hosts", 0, 0, NULL);
+    d->training = get_int(c, o, "training", 0, 0, NULL);
+    d->inference = get_int(c, o, "inference", 0, 0, NULL);
+    d->unknown = get_int(c, o, "unknown", 0, 0, NULL);
+    d->rejected = get_int(c, o, "rejected_connections", 0, 0, NULL);
+    d->wait_us = get_int(c, o, "wait_us", 0, 0, NULL);
+    json_t *ranks = json_object_get(o, "ranks");
+    if (ranks && !json_is_null(ranks) && !c->bad) {
+        if (!json_is_array(ranks))
+            bad_field(c, "ranks", ranks, "an array of objects");
+        else
+            parse_decision_ranks(c, ranks, d);
+    }
+    d->host = xstrdup(host);
+    d->pid = pid;
+    d->tid = tid;
+    d->ts = ts;
+    d->file = xstrdup(c->file);
+    d->line = c->line;
+    d->id_norm = norm_id(d->decision_id);
+    if (c->bad) {
+        decision_free(d);
+        return;
+    }
+    *c->st->decisions_tail = d;
+    c->st->decisions_tail = &d->next;
+    if (d->id_norm) {
+        decision_rec *first;
+        HASH_FIND_STR(c->st->decision_by_id, d->id_norm, first);
+        if (!first) /* the same record collected twice: the first one joins */
+            HASH_ADD_KEYPTR(hh, c->st->decision_by_id, d->id_norm, strlen(d->id_norm), d);
+    }
+    c->st->nrecords++;
+}
+
+static void feed_unique_id(ctx *c, json_t *o, const char *host, long long pid)
+{
+    char *id_hash = get_str(c, o, "id_hash", 0), *listen = get_str(c, o, "rendezvous", 0);
+    /* `unmarked` is a reason for people; nothing joins on it */
+    if (!c->bad && id_hash && listen) {
+        char *key = xasprintf("%s:%lld:%s", host, pid, listen);
+        uid_rec *u;
+        HASH_FIND_STR(c->st->uids, key, u);
+        if (u) {
+            free(key);
+        } else {
+            u = xmalloc(sizeof *u);
+            u->key = key;
+            u->id_hash = id_hash;
+            id_hash = NULL;
+            HASH_ADD_KEYPTR(hh, c->st->uids, u->key, strlen(u->key), u);
+        }
+    }
+    free(id_hash);
+    free(listen);
+    if (!c->bad)
+        c->st->nrecords++;
+}
+
+static void feed_expired(ctx *c, json_t *o, const char *host, long long pid)
+{
+    char *listen = get_str(c, o, "listen", 1);
+    long long idle = get_int(c, o, "idle_ms", 0, 0, NULL);
+    long long rejected = get_int(c, o, "rejected_connections", 0, 0, NULL);
+    if (c->bad) {
+        free(listen);
+        return;
+    }
+    inspect_state *st = c->st;
+    VEC_RESERVE(st->expired, 4);
+    expired_rec *x = &st->expired.v[st->expired.n++];
+    memset(x, 0, sizeof *x);
+    x->host = xstrdup(host);
+    x->pid = pid;
+    x->listen = listen;
+    x->idle_ms = idle;
+    x->rejected = rejected;
+    st->nrecords++;
+}
+
 static void feed_object(ctx *c, json_t *o)
 {
     json_t *t = json_object_get(o, "type");
@@ -284,7 +441,8 @@ static void feed_object(ctx *c, json_t *o)
         return;
     }
     const char *type = json_string_value(t);
-    static const char *known[] = {"load", "library", "unique_id", "comm", "comm_end", "exit", "warning"};
+    static const char *known[] = {"load", "library", "unique_id", "comm", "comm_end", "exit", "warning",
+                                  "decision", "rendezvous_expired"};
     int is_known = 0;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(type, known[i]) == 0)
@@ -330,8 +488,17 @@ static void feed_object(ctx *c, json_t *o)
         if (!c->bad)
             inspect_process(c->st, host, pid);
     } else if (strcmp(type, "unique_id") == 0) {
-        inspect_process(c->st, host, pid);
-        c->st->nrecords++;
+        feed_unique_id(c, o, host, pid);
+        if (!c->bad)
+            inspect_process(c->st, host, pid);
+    } else if (strcmp(type, "decision") == 0) {
+        feed_decision(c, o, host, pid, tid, ts);
+        if (!c->bad)
+            inspect_process(c->st, host, pid);
+    } else if (strcmp(type, "rendezvous_expired") == 0) {
+        feed_expired(c, o, host, pid);
+        if (!c->bad)
+            inspect_process(c->st, host, pid);
     } else if (strcmp(type, "comm") == 0) {
         feed_comm(c, o, host, pid, tid, ts);
     } else if (strcmp(type, "comm_end") == 0) {
@@ -357,7 +524,7 @@ void inspect_feed_record_line(inspect_state *st, const char *buf, size_t len, co
 void inspect_feed_record_line_ex(inspect_state *st, const char *buf, size_t len, const char *file,
                                  long lineno, int unterminated)
 {
-    ctx c = {st, file, lineno, 0};
+    ctx c = {st, file, lineno, 0, NULL};
     size_t i = 0;
     while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\r'))
         i++;

@@ -11,6 +11,7 @@ inspect_state *inspect_new(void)
     inspect_state *st = xmalloc(sizeof *st);
     memset(st, 0, sizeof *st);
     st->ranks_tail = &st->ranks;
+    st->decisions_tail = &st->decisions;
     return st;
 }
 
@@ -26,12 +27,14 @@ static void net_free(net_entry **h)
     }
 }
 
-static void rank_free(rank_rec *r)
+void rank_free(rank_rec *r)
 {
     char **fields[] = {&r->host, &r->fn, &r->comm, &r->comm_norm, &r->handle, &r->group,
                        &r->id_hash, &r->result_str, &r->api, &r->caller_lib, &r->title,
                        &r->python0, &r->role, &r->role_reason, &r->purpose,
-                       &r->purpose_reason, &r->action, &r->action_reason, &r->file};
+                       &r->purpose_reason, &r->action, &r->action_reason, &r->local_purpose,
+                       &r->local_purpose_reason, &r->net, &r->net_note, &r->dec_by, &r->dec_id,
+                       &r->dec_id_norm, &r->dec_root, &r->dec_fallback, &r->file};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         free(*fields[i]);
     free(r);
@@ -44,8 +47,27 @@ void comm_end_free(comm_end_rec *e)
     free(e->handle);
     free(e->group);
     free(e->how);
+    free(e->action);
+    free(e->decision_id);
     op_free(&e->ops);
     free(e);
+}
+
+void decision_free(decision_rec *d)
+{
+    char **fields[] = {&d->host, &d->stage, &d->listen, &d->decision_id, &d->id_norm, &d->missing,
+                       &d->purpose, &d->purpose_reason, &d->action, &d->action_reason, &d->file,
+                       &d->group};
+    for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
+        free(*fields[i]);
+    for (size_t i = 0; i < d->nlisted; i++) {
+        free(d->ranks[i].host);
+        free(d->ranks[i].role);
+        free(d->ranks[i].api);
+        free(d->ranks[i].local_purpose);
+    }
+    free(d->ranks);
+    free(d);
 }
 
 void inspect_free(inspect_state *st)
@@ -70,6 +92,24 @@ void inspect_free(inspect_state *st)
         n = e->next;
         comm_end_free(e);
     }
+    HASH_CLEAR(hh, st->decision_by_id); /* the records themselves are in the list */
+    for (decision_rec *d = st->decisions, *n; d; d = n) {
+        n = d->next;
+        decision_free(d);
+    }
+    uid_rec *u, *utmp;
+    HASH_ITER(hh, st->uids, u, utmp) {
+        HASH_DEL(st->uids, u);
+        free(u->key);
+        free(u->id_hash);
+        free(u);
+    }
+    for (size_t i = 0; i < st->expired.n; i++) {
+        free(st->expired.v[i].host);
+        free(st->expired.v[i].listen);
+        free(st->expired.v[i].id_hash);
+    }
+    free(st->expired.v);
     net_free(&st->nccl_tid);
     net_free(&st->nccl_proc_net);
     net_free(&st->nccl_comm);
@@ -109,6 +149,7 @@ void inspect_free(inspect_state *st)
         strlist_free(&c->apis);
         strlist_free(&c->problems);
         op_free(&c->ops);
+        free(c->decision_summary);
         free(c);
     }
     free(st->sorted);

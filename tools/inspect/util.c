@@ -188,3 +188,34 @@ int op_cmp(op_stat *a, op_stat *b)
 {
     return strcmp(a->name, b->name);
 }
+
+void lb_add(list_buf *b, const char *item)
+{
+    size_t len = strlen(item);
+    b->items++;
+    if (b->full)
+        return;
+    if (b->n + len + 6 >= sizeof b->s) {
+        b->n += (size_t)snprintf(b->s + b->n, sizeof b->s - b->n, "%s...", b->n ? "," : "");
+        b->full = 1;
+        return;
+    }
+    b->n += (size_t)snprintf(b->s + b->n, sizeof b->s - b->n, "%s%s", b->n ? "," : "", item);
+}
+
+void lb_add_ll(list_buf *b, long long v)
+{
+    if (b->has_last && b->last == v)
+        return; /* ranks come sorted: two records of one rank are one item */
+    b->has_last = 1;
+    b->last = v;
+    char item[24];
+    snprintf(item, sizeof item, "%lld", v);
+    lb_add(b, item);
+}
+
+/* s, or its first `max` bytes and "...": reasons quoted inside a problem line. */
+char *str_cut(const char *s, size_t max)
+{
+    return strlen(s) <= max ? xstrdup(s) : xasprintf("%.*s...", (int)max, s);
+}
