@@ -69,6 +69,7 @@ fuzz: fuzz-short
 
 bench: all
 	bench/forward_cost.sh 100000
+	bench/decision_cost.sh
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/ncclshim

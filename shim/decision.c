@@ -172,7 +172,7 @@ void plan_creation(const struct plan_input *in, struct plan *p)
 {
     const struct shim_config *cfg = shim_config();
     memset(p, 0, sizeof(*p));
-    p->cuda_device = shim_cuda_current_device();
+    p->cuda_device = -1; /* asked only for a rendezvous: the probe costs a library search where CUDA is absent */
     struct local_evidence ev = { in->cr->api, (enum role)in->cr->role.value, in->nranks, in->cr->nframes,
                                  in->cr->frames };
     struct verdict local = classify_purpose(&cfg->patterns, &ev);
@@ -196,6 +196,7 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         return;
     }
     p->marked = 1;
+    p->cuda_device = shim_cuda_current_device();
     struct rank_facts *f = malloc(sizeof(*f));
     if (!f) {
         decide_locally(in, p, "out of memory for the rendezvous");
