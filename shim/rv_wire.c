@@ -53,6 +53,13 @@
  *      1   token                 16 bytes   yes
  *      2   ok                    i32        yes  0..1
  *      3   reason                string     no   < RV_REASON_LEN bytes
+ *      4   blob                  bytes      no   <= RV_BLOB_LEN bytes (bloblen = its length)
+ *
+ *   PEERS (struct rv_peers)
+ *      1   token                 16 bytes   yes
+ *      2   peer                  i32 rank + bytes   no   rank 0..FACTS_MAX_RANKS-1, then
+ *                                                <= RV_BLOB_LEN bytes; repeated, at most
+ *                                                RV_MAX_PEERS times (npeers = count)
  *
  * Unknown tags are skipped.  rv_encode omits optional strings that are empty
  * and rejects (returns 0) a message rv_decode would reject, so that whatever
@@ -92,7 +99,7 @@ _Static_assert(RV_HELLO_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal HELLO fits a f
     (TLV_HDR + RV_TOKEN_LEN + 7 * (TLV_HDR + 4) + (TLV_HDR + 8) + 2 * (TLV_HDR + RV_REASON_LEN - 1))
 _Static_assert(RV_VERDICT_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal DECISION fits a frame");
 
-enum kind { K_TOKEN, K_I32, K_U32, K_U64, K_STR, K_FRAME };
+enum kind { K_TOKEN, K_I32, K_U32, K_U64, K_STR, K_FRAME, K_BLOB, K_PEER };
 
 #define REQ 1u           /* required */
 #define DECISION_ONLY 2u /* not part of COMMIT */
@@ -154,11 +161,18 @@ static const struct field vote_fields[] = {
     F_TOKEN,
     F_I32(2, u.vote.ok, REQ, 0, 1),
     F_STR(3, u.vote.reason, 0),
+    { 4, K_BLOB, 0, "blob", offsetof(struct rv_msg, u.vote.blob), RV_BLOB_LEN, 0, 0 },
+};
+
+static const struct field peers_fields[] = {
+    F_TOKEN,
+    { 2, K_PEER, 0, "peer", offsetof(struct rv_msg, u.peers.peer), 4 + RV_BLOB_LEN, 0, 0 },
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 /* Tags seen are tracked in a 32-bit mask, by index in the table. */
-_Static_assert(COUNT(hello_fields) <= 32 && COUNT(verdict_fields) <= 32 && COUNT(vote_fields) <= 32,
+_Static_assert(COUNT(hello_fields) <= 32 && COUNT(verdict_fields) <= 32 && COUNT(vote_fields) <= 32 &&
+                   COUNT(peers_fields) <= 32,
                "field tables fit a 32-bit mask");
 
 struct msg_desc {
@@ -174,6 +188,7 @@ static const struct msg_desc *desc_of(unsigned type)
         [RV_DECISION] = { "DECISION", verdict_fields, COUNT(verdict_fields) },
         [RV_VOTE] = { "VOTE", vote_fields, COUNT(vote_fields) },
         [RV_COMMIT] = { "COMMIT", verdict_fields, COUNT(verdict_fields) },
+        [RV_PEERS] = { "PEERS", peers_fields, COUNT(peers_fields) },
     };
     if (type >= COUNT(descs) || !descs[type].name)
         return NULL;
@@ -309,7 +324,7 @@ int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_
             continue; /* unknown: a newer peer's, skipped */
         const struct field *f = &d->fields[i];
         const char *fname = short_name(f);
-        if (f->kind != K_FRAME && (seen >> i & 1u))
+        if (f->kind != K_FRAME && f->kind != K_PEER && (seen >> i & 1u))
             return fail(err, errlen, "%s: tag %u (%s) appears twice", d->name, tag, fname);
         seen |= 1u << i;
 
@@ -320,6 +335,16 @@ int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_
         case K_U64:
             if (tl != f->size)
                 return fail(err, errlen, "%s: tag %u (%s) is %u bytes, it must be %zu", d->name, tag, fname, tl,
+                            f->size);
+            break;
+        case K_BLOB:
+            if (tl > f->size)
+                return fail(err, errlen, "%s: tag %u (%s) is %u bytes, the limit is %zu", d->name, tag, fname, tl,
+                            f->size);
+            break;
+        case K_PEER:
+            if (tl < 4 || tl > f->size)
+                return fail(err, errlen, "%s: tag %u (%s) is %u bytes, it must be 4..%zu", d->name, tag, fname, tl,
                             f->size);
             break;
         default:
@@ -360,6 +385,24 @@ int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_
         case K_STR:
             memcpy(base + f->off, v, tl);
             break;
+        case K_BLOB:
+            memcpy(m->u.vote.blob, v, tl);
+            m->u.vote.bloblen = (int)tl;
+            break;
+        case K_PEER: {
+            if (m->u.peers.npeers >= RV_MAX_PEERS)
+                return fail(err, errlen, "%s: tag %u (%s) appears more than %d times", d->name, tag, fname,
+                            RV_MAX_PEERS);
+            uint32_t u = get32(v);
+            if (u >= FACTS_MAX_RANKS)
+                return fail(err, errlen, "%s: tag %u (%s) names rank %u, outside 0..%d", d->name, tag, fname,
+                            (unsigned)u, FACTS_MAX_RANKS - 1);
+            struct rv_peer *pe = &m->u.peers.peer[m->u.peers.npeers++];
+            pe->rank = (int)u;
+            pe->bloblen = (int)tl - 4;
+            memcpy(pe->blob, v + 4, tl - 4);
+            break;
+        }
         case K_FRAME:
             if (m->u.hello.nframes >= EVIDENCE_MAX_FRAMES)
                 return fail(err, errlen, "%s: tag %u (%s) appears more than %d times", d->name, tag, fname,
@@ -449,6 +492,25 @@ size_t rv_encode(const struct rv_msg *m, uint8_t *buf, size_t cap)
                 put_tlv(&w, f->tag, s, n);
             break;
         }
+        case K_BLOB:
+            if (m->u.vote.bloblen < 0 || m->u.vote.bloblen > RV_BLOB_LEN)
+                return 0;
+            if (m->u.vote.bloblen)
+                put_tlv(&w, f->tag, m->u.vote.blob, (size_t)m->u.vote.bloblen);
+            break;
+        case K_PEER:
+            if (m->u.peers.npeers < 0 || m->u.peers.npeers > RV_MAX_PEERS)
+                return 0;
+            for (int k = 0; k < m->u.peers.npeers; k++) {
+                const struct rv_peer *pe = &m->u.peers.peer[k];
+                uint8_t one[4 + RV_BLOB_LEN];
+                if (pe->rank < 0 || pe->rank >= FACTS_MAX_RANKS || pe->bloblen < 0 || pe->bloblen > RV_BLOB_LEN)
+                    return 0;
+                put32(one, (uint32_t)pe->rank);
+                memcpy(one + 4, pe->blob, (size_t)pe->bloblen);
+                put_tlv(&w, f->tag, one, 4 + (size_t)pe->bloblen);
+            }
+            break;
         case K_FRAME:
             if (m->u.hello.nframes < 0 || m->u.hello.nframes > EVIDENCE_MAX_FRAMES)
                 return 0;

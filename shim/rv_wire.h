@@ -26,7 +26,12 @@
 #define RV_TOKEN_LEN 16
 #define RV_REASON_LEN 768
 
-enum rv_type { RV_HELLO = 1, RV_DECISION = 2, RV_VOTE = 3, RV_COMMIT = 4 };
+enum rv_type { RV_HELLO = 1, RV_DECISION = 2, RV_VOTE = 3, RV_COMMIT = 4, RV_PEERS = 5 };
+
+/* What a rank exports when it sets a transport up (ipc: its memory handle),
+ * and how many ranks such a transport serves. */
+#define RV_BLOB_LEN 192
+#define RV_MAX_PEERS 64
 
 /* The root's answer: DECISION (round 1) and COMMIT (round 2, final). */
 struct rv_verdict {
@@ -43,6 +48,20 @@ struct rv_verdict {
 struct rv_vote {
     int ok;
     char reason[RV_REASON_LEN];
+    int bloblen;                        /* 0..RV_BLOB_LEN: what this rank exports */
+    uint8_t blob[RV_BLOB_LEN];
+};
+
+/* PEERS (root -> ranks, ipc only): every rank's export, sent between the
+ * vote on setting up and the vote on connecting. */
+struct rv_peer {
+    int rank;
+    int bloblen;
+    uint8_t blob[RV_BLOB_LEN];
+};
+struct rv_peers {
+    int npeers;                         /* 0..RV_MAX_PEERS */
+    struct rv_peer peer[RV_MAX_PEERS];
 };
 
 struct rv_msg {
@@ -52,6 +71,7 @@ struct rv_msg {
         struct rank_facts hello;
         struct rv_verdict verdict;      /* RV_DECISION and RV_COMMIT */
         struct rv_vote vote;
+        struct rv_peers peers;
     } u;
 };
 

@@ -55,7 +55,18 @@ static int same(const struct rv_msg *a, const struct rv_msg *b)
                !strcmp(x->purpose_reason, y->purpose_reason) && !strcmp(x->action_reason, y->action_reason);
     }
     case RV_VOTE:
-        return a->u.vote.ok == b->u.vote.ok && !strcmp(a->u.vote.reason, b->u.vote.reason);
+        return a->u.vote.ok == b->u.vote.ok && !strcmp(a->u.vote.reason, b->u.vote.reason) &&
+               a->u.vote.bloblen == b->u.vote.bloblen &&
+               !memcmp(a->u.vote.blob, b->u.vote.blob, (size_t)a->u.vote.bloblen);
+    case RV_PEERS:
+        if (a->u.peers.npeers != b->u.peers.npeers)
+            return 0;
+        for (int i = 0; i < a->u.peers.npeers; i++) {
+            const struct rv_peer *x = &a->u.peers.peer[i], *y = &b->u.peers.peer[i];
+            if (x->rank != y->rank || x->bloblen != y->bloblen || memcmp(x->blob, y->blob, (size_t)x->bloblen))
+                return 0;
+        }
+        return 1;
     }
     return 0;
 }
@@ -72,7 +83,7 @@ static void one_frame(const uint8_t *buf, size_t len)
         return;
     }
     check(rv_frame_length(buf, len, err, sizeof(err)) == (long)len, "frame length agrees with an accepted frame");
-    check(m1.type >= RV_HELLO && m1.type <= RV_COMMIT, "accepted type is known");
+    check(m1.type >= RV_HELLO && m1.type <= RV_PEERS, "accepted type is known");
     check(m1.type != RV_HELLO || (m1.u.hello.rank >= 0 && m1.u.hello.rank < m1.u.hello.nranks &&
                                   m1.u.hello.nframes >= 0 && m1.u.hello.nframes <= EVIDENCE_MAX_FRAMES),
           "accepted HELLO is in range");

@@ -144,7 +144,18 @@ static int same(const struct rv_msg *a, const struct rv_msg *b)
                !strcmp(x->purpose_reason, y->purpose_reason) && !strcmp(x->action_reason, y->action_reason);
     }
     case RV_VOTE:
-        return a->u.vote.ok == b->u.vote.ok && !strcmp(a->u.vote.reason, b->u.vote.reason);
+        return a->u.vote.ok == b->u.vote.ok && !strcmp(a->u.vote.reason, b->u.vote.reason) &&
+               a->u.vote.bloblen == b->u.vote.bloblen &&
+               !memcmp(a->u.vote.blob, b->u.vote.blob, (size_t)a->u.vote.bloblen);
+    case RV_PEERS:
+        if (a->u.peers.npeers != b->u.peers.npeers)
+            return 0;
+        for (int i = 0; i < a->u.peers.npeers; i++) {
+            const struct rv_peer *x = &a->u.peers.peer[i], *y = &b->u.peers.peer[i];
+            if (x->rank != y->rank || x->bloblen != y->bloblen || memcmp(x->blob, y->blob, (size_t)x->bloblen))
+                return 0;
+        }
+        return 1;
     }
     return 0;
 }
@@ -406,6 +417,26 @@ int main(int argc, char **argv)
     round_trip(&in, "VOTE, maximal");
     vote_min(&in);
     round_trip(&in, "VOTE, minimal (ok 0)");
+    vote_max(&in);
+    in.u.vote.bloblen = RV_BLOB_LEN;
+    memset(in.u.vote.blob, 0, RV_BLOB_LEN); /* a blob is bytes: NULs included */
+    in.u.vote.blob[7] = 0xab;
+    round_trip(&in, "VOTE with a maximal blob of binary bytes");
+    memset(&in, 0, sizeof(in));
+    in.type = RV_PEERS;
+    round_trip(&in, "PEERS, empty");
+    in.u.peers.npeers = RV_MAX_PEERS;
+    for (int k = 0; k < RV_MAX_PEERS; k++) {
+        in.u.peers.peer[k].rank = RV_MAX_PEERS - 1 - k;
+        in.u.peers.peer[k].bloblen = RV_BLOB_LEN;
+        memset(in.u.peers.peer[k].blob, k, RV_BLOB_LEN);
+    }
+    round_trip(&in, "PEERS, 64 peers with maximal blobs");
+    in.u.peers.npeers = RV_MAX_PEERS + 1;
+    ok(rv_encode(&in, buf, sizeof(buf)) == 0, "encode refuses more than RV_MAX_PEERS peers");
+    in.u.peers.npeers = 1;
+    in.u.peers.peer[0].bloblen = RV_BLOB_LEN + 1;
+    ok(rv_encode(&in, buf, sizeof(buf)) == 0, "encode refuses an over-long blob");
 
     /* Minimal frames carry no optional tag. */
     hello_min(&in);
@@ -467,7 +498,7 @@ int main(int argc, char **argv)
     rejects((int)rv_frame_length(buf2, len, err, sizeof(err)), err, "protocol version 2", "frame length: bad version");
     rejects(rv_decode(buf2, len, &out, err, sizeof(err)), err, "protocol version 2, this shim speaks 1",
             "decode: bad version");
-    for (unsigned t = 0; t < 8; t += 5) { /* 0 and 5 */
+    for (unsigned t = 0; t < 8; t += 6) { /* 0 and 6 */
         memcpy(buf2, buf, len);
         put16(buf2 + 6, t);
         char want[64];
@@ -738,7 +769,7 @@ int main(int argc, char **argv)
     ok(rc == 0 && out.u.verdict.final == 1 && same(&in, &out), "COMMIT: a final tag is unknown there, skipped");
     vote_max(&in);
     start(&in);
-    append(&fr, 4, big, 9);
+    append(&fr, 9, big, 9);
     ok(decode_fr() == 0 && same(&in, &out), "VOTE: unknown tag skipped");
 
     /* ---- No stale data ---- */
