@@ -1,27 +1,951 @@
 /*
- * A fake libcuda.so.1 for the CPU tests: only what the shim asks of the
- * driver so far (the current device).  FAKE_CUDA_DEVICE sets it (default 0);
- * FAKE_CUDA_NO_CONTEXT=1 makes cuCtxGetDevice fail as without a context.
+ * A fake libcuda.so.1 (CUDA driver API) for the CPU tests: enough of the
+ * driver for the shim's CUDA IPC transport to run its whole protocol between
+ * several processes on a machine without a GPU (DESIGN D8).
+ *
+ *   - Host pointers are device pointers.  cuMemAlloc maps a POSIX shared
+ *     memory object (/fakecuda.<pid>.<n>), so any process can map it too, and
+ *     an IPC handle is that object's name (with the size and the maker's pid).
+ *   - Streams are synchronous: every "async" operation is done before the
+ *     call returns, and a stream wait (cuStreamWaitValue32/64) makes the
+ *     CALLING THREAD wait, on atomic loads of the shared memory, until the
+ *     condition holds or FAKE_CUDA_WAIT_TIMEOUT_MS (default 20000) passes.
+ *   - There is one device and one context, current on every thread until the
+ *     thread sets NULL.
+ *
+ * Environment (read at each call, so a test can change it as it goes):
+ *   FAKE_CUDA_DEVICE=<n>        the current device (default 0)
+ *   FAKE_CUDA_NO_CONTEXT=1      no current context: cuCtxGetCurrent gives
+ *                               NULL, cuCtxGetDevice and the memory and stream
+ *                               functions fail with CUDA_ERROR_INVALID_CONTEXT
+ *   FAKE_CUDA_NO_MEMOPS=1       attribute 122 (64-bit stream memory
+ *                               operations) is 0 and the 64-bit wait/write
+ *                               functions fail with CUDA_ERROR_NOT_SUPPORTED
+ *   FAKE_CUDA_CAPTURING=1       cuStreamIsCapturing says every stream is
+ *                               capturing (CU_STREAM_CAPTURE_STATUS_ACTIVE)
+ *   FAKE_CUDA_WAIT_TIMEOUT_MS=<ms>  bound of a stream wait (default 20000);
+ *                               past it the wait prints a line to stderr and
+ *                               fails with CUDA_ERROR_LAUNCH_TIMEOUT
+ *   FAKE_CUDA_FAIL=<name>[=<code>][,...]  the functions of these BASE names
+ *                               (cuMemAlloc, cuStreamWaitValue64, ...) fail at
+ *                               once, with <code> or else
+ *                               CUDA_ERROR_INVALID_VALUE
+ *                               (CUDA_ERROR_OUT_OF_MEMORY for cuMemAlloc)
+ *   FAKE_CUDA_LOG=<file>        at exit, append "<pid> allocs=<n> ipc_opens=<m>"
+ *                               (what this process still holds)
+ *
+ * fakeCudaStats(&allocs, &ipc_opens) gives the same two numbers at any time.
+ * A forked child starts with empty tables (what its parent allocated or opened
+ * is not its own); at exit, the names of the allocations still live are
+ * unlinked, as the driver frees a process's memory when it ends.
  */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#define EXPORT __attribute__((visibility("default")))
+/* Exports the same function under a second name (a plain name of cuda.h). */
+#define ALIAS(target) __attribute__((alias(#target), visibility("default")))
 
 typedef int CUresult;
 typedef int CUdevice;
-#define CUDA_SUCCESS 0
-#define CUDA_ERROR_INVALID_CONTEXT 201
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUipcMemHandle_st {
+    char reserved[64];
+} CUipcMemHandle;
 
-__attribute__((visibility("default"))) CUresult cuInit(unsigned int flags)
+#define CUDA_SUCCESS 0
+#define CUDA_ERROR_INVALID_VALUE 1
+#define CUDA_ERROR_OUT_OF_MEMORY 2
+#define CUDA_ERROR_NOT_INITIALIZED 3
+#define CUDA_ERROR_DEINITIALIZED 4
+#define CUDA_ERROR_NO_DEVICE 100
+#define CUDA_ERROR_INVALID_DEVICE 101
+#define CUDA_ERROR_INVALID_CONTEXT 201
+#define CUDA_ERROR_INVALID_HANDLE 400
+#define CUDA_ERROR_NOT_FOUND 500
+#define CUDA_ERROR_NOT_READY 600
+#define CUDA_ERROR_LAUNCH_TIMEOUT 702
+#define CUDA_ERROR_NOT_SUPPORTED 801
+#define CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED 900
+#define CUDA_ERROR_UNKNOWN 999
+
+#define FAKE_DRIVER_VERSION 12080
+
+#define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
+#define CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR 123
+
+#define CU_GET_PROC_ADDRESS_SUCCESS 0
+#define CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND 1
+#define CU_GET_PROC_ADDRESS_FLAGS_MASK 3ULL /* LEGACY_STREAM | PER_THREAD_DEFAULT_STREAM */
+
+#define CU_STREAM_WAIT_VALUE_GEQ 0
+#define CU_STREAM_WAIT_VALUE_EQ 1
+#define CU_STREAM_WAIT_VALUE_AND 2
+#define CU_STREAM_WAIT_VALUE_NOR 3
+#define CU_STREAM_WAIT_VALUE_FLUSH (1u << 30)
+#define CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER 1u
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 1u
+#define CU_STREAM_NON_BLOCKING 1u
+
+#define DEFAULT_WAIT_TIMEOUT_MS 20000L
+
+/* ---------------------------------------------------------------- state */
+
+/* One live allocation (ours) or one open IPC mapping (another process's). */
+struct mapping {
+    struct mapping *next;
+    int ipc;          /* 0: cuMemAlloc'ed here; 1: opened by cuIpcOpenMemHandle */
+    int refs;         /* opens of the same handle not closed yet (ipc only) */
+    uintptr_t base;
+    size_t size;
+    char name[48];
+};
+
+struct fake_stream {
+    struct fake_stream *next;
+};
+
+/* The layout of a CUipcMemHandle made here. */
+struct ipc_handle {
+    char magic[4];
+    int32_t pid; /* the maker: real CUDA refuses to open a handle in its own process */
+    uint64_t size;
+    char name[48];
+};
+_Static_assert(sizeof(struct ipc_handle) == sizeof(CUipcMemHandle), "handle layout");
+
+static const char HANDLE_MAGIC[4] = {'F', 'C', 'U', '1'};
+
+static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mapping *maps;     /* under lock */
+static struct fake_stream *streams; /* under lock */
+static unsigned counter;         /* under lock: the <n> of the shm names */
+
+static struct CUctx_st {
+    int dummy;
+} the_context;
+static __thread int ctx_cleared; /* this thread did cuCtxSetCurrent(NULL) */
+
+/* ---------------------------------------------------------------- helpers */
+
+static int env_is_1(const char *name)
 {
-    (void)flags;
+    const char *v = getenv(name);
+    return v && v[0] == '1' && v[1] == '\0';
+}
+
+/* CUDA_SUCCESS, or the code FAKE_CUDA_FAIL asks of the function <base>. */
+static CUresult injected(const char *base, CUresult dflt)
+{
+    const char *list = getenv("FAKE_CUDA_FAIL");
+    if (!list || !*list)
+        return CUDA_SUCCESS;
+    size_t n = strlen(base);
+    const char *p = list;
+    while (*p) {
+        const char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        const char *eq = memchr(p, '=', len);
+        size_t name_len = eq ? (size_t)(eq - p) : len;
+        if (name_len == n && memcmp(p, base, n) == 0) {
+            if (eq) {
+                int code = atoi(eq + 1);
+                return code ? code : dflt;
+            }
+            return dflt;
+        }
+        if (!end)
+            break;
+        p = end + 1;
+    }
+    return CUDA_SUCCESS;
+}
+#define INJECT(base)                                              \
+    do {                                                          \
+        CUresult inj_ = injected(base, CUDA_ERROR_INVALID_VALUE); \
+        if (inj_)                                                 \
+            return inj_;                                          \
+    } while (0)
+
+static int have_context(void)
+{
+    return !env_is_1("FAKE_CUDA_NO_CONTEXT") && !ctx_cleared;
+}
+#define NEED_CONTEXT()                         \
+    do {                                       \
+        if (!have_context())                   \
+            return CUDA_ERROR_INVALID_CONTEXT; \
+    } while (0)
+
+static int no_memops(void)
+{
+    return env_is_1("FAKE_CUDA_NO_MEMOPS");
+}
+
+static struct mapping *find_base(uintptr_t base, int ipc)
+{
+    for (struct mapping *m = maps; m; m = m->next)
+        if (m->base == base && m->ipc == ipc)
+            return m;
+    return NULL;
+}
+
+static void unlink_mapping(struct mapping *m)
+{
+    for (struct mapping **pp = &maps; *pp; pp = &(*pp)->next)
+        if (*pp == m) {
+            *pp = m->next;
+            return;
+        }
+}
+
+static void count(int *allocs, int *opens)
+{
+    int a = 0, o = 0;
+    for (struct mapping *m = maps; m; m = m->next) {
+        if (m->ipc)
+            o += m->refs;
+        else
+            a++;
+    }
+    *allocs = a;
+    *opens = o;
+}
+
+/* ---------------------------------------------------------------- fork, exit */
+
+static void before_fork(void)
+{
+    pthread_mutex_lock(&lock);
+}
+
+static void after_fork_parent(void)
+{
+    pthread_mutex_unlock(&lock);
+}
+
+/* The child owns none of its parent's allocations, mappings or streams: it
+ * forgets them (the memory stays mapped, but freeing it is not the child's
+ * business, nor is unlinking the parent's names at its exit). */
+static void after_fork_child(void)
+{
+    while (maps) {
+        struct mapping *m = maps;
+        maps = m->next;
+        free(m);
+    }
+    while (streams) {
+        struct fake_stream *s = streams;
+        streams = s->next;
+        free(s);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+__attribute__((constructor)) static void fake_cuda_init(void)
+{
+    pthread_atfork(before_fork, after_fork_parent, after_fork_child);
+}
+
+__attribute__((destructor)) static void fake_cuda_fini(void)
+{
+    pthread_mutex_lock(&lock);
+    const char *log = getenv("FAKE_CUDA_LOG");
+    if (log && *log) {
+        int a, o;
+        count(&a, &o);
+        char line[96];
+        int n = snprintf(line, sizeof line, "%d allocs=%d ipc_opens=%d\n", (int)getpid(), a, o);
+        int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+        if (fd >= 0) {
+            if (write(fd, line, (size_t)n) != n) { /* nothing to do about it at exit */
+            }
+            close(fd);
+        }
+    }
+    /* The process ends: its device memory goes, so do the names (the memory
+     * stays mapped: other threads may still be running). */
+    while (maps) {
+        struct mapping *m = maps;
+        maps = m->next;
+        if (!m->ipc)
+            shm_unlink(m->name);
+        free(m);
+    }
+    while (streams) {
+        struct fake_stream *s = streams;
+        streams = s->next;
+        free(s);
+    }
+    pthread_mutex_unlock(&lock);
+}
+
+EXPORT int fakeCudaStats(int *allocs, int *ipc_opens)
+{
+    int a, o;
+    pthread_mutex_lock(&lock);
+    count(&a, &o);
+    pthread_mutex_unlock(&lock);
+    if (allocs)
+        *allocs = a;
+    if (ipc_opens)
+        *ipc_opens = o;
+    return 0;
+}
+
+/* ---------------------------------------------------------------- init, errors */
+
+EXPORT CUresult cuInit(unsigned int flags)
+{
+    INJECT("cuInit");
+    return flags == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuDriverGetVersion(int *version)
+{
+    INJECT("cuDriverGetVersion");
+    if (!version)
+        return CUDA_ERROR_INVALID_VALUE;
+    *version = FAKE_DRIVER_VERSION;
     return CUDA_SUCCESS;
 }
 
-__attribute__((visibility("default"))) CUresult cuCtxGetDevice(CUdevice *device)
+static const struct {
+    CUresult code;
+    const char *name, *text;
+} errors[] = {
+    {CUDA_SUCCESS, "CUDA_SUCCESS", "no error"},
+    {CUDA_ERROR_INVALID_VALUE, "CUDA_ERROR_INVALID_VALUE", "invalid argument"},
+    {CUDA_ERROR_OUT_OF_MEMORY, "CUDA_ERROR_OUT_OF_MEMORY", "out of memory"},
+    {CUDA_ERROR_NOT_INITIALIZED, "CUDA_ERROR_NOT_INITIALIZED", "initialization error"},
+    {CUDA_ERROR_DEINITIALIZED, "CUDA_ERROR_DEINITIALIZED", "driver shutting down"},
+    {CUDA_ERROR_NO_DEVICE, "CUDA_ERROR_NO_DEVICE", "no CUDA-capable device is detected"},
+    {CUDA_ERROR_INVALID_DEVICE, "CUDA_ERROR_INVALID_DEVICE", "invalid device ordinal"},
+    {CUDA_ERROR_INVALID_CONTEXT, "CUDA_ERROR_INVALID_CONTEXT", "invalid device context"},
+    {CUDA_ERROR_INVALID_HANDLE, "CUDA_ERROR_INVALID_HANDLE", "invalid resource handle"},
+    {CUDA_ERROR_NOT_FOUND, "CUDA_ERROR_NOT_FOUND", "named symbol not found"},
+    {CUDA_ERROR_NOT_READY, "CUDA_ERROR_NOT_READY", "device not ready"},
+    {CUDA_ERROR_LAUNCH_TIMEOUT, "CUDA_ERROR_LAUNCH_TIMEOUT", "the launch timed out and was terminated"},
+    {CUDA_ERROR_NOT_SUPPORTED, "CUDA_ERROR_NOT_SUPPORTED", "operation not supported"},
+    {CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED",
+     "operation not permitted when stream is capturing"},
+    {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
+};
+
+EXPORT CUresult cuGetErrorString(CUresult error, const char **str)
 {
-    const char *no = getenv("FAKE_CUDA_NO_CONTEXT");
-    if (no && *no == '1')
+    if (!str)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == error) {
+            *str = errors[i].text;
+            return CUDA_SUCCESS;
+        }
+    *str = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuGetErrorName(CUresult error, const char **str)
+{
+    if (!str)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == error) {
+            *str = errors[i].name;
+            return CUDA_SUCCESS;
+        }
+    *str = NULL;
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+/* ---------------------------------------------------------------- context, device */
+
+EXPORT CUresult cuCtxGetCurrent(CUcontext *ctx)
+{
+    INJECT("cuCtxGetCurrent");
+    if (!ctx)
+        return CUDA_ERROR_INVALID_VALUE;
+    *ctx = have_context() ? &the_context : NULL;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxSetCurrent(CUcontext ctx)
+{
+    INJECT("cuCtxSetCurrent");
+    if (ctx && ctx != &the_context)
         return CUDA_ERROR_INVALID_CONTEXT;
+    ctx_cleared = ctx == NULL;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuCtxGetDevice(CUdevice *device)
+{
+    INJECT("cuCtxGetDevice");
+    NEED_CONTEXT();
+    if (!device)
+        return CUDA_ERROR_INVALID_VALUE;
     const char *d = getenv("FAKE_CUDA_DEVICE");
     *device = d ? atoi(d) : 0;
     return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuDeviceGetAttribute(int *value, int attrib, CUdevice dev)
+{
+    INJECT("cuDeviceGetAttribute");
+    if (!value)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (dev < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    switch (attrib) {
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS:
+        *value = !no_memops();
+        break;
+    case CU_DEVICE_ATTRIBUTE_CAN_USE_STREAM_WAIT_VALUE_NOR:
+        *value = 1; /* the fake's waits do NOR, as Hopper's do */
+        break;
+    default:
+        *value = 0;
+    }
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- memory */
+
+EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
+{
+    CUresult inj = injected("cuMemAlloc", CUDA_ERROR_OUT_OF_MEMORY);
+    if (inj)
+        return inj;
+    NEED_CONTEXT();
+    if (!dptr || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct mapping *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    int fd = -1;
+    for (int tries = 0; tries < 100 && fd < 0; tries++) {
+        snprintf(m->name, sizeof m->name, "/fakecuda.%d.%u", (int)getpid(), counter++);
+        fd = shm_open(m->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+        if (fd < 0 && errno != EEXIST) /* a stale name of a dead process with our pid: skip it */
+            break;
+    }
+    void *p = MAP_FAILED;
+    if (fd >= 0) {
+        if (ftruncate(fd, (off_t)size) == 0)
+            p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        close(fd);
+        if (p == MAP_FAILED)
+            shm_unlink(m->name);
+    }
+    if (p == MAP_FAILED) {
+        pthread_mutex_unlock(&lock);
+        free(m);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    m->base = (uintptr_t)p;
+    m->size = size;
+    m->next = maps;
+    maps = m;
+    pthread_mutex_unlock(&lock);
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemAlloc(CUdeviceptr *dptr, size_t size) ALIAS(cuMemAlloc_v2);
+
+EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
+{
+    INJECT("cuMemFree");
+    NEED_CONTEXT();
+    pthread_mutex_lock(&lock);
+    struct mapping *m = find_base((uintptr_t)dptr, 0);
+    if (!m) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    unlink_mapping(m);
+    munmap((void *)m->base, m->size);
+    shm_unlink(m->name);
+    pthread_mutex_unlock(&lock);
+    free(m);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemFree(CUdeviceptr dptr) ALIAS(cuMemFree_v2);
+
+static CUresult memset8(const char *base, CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    INJECT(base);
+    NEED_CONTEXT();
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!dst)
+        return CUDA_ERROR_INVALID_VALUE;
+    memset((void *)(uintptr_t)dst, uc, n);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemsetD8_v2(CUdeviceptr dst, unsigned char uc, size_t n)
+{
+    return memset8("cuMemsetD8", dst, uc, n);
+}
+EXPORT CUresult cuMemsetD8(CUdeviceptr dst, unsigned char uc, size_t n) ALIAS(cuMemsetD8_v2);
+
+EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUstream stream)
+{
+    (void)stream;
+    return memset8("cuMemsetD8Async", dst, uc, n);
+}
+
+static CUresult copy(const char *base, void *dst, const void *src, size_t n)
+{
+    INJECT(base);
+    NEED_CONTEXT();
+    if (n == 0)
+        return CUDA_SUCCESS;
+    if (!dst || !src)
+        return CUDA_ERROR_INVALID_VALUE;
+    memmove(dst, src, n);
+    return CUDA_SUCCESS;
+}
+#define DP(x) ((void *)(uintptr_t)(x))
+
+EXPORT CUresult cuMemcpy(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return copy("cuMemcpy", DP(dst), DP(src), n);
+}
+
+EXPORT CUresult cuMemcpyAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    (void)stream;
+    return copy("cuMemcpyAsync", DP(dst), DP(src), n);
+}
+
+EXPORT CUresult cuMemcpyDtoD_v2(CUdeviceptr dst, CUdeviceptr src, size_t n)
+{
+    return copy("cuMemcpyDtoD", DP(dst), DP(src), n);
+}
+EXPORT CUresult cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t n) ALIAS(cuMemcpyDtoD_v2);
+
+EXPORT CUresult cuMemcpyDtoDAsync_v2(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    (void)stream;
+    return copy("cuMemcpyDtoDAsync", DP(dst), DP(src), n);
+}
+EXPORT CUresult cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t n, CUstream stream)
+    ALIAS(cuMemcpyDtoDAsync_v2);
+
+EXPORT CUresult cuMemcpyDtoH_v2(void *dst, CUdeviceptr src, size_t n)
+{
+    return copy("cuMemcpyDtoH", dst, DP(src), n);
+}
+EXPORT CUresult cuMemcpyDtoH(void *dst, CUdeviceptr src, size_t n) ALIAS(cuMemcpyDtoH_v2);
+
+EXPORT CUresult cuMemcpyHtoD_v2(CUdeviceptr dst, const void *src, size_t n)
+{
+    return copy("cuMemcpyHtoD", DP(dst), src, n);
+}
+EXPORT CUresult cuMemcpyHtoD(CUdeviceptr dst, const void *src, size_t n) ALIAS(cuMemcpyHtoD_v2);
+
+EXPORT CUresult cuMemcpyDtoHAsync_v2(void *dst, CUdeviceptr src, size_t n, CUstream stream)
+{
+    (void)stream;
+    return copy("cuMemcpyDtoHAsync", dst, DP(src), n);
+}
+EXPORT CUresult cuMemcpyDtoHAsync(void *dst, CUdeviceptr src, size_t n, CUstream stream)
+    ALIAS(cuMemcpyDtoHAsync_v2);
+
+EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+{
+    (void)stream;
+    return copy("cuMemcpyHtoDAsync", DP(dst), src, n);
+}
+EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
+    ALIAS(cuMemcpyHtoDAsync_v2);
+
+/* ---------------------------------------------------------------- IPC */
+
+EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
+{
+    INJECT("cuIpcGetMemHandle");
+    NEED_CONTEXT();
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct ipc_handle h;
+    memset(&h, 0, sizeof h);
+    pthread_mutex_lock(&lock);
+    struct mapping *m = find_base((uintptr_t)dptr, 0);
+    if (m) {
+        memcpy(h.magic, HANDLE_MAGIC, sizeof h.magic);
+        h.pid = (int32_t)getpid();
+        h.size = m->size;
+        memcpy(h.name, m->name, sizeof h.name);
+    }
+    pthread_mutex_unlock(&lock);
+    if (!m)
+        return CUDA_ERROR_INVALID_VALUE;
+    memcpy(handle, &h, sizeof h);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+{
+    INJECT("cuIpcOpenMemHandle");
+    NEED_CONTEXT();
+    if (!dptr || (flags & ~CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct ipc_handle h;
+    memcpy(&h, &handle, sizeof h);
+    if (memcmp(h.magic, HANDLE_MAGIC, sizeof h.magic) != 0 || h.size == 0 ||
+        memchr(h.name, '\0', sizeof h.name) == NULL)
+        return CUDA_ERROR_INVALID_VALUE; /* not a handle of cuIpcGetMemHandle */
+    if (h.pid == (int32_t)getpid())
+        return CUDA_ERROR_INVALID_VALUE; /* CUDA maps no handle in the process that made it */
+
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    struct mapping *m;
+    for (m = maps; m; m = m->next)
+        if (m->ipc && strcmp(m->name, h.name) == 0)
+            break;
+    if (m) { /* opened already: the same address, one more reference */
+        m->refs++;
+        *dptr = (CUdeviceptr)m->base;
+        goto out;
+    }
+    int fd = shm_open(h.name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        rc = errno == ENOENT ? CUDA_ERROR_INVALID_HANDLE : CUDA_ERROR_INVALID_VALUE;
+        goto out;
+    }
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= h.size)
+        p = mmap(NULL, (size_t)h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED) {
+        rc = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    m = calloc(1, sizeof *m);
+    if (!m) {
+        munmap(p, (size_t)h.size);
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    m->ipc = 1;
+    m->refs = 1;
+    m->base = (uintptr_t)p;
+    m->size = (size_t)h.size;
+    memcpy(m->name, h.name, sizeof m->name);
+    m->next = maps;
+    maps = m;
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+out:
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+EXPORT CUresult cuIpcOpenMemHandle(CUdeviceptr *dptr, CUipcMemHandle handle, unsigned int flags)
+    ALIAS(cuIpcOpenMemHandle_v2);
+
+EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
+{
+    INJECT("cuIpcCloseMemHandle");
+    NEED_CONTEXT();
+    pthread_mutex_lock(&lock);
+    struct mapping *m = find_base((uintptr_t)dptr, 1);
+    if (!m) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    if (--m->refs > 0) {
+        pthread_mutex_unlock(&lock);
+        return CUDA_SUCCESS;
+    }
+    unlink_mapping(m);
+    munmap((void *)m->base, m->size);
+    pthread_mutex_unlock(&lock);
+    free(m);
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- stream memory operations */
+
+static int wait_holds(unsigned op, uint64_t cur, uint64_t value, int bits)
+{
+    switch (op) {
+    case CU_STREAM_WAIT_VALUE_GEQ:
+        return bits == 64 ? (int64_t)(cur - value) >= 0 : (int32_t)(uint32_t)(cur - value) >= 0;
+    case CU_STREAM_WAIT_VALUE_EQ:
+        return cur == value;
+    case CU_STREAM_WAIT_VALUE_AND:
+        return (cur & value) != 0;
+    default: /* NOR */
+        return bits == 64 ? ~(cur | value) != 0 : (uint32_t)~(cur | value) != 0;
+    }
+}
+
+static long wait_timeout_ms(void)
+{
+    const char *t = getenv("FAKE_CUDA_WAIT_TIMEOUT_MS");
+    if (!t || !*t)
+        return DEFAULT_WAIT_TIMEOUT_MS;
+    char *end;
+    long ms = strtol(t, &end, 10);
+    return *end || ms < 0 ? DEFAULT_WAIT_TIMEOUT_MS : ms;
+}
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static uint64_t load(CUdeviceptr addr, int bits)
+{
+    if (bits == 64)
+        return __atomic_load_n((uint64_t *)(uintptr_t)addr, __ATOMIC_ACQUIRE);
+    return __atomic_load_n((uint32_t *)(uintptr_t)addr, __ATOMIC_ACQUIRE);
+}
+
+/* The stream is synchronous, so the calling thread is the one that waits; it
+ * holds no lock meanwhile. */
+static CUresult wait_value(const char *base, int bits, CUdeviceptr addr, uint64_t value,
+                           unsigned flags)
+{
+    static const char *const op_names[] = {"GEQ", "EQ", "AND", "NOR"};
+    INJECT(base);
+    NEED_CONTEXT();
+    if (bits == 64 && no_memops())
+        return CUDA_ERROR_NOT_SUPPORTED;
+    unsigned op = flags & 3u;
+    if ((flags & ~(3u | CU_STREAM_WAIT_VALUE_FLUSH)) || !addr || addr % (unsigned)(bits / 8))
+        return CUDA_ERROR_INVALID_VALUE;
+    uint64_t cur = load(addr, bits);
+    if (wait_holds(op, cur, value, bits))
+        return CUDA_SUCCESS;
+    long long deadline = now_ns() + wait_timeout_ms() * 1000000LL;
+    long sleep_ns = 1000;
+    for (unsigned i = 0;; i++) {
+        if (i < 200) {
+            sched_yield();
+        } else {
+            struct timespec ts = {0, sleep_ns};
+            nanosleep(&ts, NULL);
+            if (sleep_ns < 200000)
+                sleep_ns *= 2;
+        }
+        cur = load(addr, bits);
+        if (wait_holds(op, cur, value, bits))
+            return CUDA_SUCCESS;
+        if (now_ns() >= deadline)
+            break;
+    }
+    fprintf(stderr, "fake libcuda: %s timed out: *addr=%llu, want %s %llu\n", base,
+            (unsigned long long)cur, op_names[op], (unsigned long long)value);
+    return CUDA_ERROR_LAUNCH_TIMEOUT;
+}
+
+static CUresult write_value(const char *base, int bits, CUdeviceptr addr, uint64_t value,
+                            unsigned flags)
+{
+    INJECT(base);
+    NEED_CONTEXT();
+    if (bits == 64 && no_memops())
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if ((flags & ~CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) || !addr || addr % (unsigned)(bits / 8))
+        return CUDA_ERROR_INVALID_VALUE;
+    if (bits == 64)
+        __atomic_store_n((uint64_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
+    else
+        __atomic_store_n((uint32_t *)(uintptr_t)addr, (uint32_t)value, __ATOMIC_RELEASE);
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, unsigned long long value,
+                                       unsigned int flags)
+{
+    (void)stream;
+    return wait_value("cuStreamWaitValue64", 64, addr, value, flags);
+}
+EXPORT CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, unsigned long long value,
+                                    unsigned int flags) ALIAS(cuStreamWaitValue64_v2);
+
+EXPORT CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, unsigned long long value,
+                                        unsigned int flags)
+{
+    (void)stream;
+    return write_value("cuStreamWriteValue64", 64, addr, value, flags);
+}
+EXPORT CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, unsigned long long value,
+                                     unsigned int flags) ALIAS(cuStreamWriteValue64_v2);
+
+EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                       unsigned int flags)
+{
+    (void)stream;
+    return wait_value("cuStreamWaitValue32", 32, addr, value, flags);
+}
+EXPORT CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                    unsigned int flags) ALIAS(cuStreamWaitValue32_v2);
+
+EXPORT CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                        unsigned int flags)
+{
+    (void)stream;
+    return write_value("cuStreamWriteValue32", 32, addr, value, flags);
+}
+EXPORT CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, unsigned int value,
+                                     unsigned int flags) ALIAS(cuStreamWriteValue32_v2);
+
+/* ---------------------------------------------------------------- streams */
+
+EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
+{
+    INJECT("cuStreamCreate");
+    NEED_CONTEXT();
+    if (!stream || (flags & ~CU_STREAM_NON_BLOCKING))
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fake_stream *s = calloc(1, sizeof *s);
+    if (!s)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    s->next = streams;
+    streams = s;
+    pthread_mutex_unlock(&lock);
+    *stream = (CUstream)(void *)s;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamDestroy_v2(CUstream stream)
+{
+    INJECT("cuStreamDestroy");
+    NEED_CONTEXT();
+    pthread_mutex_lock(&lock);
+    struct fake_stream **pp = &streams;
+    while (*pp && (void *)*pp != (void *)stream)
+        pp = &(*pp)->next;
+    struct fake_stream *s = *pp;
+    if (s)
+        *pp = s->next;
+    pthread_mutex_unlock(&lock);
+    if (!s)
+        return CUDA_ERROR_INVALID_HANDLE;
+    free(s);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamDestroy(CUstream stream) ALIAS(cuStreamDestroy_v2);
+
+EXPORT CUresult cuStreamSynchronize(CUstream stream)
+{
+    (void)stream;
+    INJECT("cuStreamSynchronize");
+    NEED_CONTEXT();
+    return CUDA_SUCCESS; /* all work is done when it is queued */
+}
+
+EXPORT CUresult cuStreamQuery(CUstream stream)
+{
+    (void)stream;
+    INJECT("cuStreamQuery");
+    NEED_CONTEXT();
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuStreamIsCapturing(CUstream stream, int *status)
+{
+    (void)stream;
+    INJECT("cuStreamIsCapturing");
+    NEED_CONTEXT();
+    if (!status)
+        return CUDA_ERROR_INVALID_VALUE;
+    *status = env_is_1("FAKE_CUDA_CAPTURING") ? 1 /* ACTIVE */ : 0 /* NONE */;
+    return CUDA_SUCCESS;
+}
+
+/* ---------------------------------------------------------------- cuGetProcAddress */
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                    unsigned long long flags, int *symbolStatus);
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                 unsigned long long flags);
+
+/* BASE name -> the function that name means in CUDA 12 (the newest version). */
+static const struct {
+    const char *name;
+    void *fn;
+} procs[] = {
+    {"cuInit", (void *)cuInit},
+    {"cuDriverGetVersion", (void *)cuDriverGetVersion},
+    {"cuGetErrorString", (void *)cuGetErrorString},
+    {"cuGetErrorName", (void *)cuGetErrorName},
+    {"cuGetProcAddress", (void *)cuGetProcAddress_v2}, /* before 12.0: the 4-argument one */
+    {"cuCtxGetCurrent", (void *)cuCtxGetCurrent},
+    {"cuCtxSetCurrent", (void *)cuCtxSetCurrent},
+    {"cuCtxGetDevice", (void *)cuCtxGetDevice},
+    {"cuDeviceGetAttribute", (void *)cuDeviceGetAttribute},
+    {"cuMemAlloc", (void *)cuMemAlloc_v2},
+    {"cuMemFree", (void *)cuMemFree_v2},
+    {"cuMemsetD8", (void *)cuMemsetD8_v2},
+    {"cuMemsetD8Async", (void *)cuMemsetD8Async},
+    {"cuMemcpy", (void *)cuMemcpy},
+    {"cuMemcpyAsync", (void *)cuMemcpyAsync},
+    {"cuMemcpyDtoD", (void *)cuMemcpyDtoD_v2},
+    {"cuMemcpyDtoDAsync", (void *)cuMemcpyDtoDAsync_v2},
+    {"cuMemcpyDtoH", (void *)cuMemcpyDtoH_v2},
+    {"cuMemcpyHtoD", (void *)cuMemcpyHtoD_v2},
+    {"cuMemcpyDtoHAsync", (void *)cuMemcpyDtoHAsync_v2},
+    {"cuMemcpyHtoDAsync", (void *)cuMemcpyHtoDAsync_v2},
+    {"cuIpcGetMemHandle", (void *)cuIpcGetMemHandle},
+    {"cuIpcOpenMemHandle", (void *)cuIpcOpenMemHandle_v2},
+    {"cuIpcCloseMemHandle", (void *)cuIpcCloseMemHandle},
+    {"cuStreamWaitValue32", (void *)cuStreamWaitValue32_v2},
+    {"cuStreamWaitValue64", (void *)cuStreamWaitValue64_v2},
+    {"cuStreamWriteValue32", (void *)cuStreamWriteValue32_v2},
+    {"cuStreamWriteValue64", (void *)cuStreamWriteValue64_v2},
+    {"cuStreamCreate", (void *)cuStreamCreate},
+    {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
+    {"cuStreamSynchronize", (void *)cuStreamSynchronize},
+    {"cuStreamQuery", (void *)cuStreamQuery},
+    {"cuStreamIsCapturing", (void *)cuStreamIsCapturing},
+};
+
+EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,
+                                    unsigned long long flags, int *symbolStatus)
+{
+    INJECT("cuGetProcAddress");
+    if (!symbol || !pfn || (flags & ~CU_GET_PROC_ADDRESS_FLAGS_MASK))
+        return CUDA_ERROR_INVALID_VALUE;
+    for (size_t i = 0; i < sizeof procs / sizeof procs[0]; i++)
+        if (strcmp(procs[i].name, symbol) == 0) {
+            *pfn = procs[i].fn;
+            if (procs[i].fn == (void *)cuGetProcAddress_v2 && cudaVersion < 12000)
+                *pfn = (void *)cuGetProcAddress;
+            if (symbolStatus)
+                *symbolStatus = CU_GET_PROC_ADDRESS_SUCCESS;
+            return CUDA_SUCCESS;
+        }
+    *pfn = NULL;
+    if (symbolStatus)
+        *symbolStatus = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    return CUDA_ERROR_NOT_FOUND;
+}
+
+EXPORT CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion,
+                                 unsigned long long flags)
+{
+    return cuGetProcAddress_v2(symbol, pfn, cudaVersion, flags, NULL);
 }

@@ -1,0 +1,803 @@
+/*
+ * The fake libcuda's own test (tests/fake/fake_cuda.c), in TAP.
+ *
+ *   tests/bin/test_fake_cuda [path of the fake libcuda.so.1]
+ *
+ * The default path is relative to the repository root (tests/t/14-fake-cuda.t
+ * runs it from there).  Forked children report to the parent through their
+ * exit status and pipes; only the parent prints TAP lines.
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct {
+    char reserved[64];
+} CUipcMemHandle;
+
+enum {
+    OK = 0,
+    INVALID_VALUE = 1,
+    OUT_OF_MEMORY = 2,
+    INVALID_CONTEXT = 201,
+    INVALID_HANDLE = 400,
+    NOT_FOUND = 500,
+    LAUNCH_TIMEOUT = 702,
+    NOT_SUPPORTED = 801,
+};
+enum { GEQ = 0, EQ = 1, AND = 2, NOR = 3, FLUSH = 1 << 30 };
+
+static CUresult (*cuInit)(unsigned);
+static CUresult (*cuDriverGetVersion)(int *);
+static CUresult (*cuGetErrorString)(CUresult, const char **);
+static CUresult (*cuGetErrorName)(CUresult, const char **);
+static CUresult (*cuGetProcAddress_v2)(const char *, void **, int, unsigned long long, int *);
+static CUresult (*cuGetProcAddress)(const char *, void **, int, unsigned long long);
+static CUresult (*cuCtxGetCurrent)(CUcontext *);
+static CUresult (*cuCtxSetCurrent)(CUcontext);
+static CUresult (*cuCtxGetDevice)(CUdevice *);
+static CUresult (*cuDeviceGetAttribute)(int *, int, CUdevice);
+static CUresult (*cuMemAlloc)(CUdeviceptr *, size_t);
+static CUresult (*cuMemFree)(CUdeviceptr);
+static CUresult (*cuMemsetD8)(CUdeviceptr, unsigned char, size_t);
+static CUresult (*cuMemsetD8Async)(CUdeviceptr, unsigned char, size_t, CUstream);
+static CUresult (*cuMemcpyAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+static CUresult (*cuMemcpyDtoD)(CUdeviceptr, CUdeviceptr, size_t);
+static CUresult (*cuMemcpyDtoDAsync)(CUdeviceptr, CUdeviceptr, size_t, CUstream);
+static CUresult (*cuMemcpyDtoH)(void *, CUdeviceptr, size_t);
+static CUresult (*cuMemcpyHtoD)(CUdeviceptr, const void *, size_t);
+static CUresult (*cuMemcpyDtoHAsync)(void *, CUdeviceptr, size_t, CUstream);
+static CUresult (*cuMemcpyHtoDAsync)(CUdeviceptr, const void *, size_t, CUstream);
+static CUresult (*cuIpcGetMemHandle)(CUipcMemHandle *, CUdeviceptr);
+static CUresult (*cuIpcOpenMemHandle)(CUdeviceptr *, CUipcMemHandle, unsigned);
+static CUresult (*cuIpcCloseMemHandle)(CUdeviceptr);
+static CUresult (*cuStreamWaitValue64)(CUstream, CUdeviceptr, unsigned long long, unsigned);
+static CUresult (*cuStreamWriteValue64)(CUstream, CUdeviceptr, unsigned long long, unsigned);
+static CUresult (*cuStreamWaitValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
+static CUresult (*cuStreamWriteValue32)(CUstream, CUdeviceptr, unsigned, unsigned);
+static CUresult (*cuStreamCreate)(CUstream *, unsigned);
+static CUresult (*cuStreamDestroy)(CUstream);
+static CUresult (*cuStreamSynchronize)(CUstream);
+static CUresult (*cuStreamQuery)(CUstream);
+static CUresult (*cuStreamIsCapturing)(CUstream, int *);
+static int (*fakeCudaStats)(int *, int *);
+
+static void *lib;
+static int n_tests, n_failed;
+
+static void ok(int cond, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void ok(int cond, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    printf("%sok %d - ", cond ? "" : "not ", ++n_tests);
+    vprintf(fmt, ap);
+    printf("\n");
+    va_end(ap);
+    fflush(stdout);
+    if (!cond)
+        n_failed++;
+}
+
+/* is(got, want, description): a CUresult or an int. */
+#define is(got, want, ...)                                                  \
+    do {                                                                    \
+        long long g_ = (long long)(got), w_ = (long long)(want);            \
+        ok(g_ == w_, __VA_ARGS__);                                          \
+        if (g_ != w_)                                                       \
+            printf("#   got %lld, expected %lld (%s)\n", g_, w_, #got);     \
+    } while (0)
+
+static long long now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void sleep_ms(int ms)
+{
+    struct timespec ts = {ms / 1000, (long)(ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static int stats_allocs(void)
+{
+    int a = -1, o = -1;
+    fakeCudaStats(&a, &o);
+    return a;
+}
+
+static int stats_opens(void)
+{
+    int a = -1, o = -1;
+    fakeCudaStats(&a, &o);
+    return o;
+}
+
+/* How many /dev/shm/fakecuda.<pid>.* exist. */
+static int shm_names(pid_t pid)
+{
+    char prefix[64];
+    snprintf(prefix, sizeof prefix, "fakecuda.%d.", (int)pid);
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)))
+        if (strncmp(e->d_name, prefix, strlen(prefix)) == 0)
+            n++;
+    closedir(d);
+    return n;
+}
+
+/* A child's verdict: exit status 0, else the number of its first failed check. */
+static int child_status(pid_t pid)
+{
+    int st;
+    if (waitpid(pid, &st, 0) != pid)
+        return -1;
+    if (WIFEXITED(st))
+        return WEXITSTATUS(st);
+    return 1000 + (WIFSIGNALED(st) ? WTERMSIG(st) : 0);
+}
+#define CHILD_CHECK(n, cond) \
+    do {                     \
+        if (!(cond))         \
+            _exit(n);        \
+    } while (0)
+
+static void *sym(const char *name)
+{
+    void *p = dlsym(lib, name);
+    if (!p) {
+        printf("Bail out! %s is not exported: %s\n", name, dlerror());
+        exit(1);
+    }
+    return p;
+}
+
+static void *proc(const char *base)
+{
+    void *p = NULL;
+    int status = -1;
+    CUresult rc = cuGetProcAddress_v2(base, &p, 12080, 0, &status);
+    if (rc != OK || status != 0 || !p) {
+        printf("Bail out! cuGetProcAddress_v2(%s): rc %d status %d\n", base, rc, status);
+        exit(1);
+    }
+    return p;
+}
+
+/* ------------------------------------------------------------------ the tests */
+
+static void test_exports(void)
+{
+    static const char *const names[] = {
+        "cuInit", "cuDriverGetVersion", "cuGetErrorString", "cuGetErrorName",
+        "cuGetProcAddress", "cuGetProcAddress_v2", "cuCtxGetCurrent", "cuCtxSetCurrent",
+        "cuCtxGetDevice", "cuDeviceGetAttribute", "cuMemAlloc", "cuMemAlloc_v2", "cuMemFree",
+        "cuMemFree_v2", "cuMemsetD8", "cuMemsetD8_v2", "cuMemsetD8Async", "cuIpcGetMemHandle",
+        "cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2", "cuIpcCloseMemHandle", "cuMemcpy",
+        "cuMemcpyAsync", "cuMemcpyDtoD", "cuMemcpyDtoD_v2", "cuMemcpyDtoDAsync",
+        "cuMemcpyDtoDAsync_v2", "cuMemcpyDtoH", "cuMemcpyDtoH_v2", "cuMemcpyHtoD",
+        "cuMemcpyHtoD_v2", "cuMemcpyDtoHAsync", "cuMemcpyDtoHAsync_v2", "cuMemcpyHtoDAsync",
+        "cuMemcpyHtoDAsync_v2", "cuStreamWaitValue64", "cuStreamWaitValue64_v2",
+        "cuStreamWriteValue64", "cuStreamWriteValue64_v2", "cuStreamWaitValue32",
+        "cuStreamWaitValue32_v2", "cuStreamWriteValue32", "cuStreamWriteValue32_v2",
+        "cuStreamSynchronize", "cuStreamQuery", "cuStreamCreate", "cuStreamDestroy",
+        "cuStreamDestroy_v2", "cuStreamIsCapturing", "fakeCudaStats",
+    };
+    int missing = 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (!dlsym(lib, names[i])) {
+            printf("# not exported: %s\n", names[i]);
+            missing++;
+        }
+    is(missing, 0, "every versioned and plain name is exported (%zu names)",
+       sizeof names / sizeof names[0]);
+    ok(dlsym(lib, "cuMemAlloc") == dlsym(lib, "cuMemAlloc_v2") &&
+           dlsym(lib, "cuStreamWaitValue64") == dlsym(lib, "cuStreamWaitValue64_v2"),
+       "a plain name is the same function as its versioned one");
+}
+
+static void test_getproc(void)
+{
+    static const struct {
+        const char *base, *exported;
+    } map[] = {
+        {"cuMemAlloc", "cuMemAlloc_v2"},
+        {"cuMemFree", "cuMemFree_v2"},
+        {"cuMemsetD8", "cuMemsetD8_v2"},
+        {"cuMemsetD8Async", "cuMemsetD8Async"},
+        {"cuIpcOpenMemHandle", "cuIpcOpenMemHandle_v2"},
+        {"cuIpcGetMemHandle", "cuIpcGetMemHandle"},
+        {"cuMemcpyDtoDAsync", "cuMemcpyDtoDAsync_v2"},
+        {"cuStreamWaitValue64", "cuStreamWaitValue64_v2"},
+        {"cuStreamWriteValue32", "cuStreamWriteValue32_v2"},
+        {"cuStreamDestroy", "cuStreamDestroy_v2"},
+        {"cuStreamIsCapturing", "cuStreamIsCapturing"},
+        {"cuCtxGetCurrent", "cuCtxGetCurrent"},
+        {"cuDeviceGetAttribute", "cuDeviceGetAttribute"},
+    };
+    int bad = 0;
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
+        void *p = NULL;
+        int status = -1;
+        CUresult rc = cuGetProcAddress_v2(map[i].base, &p, 12000, 0, &status);
+        if (rc != OK || status != 0 || p != dlsym(lib, map[i].exported)) {
+            printf("# %s: rc %d status %d\n", map[i].base, rc, status);
+            bad++;
+        }
+    }
+    is(bad, 0, "cuGetProcAddress_v2 maps base names to the versioned functions");
+
+    void *p = (void *)&p;
+    int status = -1;
+    is(cuGetProcAddress_v2("cuNoSuchFunction", &p, 12080, 0, &status), NOT_FOUND,
+       "an unknown name: CUDA_ERROR_NOT_FOUND");
+    ok(p == NULL && status == 1, "... with a NULL function and CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND");
+    is(cuGetProcAddress_v2("cuMemAlloc_v2", &p, 12080, 0, &status), NOT_FOUND,
+       "a versioned name is not a base name");
+    is(cuGetProcAddress_v2("cuMemAlloc", &p, 12080, 0, NULL), OK, "symbolStatus is optional");
+    is(cuGetProcAddress_v2("cuMemAlloc", &p, 12080, 1ULL << 8, &status), INVALID_VALUE,
+       "unknown flags are refused");
+    is(cuGetProcAddress_v2("cuMemAlloc", &p, 12080, 2, &status), OK,
+       "CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM is accepted");
+
+    p = NULL;
+    cuGetProcAddress_v2("cuGetProcAddress", &p, 12080, 0, &status);
+    ok(p == (void *)cuGetProcAddress_v2, "cuGetProcAddress for CUDA 12 is the 5-argument _v2");
+    p = NULL;
+    cuGetProcAddress_v2("cuGetProcAddress", &p, 11080, 0, &status);
+    ok(p == (void *)cuGetProcAddress, "cuGetProcAddress for CUDA 11 is the 4-argument one");
+    p = NULL;
+    is(cuGetProcAddress("cuStreamWaitValue64", &p, 11080, 0), OK, "the old cuGetProcAddress works");
+    ok(p == dlsym(lib, "cuStreamWaitValue64_v2"), "... and finds the same function");
+    is(cuGetProcAddress("cuNope", &p, 11080, 0), NOT_FOUND, "... and fails alike");
+}
+
+static void test_basics(void)
+{
+    is(cuInit(0), OK, "cuInit(0)");
+    is(cuInit(1), INVALID_VALUE, "cuInit with flags fails");
+    int v = 0;
+    is(cuDriverGetVersion(&v), OK, "cuDriverGetVersion");
+    is(v, 12080, "driver version 12080");
+    const char *s = NULL;
+    CUresult rc = cuGetErrorString(LAUNCH_TIMEOUT, &s);
+    ok(rc == OK && s && strstr(s, "timed out"), "cuGetErrorString(702): %s", s ? s : "(null)");
+    s = NULL;
+    rc = cuGetErrorName(INVALID_HANDLE, &s);
+    ok(rc == OK && s && strcmp(s, "CUDA_ERROR_INVALID_HANDLE") == 0, "cuGetErrorName(400): %s",
+       s ? s : "(null)");
+    ok(cuGetErrorName(900, &s) == OK && strcmp(s, "CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED") == 0,
+       "cuGetErrorName(900)");
+    s = "x";
+    ok(cuGetErrorString(12345, &s) == INVALID_VALUE && s == NULL, "an unknown code: invalid value, NULL");
+}
+
+static void test_context(void)
+{
+    CUcontext c = NULL;
+    ok(cuCtxGetCurrent(&c) == OK && c != NULL, "a current context");
+    CUdevice d = -1;
+    unsetenv("FAKE_CUDA_DEVICE");
+    ok(cuCtxGetDevice(&d) == OK && d == 0, "device 0 by default");
+    setenv("FAKE_CUDA_DEVICE", "3", 1);
+    ok(cuCtxGetDevice(&d) == OK && d == 3, "FAKE_CUDA_DEVICE=3: device 3");
+    unsetenv("FAKE_CUDA_DEVICE");
+
+    setenv("FAKE_CUDA_NO_CONTEXT", "1", 1);
+    CUcontext c2 = c;
+    ok(cuCtxGetCurrent(&c2) == OK && c2 == NULL, "FAKE_CUDA_NO_CONTEXT=1: cuCtxGetCurrent gives NULL");
+    is(cuCtxGetDevice(&d), INVALID_CONTEXT, "FAKE_CUDA_NO_CONTEXT=1: cuCtxGetDevice fails");
+    CUdeviceptr p = 0;
+    is(cuMemAlloc(&p, 64), INVALID_CONTEXT, "FAKE_CUDA_NO_CONTEXT=1: cuMemAlloc fails");
+    unsetenv("FAKE_CUDA_NO_CONTEXT");
+
+    is(cuCtxSetCurrent(NULL), OK, "cuCtxSetCurrent(NULL)");
+    ok(cuCtxGetCurrent(&c2) == OK && c2 == NULL, "... then no current context");
+    is(cuCtxGetDevice(&d), INVALID_CONTEXT, "... and cuCtxGetDevice fails");
+    is(cuCtxSetCurrent((CUcontext)(void *)&d), INVALID_CONTEXT, "a foreign context is refused");
+    is(cuCtxSetCurrent(c), OK, "cuCtxSetCurrent(the context)");
+    ok(cuCtxGetCurrent(&c2) == OK && c2 == c, "... makes it current again");
+
+    int a = -1;
+    ok(cuDeviceGetAttribute(&a, 122, 0) == OK && a == 1, "CAN_USE_64_BIT_STREAM_MEM_OPS: 1");
+    setenv("FAKE_CUDA_NO_MEMOPS", "1", 1);
+    ok(cuDeviceGetAttribute(&a, 122, 0) == OK && a == 0, "FAKE_CUDA_NO_MEMOPS=1: 0");
+    unsetenv("FAKE_CUDA_NO_MEMOPS");
+    ok(cuDeviceGetAttribute(&a, 1, 0) == OK && a == 0, "another attribute: 0");
+}
+
+static void test_memory(void)
+{
+    pid_t me = getpid();
+    int before = shm_names(me);
+    CUdeviceptr p = 0;
+    is(cuMemAlloc(&p, 4096 + 3), OK, "cuMemAlloc");
+    ok(p != 0, "a non-NULL device pointer");
+    is(stats_allocs(), 1, "fakeCudaStats: 1 allocation");
+    is(shm_names(me), before + 1, "its shared memory object exists");
+    unsigned char *h = (unsigned char *)(uintptr_t)p;
+    int zero = 1;
+    for (size_t i = 0; i < 4099; i++)
+        zero &= h[i] == 0;
+    ok(zero, "the memory is zero-filled");
+
+    is(cuMemsetD8(p, 0xab, 100), OK, "cuMemsetD8");
+    ok(h[0] == 0xab && h[99] == 0xab && h[100] == 0, "... set 100 bytes");
+    is(cuMemsetD8Async(p + 200, 0xcd, 10, NULL), OK, "cuMemsetD8Async");
+    ok(h[200] == 0xcd && h[209] == 0xcd && h[210] == 0, "... done when it returns");
+
+    char src[32], dst[32];
+    for (int i = 0; i < 32; i++)
+        src[i] = (char)i;
+    memset(dst, 0, sizeof dst);
+    is(cuMemcpyHtoD(p + 1000, src, 32), OK, "cuMemcpyHtoD");
+    is(cuMemcpyDtoD(p + 2000, p + 1000, 32), OK, "cuMemcpyDtoD");
+    is(cuMemcpyDtoH(dst, p + 2000, 32), OK, "cuMemcpyDtoH");
+    ok(memcmp(src, dst, 32) == 0, "the bytes went host -> device -> device -> host");
+    memset(dst, 0, sizeof dst);
+    is(cuMemcpyHtoDAsync(p + 3000, src, 32, NULL), OK, "cuMemcpyHtoDAsync");
+    is(cuMemcpyDtoDAsync(p + 3100, p + 3000, 32, NULL), OK, "cuMemcpyDtoDAsync");
+    is(cuMemcpyAsync(p + 3200, p + 3100, 32, NULL), OK, "cuMemcpyAsync");
+    is(cuMemcpyDtoHAsync(dst, p + 3200, 32, NULL), OK, "cuMemcpyDtoHAsync");
+    ok(memcmp(src, dst, 32) == 0, "the async copies are done when they return");
+    is(cuMemcpyDtoD(p + 1001, p + 1000, 31), OK, "an overlapping copy");
+    ok(h[1001] == 0 && h[1002] == 1 && h[1031] == 30, "... moves as memmove");
+    int host_buf[4] = {1, 2, 3, 4}, host_dst[4] = {0};
+    is(cuMemcpyDtoDAsync((CUdeviceptr)(uintptr_t)host_dst, (CUdeviceptr)(uintptr_t)host_buf,
+                         sizeof host_buf, NULL),
+       OK, "host pointers are device pointers");
+    ok(host_dst[3] == 4, "... copied");
+
+    is(cuMemFree(p + 8), INVALID_VALUE, "cuMemFree of an inner pointer fails");
+    is(cuMemFree(p), OK, "cuMemFree");
+    is(stats_allocs(), 0, "fakeCudaStats: no allocation");
+    is(shm_names(me), before, "its shared memory object is gone");
+    is(cuMemFree(p), INVALID_VALUE, "a second cuMemFree fails");
+    is(cuMemAlloc(&p, 0), INVALID_VALUE, "cuMemAlloc of 0 bytes fails");
+    is(cuMemAlloc(NULL, 8), INVALID_VALUE, "cuMemAlloc without a pointer fails");
+}
+
+static void test_ipc(void)
+{
+    CUdeviceptr p = 0, q = 0;
+    cuMemAlloc(&p, 1 << 16);
+    unsigned char *h = (unsigned char *)(uintptr_t)p;
+    for (int i = 0; i < 256; i++)
+        h[i] = (unsigned char)i;
+    CUipcMemHandle handle;
+    is(cuIpcGetMemHandle(&handle, p + 16), INVALID_VALUE, "cuIpcGetMemHandle of an inner pointer fails");
+    is(cuIpcGetMemHandle(&handle, p), OK, "cuIpcGetMemHandle");
+    is(cuIpcOpenMemHandle(&q, handle, 1), INVALID_VALUE, "opening in the process that made it fails");
+    is(stats_opens(), 0, "... and opens nothing");
+    CUipcMemHandle junk;
+    memset(&junk, 7, sizeof junk);
+
+    /* The child opens the handle, checks what the parent wrote, writes its
+     * own, and closes. */
+    pid_t pid = fork();
+    if (pid == 0) {
+        CHILD_CHECK(2, stats_allocs() == 0); /* the parent's allocation is not the child's */
+        CUdeviceptr c = 0, c2 = 0;
+        CHILD_CHECK(3, cuIpcOpenMemHandle(&c, handle, 1) == OK);
+        CHILD_CHECK(4, c != 0);
+        unsigned char *m = (unsigned char *)(uintptr_t)c;
+        for (int i = 0; i < 256; i++)
+            CHILD_CHECK(5, m[i] == (unsigned char)i);
+        CHILD_CHECK(6, stats_opens() == 1);
+        CHILD_CHECK(7, cuIpcOpenMemHandle(&c2, handle, 0) == OK && c2 == c); /* refcounted */
+        CHILD_CHECK(8, stats_opens() == 2);
+        CHILD_CHECK(9, cuMemsetD8(c + 1000, 0x5a, 24) == OK);
+        m[(1 << 16) - 1] = 0x77;
+        CHILD_CHECK(10, cuIpcCloseMemHandle(c) == OK);
+        CHILD_CHECK(11, stats_opens() == 1);
+        CHILD_CHECK(12, m[1000] == 0x5a); /* still mapped: one reference left */
+        CHILD_CHECK(13, cuIpcCloseMemHandle(c2) == OK);
+        CHILD_CHECK(14, stats_opens() == 0);
+        CHILD_CHECK(15, cuIpcCloseMemHandle(c) == INVALID_VALUE);
+        CHILD_CHECK(16, cuIpcOpenMemHandle(&c, junk, 0) == INVALID_VALUE);
+        CHILD_CHECK(17, cuIpcOpenMemHandle(&c, handle, 4) == INVALID_VALUE);
+        CHILD_CHECK(18, cuMemFree(p) == INVALID_VALUE); /* not the child's to free */
+        _exit(0);
+    }
+    is(child_status(pid), 0, "a child opens the parent's handle, reads, writes, closes (refcounted)");
+    ok(h[1000] == 0x5a && h[1023] == 0x5a && h[(1 << 16) - 1] == 0x77, "the parent sees the child's writes");
+    is(cuIpcCloseMemHandle(p), INVALID_VALUE, "cuIpcCloseMemHandle of an allocation fails");
+    is(stats_allocs(), 1, "the child's exit left the parent's allocation alone");
+
+    /* Parent and child both hold it: the child's close leaves the parent's view. */
+    is(cuMemFree(p), OK, "cuMemFree");
+    pid = fork();
+    if (pid == 0) {
+        CUdeviceptr c = 0;
+        _exit(cuIpcOpenMemHandle(&c, handle, 1) == INVALID_HANDLE ? 0 : 2);
+    }
+    is(child_status(pid), 0, "opening the handle of freed memory: CUDA_ERROR_INVALID_HANDLE");
+}
+
+/* The child raises a flag the parent waits on: the parent's thread is the one
+ * that waits (synchronous streams), and it sees the data written before it. */
+static void test_cross_process_wait(void)
+{
+    CUdeviceptr flag = 0, data = 0;
+    cuMemAlloc(&flag, 64);
+    cuMemAlloc(&data, 4096);
+    CUipcMemHandle hf, hd;
+    cuIpcGetMemHandle(&hf, flag);
+    cuIpcGetMemHandle(&hd, data);
+    int go[2], ready[2];
+    if (pipe(go) || pipe(ready)) {
+        perror("pipe");
+        exit(1);
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(go[1]);
+        close(ready[0]);
+        CUdeviceptr f = 0, d = 0;
+        CHILD_CHECK(2, cuIpcOpenMemHandle(&f, hf, 1) == OK);
+        CHILD_CHECK(3, cuIpcOpenMemHandle(&d, hd, 1) == OK);
+        CHILD_CHECK(4, write(ready[1], "r", 1) == 1);
+        char b;
+        CHILD_CHECK(5, read(go[0], &b, 1) == 1); /* the parent is about to wait */
+        sleep_ms(50);
+        for (int round = 1; round <= 3; round++) {
+            memset((void *)(uintptr_t)d, round, 4096);
+            CHILD_CHECK(6, cuStreamWriteValue64(NULL, f, (unsigned long long)round * 10, 0) == OK);
+            /* the parent acknowledges in the second word of the flag */
+            CHILD_CHECK(7, cuStreamWaitValue64(NULL, f + 8, (unsigned long long)round, EQ) == OK);
+        }
+        CHILD_CHECK(8, cuIpcCloseMemHandle(f) == OK && cuIpcCloseMemHandle(d) == OK);
+        _exit(0);
+    }
+    close(go[0]);
+    close(ready[1]);
+    char b;
+    ok(read(ready[0], &b, 1) == 1, "the child opened the flag and the data");
+    long long t0 = now_ms(); /* before the child can start its 50 ms */
+    ok(write(go[1], "g", 1) == 1, "the parent tells it to go and waits");
+    int good = 1;
+    for (int round = 1; round <= 3; round++) {
+        CUresult rc = cuStreamWaitValue64(NULL, flag, (unsigned long long)round * 10, GEQ);
+        if (rc != OK) {
+            printf("# round %d: wait rc %d\n", round, rc);
+            good = 0;
+            break;
+        }
+        const unsigned char *m = (const unsigned char *)(uintptr_t)data;
+        if (m[0] != round || m[4095] != round) {
+            printf("# round %d: data %d %d\n", round, m[0], m[4095]);
+            good = 0;
+        }
+        cuStreamWriteValue64(NULL, flag + 8, (unsigned long long)round, 0);
+    }
+    long long waited = now_ms() - t0;
+    ok(good, "three rounds: the parent's GEQ wait returns once the child's flag is up, with its data");
+    ok(waited >= 40, "the first wait blocked until the child wrote (%lld ms)", waited);
+    is(child_status(pid), 0, "the child's waits for the acknowledgements returned");
+    close(go[1]);
+    close(ready[0]);
+    cuMemFree(flag);
+    cuMemFree(data);
+}
+
+struct capture {
+    int fd, saved;
+    char path[64];
+};
+
+static void capture_stderr(struct capture *c)
+{
+    snprintf(c->path, sizeof c->path, "/tmp/test_fake_cuda.%d.err", (int)getpid());
+    fflush(stderr);
+    c->saved = dup(2);
+    c->fd = open(c->path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+    dup2(c->fd, 2);
+}
+
+static void end_capture(struct capture *c, char *buf, size_t len)
+{
+    fflush(stderr);
+    dup2(c->saved, 2);
+    close(c->saved);
+    ssize_t n = pread(c->fd, buf, len - 1, 0);
+    buf[n > 0 ? n : 0] = '\0';
+    close(c->fd);
+    unlink(c->path);
+}
+
+static void test_wait_conditions(void)
+{
+    CUdeviceptr p = 0;
+    cuMemAlloc(&p, 64);
+    volatile uint64_t *v64 = (volatile uint64_t *)(uintptr_t)p;
+    volatile uint32_t *v32 = (volatile uint32_t *)(uintptr_t)(p + 32);
+    setenv("FAKE_CUDA_WAIT_TIMEOUT_MS", "100", 1);
+
+    *v64 = 5;
+    is(cuStreamWaitValue64(NULL, p, 3, GEQ), OK, "GEQ 3 holds for 5");
+    is(cuStreamWaitValue64(NULL, p, 5, GEQ | FLUSH), OK, "GEQ 5 holds for 5 (with FLUSH)");
+    is(cuStreamWaitValue64(NULL, p, 5, EQ), OK, "EQ 5 holds for 5");
+    is(cuStreamWaitValue64(NULL, p, 4, AND), OK, "AND 4 holds for 5");
+    is(cuStreamWaitValue64(NULL, p, ~5ULL, NOR), LAUNCH_TIMEOUT, "NOR ~5 does not hold for 5");
+    is(cuStreamWaitValue64(NULL, p, 2, AND), LAUNCH_TIMEOUT, "AND 2 does not hold for 5");
+    is(cuStreamWaitValue64(NULL, p, 6, EQ), LAUNCH_TIMEOUT, "EQ 6 does not hold for 5");
+    is(cuStreamWaitValue64(NULL, p, 6, NOR), OK, "NOR 6 holds for 5");
+    *v64 = ~0ULL;
+    is(cuStreamWaitValue64(NULL, p, 2, GEQ), LAUNCH_TIMEOUT, "GEQ is modular: 2^64-1 is below 2");
+    *v64 = 1;
+    is(cuStreamWaitValue64(NULL, p, ~0ULL, GEQ), OK, "GEQ is modular: 1 is past 2^64-1");
+
+    *v32 = 7;
+    is(cuStreamWaitValue32(NULL, p + 32, 7, EQ), OK, "32-bit EQ");
+    is(cuStreamWaitValue32(NULL, p + 32, 0xfffffff0u, GEQ), OK, "32-bit GEQ is modular in 32 bits");
+    is(cuStreamWaitValue32(NULL, p + 32, 8, GEQ), LAUNCH_TIMEOUT, "32-bit GEQ 8 does not hold for 7");
+    is(cuStreamWaitValue32(NULL, p + 32, ~7u, NOR), LAUNCH_TIMEOUT, "32-bit NOR in 32 bits");
+    is(cuStreamWriteValue32(NULL, p + 32, 9, 0), OK, "cuStreamWriteValue32");
+    is(*v32, 9, "... wrote");
+    is(cuStreamWriteValue64(NULL, p, 1ULL << 40, 1), OK, "cuStreamWriteValue64 (no memory barrier)");
+    ok(*v64 == 1ULL << 40, "... wrote 64 bits");
+
+    is(cuStreamWaitValue64(NULL, p + 4, 0, GEQ), INVALID_VALUE, "a misaligned 64-bit wait fails");
+    is(cuStreamWaitValue64(NULL, p, 0, 1u << 4), INVALID_VALUE, "unknown wait flags fail");
+    is(cuStreamWriteValue64(NULL, p, 0, 2), INVALID_VALUE, "unknown write flags fail");
+    is(cuStreamWaitValue64(NULL, 0, 0, GEQ), INVALID_VALUE, "a NULL address fails");
+
+    /* The timeout, and its message. */
+    *v64 = 3;
+    setenv("FAKE_CUDA_WAIT_TIMEOUT_MS", "150", 1);
+    struct capture c;
+    char err[512];
+    capture_stderr(&c);
+    long long t0 = now_ms();
+    CUresult rc = cuStreamWaitValue64(NULL, p, 9, GEQ);
+    long long took = now_ms() - t0;
+    end_capture(&c, err, sizeof err);
+    is(rc, LAUNCH_TIMEOUT, "a wait that never holds: CUDA_ERROR_LAUNCH_TIMEOUT");
+    ok(took >= 150 && took < 5000, "... after FAKE_CUDA_WAIT_TIMEOUT_MS (%lld ms)", took);
+    ok(strstr(err, "fake libcuda: cuStreamWaitValue64 timed out: *addr=3, want GEQ 9") != NULL,
+       "... and says so on stderr: %.*s", (int)strcspn(err, "\n"), err);
+    capture_stderr(&c);
+    rc = cuStreamWaitValue32(NULL, p + 32, ~9u, NOR);
+    end_capture(&c, err, sizeof err);
+    ok(rc == LAUNCH_TIMEOUT && strstr(err, "cuStreamWaitValue32 timed out: *addr=9, want NOR 4294967286"),
+       "the 32-bit wait names itself and its condition");
+
+    /* FAKE_CUDA_NO_MEMOPS: the 64-bit memory operations are not supported. */
+    setenv("FAKE_CUDA_NO_MEMOPS", "1", 1);
+    is(cuStreamWaitValue64(NULL, p, 0, GEQ), NOT_SUPPORTED, "FAKE_CUDA_NO_MEMOPS=1: 64-bit wait not supported");
+    is(cuStreamWriteValue64(NULL, p, 0, 0), NOT_SUPPORTED, "FAKE_CUDA_NO_MEMOPS=1: 64-bit write not supported");
+    is(cuStreamWriteValue32(NULL, p + 32, 1, 0), OK, "FAKE_CUDA_NO_MEMOPS=1: 32-bit write still works");
+    unsetenv("FAKE_CUDA_NO_MEMOPS");
+    unsetenv("FAKE_CUDA_WAIT_TIMEOUT_MS");
+    cuMemFree(p);
+}
+
+/* A thread waits while others allocate and free: the wait holds no lock. */
+struct churn {
+    int rounds, failures;
+};
+
+static void *churn_thread(void *arg)
+{
+    struct churn *c = arg;
+    for (int i = 0; i < c->rounds; i++) {
+        CUdeviceptr p = 0;
+        CUipcMemHandle h;
+        if (cuMemAlloc(&p, 128 + (size_t)i) != OK || cuIpcGetMemHandle(&h, p) != OK ||
+            cuMemsetD8(p, 1, 128) != OK || cuMemFree(p) != OK)
+            c->failures++;
+    }
+    return NULL;
+}
+
+struct waiter {
+    CUdeviceptr flag;
+    CUresult rc;
+};
+
+static void *wait_thread(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = cuStreamWaitValue64(NULL, w->flag, 1, GEQ);
+    return NULL;
+}
+
+static void test_threads(void)
+{
+    struct waiter w = {0, -1};
+    cuMemAlloc(&w.flag, 8);
+    pthread_t wt, t[4];
+    struct churn c[4];
+    pthread_create(&wt, NULL, wait_thread, &w);
+    for (int i = 0; i < 4; i++) {
+        c[i].rounds = 200;
+        c[i].failures = 0;
+        pthread_create(&t[i], NULL, churn_thread, &c[i]);
+    }
+    int failures = 0;
+    for (int i = 0; i < 4; i++) {
+        pthread_join(t[i], NULL);
+        failures += c[i].failures;
+    }
+    is(failures, 0, "four threads allocate, make handles and free 200 times each while a thread waits");
+    is(stats_allocs(), 1, "only the flag is left");
+    cuStreamWriteValue64(NULL, w.flag, 1, 0);
+    pthread_join(wt, NULL);
+    is(w.rc, OK, "the waiting thread returns once another thread writes its flag");
+    cuMemFree(w.flag);
+}
+
+static void test_failure_injection(void)
+{
+    CUdeviceptr p = 0;
+    setenv("FAKE_CUDA_FAIL", "cuMemAlloc", 1);
+    is(cuMemAlloc(&p, 8), OUT_OF_MEMORY, "FAKE_CUDA_FAIL=cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY");
+    is(stats_allocs(), 0, "... and nothing allocated");
+    setenv("FAKE_CUDA_FAIL", "cuMemAllocX,cuMemAllo", 1);
+    is(cuMemAlloc(&p, 8), OK, "names match whole");
+    CUipcMemHandle h;
+    setenv("FAKE_CUDA_FAIL", "cuIpcGetMemHandle,cuStreamWaitValue64", 1);
+    is(cuIpcGetMemHandle(&h, p), INVALID_VALUE, "a list: cuIpcGetMemHandle fails");
+    is(cuStreamWaitValue64(NULL, p, 0, GEQ), INVALID_VALUE, "a list: cuStreamWaitValue64 fails");
+    is(cuStreamWaitValue32(NULL, p, 0, GEQ), OK, "... not cuStreamWaitValue32");
+    setenv("FAKE_CUDA_FAIL", "cuMemcpyDtoDAsync=999", 1);
+    is(cuMemcpyDtoDAsync(p, p, 8, NULL), 999, "name=code fails with that code");
+    setenv("FAKE_CUDA_FAIL", "cuGetProcAddress", 1);
+    void *fn = NULL;
+    is(cuGetProcAddress_v2("cuMemAlloc", &fn, 12080, 0, NULL), INVALID_VALUE, "cuGetProcAddress can fail too");
+    unsetenv("FAKE_CUDA_FAIL");
+    is(cuIpcGetMemHandle(&h, p), OK, "without FAKE_CUDA_FAIL it works again (read at each call)");
+    cuMemFree(p);
+}
+
+static void test_streams(void)
+{
+    CUstream s = NULL;
+    is(cuStreamCreate(&s, 1), OK, "cuStreamCreate");
+    ok(s != NULL, "... a handle");
+    is(cuStreamSynchronize(s), OK, "cuStreamSynchronize");
+    is(cuStreamQuery(s), OK, "cuStreamQuery: done");
+    int st = -1;
+    unsetenv("FAKE_CUDA_CAPTURING");
+    ok(cuStreamIsCapturing(s, &st) == OK && st == 0, "not capturing");
+    setenv("FAKE_CUDA_CAPTURING", "1", 1);
+    ok(cuStreamIsCapturing(s, &st) == OK && st == 1, "FAKE_CUDA_CAPTURING=1: capturing (active)");
+    unsetenv("FAKE_CUDA_CAPTURING");
+    is(cuStreamDestroy(s), OK, "cuStreamDestroy");
+    is(cuStreamDestroy(s), INVALID_HANDLE, "destroying it again: CUDA_ERROR_INVALID_HANDLE");
+}
+
+/* FAKE_CUDA_LOG: a process appends what it still holds when it exits, and
+ * the names of its live allocations are unlinked. */
+static void test_exit_log(void)
+{
+    char log[64];
+    snprintf(log, sizeof log, "/tmp/test_fake_cuda.%d.log", (int)getpid());
+    unlink(log);
+    CUdeviceptr mine = 0;
+    cuMemAlloc(&mine, 256);
+    CUipcMemHandle h;
+    cuIpcGetMemHandle(&h, mine);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("FAKE_CUDA_LOG", log, 1);
+        CUdeviceptr a = 0, b = 0, o = 0;
+        CHILD_CHECK(2, cuMemAlloc(&a, 64) == OK && cuMemAlloc(&b, 64) == OK);
+        CHILD_CHECK(3, cuMemFree(b) == OK);
+        CHILD_CHECK(4, cuIpcOpenMemHandle(&o, h, 1) == OK);
+        exit(0); /* leaks a and o */
+    }
+    int rc = child_status(pid);
+    is(rc, 0, "a child leaks an allocation and an IPC mapping and exits");
+    char line[128] = "", want[128];
+    FILE *f = fopen(log, "r");
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            line[0] = '\0';
+        fclose(f);
+    }
+    snprintf(want, sizeof want, "%d allocs=1 ipc_opens=1\n", (int)pid);
+    ok(strcmp(line, want) == 0, "FAKE_CUDA_LOG has its line: %.*s", (int)strcspn(line, "\n"), line);
+    is(shm_names(pid), 0, "its leaked allocation's name was unlinked at exit");
+    is(stats_allocs(), 1, "the parent's allocation is still there");
+    unlink(log);
+    cuMemFree(mine);
+}
+
+int main(int argc, char **argv)
+{
+    const char *path = argc > 1 ? argv[1] : "tests/fake/cuda/libcuda.so.1";
+    lib = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!lib) {
+        printf("Bail out! dlopen %s: %s\n", path, dlerror());
+        return 1;
+    }
+    unsetenv("FAKE_CUDA_FAIL");
+    unsetenv("FAKE_CUDA_NO_CONTEXT");
+    unsetenv("FAKE_CUDA_NO_MEMOPS");
+    unsetenv("FAKE_CUDA_CAPTURING");
+    unsetenv("FAKE_CUDA_LOG");
+    unsetenv("FAKE_CUDA_WAIT_TIMEOUT_MS");
+    /* A stuck wait must not hang the test. */
+    alarm(120);
+
+    cuGetProcAddress_v2 = sym("cuGetProcAddress_v2");
+    cuGetProcAddress = sym("cuGetProcAddress");
+    fakeCudaStats = sym("fakeCudaStats");
+    /* Half of the functions through cuGetProcAddress, half by name. */
+    cuInit = proc("cuInit");
+    cuDriverGetVersion = sym("cuDriverGetVersion");
+    cuGetErrorString = proc("cuGetErrorString");
+    cuGetErrorName = sym("cuGetErrorName");
+    cuCtxGetCurrent = proc("cuCtxGetCurrent");
+    cuCtxSetCurrent = sym("cuCtxSetCurrent");
+    cuCtxGetDevice = sym("cuCtxGetDevice");
+    cuDeviceGetAttribute = proc("cuDeviceGetAttribute");
+    cuMemAlloc = proc("cuMemAlloc");
+    cuMemFree = sym("cuMemFree_v2");
+    cuMemsetD8 = proc("cuMemsetD8");
+    cuMemsetD8Async = sym("cuMemsetD8Async");
+    cuMemcpyAsync = proc("cuMemcpyAsync");
+    cuMemcpyDtoD = sym("cuMemcpyDtoD_v2");
+    cuMemcpyDtoDAsync = proc("cuMemcpyDtoDAsync");
+    cuMemcpyDtoH = sym("cuMemcpyDtoH_v2");
+    cuMemcpyHtoD = proc("cuMemcpyHtoD");
+    cuMemcpyDtoHAsync = sym("cuMemcpyDtoHAsync_v2");
+    cuMemcpyHtoDAsync = proc("cuMemcpyHtoDAsync");
+    cuIpcGetMemHandle = sym("cuIpcGetMemHandle");
+    cuIpcOpenMemHandle = proc("cuIpcOpenMemHandle");
+    cuIpcCloseMemHandle = sym("cuIpcCloseMemHandle");
+    cuStreamWaitValue64 = proc("cuStreamWaitValue64");
+    cuStreamWriteValue64 = sym("cuStreamWriteValue64_v2");
+    cuStreamWaitValue32 = sym("cuStreamWaitValue32_v2");
+    cuStreamWriteValue32 = proc("cuStreamWriteValue32");
+    cuStreamCreate = sym("cuStreamCreate");
+    cuStreamDestroy = proc("cuStreamDestroy");
+    cuStreamSynchronize = sym("cuStreamSynchronize");
+    cuStreamQuery = proc("cuStreamQuery");
+    cuStreamIsCapturing = sym("cuStreamIsCapturing");
+
+    test_exports();
+    test_getproc();
+    test_basics();
+    test_context();
+    test_memory();
+    test_ipc();
+    test_cross_process_wait();
+    test_wait_conditions();
+    test_threads();
+    test_failure_injection();
+    test_streams();
+    test_exit_log();
+
+    int a = -1, o = -1;
+    fakeCudaStats(&a, &o);
+    ok(a == 0 && o == 0, "nothing left allocated or open (allocs=%d ipc_opens=%d)", a, o);
+    is(shm_names(getpid()), 0, "no /dev/shm/fakecuda.<pid>.* left");
+    printf("1..%d\n", n_tests);
+    return n_failed != 0;
+}
