@@ -7,6 +7,7 @@
 
 #include "forward.h"
 #include "record.h"
+#include "ipc.h"
 #include "../policy/decide.h"
 
 #include <pthread.h>
@@ -62,6 +63,7 @@ void shim_comm_free(struct shim_comm *h)
 {
     h->magic = 0; /* a stale handle passed later is then forwarded as is, and NCCL rejects it */
     free(h->net_config);
+    ipc_free(h->ipc);
     free(h);
 }
 

@@ -41,6 +41,7 @@ struct shim_comm {
     int action;                         /* enum action carried out (policy/decide.h) */
     uint64_t decision_id;               /* the root's decision, 0 if none */
     void *net_config;                   /* action socket: the config NCCL was given, freed with the handle */
+    struct ipc_comm *ipc;               /* action ipc: the transport (shim-only handle), freed with it */
     atomic_uint splits, shrinks;        /* to name children: <group>/split<N> */
     struct shim_comm *key;              /* == this handle: the registry key */
     UT_hash_handle hh;                  /* registry, under g_registry_lock */

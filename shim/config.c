@@ -16,7 +16,7 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_MODE", "NCCLSHIM_LOG_DIR", "NCCLSHIM_HOSTNAME", "NCCLSHIM_ROLE",
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
     "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
-    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", NULL,
+    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS", NULL,
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -51,6 +51,26 @@ static int config_ms(const char *name, int def, int max)
         return def;
     }
     return (int)ms;
+}
+
+/* A number in lo..hi, a multiple of `mult`, or the default with a warning. */
+static long config_number(const char *name, long def, long lo, long hi, long mult)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > hi || x % mult) {
+        char defs[32], msg[160];
+        snprintf(defs, sizeof(defs), "%ld", def);
+        snprintf(msg, sizeof(msg), "%s='%%.40s' is not a number in %ld..%ld%s; using %%s", name, lo, hi,
+                 mult > 1 ? " (a multiple of 4096)" : "");
+        config_warn(msg, v, defs);
+        return def;
+    }
+    return x;
 }
 
 /* The kernel's boot_id: shared by every container of one machine (hostnames are not). */
@@ -140,6 +160,9 @@ static void config_read(void)
     }
     c->rendezvous_timeout_ms = config_ms("NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", 30000, 3600000);
     c->rendezvous_idle_ms = config_ms("NCCLSHIM_RENDEZVOUS_IDLE_MS", 600000, 86400000);
+    /* Defaults measured on H200 NVLink (docs/benchmarks.md): 4 slots of 4 MiB, 16 MiB per rank. */
+    c->ipc_chunk_bytes = (size_t)config_number("NCCLSHIM_IPC_CHUNK_BYTES", 4 << 20, 4096, 1 << 30, 4096);
+    c->ipc_slots = (int)config_number("NCCLSHIM_IPC_SLOTS", 4, 2, 64, 1);
 
     policy_parse(&c->policy, getenv("NCCLSHIM_WEIGHT_UPDATE"), getenv("NCCLSHIM_RULES"), getenv("NCCLSHIM_STRICT"));
     if (!c->policy.ok)

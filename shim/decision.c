@@ -5,6 +5,7 @@
 #include "comm.h"
 #include "config.h"
 #include "dlsym.h"
+#include "ipc.h"
 #include "record.h"
 #include "version.h"
 
@@ -103,11 +104,20 @@ static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t w
 }
 
 /* Round 2: can this rank carry out `action`?  Sets it up if so. */
-static int prepare(void *ctx, int action, char *why, size_t whylen)
+static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why, size_t whylen)
 {
     void **args = ctx;
     const struct plan_input *in = args[0];
     struct plan *p = args[1];
+    *bloblen = 0;
+    if (action == ACTION_IPC) {
+        p->vcomm = shim_comm_new(NULL, in->slot);
+        if (!p->vcomm) {
+            snprintf(why, whylen, "out of memory for a communicator handle");
+            return -1;
+        }
+        return ipc_prepare(&p->ipc, in->rank, in->nranks, blob, bloblen, why, whylen);
+    }
     if (action == ACTION_DROP) {
         p->vcomm = shim_comm_new(NULL, in->slot);
         if (!p->vcomm) {
@@ -141,8 +151,24 @@ static int prepare(void *ctx, int action, char *why, size_t whylen)
     return -1;
 }
 
+/* Round 3 (ipc): open the peers' memory. */
+static int connect_peers(void *ctx, const struct rv_peers *peers, char *why, size_t whylen)
+{
+    void **args = ctx;
+    struct plan *p = args[1];
+    if (!p->ipc) {
+        snprintf(why, whylen, "nothing was set up in round 2");
+        return -1;
+    }
+    return ipc_connect(p->ipc, peers, why, whylen);
+}
+
 void plan_release(struct plan *p)
 {
+    if (p->ipc) {
+        ipc_free(p->ipc);
+        p->ipc = NULL;
+    }
     if (p->vcomm) {
         shim_comm_free(p->vcomm);
         p->vcomm = NULL;
@@ -204,7 +230,8 @@ void plan_creation(const struct plan_input *in, struct plan *p)
     }
     fill_facts(in, p, f);
     const void *ctx[2] = { in, p };
-    rv_client_run(in->id, &mark, f, cfg->rendezvous_timeout_ms, prepare, (void *)ctx, &p->rv);
+    struct rv_setup setup = { prepare, connect_peers, (void *)ctx };
+    rv_client_run(in->id, &mark, f, cfg->rendezvous_timeout_ms, &setup, &p->rv);
     free(f);
     p->action = (enum action)p->rv.v.action;
     if (p->rv.via_root || p->rv.v.purpose_reason[0]) {
@@ -217,7 +244,11 @@ void plan_creation(const struct plan_input *in, struct plan *p)
     }
     snprintf(p->action_reason, sizeof(p->action_reason), "%s", p->rv.v.action_reason);
     /* What was set up for an action that was not committed is undone now. */
-    if (p->action != ACTION_DROP && p->vcomm) {
+    if (p->action != ACTION_IPC && p->ipc) {
+        ipc_free(p->ipc);
+        p->ipc = NULL;
+    }
+    if (p->action != ACTION_DROP && p->action != ACTION_IPC && p->vcomm) {
         shim_comm_free(p->vcomm);
         p->vcomm = NULL;
     }
@@ -225,7 +256,8 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         free(p->net_config);
         p->net_config = NULL;
     }
-    if ((p->action == ACTION_DROP && !p->vcomm) || (p->action == ACTION_SOCKET && !p->net_config)) {
+    if ((p->action == ACTION_DROP && !p->vcomm) || (p->action == ACTION_SOCKET && !p->net_config) ||
+        (p->action == ACTION_IPC && (!p->vcomm || !p->ipc))) {
         /* Committed without this rank's vote: cannot happen with a correct root. */
         shim_warn("rendezvous", "the root committed %s, which this rank did not set up; passthrough",
                   action_name(p->action));

@@ -14,6 +14,7 @@
 #include "rendezvous.h"
 
 struct shim_comm;
+struct ipc_comm;
 
 struct plan_input {
     const char *fn;                     /* the init function called */
@@ -34,7 +35,8 @@ struct plan {
     struct rv_result rv;                /* its outcome, when marked */
     int cuda_device;                    /* current CUDA device at the call, -1 if unknown */
     /* Set up in round 2; taken by lifecycle.c, else freed by plan_release. */
-    struct shim_comm *vcomm;            /* drop */
+    struct shim_comm *vcomm;            /* drop, ipc: the shim-only handle */
+    struct ipc_comm *ipc;               /* ipc: the transport */
     ncclConfig_t *net_config;           /* socket: the caller's config with netName "Socket" */
     char net_note[256];                 /* socket: why it may not take effect (NCCL_NET), or "" */
 };

@@ -2,7 +2,8 @@
  * Creation and destruction of communicators: the evidence is gathered, the
  * action decided (shim/decision.c: the rendezvous for a marked ID) and
  * carried out here (passthrough: the real init; socket: the real init with
- * netName "Socket"; drop: a shim-only handle, no NCCL; fail), the shim's
+ * netName "Socket"; drop: a shim-only handle, no NCCL; ipc: a shim-only handle
+ * over the CUDA IPC transport, shim/ipc.c; fail), the shim's
  * handle replaces the real ncclComm_t on the way out, and a record is written.
  */
 #define _GNU_SOURCE
@@ -12,6 +13,7 @@
 #include "comm.h"
 #include "config.h"
 #include "decision.h"
+#include "ipc.h"
 #include "evidence.h"
 #include "record.h"
 #include "vcomm.h"
@@ -198,13 +200,19 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
 {
     const struct creator *cr = &c->cr;
     struct plan *p = &c->plan;
-    ncclComm_t real = (out && p->action != ACTION_DROP && (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
+    ncclComm_t real = (out && p->action != ACTION_DROP && p->action != ACTION_IPC &&
+                       (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
     struct shim_comm *h = NULL;
     int cuda_device = -1;
-    if (p->action == ACTION_DROP && r == ncclSuccess) {
+    if ((p->action == ACTION_DROP || p->action == ACTION_IPC) && r == ncclSuccess) {
         h = p->vcomm; /* taken: plan_release leaves it */
         p->vcomm = NULL;
         cuda_device = p->cuda_device;
+        if (p->action == ACTION_IPC) {
+            h->ipc = p->ipc;
+            p->ipc = NULL;
+            cuda_device = ipc_device(h->ipc);
+        }
     } else if (real) {
         h = shim_comm_new(real, c->slot);
         if (!h)
@@ -334,7 +342,7 @@ static void begin_creation(struct creation *c, const char *fn, struct shim_slot 
  */
 static int carried_out_by_shim(struct creation *c, ncclComm_t *newcomm, ncclResult_t *r)
 {
-    if (c->plan.action == ACTION_DROP) {
+    if (c->plan.action == ACTION_DROP || c->plan.action == ACTION_IPC) {
         *r = newcomm ? ncclSuccess : ncclInvalidArgument;
         return 1;
     }

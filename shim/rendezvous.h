@@ -10,6 +10,8 @@
  *   all ok: COMMIT(action); any veto, a
  *   closed connection or the timeout:
  *   COMMIT(passthrough)
+ *   (ipc: all ok: PEERS(every export)     connect to the peers; VOTE ok/veto
+ *    then COMMIT as above)
  *                                         carry out the COMMIT
  *
  * A DECISION of passthrough (or fail) is final: no vote round.  A rank that
@@ -51,13 +53,20 @@ struct rv_result {
     char root[80];                      /* the root's address */
     char fallback[RV_REASON_LEN];       /* why this rank fell back, or why the vote round undid the decision */
     uint64_t wait_us;                   /* time spent in the rendezvous */
-    int rounds;                         /* 1 or 2 */
+    int rounds;                         /* 1, 2, or 3 (ipc) */
 };
 
-/* Sets the DECISION's action up before voting: 0 if it can, else -1 with the reason. */
-typedef int (*rv_prepare_fn)(void *ctx, int action, char *why, size_t whylen);
+/* How a rank sets an action up, between the DECISION and the COMMIT. */
+struct rv_setup {
+    /* Round 2: 0 if this rank can carry `action` out (it may export something
+     * into blob/bloblen: ipc's memory handle), else -1 with the reason. */
+    int (*prepare)(void *ctx, int action, uint8_t *blob, int *bloblen, char *why, size_t whylen);
+    /* Round 3, ipc only: connect to every rank's export. */
+    int (*connect)(void *ctx, const struct rv_peers *peers, char *why, size_t whylen);
+    void *ctx;
+};
 
 void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const struct rank_facts *facts,
-                   int timeout_ms, rv_prepare_fn prepare, void *ctx, struct rv_result *out);
+                   int timeout_ms, const struct rv_setup *setup, struct rv_result *out);
 
 #endif

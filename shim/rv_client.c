@@ -42,7 +42,8 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
         snprintf(err, errlen, "the answer carries a wrong token (not the root's shim)");
         return -1;
     }
-    if (m->type != type) {
+    /* A veto ends the ipc setup early: COMMIT may come instead of PEERS. */
+    if (m->type != type && !(type == RV_PEERS && m->type == RV_COMMIT)) {
         snprintf(err, errlen, "expected message type %d, got %d", (int)type, (int)m->type);
         return -1;
     }
@@ -50,7 +51,7 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
 }
 
 void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const struct rank_facts *facts,
-                   int timeout_ms, rv_prepare_fn prepare, void *ctx, struct rv_result *out)
+                   int timeout_ms, const struct rv_setup *setup, struct rv_result *out)
 {
     memset(out, 0, sizeof(*out));
     uint64_t t0 = shim_mono_us();
@@ -95,23 +96,40 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     if (out->v.final)
         goto done;
 
-    /* Round 2: set the action up, vote, and carry out only what the root commits. */
-    out->rounds = 2;
-    char why[RV_REASON_LEN] = "";
-    int ok = prepare(ctx, out->v.action, why, sizeof(why)) == 0;
-    memset(&m->u, 0, sizeof(m->u));
-    m->type = RV_VOTE;
-    memcpy(m->token, mark->token, RV_TOKEN_LEN);
-    m->u.vote.ok = ok;
-    snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
-    deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
-    if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
-        await(fd, mark, RV_COMMIT, deadline, m, err, sizeof(err)) != 0) {
-        fall_back(out, "rendezvous with %s, waiting for the commit: %s: passthrough", out->root, err);
-        goto done;
+    /* Round 2: set the action up, vote, and carry out only what the root
+     * commits; ipc first exchanges the exports (PEERS) and votes again. */
+    struct rv_verdict decided = out->v;
+    for (out->rounds = 2; out->rounds <= 3; out->rounds++) {
+        char why[RV_REASON_LEN] = "";
+        int ok;
+        if (out->rounds == 2) {
+            memset(&m->u, 0, sizeof(m->u));
+            ok = setup->prepare(setup->ctx, decided.action, m->u.vote.blob, &m->u.vote.bloblen, why,
+                                sizeof(why)) == 0;
+        } else {
+            ok = setup->connect(setup->ctx, &m->u.peers, why, sizeof(why)) == 0;
+            memset(&m->u, 0, sizeof(m->u));
+        }
+        if (!ok)
+            m->u.vote.bloblen = 0;
+        m->type = RV_VOTE;
+        memcpy(m->token, mark->token, RV_TOKEN_LEN);
+        m->u.vote.ok = ok;
+        snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
+        deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
+        enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
+        if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
+            await(fd, mark, next, deadline, m, err, sizeof(err)) != 0) {
+            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", out->root, err);
+            goto done;
+        }
+        if (m->type == RV_COMMIT) {
+            out->v = m->u.verdict;
+            out->v.final = 1;
+            goto done;
+        }
     }
-    out->v = m->u.verdict;
-    out->v.final = 1;
+    fall_back(out, "rendezvous with %s: no commit after the last round%s: passthrough", out->root, "");
 
 done:
     if (fd >= 0)

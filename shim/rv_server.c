@@ -56,6 +56,8 @@ struct rv_session {
     int state;
     int nranks;                         /* 0 until the first HELLO */
     int arrived, votes;
+    int round;                          /* 2: setting up; 3: ipc connecting (after PEERS) */
+    struct rv_peers *peers;             /* ipc: every rank's export, sent with PEERS */
     struct rank_facts *facts;           /* nranks, by rank */
     int *conn_of_rank;                  /* index into conns, -1 if absent */
     struct rv_conn *conns;
@@ -110,6 +112,7 @@ static void session_free(struct rv_session *s)
     for (int i = 0; i < s->nconns; i++)
         close_conn(&s->conns[i]);
     free(s->conns);
+    free(s->peers);
     free(s->facts);
     free(s->conn_of_rank);
     free(s);
@@ -176,15 +179,9 @@ static void record_decision(struct rv_session *s, const char *stage)
     jw_emit(&w);
 }
 
-/* Sends `type` with the session's verdict to every rank that is connected;
- * returns the number of sends that failed. */
-static int send_verdict(struct rv_session *s, enum rv_type type)
+/* Sends `m` to every rank that is connected; returns the number of sends that failed. */
+static int send_all(struct rv_session *s, const struct rv_msg *m)
 {
-    struct rv_msg m;
-    memset(&m, 0, sizeof(m));
-    m.type = type;
-    memcpy(m.token, s->token, RV_TOKEN_LEN);
-    m.u.verdict = s->verdict;
     int failed = 0;
     /* Short: each peer is waiting on a connected socket; one that does not
      * take a few KiB at once is not a rank we can rely on. */
@@ -201,12 +198,26 @@ static int send_verdict(struct rv_session *s, enum rv_type type)
             if (i < 0 || own != pass)
                 continue;
             char err[256];
-            if (rv_send_msg(s->conns[i].fd, &m, deadline, err, sizeof(err)) != 0) {
+            if (rv_send_msg(s->conns[i].fd, m, deadline, err, sizeof(err)) != 0) {
                 failed++;
                 reject(s, &s->conns[i], err);
             }
         }
     }
+    return failed;
+}
+
+/* Sends `type` with the session's verdict to every rank that is connected. */
+static int send_verdict(struct rv_session *s, enum rv_type type)
+{
+    struct rv_msg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return s->arrived;
+    m->type = type;
+    memcpy(m->token, s->token, RV_TOKEN_LEN);
+    m->u.verdict = s->verdict;
+    int failed = send_all(s, m);
+    free(m);
     return failed;
 }
 
@@ -228,13 +239,13 @@ static void fall_back(struct rv_session *s, enum rv_type type, const char *why)
 }
 
 /* The action the policy chose, as this build and mode can carry it out. */
-static void adjust_action(struct rv_verdict *v)
+static void adjust_action(struct rv_verdict *v, int nranks)
 {
     const struct shim_config *cfg = shim_config();
     char why[RV_REASON_LEN];
-    if (v->action == ACTION_IPC) {
-        snprintf(why, sizeof(why), "ipc chosen (%.400s), but this version of ncclshim has no CUDA IPC transport "
-                 "yet: passthrough", v->action_reason);
+    if (v->action == ACTION_IPC && (v->nhosts != 1 || nranks > RV_MAX_PEERS)) {
+        snprintf(why, sizeof(why), "ipc chosen (%.400s), but CUDA IPC needs every rank on one host and at most %d "
+                 "ranks (here %d hosts, %d ranks): passthrough", v->action_reason, RV_MAX_PEERS, v->nhosts, nranks);
         v->action = ACTION_PASSTHROUGH;
         memcpy(v->action_reason, why, sizeof(why));
     }
@@ -259,7 +270,7 @@ static void decide_all(struct rv_session *s)
     v->nunknown = s->d.nunknown;
     snprintf(v->purpose_reason, sizeof(v->purpose_reason), "%s", s->d.purpose_reason);
     snprintf(v->action_reason, sizeof(v->action_reason), "%s", s->d.action_reason);
-    adjust_action(v);
+    adjust_action(v, s->nranks);
     v->final = v->action == ACTION_PASSTHROUGH || v->action == ACTION_FAIL;
     s->decided_us = shim_mono_us();
     if (s->lfd >= 0) {
@@ -280,6 +291,7 @@ static void decide_all(struct rv_session *s)
         fall_back(s, RV_COMMIT, why);
     } else {
         s->state = ST_WAIT_VOTES;
+        s->round = 2;
     }
 }
 
@@ -330,7 +342,36 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
         fall_back(s, RV_COMMIT, why);
         return;
     }
-    if (++s->votes == s->nranks) {
+    if (s->verdict.action == ACTION_IPC && s->round == 2) {
+        if (!s->peers && !(s->peers = calloc(1, sizeof(*s->peers)))) {
+            fall_back(s, RV_COMMIT, "out of memory for the ranks' exports: passthrough for all");
+            return;
+        }
+        struct rv_peer *p = &s->peers->peer[s->peers->npeers++];
+        p->rank = c->rank;
+        p->bloblen = v->bloblen;
+        memcpy(p->blob, v->blob, (size_t)v->bloblen);
+    }
+    if (++s->votes == s->nranks && s->verdict.action == ACTION_IPC && s->round == 2) {
+        /* Everyone exported: give everyone every export, and vote again on connecting. */
+        struct rv_msg *m = calloc(1, sizeof(*m));
+        if (!m) {
+            fall_back(s, RV_COMMIT, "out of memory for the PEERS message: passthrough for all");
+            return;
+        }
+        m->type = RV_PEERS;
+        memcpy(m->token, s->token, RV_TOKEN_LEN);
+        m->u.peers = *s->peers;
+        int failed = send_all(s, m);
+        free(m);
+        s->round = 3;
+        s->votes = 0;
+        s->decided_us = shim_mono_us();
+        if (failed)
+            fall_back(s, RV_COMMIT, "a rank could not be sent the peers' exports: passthrough for all");
+        return;
+    }
+    if (s->votes == s->nranks) {
         s->verdict.final = 1;
         record_decision(s, "commit");
         send_verdict(s, RV_COMMIT);

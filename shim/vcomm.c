@@ -8,6 +8,7 @@
 #include "vcomm.h"
 
 #include "forward.h"
+#include "ipc.h"
 #include "record.h"
 
 #include <stdatomic.h>
@@ -20,19 +21,82 @@ ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
 {
     int i = shim_fn_lookup(fn);
     uint_fast64_t bit = (i >= 0 && i < 64) ? (uint_fast64_t)1 << i : 0;
-    if (!bit || !(atomic_fetch_or(&g_warned, bit) & bit))
-        shim_warn("dropped-comm-call",
-                  "%s on communicator %s (rank %d of %d), which this shim dropped (NCCLSHIM_WEIGHT_UPDATE or "
-                  "NCCLSHIM_RULES): it has no NCCL behind it, so the call returns ncclInvalidUsage; pass this "
-                  "communicator through if the application needs %s",
-                  fn, h->group, h->rank, h->nranks, fn);
+    if (!bit || !(atomic_fetch_or(&g_warned, bit) & bit)) {
+        if (h->ipc)
+            shim_warn("ipc-comm-call",
+                      "%s on communicator %s (rank %d of %d), which this shim runs over CUDA IPC "
+                      "(NCCLSHIM_WEIGHT_UPDATE or NCCLSHIM_RULES): the ipc transport does Broadcast, Bcast and small "
+                      "AllReduce only, so the call returns ncclInvalidUsage; pass this communicator through "
+                      "(NCCLSHIM_WEIGHT_UPDATE=passthrough) if the application needs %s",
+                      fn, h->group, h->rank, h->nranks, fn);
+        else
+            shim_warn("dropped-comm-call",
+                      "%s on communicator %s (rank %d of %d), which this shim dropped (NCCLSHIM_WEIGHT_UPDATE or "
+                      "NCCLSHIM_RULES): it has no NCCL behind it, so the call returns ncclInvalidUsage; pass this "
+                      "communicator through if the application needs %s",
+                      fn, h->group, h->rank, h->nranks, fn);
+    }
     return ncclInvalidUsage;
 }
 
-ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype)
+ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype, const char *fn)
 {
+    if (h->ipc)
+        return vcomm_unsupported(h, fn);
     shim_count(h, op, count, dtype);
     return ncclSuccess;
+}
+
+/* An ipc operation's failure: recorded with its reason (every time: each is a
+ * lost or refused transfer), the result returned. */
+static ncclResult_t ipc_result(struct shim_comm *h, const char *fn, ncclResult_t r, const char *why)
+{
+    if (r != ncclSuccess)
+        shim_warn("ipc", "%s on ipc communicator %s (rank %d of %d) returns %d: %s", fn, h->group, h->rank, h->nranks,
+                  (int)r, why);
+    return r;
+}
+
+ncclResult_t vcomm_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                 int root, ncclComm_t comm, cudaStream_t stream)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!h->ipc)
+        return vcomm_data(h, OP_BROADCAST, count, datatype, "ncclBroadcast");
+    char why[512] = "";
+    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
+    if (!es)
+        return ipc_result(h, "ncclBroadcast", ncclInvalidArgument, "not an NCCL datatype");
+    shim_count(h, OP_BROADCAST, count, datatype);
+    return ipc_result(h, "ncclBroadcast",
+                      ipc_broadcast(h->ipc, sendbuff, recvbuff, count * es, root, stream, why, sizeof(why)), why);
+}
+
+ncclResult_t vcomm_ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+                             cudaStream_t stream)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!h->ipc)
+        return vcomm_data(h, OP_BCAST, count, datatype, "ncclBcast");
+    char why[512] = "";
+    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
+    if (!es)
+        return ipc_result(h, "ncclBcast", ncclInvalidArgument, "not an NCCL datatype");
+    shim_count(h, OP_BCAST, count, datatype);
+    return ipc_result(h, "ncclBcast", ipc_broadcast(h->ipc, buff, buff, count * es, root, stream, why, sizeof(why)),
+                      why);
+}
+
+ncclResult_t vcomm_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!h->ipc)
+        return vcomm_data(h, OP_ALLREDUCE, count, datatype, "ncclAllReduce");
+    char why[512] = "";
+    shim_count(h, OP_ALLREDUCE, count, datatype);
+    return ipc_result(h, "ncclAllReduce",
+                      ipc_allreduce(h->ipc, sendbuff, recvbuff, count, datatype, op, stream, why, sizeof(why)), why);
 }
 
 ncclResult_t vcomm_ncclCommCount(ncclComm_t comm, int *count)

@@ -1,5 +1,5 @@
 /*
- * Shim-only communicators (action drop): every NCCL function that takes a
+ * Shim-only communicators (actions drop and ipc): every NCCL function that takes a
  * communicator has an answer here, so that a shim handle never reaches the
  * real NCCL.  shim/vcomm.c answers the ones that have a meaningful answer;
  * shim/vcomm_default.c refuses the rest with ncclInvalidUsage and a record.
@@ -11,11 +11,14 @@
 #include "nccl_decls.h"
 
 #define NCCL_COMM(ret, name, params, args) ret vcomm_##name params;
+#define NCCL_DATA(name, op, params, args, count, dtype) ncclResult_t vcomm_##name params;
 #include "nccl_api.def"
 
-/* Every data operation: counted with its bytes, then success at once; no
- * buffer is touched (the data does not arrive: records and inspect say so). */
-ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype);
+/* A data operation on a dropped communicator: counted with its bytes, then
+ * success at once; no buffer is touched (the data does not arrive: records
+ * and inspect say so).  On an ipc one, the operations shim/ipc.c has not
+ * (all but Broadcast, Bcast and AllReduce) are refused. */
+ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype, const char *fn);
 
 /* The refusal of the functions vcomm.c does not answer. */
 ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn);

@@ -16,4 +16,9 @@
         return _Generic((ret)0, const char *: "ncclshim: not supported on a dropped communicator", \
                         default: vcomm_unsupported((struct shim_comm *)comm, #name));              \
     }
+#define NCCL_DATA(name, op, params, args, count, dtype)                                            \
+    __attribute__((weak)) ncclResult_t vcomm_##name params                                         \
+    {                                                                                              \
+        return vcomm_data((struct shim_comm *)comm, op, count, dtype, #name);                      \
+    }
 #include "nccl_api.def"

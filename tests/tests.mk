@@ -51,3 +51,14 @@ tests-bin: tests/bin/test_decide
 tests/bin/test_decide: tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c $(wildcard policy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c
+
+# The fake libcuda's own test (tests/t/14-fake-cuda.t).
+tests-bin: tests/bin/test_fake_cuda
+tests/bin/test_fake_cuda: tests/fake/test_fake_cuda.c tests/fake/cuda/libcuda.so.1
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl -lpthread
+
+tests-bin: tests/bin/test_reduce
+tests/bin/test_reduce: tests/unit/test_reduce.c shim/reduce.c shim/reduce.h shim/nccl_abi.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_reduce.c shim/reduce.c

@@ -15,6 +15,8 @@
  *            ops=N (AllReduce + Broadcast pairs on each comm)
  *            allapi=1 (call every function that takes a communicator)
  *            leaks=1 (print sockets, pipes and threads before and after: "LEAKS ...")
+ *            xfer=1 (after init: broadcasts of odd sizes from every root and
+ *            all-reduces of several types, checked: "XFER ok" / "XFER fail <what>")
  *
  * Several IDs are initialised concurrently, one thread each.  Per
  * communicator: "COMM i rc=<r> count=<n> rank=<r> dev=<d> ops=<r> destroy=<r>".
@@ -25,6 +27,8 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <stdint.h>
+#include <sys/types.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -34,7 +38,7 @@
 
 #define MAX_IDS 16
 
-static int g_rank, g_nranks, g_fn, g_ops, g_allapi;
+static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer;
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
 
@@ -142,6 +146,70 @@ static void call_all(ncclComm_t comm, int idx)
 #undef R
 }
 
+/* The byte at offset i of broadcast number `seq` from `root`. */
+static unsigned char pattern(int seq, int root, size_t i)
+{
+    return (unsigned char)(i * 131 + (size_t)seq * 7 + (size_t)root * 29 + 1);
+}
+
+/* Broadcasts of odd sizes from every root, then all-reduces; host memory
+ * serves as device memory with the fake libcuda.  Returns a failure or NULL. */
+static const char *transfers(ncclComm_t comm, char *what, size_t len)
+{
+    static const size_t sizes[] = { 1, 4097, 8191, 3 * 4096 + 5, 100000 };
+    int seq = 0;
+    for (int root = 0; root < g_nranks; root++) {
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++, seq++) {
+            size_t n = sizes[k];
+            unsigned char *buf = malloc(n);
+            if (!buf)
+                return "malloc";
+            for (size_t i = 0; i < n; i++)
+                buf[i] = g_rank == root ? pattern(seq, root, i) : 0xee;
+            ncclResult_t r = seq % 2 ? ncclBcast(buf, n, ncclUint8, root, comm, NULL)
+                                     : ncclBroadcast(buf, buf, n, ncclUint8, root, comm, NULL);
+            size_t bad = n;
+            for (size_t i = 0; i < n && bad == n; i++)
+                if (buf[i] != pattern(seq, root, i))
+                    bad = i;
+            free(buf);
+            if (r != ncclSuccess || bad != n) {
+                snprintf(what, len, "broadcast of %zu bytes from root %d: result %d, first wrong byte %zd", n, root,
+                         (int)r, bad == n ? (ssize_t)-1 : (ssize_t)bad);
+                return what;
+            }
+        }
+    }
+    /* All-reduce: int32 sum, float max, int8 prod (wraps), double avg. */
+    int32_t i32[3] = { g_rank + 1, 10 * g_rank, -g_rank };
+    float f32[2] = { (float)g_rank, -(float)g_rank };
+    int8_t i8[1] = { 100 };
+    double f64[1] = { (double)g_rank };
+    int n = g_nranks;
+    if (ncclAllReduce(i32, i32, 3, ncclInt32, ncclSum, comm, NULL) != ncclSuccess ||
+        i32[0] != n * (n + 1) / 2 || i32[1] != 10 * n * (n - 1) / 2 || i32[2] != -n * (n - 1) / 2) {
+        snprintf(what, len, "int32 sum: %d %d %d", i32[0], i32[1], i32[2]);
+        return what;
+    }
+    if (ncclAllReduce(f32, f32, 2, ncclFloat32, ncclMax, comm, NULL) != ncclSuccess || f32[0] != (float)(n - 1) ||
+        f32[1] != 0.0f) {
+        snprintf(what, len, "float max: %g %g", f32[0], f32[1]);
+        return what;
+    }
+    int8_t want = 100;
+    for (int r = 1; r < n; r++)
+        want = (int8_t)(uint8_t)((unsigned)(uint8_t)want * 100u);
+    if (ncclAllReduce(i8, i8, 1, ncclInt8, ncclProd, comm, NULL) != ncclSuccess || i8[0] != want) {
+        snprintf(what, len, "int8 prod: %d, want %d", i8[0], want);
+        return what;
+    }
+    if (ncclAllReduce(f64, f64, 1, ncclFloat64, ncclAvg, comm, NULL) != ncclSuccess || f64[0] != (n - 1) / 2.0) {
+        snprintf(what, len, "double avg: %g", f64[0]);
+        return what;
+    }
+    return NULL;
+}
+
 static void *run_one(void *arg)
 {
     int i = (int)(intptr_t)arg;
@@ -176,6 +244,11 @@ static void *run_one(void *arg)
             if (ops == ncclSuccess)
                 ops = ncclBroadcast(data, data, 256, ncclFloat32, 0, comm, NULL);
         }
+        if (g_xfer) {
+            char what[256];
+            const char *bad = transfers(comm, what, sizeof(what));
+            printf("XFER %d %s%s\n", i, bad ? "fail " : "ok", bad ? bad : "");
+        }
         if (g_allapi)
             call_all(comm, i);
         destroy = ncclCommDestroy(comm);
@@ -194,6 +267,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             *delay_ms = atoi(argv[i] + 9);
         else if (strncmp(argv[i], "ops=", 4) == 0)
             g_ops = atoi(argv[i] + 4);
+        else if (strncmp(argv[i], "xfer=", 5) == 0)
+            g_xfer = atoi(argv[i] + 5);
         else if (strncmp(argv[i], "allapi=", 7) == 0)
             g_allapi = atoi(argv[i] + 7);
         else if (strncmp(argv[i], "leaks=", 6) == 0)

@@ -242,14 +242,13 @@ ok("API 0 split-child NULL" in api, "a refused split leaves *newcomm NULL")
 warn = [x for x in records(d + "/rec") if x.get("type") == "warning" and x.get("what") == "dropped-comm-call"]
 ok(warn and "dropped" in warn[0]["message"], "a refused call is recorded, naming the cause", warn[:1])
 
-# 6. auto: one inference rank on one host -> ipc, which this version degrades to passthrough.
+# 6. auto: one inference rank on one host -> ipc: no NCCL communicator, three rounds.
 d, procs, ids = scenario("auto1host", 3, {}, roles(2))
 cr = comm_records(d)
-ok(len(cr) == 3 and all(c["purpose"] == "weight-update" and c["action"] == "passthrough"
-                        and "no CUDA IPC transport yet" in c["action_reason"] for c in cr),
-   "auto, 2 trainers + 1 inference rank on one host: ipc chosen, degraded to passthrough, and said", cr)
-ok(len([l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank " in l]) == 3,
-   "passthrough: NCCL saw the application's own ncclCommInitRank on every rank")
+ok(len(cr) == 3 and all(c["purpose"] == "weight-update" and c["action"] == "ipc" and c["decision"]["rounds"] == 3
+                        for c in cr),
+   "auto, 2 trainers + 1 inference rank on one host: ipc on all 3 ranks, after the connect round", cr)
+ok(not [l for l in fake_lines(d + "/fake.log") if "ncclCommInit" in l], "ipc: NCCL saw no init")
 
 # 7. auto across hosts (test-only host override) -> socket.
 d, procs, ids = scenario("auto2host", 3, {}, lambda r: dict(roles(2)(r), NCCLSHIM_HOSTNAME="node%d" % (r // 2)))
@@ -480,7 +479,49 @@ inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRankScalable" in
 ok(len(inits) == 2 and all("netName=Socket" in l for l in inits), "InitRankScalable: socket through its config",
    inits)
 
-# 25. Every record line of every scenario is valid JSON.
+# 25. The ipc transport on the fake libcuda: 2, 4 and 8 processes, broadcasts of odd sizes
+#     (1 byte to 100000, 4 KiB chunks in 2 slots: many slot reuses) from every root, and
+#     all-reduces of int32/float/int8/double with sum/max/prod/avg; no memory left behind.
+IPC_ENV = {"NCCLSHIM_WEIGHT_UPDATE": "ipc", "NCCLSHIM_IPC_CHUNK_BYTES": "4096", "NCCLSHIM_IPC_SLOTS": "2",
+           "FAKE_CUDA_WAIT_TIMEOUT_MS": "10000"}
+for n in (2, 4, 8):
+    d, procs, ids = scenario("ipc%d" % n, n, dict(IPC_ENV, FAKE_CUDA_LOG=os.path.join(TMP, "ipc%d.cuda" % n)),
+                             roles(n - 1), root_args=["xfer=1"], rank_args=["xfer=1"])
+    xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+    ok(len(xfer) == n and all(" ok" in l for l in xfer),
+       "ipc, %d processes: every broadcast (every root, odd sizes) and all-reduce is exact" % n,
+       xfer + [p.err[-300:] for p in procs if p.err])
+    cr = comm_records(d)
+    ok(len(cr) == n and all(c["action"] == "ipc" for c in cr) and
+       not [l for l in fake_lines(d + "/fake.log") if "ncclCommInit" in l or "comm=" in l],
+       "ipc, %d processes: action ipc everywhere, NCCL never called" % n, cr[:2])
+    with open(os.path.join(TMP, "ipc%d.cuda" % n)) as fh:
+        left = fh.read().split()
+    ok(len(left) == 3 * n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() for x in left),
+       "ipc, %d processes: destroy freed every allocation and closed every mapping" % n, left)
+
+# 26. Four ipc communicators at once in each of two processes.
+d, procs, ids = scenario("ipc-concurrent", 2, IPC_ENV, roles(1), k=4, root_args=["xfer=1", "leaks=1"],
+                         rank_args=["xfer=1", "leaks=1"])
+xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+ok(len(xfer) == 8 and all(" ok" in l for l in xfer), "4 concurrent ipc communicators per process: all exact", xfer)
+
+# 27. A rank that cannot set ipc up (no memory) or cannot open its peer's memory vetoes: passthrough for all.
+for fn, rnd in (("cuMemAlloc", "set up"), ("cuIpcOpenMemHandle", "connect")):
+    d, procs, ids = scenario("ipc-veto-" + fn, 2, IPC_ENV,
+                             lambda r, fn=fn: dict(roles(1)(r), **({"FAKE_CUDA_FAIL": fn} if r == 1 else {})))
+    cr = comm_records(d)
+    ok(len(cr) == 2 and all(c["action"] == "passthrough" and fn in c["action_reason"] for c in cr) and
+       len([l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank " in l]) == 2,
+       "%s fails on rank 1: it vetoes, both ranks pass through to NCCL, the reason names %s" % (fn, fn), cr)
+
+# 28. ipc across hosts is impossible: the root passes through and says why.
+d, procs, ids = scenario("ipc-2hosts", 2, IPC_ENV, lambda r: dict(roles(1)(r), NCCLSHIM_HOSTNAME="node%d" % r))
+ok(all(c["action"] == "passthrough" and "one host" in c["action_reason"] for c in comm_records(d)),
+   "NCCLSHIM_WEIGHT_UPDATE=ipc with ranks on 2 hosts: passthrough, 'needs every rank on one host'",
+   comm_records(d))
+
+# 29. Every record line of every scenario is valid JSON.
 bad = [x for sub in os.listdir(TMP) for x in records(os.path.join(TMP, sub, "rec")) if x.get("type") == "UNPARSABLE"]
 ok(not bad, "every record of every scenario parses", bad[:3])
 

@@ -1,0 +1,62 @@
+/*
+ * The CUDA driver API, loaded at run time (DESIGN D6): dlopen("libcuda.so.1")
+ * and cuGetProcAddress, no CUDA runtime and no build-time CUDA, so one build
+ * serves CUDA 12 and 13 applications.  Own declarations of the few types used.
+ */
+#ifndef NCCLSHIM_CUDA_H
+#define NCCLSHIM_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct { char reserved[64]; } CUipcMemHandle;
+
+#define CUDA_SUCCESS 0
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+#define CU_STREAM_WAIT_VALUE_GEQ 0x0
+#define CU_STREAM_WRITE_VALUE_DEFAULT 0x0
+#define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
+
+/* X(name, params): every driver function the shim uses, by its base name. */
+#define SHIM_CUDA_FUNCTIONS(X)                                                                     \
+    X(cuCtxGetCurrent, (CUcontext *))                                                              \
+    X(cuCtxSetCurrent, (CUcontext))                                                                \
+    X(cuCtxGetDevice, (CUdevice *))                                                                \
+    X(cuDeviceGetAttribute, (int *, int, CUdevice))                                                \
+    X(cuMemAlloc, (CUdeviceptr *, size_t))                                                         \
+    X(cuMemFree, (CUdeviceptr))                                                                    \
+    X(cuMemsetD8, (CUdeviceptr, unsigned char, size_t))                                            \
+    X(cuIpcGetMemHandle, (CUipcMemHandle *, CUdeviceptr))                                          \
+    X(cuIpcOpenMemHandle, (CUdeviceptr *, CUipcMemHandle, unsigned int))                           \
+    X(cuIpcCloseMemHandle, (CUdeviceptr))                                                          \
+    X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                             \
+    X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                                 \
+    X(cuMemcpyHtoD, (CUdeviceptr, const void *, size_t))                                           \
+    X(cuStreamWaitValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                        \
+    X(cuStreamWriteValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                       \
+    X(cuStreamSynchronize, (CUstream))                                                             \
+    X(cuStreamIsCapturing, (CUstream, int *))                                                      \
+    X(cuGetErrorString, (CUresult, const char **))
+
+struct shim_cuda {
+#define X(name, params) CUresult(*name) params;
+    SHIM_CUDA_FUNCTIONS(X)
+#undef X
+};
+
+/*
+ * The driver, loaded once: NULL (with the reason in `why`) if libcuda.so.1
+ * cannot be loaded or lacks a function.  Never loads it where the process has
+ * not: a process without CUDA has nothing to move with IPC.
+ */
+const struct shim_cuda *shim_cuda(char *why, size_t whylen);
+
+/* "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" into buf. */
+const char *shim_cuda_error(const char *fn, CUresult r, char *buf, size_t len);
+
+#endif

@@ -1,0 +1,483 @@
+/*
+ * The CUDA IPC transport (shim/ipc.h).
+ *
+ * Layout of each rank's allocation:
+ *   [0, 4096)            sequence counters, 64 bytes apart (u64 each)
+ *   [4096, +S * chunk)   S staging slots of `chunk` bytes
+ *
+ * Counters only grow, and each rank writes only its own (peers are read, and
+ * waited on, through their IPC mappings opened in this rank's context):
+ *   READY      chunks this rank has made available in its slots (or passed)
+ *   CONSUMED   chunks this rank has finished reading from its predecessor
+ *   DONE       operations this rank has completed (orders operations issued
+ *              on different streams: each waits for the one before)
+ *   AR, AR2    all-reduce arrival and departure (written by the host)
+ *   EXIT       set at destroy
+ *
+ * Broadcast is a chain along the ring root, root+1, ..., root-1, chunk by
+ * chunk: chunk g uses slot g % S on every rank; the root copies its buffer
+ * into its slot; each next rank pulls its predecessor's slot (a peer copy on a
+ * copy engine) into its own slot and on into its buffer (the last one straight
+ * into its buffer).  A slot is refilled only once the successor has consumed
+ * what it held (CONSUMED >= g + 1 - S).  Every rank advances READY and
+ * CONSUMED for every chunk, whatever its place in the chain, so that the
+ * counters mean the same whichever rank was the root.
+ */
+#define _GNU_SOURCE
+#include "ipc.h"
+
+#include "comm.h"
+#include "config.h"
+#include "record.h"
+#include "reduce.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#define FLAGS_BYTES 4096
+#define F_READY 0
+#define F_CONSUMED 64
+#define F_DONE 128
+#define F_AR 192
+#define F_AR2 256
+#define F_EXIT 320
+
+#define EXPORT_MAGIC 0x6370696du /* "mipc" */
+#define EXPORT_VERSION 1
+/* Host waits (all-reduce, destroy) give up after this long: a peer that
+ * stopped answering must not hang the application for ever. */
+#define HOST_WAIT_US (120ull * 1000 * 1000)
+
+/* What a rank exports (the rendezvous blob).  Same host, same build: plain bytes. */
+struct ipc_export {
+    uint32_t magic, version;
+    int32_t rank, nranks, device, nslots;
+    uint32_t pid, pad;
+    uint64_t chunk;
+    CUipcMemHandle handle;
+};
+_Static_assert(sizeof(struct ipc_export) <= RV_BLOB_LEN, "the export fits a vote");
+
+struct ipc_comm {
+    const struct shim_cuda *cu;
+    int rank, nranks, device;
+    CUcontext ctx;
+    size_t chunk;
+    int nslots;
+    CUdeviceptr base;                   /* this rank's allocation */
+    CUdeviceptr *peer;                  /* every rank's allocation as mapped here; peer[rank] = base */
+    /* Host counters, the same on every rank (ops are issued in the same order
+     * everywhere).  NCCL allows one thread per communicator at a time. */
+    uint64_t ops, chunks;
+};
+
+static CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
+{
+    return c->peer[r] + (CUdeviceptr)off;
+}
+
+static CUdeviceptr slot(const struct ipc_comm *c, int r, uint64_t g)
+{
+    return c->peer[r] + FLAGS_BYTES + (CUdeviceptr)((g % (uint64_t)c->nslots) * c->chunk);
+}
+
+#define CU(call, name)                                                                                 \
+    do {                                                                                               \
+        CUresult r_ = (call);                                                                          \
+        if (r_ != CUDA_SUCCESS) {                                                                      \
+            shim_cuda_error(name, r_, why, whylen);                                                    \
+            goto fail;                                                                                 \
+        }                                                                                              \
+    } while (0)
+
+int ipc_device(const struct ipc_comm *c)
+{
+    return c->device;
+}
+
+size_t ipc_host_reduce_max(const struct ipc_comm *c)
+{
+    return c->chunk * (size_t)c->nslots;
+}
+
+int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
+{
+    *out = NULL;
+    const struct shim_cuda *cu = shim_cuda(why, whylen);
+    if (!cu)
+        return -1;
+    struct ipc_comm *c = calloc(1, sizeof(*c));
+    if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer)))) {
+        free(c);
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    const struct shim_config *cfg = shim_config();
+    c->cu = cu;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->chunk = cfg->ipc_chunk_bytes;
+    c->nslots = cfg->ipc_slots;
+    int memops = 0;
+    CU(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent");
+    if (!c->ctx) {
+        snprintf(why, whylen, "no current CUDA context on the thread that creates the communicator");
+        goto fail;
+    }
+    CU(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice");
+    CU(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
+       "cuDeviceGetAttribute");
+    if (!memops) {
+        snprintf(why, whylen, "device %d cannot use 64-bit stream memory operations", c->device);
+        goto fail;
+    }
+    CU(cu->cuMemAlloc(&c->base, FLAGS_BYTES + c->chunk * (size_t)c->nslots), "cuMemAlloc");
+    CU(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8");
+    struct ipc_export e;
+    memset(&e, 0, sizeof(e));
+    e.magic = EXPORT_MAGIC;
+    e.version = EXPORT_VERSION;
+    e.rank = rank;
+    e.nranks = nranks;
+    e.device = c->device;
+    e.nslots = c->nslots;
+    e.pid = (uint32_t)getpid();
+    e.chunk = c->chunk;
+    CU(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle");
+    memcpy(blob, &e, sizeof(e));
+    *bloblen = (int)sizeof(e);
+    c->peer[rank] = c->base;
+    *out = c;
+    return 0;
+fail:
+    if (c->base)
+        cu->cuMemFree(c->base);
+    free(c->peer);
+    free(c);
+    return -1;
+}
+
+int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen)
+{
+    int seen = 0;
+    for (int i = 0; i < peers->npeers; i++) {
+        const struct rv_peer *p = &peers->peer[i];
+        struct ipc_export e;
+        if (p->bloblen != (int)sizeof(e) || p->rank < 0 || p->rank >= c->nranks) {
+            snprintf(why, whylen, "rank %d's export is malformed (%d bytes)", p->rank, p->bloblen);
+            return -1;
+        }
+        memcpy(&e, p->blob, sizeof(e));
+        if (e.magic != EXPORT_MAGIC || e.version != EXPORT_VERSION || e.rank != p->rank || e.nranks != c->nranks ||
+            e.chunk != c->chunk || e.nslots != c->nslots) {
+            snprintf(why, whylen, "rank %d's export does not match this rank's (chunk %llu/%zu, slots %d/%d): set the "
+                     "same NCCLSHIM_IPC_CHUNK_BYTES and NCCLSHIM_IPC_SLOTS everywhere", p->rank,
+                     (unsigned long long)e.chunk, c->chunk, e.nslots, c->nslots);
+            return -1;
+        }
+        if (p->rank == c->rank)
+            continue;
+        if (e.pid == (uint32_t)getpid()) {
+            snprintf(why, whylen, "ranks %d and %d are in one process: CUDA IPC cannot map memory of its own process",
+                     c->rank, p->rank);
+            return -1;
+        }
+        CUresult r = c->cu->cuIpcOpenMemHandle(&c->peer[p->rank], e.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (r != CUDA_SUCCESS) {
+            char err[160];
+            snprintf(why, whylen, "opening rank %d's memory (device %d) from device %d: %s", p->rank, e.device,
+                     c->device, shim_cuda_error("cuIpcOpenMemHandle", r, err, sizeof(err)));
+            c->peer[p->rank] = 0;
+            return -1;
+        }
+        seen++;
+    }
+    if (seen != c->nranks - 1) {
+        snprintf(why, whylen, "%d of %d peers' exports received", seen, c->nranks - 1);
+        return -1;
+    }
+    return 0;
+}
+
+/* Reads a peer's (or this rank's) counter from the host. */
+static int read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v)
+{
+    return c->cu->cuMemcpyDtoH(v, flag(c, r, off), sizeof(*v)) == CUDA_SUCCESS ? 0 : -1;
+}
+
+static int write_flag(const struct ipc_comm *c, int off, uint64_t v)
+{
+    return c->cu->cuMemcpyHtoD(flag(c, c->rank, off), &v, sizeof(v)) == CUDA_SUCCESS ? 0 : -1;
+}
+
+/* The host waits until rank r's counter `off` reaches `want`; bounded. */
+static int wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64_t deadline, char *why,
+                    size_t whylen)
+{
+    for (unsigned spins = 0;; spins++) {
+        uint64_t v = 0;
+        if (read_flag(c, r, off, &v) != 0) {
+            snprintf(why, whylen, "reading rank %d's counter failed", r);
+            return -1;
+        }
+        if ((int64_t)(v - want) >= 0)
+            return 0;
+        if (shim_mono_us() > deadline) {
+            snprintf(why, whylen, "rank %d did not arrive within %llu s (it died, or stopped calling NCCL)", r,
+                     (unsigned long long)(HOST_WAIT_US / 1000000));
+            return -1;
+        }
+        /* Device memory has no host wake-up: poll, yielding the core. */
+        struct timespec ts = { 0, spins < 100 ? 0 : 20000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+static int wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, size_t whylen)
+{
+    uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
+    for (int r = 0; r < c->nranks; r++)
+        if (wait_one(c, r, off, want, deadline, why, whylen) != 0)
+            return -1;
+    return 0;
+}
+
+void ipc_free(struct ipc_comm *c)
+{
+    if (!c)
+        return;
+    char why[256];
+    const struct shim_cuda *cu = c->cu;
+    CUcontext cur = NULL;
+    cu->cuCtxGetCurrent(&cur);
+    if (cur != c->ctx)
+        cu->cuCtxSetCurrent(c->ctx);
+    /* This rank's work is done (DONE reaches every operation issued), then
+     * everyone says so (EXIT): nobody frees memory a peer still reads. */
+    int ok = 1;
+    /* Without a single operation nobody ever read this rank's memory (and a
+     * setup undone in the vote round never had one): no barrier needed. */
+    if (c->nranks > 1 && c->peer && c->ops > 0) {
+        int connected = 1;
+        for (int r = 0; r < c->nranks; r++)
+            connected &= c->peer[r] != 0;
+        if (connected) {
+            ok = wait_one(c, c->rank, F_DONE, c->ops, shim_mono_us() + HOST_WAIT_US, why, sizeof(why)) == 0 &&
+                 write_flag(c, F_EXIT, 1) == 0 && wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0;
+            if (!ok)
+                shim_warn("ipc", "destroying an ipc communicator (rank %d of %d): %s; freeing its memory anyway",
+                          c->rank, c->nranks, why);
+        }
+    }
+    for (int r = 0; c->peer && r < c->nranks; r++)
+        if (r != c->rank && c->peer[r])
+            cu->cuIpcCloseMemHandle(c->peer[r]);
+    if (c->base)
+        cu->cuMemFree(c->base);
+    if (cur != c->ctx)
+        cu->cuCtxSetCurrent(cur);
+    free(c->peer);
+    free(c);
+}
+
+/* Runs with the communicator's context current; restores the caller's. */
+struct ctx_guard {
+    CUcontext saved;
+    int switched;
+};
+
+static void ctx_enter(const struct ipc_comm *c, struct ctx_guard *g)
+{
+    g->saved = NULL;
+    g->switched = 0;
+    if (c->cu->cuCtxGetCurrent(&g->saved) == CUDA_SUCCESS && g->saved != c->ctx)
+        g->switched = c->cu->cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS;
+}
+
+static void ctx_leave(const struct ipc_comm *c, struct ctx_guard *g)
+{
+    if (g->switched)
+        c->cu->cuCtxSetCurrent(g->saved);
+}
+
+static int capturing(const struct ipc_comm *c, CUstream s)
+{
+    int status = 0;
+    return c->cu->cuStreamIsCapturing(s, &status) == CUDA_SUCCESS && status != 0;
+}
+
+ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
+                           cudaStream_t stream, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUstream s = (CUstream)stream;
+    if (root < 0 || root >= c->nranks) {
+        snprintf(why, whylen, "root %d outside 0..%d", root, c->nranks - 1);
+        return ncclInvalidArgument;
+    }
+    if (bytes && ((!sendbuff && c->rank == root) || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: ipc operations cannot be captured "
+                 "(their sequence numbers are fixed when enqueued); pass this communicator through "
+                 "(NCCLSHIM_WEIGHT_UPDATE=passthrough) to capture it");
+        return ncclInvalidUsage;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t op = c->ops;
+    int n = c->nranks, me = c->rank;
+    int pos = (me - root + n) % n, pred = (me - 1 + n) % n, succ = (me + 1) % n;
+    CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
+    uint64_t nchunks = bytes ? (bytes + c->chunk - 1) / c->chunk : 0;
+    uint64_t S = (uint64_t)c->nslots;
+    /* Operations of this communicator run one after the other, whatever the stream. */
+    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    for (uint64_t k = 0; k < nchunks; k++) {
+        uint64_t gch = c->chunks + k;
+        size_t off = (size_t)(k * c->chunk), len = bytes - off < c->chunk ? bytes - off : c->chunk;
+        CUdeviceptr mine = slot(c, me, gch);
+        if (n == 1) {
+            if (recv != send)
+                CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, s), "cuMemcpyDtoDAsync");
+            continue;
+        }
+        if (pos == 0) {
+            if (gch + 1 > S)
+                CU(cu->cuStreamWaitValue64(s, flag(c, succ, F_CONSUMED), gch + 1 - S, CU_STREAM_WAIT_VALUE_GEQ),
+                   "cuStreamWaitValue64");
+            CU(cu->cuMemcpyDtoDAsync(mine, send + off, len, s), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_READY), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_CONSUMED), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+            if (recv != send)
+                CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, s), "cuMemcpyDtoDAsync");
+            continue;
+        }
+        CU(cu->cuStreamWaitValue64(s, flag(c, pred, F_READY), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
+        CUdeviceptr theirs = slot(c, pred, gch);
+        if (pos < n - 1) {
+            if (gch + 1 > S)
+                CU(cu->cuStreamWaitValue64(s, flag(c, succ, F_CONSUMED), gch + 1 - S, CU_STREAM_WAIT_VALUE_GEQ),
+                   "cuStreamWaitValue64");
+            CU(cu->cuMemcpyDtoDAsync(mine, theirs, len, s), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_CONSUMED), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_READY), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+            CU(cu->cuMemcpyDtoDAsync(recv + off, mine, len, s), "cuMemcpyDtoDAsync");
+        } else {
+            CU(cu->cuMemcpyDtoDAsync(recv + off, theirs, len, s), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_CONSUMED), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_READY), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+        }
+    }
+    CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+       "cuStreamWriteValue64");
+    c->chunks += nchunks;
+    c->ops = op + 1;
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    /* Part of the operation may be enqueued: the counters no longer agree with
+     * the peers', and the communicator cannot be used again. */
+    ctx_leave(c, &g);
+    return ncclUnhandledCudaError;
+}
+
+ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t dtype, ncclRedOp_t op, cudaStream_t stream, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUstream s = (CUstream)stream;
+    size_t esize = (unsigned)dtype < ncclNumTypes ? shim_dtype_size(dtype) : 0;
+    if (!esize || host_reduce_supported(dtype, op, why, whylen) != 0) {
+        if (!esize)
+            snprintf(why, whylen, "datatype %d is not an NCCL datatype", (int)dtype);
+        return ncclInvalidArgument;
+    }
+    size_t bytes = count * esize;
+    if (count && bytes / count != esize) {
+        snprintf(why, whylen, "count %zu overflows", count);
+        return ncclInvalidArgument;
+    }
+    if (bytes > ipc_host_reduce_max(c)) {
+        snprintf(why, whylen, "an ipc communicator reduces on the host, up to its staging size (%zu bytes: "
+                 "NCCLSHIM_IPC_CHUNK_BYTES x NCCLSHIM_IPC_SLOTS); this all-reduce is %zu bytes. Weight-update "
+                 "communicators all-reduce one value to warm up; pass this one through "
+                 "(NCCLSHIM_WEIGHT_UPDATE=passthrough) if it needs large all-reduces", ipc_host_reduce_max(c), bytes);
+        return ncclInvalidUsage;
+    }
+    if (count && (!sendbuff || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: an ipc all-reduce synchronises the "
+                 "host and cannot be captured");
+        return ncclInvalidUsage;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t opn = c->ops;
+    int me = c->rank;
+    uint8_t *acc = NULL, *tmp = NULL;
+    ncclResult_t res = ncclUnhandledCudaError;
+    /* After the operations before it (any stream), and once the successor has
+     * read every chunk this rank staged (a broadcast returns before that),
+     * with this rank's data in its slot 0. */
+    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), opn, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    if (c->nranks > 1 && c->chunks)
+        CU(cu->cuStreamWaitValue64(s, flag(c, (me + 1) % c->nranks, F_CONSUMED), c->chunks, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
+    if (bytes)
+        CU(cu->cuMemcpyDtoDAsync(c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
+           "cuMemcpyDtoDAsync");
+    CU(cu->cuStreamSynchronize(s), "cuStreamSynchronize");
+    if (write_flag(c, F_AR, opn + 1) != 0 || wait_all(c, F_AR, opn + 1, why, whylen) != 0) {
+        res = ncclRemoteError;
+        goto fail;
+    }
+    acc = malloc(bytes ? bytes : 1);
+    tmp = malloc(bytes ? bytes : 1);
+    if (!acc || !tmp) {
+        snprintf(why, whylen, "out of host memory for %zu bytes", bytes);
+        res = ncclSystemError;
+        goto fail;
+    }
+    /* In rank order on every rank: every rank computes the same bits. */
+    for (int r = 0; r < c->nranks && bytes; r++) {
+        CU(cu->cuMemcpyDtoH(r == 0 ? acc : tmp, c->peer[r] + FLAGS_BYTES, bytes), "cuMemcpyDtoH");
+        if (r > 0)
+            host_reduce(acc, tmp, count, dtype, op == ncclAvg ? ncclSum : op);
+    }
+    if (op == ncclAvg && bytes)
+        host_reduce_finish_avg(acc, count, dtype, c->nranks);
+    if (bytes)
+        CU(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD");
+    /* Nobody refills its slot before every rank has read it. */
+    if (write_flag(c, F_AR2, opn + 1) != 0 || wait_all(c, F_AR2, opn + 1, why, whylen) != 0 ||
+        write_flag(c, F_DONE, opn + 1) != 0) {
+        res = ncclRemoteError;
+        goto fail;
+    }
+    c->ops = opn + 1;
+    free(acc);
+    free(tmp);
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    free(acc);
+    free(tmp);
+    ctx_leave(c, &g);
+    return res;
+}

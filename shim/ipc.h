@@ -1,0 +1,41 @@
+/*
+ * The CUDA IPC transport (DESIGN D7): a communicator of ranks on one host that
+ * exists only in the shim.  Each rank owns one device allocation, exported
+ * once with cuIpcGetMemHandle: a page of sequence counters, then a ring of
+ * staging slots.  Operations only enqueue work on the caller's stream (copies
+ * on copy engines, waits and writes of counters with cuStreamWaitValue64 /
+ * cuStreamWriteValue64), except small all-reduces, which synchronise the host.
+ */
+#ifndef NCCLSHIM_IPC_H
+#define NCCLSHIM_IPC_H
+
+#include "cuda.h"
+#include "nccl_abi.h"
+#include "rv_wire.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+struct ipc_comm;
+
+/* Round 2 of the rendezvous: allocate and export.  The export goes into
+ * `blob` (*bloblen bytes).  0, or -1 with the reason (nothing left allocated). */
+int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen);
+
+/* Round 3: open every other rank's export.  0, or -1 with the reason. */
+int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen);
+
+/* Waits (bounded) until this rank's operations are done and every peer has
+ * stopped reading this rank's memory, then frees everything. */
+void ipc_free(struct ipc_comm *c);
+
+int ipc_device(const struct ipc_comm *c);
+size_t ipc_host_reduce_max(const struct ipc_comm *c);
+
+/* The operations.  ncclSuccess, or an NCCL error with the reason in `why`. */
+ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
+                           cudaStream_t stream, char *why, size_t whylen);
+ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t dtype, ncclRedOp_t op, cudaStream_t stream, char *why, size_t whylen);
+
+#endif
