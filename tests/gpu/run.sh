@@ -140,5 +140,10 @@ if [ -x "$ROOT/tools/ncclshim-inspect" ]; then
     ok $? "ncclshim-inspect --check flags the dropped communicator that carried data (exit $rc)"
 fi
 
+# (e) the ipc action: the weight-update communicator moves its data over CUDA IPC.
+NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank 1 *' \
+    launch ipc ipc.py shim
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc.shim" 2>&1)
+
 echo "1..$n"
 [ "$nfail" -eq 0 ]

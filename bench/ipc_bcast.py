@@ -1,0 +1,134 @@
+"""Broadcast between two processes on two GPUs: the shim's ipc communicator
+against an NCCL communicator, measured in the same run, plus a copy-engine
+peer copy (tensor.copy_ across devices) as the ceiling.  Also creation time
+and GPU memory per rank.  Prints a table; JSON in OUTDIR/*/summary.json.
+
+    python3 bench/ipc_bcast.py --outdir DIR --preload build/libncclshim.so
+
+Runs the launcher twice: with the shim (NCCLSHIM_WEIGHT_UPDATE=ipc, the ctypes
+communicator of rank 0 "training" and rank 1 "inference") and without it (NCCL).
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "gpu"))
+import common  # noqa: E402
+import ctypes_bcast  # noqa: E402
+
+SIZES = [1 << 20, 16 << 20, 64 << 20, 256 << 20, 1 << 30, 4 << 30]
+
+
+def iters(size):
+    return max(3, min(50, (2 << 30) // size))
+
+
+def timed(fn, stream, n):
+    import torch
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record(stream)
+    for _ in range(n):
+        fn()
+    end.record(stream)
+    end.synchronize()
+    return start.elapsed_time(end) / 1000.0 / n
+
+
+def worker(args):
+    import torch
+    rank = args["rank"]
+    dev = torch.device("cuda", rank)
+    torch.cuda.init()
+    torch.empty(1, device=dev)  # the context exists before the communicator
+    lib = ctypes_bcast.NCCLLibrary(common.nccl_so_path())
+    torch.cuda.synchronize()
+    free0, _ = torch.cuda.mem_get_info(dev)
+    t0 = time.monotonic()
+    comm = ctypes_bcast.make_comm(lib, args, "bench")
+    t_init = time.monotonic() - t0
+    torch.cuda.synchronize()
+    free1, _ = torch.cuda.mem_get_info(dev)
+    vp, st = ctypes_bcast.buffer_type, ctypes_bcast.cudaStream_t
+    stream = torch.cuda.current_stream()
+    one = torch.ones(1, dtype=torch.float32, device=dev)
+
+    def barrier():
+        lib.ncclAllReduce(vp(one.data_ptr()), vp(one.data_ptr()), 1, ctypes_bcast.ncclFloat32,
+                          ctypes_bcast.ncclSum, comm, st(stream.cuda_stream))
+        torch.cuda.synchronize()
+
+    barrier()
+    res = {"init_s": t_init, "mem_mib": (free0 - free1) / 2**20, "bw": {}}
+    buf = torch.empty(max(SIZES), dtype=torch.uint8, device=dev)
+    for size in SIZES:
+        def op():
+            lib.ncclBroadcast(vp(buf.data_ptr()), vp(buf.data_ptr()), size, ctypes_bcast.ncclUint8, 0, comm,
+                              st(stream.cuda_stream))
+        op()  # warm-up
+        barrier()
+        t = timed(op, stream, iters(size))
+        res["bw"][str(size)] = size / t / 1e9
+    if rank == 0 and torch.cuda.device_count() > 1:
+        # Copy-engine peer copy, the same sizes: the ceiling of a pull over NVLink.
+        res["peer"] = {}
+        dst = torch.empty(max(SIZES), dtype=torch.uint8, device=torch.device("cuda", 1))
+        for size in SIZES:
+            def cp():
+                dst[:size].copy_(buf[:size], non_blocking=True)
+            cp()
+            torch.cuda.synchronize()
+            t = timed(cp, torch.cuda.current_stream(), iters(size))
+            res["peer"][str(size)] = size / t / 1e9
+        del dst
+    barrier()
+    lib.ncclCommDestroy(comm)
+    return res
+
+
+def launch(outdir, preload, env_extra):
+    env = dict(os.environ)
+    env.update(env_extra)
+    cmd = [sys.executable, os.path.abspath(__file__), "--outdir", outdir, "--timeout", "400"]
+    if preload:
+        cmd += ["--preload", preload]
+    subprocess.run(cmd, env=env, check=False)
+    return json.load(open(os.path.join(outdir, "summary.json")))
+
+
+def main():
+    if "--worker" in sys.argv:
+        return common.main(__file__, worker)
+    args = common.parse_args(sys.argv)
+    if os.environ.get("IPC_BENCH_CHILD"):
+        return common.main(__file__, worker)
+    out = os.path.abspath(args["outdir"])
+    shim = os.path.abspath(args["preload"]) if args["preload"] else None
+    child = {"IPC_BENCH_CHILD": "1", "NCCLSHIM_LOG_DIR": os.path.join(out, "records")}
+    ipc = launch(os.path.join(out, "ipc"), shim, dict(child, NCCLSHIM_WEIGHT_UPDATE="ipc",
+                                                     NCCLSHIM_TRAINING_TITLES="*ipc_bcast.py --worker --rank 0 *",
+                                                     NCCLSHIM_INFERENCE_TITLES="*ipc_bcast.py --worker --rank 1 *"))
+    nccl = launch(os.path.join(out, "nccl"), None, child)
+    ok = ipc["ok"] and nccl["ok"]
+    r_ipc = [r["result"] for r in ipc["ranks"]]
+    r_nccl = [r["result"] for r in nccl["ranks"]]
+    if not ok or None in r_ipc or None in r_nccl:
+        print("FAIL: ipc %s, nccl %s" % (ipc["errors"], nccl["errors"]))
+        return 1
+    print("broadcast, 2 processes, rank 1's algorithm bandwidth (GB/s), same run:")
+    print("%10s %10s %10s %8s %10s %12s" % ("size", "NCCL", "ipc", "ipc/NCCL", "peer copy", "ipc/peer"))
+    peer = r_ipc[0].get("peer") or r_nccl[0].get("peer") or {}
+    for size in SIZES:
+        k = str(size)
+        a, b, p = r_nccl[1]["bw"][k], r_ipc[1]["bw"][k], peer.get(k, float("nan"))
+        print("%8d MiB %10.1f %10.1f %8.2f %10.1f %12.2f" % (size >> 20, a, b, b / a, p, b / p))
+    for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc)):
+        print("%-5s creation: %s s; GPU memory per rank: %s MiB" % (
+            name, " / ".join("%.3f" % r["init_s"] for r in rr), " / ".join("%.0f" % r["mem_mib"] for r in rr)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

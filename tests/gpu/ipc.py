@@ -1,0 +1,123 @@
+"""GPU test (e): the ipc action on real GPUs.  A ctypes (vLLM pynccl style)
+weight-update communicator between a trainer (rank 0) and an inference process
+(rank 1), decided `ipc` (auto: one inference rank, one host), beside a torch
+training communicator.  Warm-up all-reduce of one float, then broadcasts of
+seeded random bytes from each root, odd sizes, issued on 3 streams in turn
+without synchronising in between, then NeMo-RL's refit pattern: 2 GiB of packed
+buffers on 2 streams in turn.  Every buffer is compared with its expected hash.
+
+    python3 tests/gpu/ipc.py --outdir DIR [--preload SHIM]
+    python3 tests/gpu/ipc.py --check DIR        (CHECK lines)
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+import common
+import ctypes_bcast
+import torch_allreduce
+
+SIZES = [1, 4097, (4 << 20) + 3, (64 << 20) + 7]
+REFIT_BYTES = 2 << 30
+REFIT_BUFFERS = 8
+
+
+def seeded(nbytes, seed):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=g)
+
+
+def worker(args):
+    import torch
+    import torch.distributed as dist
+    lib = ctypes_bcast.NCCLLibrary(common.nccl_so_path())
+    rank = args["rank"]
+    dev = torch.device("cuda", rank)
+    comm = ctypes_bcast.make_comm(lib, args, "ipc")
+    torch_allreduce.init_torch(args)
+    res = torch_allreduce.allreduce_checks(args)
+    vp = ctypes_bcast.buffer_type
+    st = ctypes_bcast.cudaStream_t
+    warm = torch.ones(1, dtype=torch.float32, device=dev)
+    lib.ncclAllReduce(vp(warm.data_ptr()), vp(warm.data_ptr()), 1, ctypes_bcast.ncclFloat32, ctypes_bcast.ncclSum,
+                      comm, st(torch.cuda.current_stream().cuda_stream))
+    torch.cuda.synchronize()
+    res["warmup"] = warm.item()
+    streams = [torch.cuda.Stream(device=dev) for _ in range(3)]
+    bufs, expect = [], []
+    i = 0
+    for root in (0, 1):
+        for size in SIZES:
+            src = seeded(size, 1000 * root + i)
+            buf = src.to(dev) if rank == root else torch.zeros(size, dtype=torch.uint8, device=dev)
+            s = streams[i % 3]
+            s.wait_stream(torch.cuda.current_stream())  # the buffer is ready before the stream reads it
+            lib.ncclBroadcast(vp(buf.data_ptr()), vp(buf.data_ptr()), size, ctypes_bcast.ncclUint8, root, comm,
+                              st(s.cuda_stream))
+            bufs.append(buf)
+            expect.append(common.sha256_tensor(src))
+            i += 1
+    torch.cuda.synchronize()
+    res["bcast_ok"] = [common.sha256_tensor(b) == e for b, e in zip(bufs, expect)]
+    del bufs
+    # Refit: packed buffers, 2 streams in turn, from rank 0.
+    per = REFIT_BYTES // REFIT_BUFFERS
+    refit = []
+    for k in range(REFIT_BUFFERS):
+        buf = (seeded(1 << 20, 77 + k).to(dev).repeat(per >> 20) if rank == 0
+               else torch.zeros(per, dtype=torch.uint8, device=dev))
+        s = streams[k % 2]
+        s.wait_stream(torch.cuda.current_stream())
+        lib.ncclBroadcast(vp(buf.data_ptr()), vp(buf.data_ptr()), per, ctypes_bcast.ncclUint8, 0, comm,
+                          st(s.cuda_stream))
+        refit.append(buf)
+    torch.cuda.synchronize()
+    res["refit_ok"] = all(common.sha256_tensor(b) == common.sha256_tensor(seeded(1 << 20, 77 + k).repeat(per >> 20))
+                          for k, b in enumerate(refit))
+    del refit
+    lib.ncclCommDestroy(comm)
+    dist.destroy_process_group()
+    return res
+
+
+def check(outdir):
+    out = []
+
+    def chk(cond, what):
+        out.append("CHECK %s ipc: %s" % ("ok" if cond else "fail", what))
+
+    summary = json.load(open(os.path.join(outdir, "summary.json")))
+    ranks = [r["result"] or {} for r in summary["ranks"]]
+    chk(summary["ok"], "both ranks finished")
+    chk(all(r.get("warmup") == 2.0 for r in ranks), "the warm-up all-reduce of one float gives 2.0 on both ranks")
+    chk(all(r.get("bcast_ok") and all(r["bcast_ok"]) for r in ranks),
+        "broadcasts from each root, sizes %s, on 3 streams in turn: bit-exact %s" % (SIZES, [r.get("bcast_ok") for r in ranks]))
+    chk(all(r.get("refit_ok") for r in ranks), "refit: %d GiB in %d packed buffers on 2 streams in turn, bit-exact"
+        % (REFIT_BYTES >> 30, REFIT_BUFFERS))
+    chk(all(r.get("allreduce_f32") == r.get("allreduce_f32_expected") for r in ranks),
+        "the torch training all-reduce beside it is exact")
+    recs = []
+    for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
+        recs += [json.loads(line) for line in open(f)]
+    wu = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == "ctypes"]
+    chk(len(wu) == 2 and all(c["action"] == "ipc" and c["comm"] is None for c in wu),
+        "the ctypes weight-update communicator is ipc on both ranks, with no NCCL communicator")
+    inits = []
+    for f in glob.glob(os.path.join(outdir, "nccl.*.log")):
+        inits += [l for l in open(f, errors="replace") if re.search(r"Init COMPLETE", l)]
+    chk(len(inits) == 2, "NCCL's log has 2 inits (torch's, one per rank), none for the ipc communicator")
+    ends = [r for r in recs if r["type"] == "comm_end" and r.get("action") == "ipc"]
+    chk(len(ends) == 2, "both ranks destroyed the ipc communicator (comm_end records)")
+    warns = [r for r in recs if r["type"] == "warning"]
+    chk(not warns, "no warning records %s" % [w.get("message", "")[:200] for w in warns])
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 3 and sys.argv[1] == "--check":
+        check(sys.argv[2])
+        sys.exit(0)
+    sys.exit(common.main(__file__, worker))
