@@ -14,6 +14,7 @@ typedef int CUdevice;
 typedef unsigned long long CUdeviceptr;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
 typedef struct { char reserved[64]; } CUipcMemHandle;
 
 #define CUDA_SUCCESS 0
@@ -21,6 +22,8 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
 #define CU_STREAM_WAIT_VALUE_GEQ 0x0
 #define CU_STREAM_WRITE_VALUE_DEFAULT 0x0
 #define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
+#define CU_STREAM_NON_BLOCKING 0x1
+#define CU_EVENT_DISABLE_TIMING 0x2
 
 /* X(name, params): every driver function the shim uses, by its base name. */
 #define SHIM_CUDA_FUNCTIONS(X)                                                                     \
@@ -41,6 +44,12 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
     X(cuStreamWriteValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                       \
     X(cuStreamSynchronize, (CUstream))                                                             \
     X(cuStreamIsCapturing, (CUstream, int *))                                                      \
+    X(cuStreamCreate, (CUstream *, unsigned int))                                                  \
+    X(cuStreamDestroy, (CUstream))                                                                 \
+    X(cuEventCreate, (CUevent *, unsigned int))                                                    \
+    X(cuEventDestroy, (CUevent))                                                                   \
+    X(cuEventRecord, (CUevent, CUstream))                                                          \
+    X(cuStreamWaitEvent, (CUstream, CUevent, unsigned int))                                        \
     X(cuGetErrorString, (CUresult, const char **))
 
 struct shim_cuda {

@@ -2,26 +2,36 @@
  * The CUDA IPC transport (shim/ipc.h).
  *
  * Layout of each rank's allocation:
- *   [0, 4096)            sequence counters, 64 bytes apart (u64 each)
+ *   [0, 4096)            sequence counters (u64 each)
  *   [4096, +S * chunk)   S staging slots of `chunk` bytes
  *
  * Counters only grow, and each rank writes only its own (peers are read, and
  * waited on, through their IPC mappings opened in this rank's context):
- *   READY      chunks this rank has made available in its slots (or passed)
- *   CONSUMED   chunks this rank has finished reading from its predecessor
- *   DONE       operations this rank has completed (orders operations issued
- *              on different streams: each waits for the one before)
- *   AR, AR2    all-reduce arrival and departure (written by the host)
- *   EXIT       set at destroy
+ *   READY[s]     id + 1 of the chunk this rank has made available in slot s
+ *                (or passed on without staging)
+ *   CONSUMED[s]  id + 1 of the chunk this rank has finished reading from its
+ *                predecessor's slot s
+ *   DONE         operations this rank has completed (orders operations issued
+ *                on different streams: each waits for the one before)
+ *   AR, AR2      all-reduce arrival and departure (written by the host)
+ *   EXIT         set at destroy
  *
  * Broadcast is a chain along the ring root, root+1, ..., root-1, chunk by
  * chunk: chunk g uses slot g % S on every rank; the root copies its buffer
  * into its slot; each next rank pulls its predecessor's slot (a peer copy on a
  * copy engine) into its own slot and on into its buffer (the last one straight
  * into its buffer).  A slot is refilled only once the successor has consumed
- * what it held (CONSUMED >= g + 1 - S).  Every rank advances READY and
+ * what it held (CONSUMED[s] >= g + 1 - S).  Every rank advances READY and
  * CONSUMED for every chunk, whatever its place in the chain, so that the
  * counters mean the same whichever rank was the root.
+ *
+ * Each chunk is a short sequence of stream work (a wait, a copy, two counter
+ * writes) that the stream runs one after the other; on one stream the fixed
+ * cost of each step (~10 us on H200) adds to every chunk.  So the chunks
+ * alternate between two streams of the communicator's own, forked from and
+ * joined back to the caller's stream with events: one chunk's copy overlaps
+ * the other's waits and writes.  Per-slot counters keep this correct when a
+ * later chunk finishes first.
  */
 #define _GNU_SOURCE
 #include "ipc.h"
@@ -38,12 +48,16 @@
 #include <unistd.h>
 
 #define FLAGS_BYTES 4096
-#define F_READY 0
-#define F_CONSUMED 64
-#define F_DONE 128
-#define F_AR 192
-#define F_AR2 256
-#define F_EXIT 320
+#define MAX_SLOTS 64
+#define F_READY 0                       /* + 8 * slot */
+#define F_CONSUMED (8 * MAX_SLOTS)      /* + 8 * slot */
+#define F_DONE (16 * MAX_SLOTS)
+#define F_AR (F_DONE + 64)
+#define F_AR2 (F_DONE + 128)
+#define F_EXIT (F_DONE + 192)
+_Static_assert(F_EXIT + 8 <= FLAGS_BYTES, "the counters fit their page");
+/* The communicator's own streams, over which chunks alternate. */
+#define NSTREAMS 2
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
 #define EXPORT_VERSION 1
@@ -68,6 +82,8 @@ struct ipc_comm {
     size_t chunk;
     int nslots;
     CUdeviceptr base;                   /* this rank's allocation */
+    CUstream stream[NSTREAMS];          /* forked from the caller's stream for each broadcast */
+    CUevent fork, join[NSTREAMS];
     CUdeviceptr *peer;                  /* every rank's allocation as mapped here; peer[rank] = base */
     /* Host counters, the same on every rank (ops are issued in the same order
      * everywhere).  NCCL allows one thread per communicator at a time. */
@@ -103,6 +119,18 @@ size_t ipc_host_reduce_max(const struct ipc_comm *c)
     return c->chunk * (size_t)c->nslots;
 }
 
+static void free_streams(struct ipc_comm *c)
+{
+    for (int i = 0; i < NSTREAMS; i++) {
+        if (c->stream[i])
+            c->cu->cuStreamDestroy(c->stream[i]);
+        if (c->join[i])
+            c->cu->cuEventDestroy(c->join[i]);
+    }
+    if (c->fork)
+        c->cu->cuEventDestroy(c->fork);
+}
+
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
 {
     *out = NULL;
@@ -134,6 +162,15 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         snprintf(why, whylen, "device %d cannot use 64-bit stream memory operations", c->device);
         goto fail;
     }
+    if (c->nslots > MAX_SLOTS) {
+        snprintf(why, whylen, "NCCLSHIM_IPC_SLOTS=%d is over %d", c->nslots, MAX_SLOTS);
+        goto fail;
+    }
+    for (int i = 0; i < NSTREAMS; i++) {
+        CU(cu->cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        CU(cu->cuEventCreate(&c->join[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    }
+    CU(cu->cuEventCreate(&c->fork, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     CU(cu->cuMemAlloc(&c->base, FLAGS_BYTES + c->chunk * (size_t)c->nslots), "cuMemAlloc");
     CU(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8");
     struct ipc_export e;
@@ -153,6 +190,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     *out = c;
     return 0;
 fail:
+    free_streams(c);
     if (c->base)
         cu->cuMemFree(c->base);
     free(c->peer);
@@ -275,6 +313,7 @@ void ipc_free(struct ipc_comm *c)
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])
             cu->cuIpcCloseMemHandle(c->peer[r]);
+    free_streams(c);
     if (c->base)
         cu->cuMemFree(c->base);
     if (cur != c->ctx)
@@ -336,50 +375,54 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
     uint64_t nchunks = bytes ? (bytes + c->chunk - 1) / c->chunk : 0;
     uint64_t S = (uint64_t)c->nslots;
-    /* Operations of this communicator run one after the other, whatever the stream. */
+    /* Operations of this communicator run one after the other, whatever the
+     * stream; then the work forks onto the communicator's streams. */
     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    CU(cu->cuEventRecord(c->fork, s), "cuEventRecord");
+    for (int i = 0; i < NSTREAMS; i++)
+        CU(cu->cuStreamWaitEvent(c->stream[i], c->fork, 0), "cuStreamWaitEvent");
     for (uint64_t k = 0; k < nchunks; k++) {
         uint64_t gch = c->chunks + k;
+        int sl = (int)(gch % S);
+        CUstream cs = c->stream[gch % NSTREAMS];
         size_t off = (size_t)(k * c->chunk), len = bytes - off < c->chunk ? bytes - off : c->chunk;
         CUdeviceptr mine = slot(c, me, gch);
+        CUdeviceptr ready = flag(c, me, F_READY + 8 * sl), consumed = flag(c, me, F_CONSUMED + 8 * sl);
         if (n == 1) {
             if (recv != send)
-                CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
             continue;
         }
+        /* The slot is free once the successor has read what it held (chunk g - S). */
+        if (pos < n - 1 && gch + 1 > S)
+            CU(cu->cuStreamWaitValue64(cs, flag(c, succ, F_CONSUMED + 8 * sl), gch + 1 - S, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
         if (pos == 0) {
-            if (gch + 1 > S)
-                CU(cu->cuStreamWaitValue64(s, flag(c, succ, F_CONSUMED), gch + 1 - S, CU_STREAM_WAIT_VALUE_GEQ),
-                   "cuStreamWaitValue64");
-            CU(cu->cuMemcpyDtoDAsync(mine, send + off, len, s), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_READY), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_CONSUMED), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+            CU(cu->cuMemcpyDtoDAsync(mine, send + off, len, cs), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(cs, ready, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+            CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
             if (recv != send)
-                CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
             continue;
         }
-        CU(cu->cuStreamWaitValue64(s, flag(c, pred, F_READY), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
+        CU(cu->cuStreamWaitValue64(cs, flag(c, pred, F_READY + 8 * sl), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
            "cuStreamWaitValue64");
         CUdeviceptr theirs = slot(c, pred, gch);
         if (pos < n - 1) {
-            if (gch + 1 > S)
-                CU(cu->cuStreamWaitValue64(s, flag(c, succ, F_CONSUMED), gch + 1 - S, CU_STREAM_WAIT_VALUE_GEQ),
-                   "cuStreamWaitValue64");
-            CU(cu->cuMemcpyDtoDAsync(mine, theirs, len, s), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_CONSUMED), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_READY), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
-            CU(cu->cuMemcpyDtoDAsync(recv + off, mine, len, s), "cuMemcpyDtoDAsync");
+            CU(cu->cuMemcpyDtoDAsync(mine, theirs, len, cs), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+            CU(cu->cuStreamWriteValue64(cs, ready, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+            CU(cu->cuMemcpyDtoDAsync(recv + off, mine, len, cs), "cuMemcpyDtoDAsync");
         } else {
-            CU(cu->cuMemcpyDtoDAsync(recv + off, theirs, len, s), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_CONSUMED), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_READY), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+            CU(cu->cuMemcpyDtoDAsync(recv + off, theirs, len, cs), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+            CU(cu->cuStreamWriteValue64(cs, ready, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
         }
+    }
+    /* Join: the caller's stream goes on once both of ours are through. */
+    for (int i = 0; i < NSTREAMS; i++) {
+        CU(cu->cuEventRecord(c->join[i], c->stream[i]), "cuEventRecord");
+        CU(cu->cuStreamWaitEvent(s, c->join[i], 0), "cuStreamWaitEvent");
     }
     CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
        "cuStreamWriteValue64");
@@ -436,9 +479,12 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
      * read every chunk this rank staged (a broadcast returns before that),
      * with this rank's data in its slot 0. */
     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), opn, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-    if (c->nranks > 1 && c->chunks)
-        CU(cu->cuStreamWaitValue64(s, flag(c, (me + 1) % c->nranks, F_CONSUMED), c->chunks, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
+    for (uint64_t sl = 0; c->nranks > 1 && sl < (uint64_t)c->nslots && sl < c->chunks; sl++) {
+        /* The last chunk slot `sl` held: the largest g < chunks with g % S == sl. */
+        uint64_t last = c->chunks - 1 - ((c->chunks - 1 - sl) % (uint64_t)c->nslots);
+        CU(cu->cuStreamWaitValue64(s, flag(c, (me + 1) % c->nranks, F_CONSUMED + 8 * (int)sl), last + 1,
+                                   CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    }
     if (bytes)
         CU(cu->cuMemcpyDtoDAsync(c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
            "cuMemcpyDtoDAsync");

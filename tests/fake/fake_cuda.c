@@ -811,6 +811,58 @@ EXPORT CUresult cuStreamWriteValue32_v2(CUstream stream, CUdeviceptr addr, unsig
 EXPORT CUresult cuStreamWriteValue32(CUstream stream, CUdeviceptr addr, unsigned int value,
                                      unsigned int flags) ALIAS(cuStreamWriteValue32_v2);
 
+/* ---------------------------------------------------------------- events */
+
+/* Streams are synchronous: an event is complete as soon as it is recorded,
+ * and waiting for one waits for nothing.  Events are counted like streams. */
+typedef struct CUevent_st *CUevent;
+struct fake_event { int magic; };
+#define EVENT_MAGIC 0x45564e54
+
+EXPORT CUresult cuEventCreate(CUevent *event, unsigned int flags)
+{
+    (void)flags;
+    INJECT("cuEventCreate");
+    NEED_CONTEXT();
+    if (!event)
+        return CUDA_ERROR_INVALID_VALUE;
+    struct fake_event *e = calloc(1, sizeof *e);
+    if (!e)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    e->magic = EVENT_MAGIC;
+    *event = (CUevent)(void *)e;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuEventDestroy_v2(CUevent event)
+{
+    INJECT("cuEventDestroy");
+    struct fake_event *e = (struct fake_event *)(void *)event;
+    if (!e || e->magic != EVENT_MAGIC)
+        return CUDA_ERROR_INVALID_HANDLE;
+    e->magic = 0;
+    free(e);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuEventDestroy(CUevent event) ALIAS(cuEventDestroy_v2);
+
+EXPORT CUresult cuEventRecord(CUevent event, CUstream stream)
+{
+    (void)stream;
+    INJECT("cuEventRecord");
+    struct fake_event *e = (struct fake_event *)(void *)event;
+    return e && e->magic == EVENT_MAGIC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+EXPORT CUresult cuStreamWaitEvent(CUstream stream, CUevent event, unsigned int flags)
+{
+    (void)stream;
+    (void)flags;
+    INJECT("cuStreamWaitEvent");
+    struct fake_event *e = (struct fake_event *)(void *)event;
+    return e && e->magic == EVENT_MAGIC ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
 /* ---------------------------------------------------------------- streams */
 
 EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
@@ -917,6 +969,10 @@ static const struct {
     {"cuStreamWriteValue32", (void *)cuStreamWriteValue32_v2},
     {"cuStreamWriteValue64", (void *)cuStreamWriteValue64_v2},
     {"cuStreamCreate", (void *)cuStreamCreate},
+    {"cuEventCreate", (void *)cuEventCreate},
+    {"cuEventDestroy", (void *)cuEventDestroy_v2},
+    {"cuEventRecord", (void *)cuEventRecord},
+    {"cuStreamWaitEvent", (void *)cuStreamWaitEvent},
     {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize},
     {"cuStreamQuery", (void *)cuStreamQuery},
