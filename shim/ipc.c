@@ -7,23 +7,26 @@
  *
  * Counters only grow, and each rank writes only its own (peers are read, and
  * waited on, through their IPC mappings opened in this rank's context):
- *   READY[s]     id + 1 of the chunk this rank has made available in slot s
- *                (or passed on without staging)
- *   CONSUMED[s]  id + 1 of the chunk this rank has finished reading from its
- *                predecessor's slot s
+ *   PUSHED[s]    id + 1 of the chunk this rank has written into its
+ *                successor's slot s (or would have: see below)
+ *   CONSUMED[s]  id + 1 of the chunk this rank is done with in its own slot s
+ *                (copied into its buffer and pushed on), so that its
+ *                predecessor may refill the slot
  *   DONE         operations this rank has completed (orders operations issued
  *                on different streams: each waits for the one before)
  *   AR, AR2      all-reduce arrival and departure (written by the host)
  *   EXIT         set at destroy
  *
  * Broadcast is a chain along the ring root, root+1, ..., root-1, chunk by
- * chunk: chunk g uses slot g % S on every rank; the root copies its buffer
- * into its slot; each next rank pulls its predecessor's slot (a peer copy on a
- * copy engine) into its own slot and on into its buffer (the last one straight
- * into its buffer).  A slot is refilled only once the successor has consumed
- * what it held (CONSUMED[s] >= g + 1 - S).  Every rank advances READY and
- * CONSUMED for every chunk, whatever its place in the chain, so that the
- * counters mean the same whichever rank was the root.
+ * chunk, and data is pushed: chunk g travels through slot g % S of every rank
+ * but the root.  The root writes it from its buffer into its successor's slot
+ * (a peer copy over NVLink on its copy engine); each next rank copies it from
+ * its own slot into its buffer (a local copy, several times faster) and pushes
+ * it on into its successor's slot.  The sender waits until the receiver is
+ * done with what the slot held (CONSUMED[s] >= g + 1 - S): the slow link is
+ * kept busy while the fast local copies drain the slots.  Every rank advances
+ * PUSHED and CONSUMED for every chunk, whatever its place in the chain, so
+ * that the counters mean the same whichever rank was the root.
  *
  * Each chunk is a short sequence of stream work (a wait, a copy, two counter
  * writes) that the stream runs one after the other; on one stream the fixed
@@ -49,7 +52,7 @@
 
 #define FLAGS_BYTES 4096
 #define MAX_SLOTS 64
-#define F_READY 0                       /* + 8 * slot */
+#define F_PUSHED 0                      /* + 8 * slot */
 #define F_CONSUMED (8 * MAX_SLOTS)      /* + 8 * slot */
 #define F_DONE (16 * MAX_SLOTS)
 #define F_AR (F_DONE + 64)
@@ -386,38 +389,32 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         int sl = (int)(gch % S);
         CUstream cs = c->stream[gch % NSTREAMS];
         size_t off = (size_t)(k * c->chunk), len = bytes - off < c->chunk ? bytes - off : c->chunk;
-        CUdeviceptr mine = slot(c, me, gch);
-        CUdeviceptr ready = flag(c, me, F_READY + 8 * sl), consumed = flag(c, me, F_CONSUMED + 8 * sl);
+        CUdeviceptr pushed = flag(c, me, F_PUSHED + 8 * sl), consumed = flag(c, me, F_CONSUMED + 8 * sl);
         if (n == 1) {
             if (recv != send)
                 CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
             continue;
         }
-        /* The slot is free once the successor has read what it held (chunk g - S). */
-        if (pos < n - 1 && gch + 1 > S)
-            CU(cu->cuStreamWaitValue64(cs, flag(c, succ, F_CONSUMED + 8 * sl), gch + 1 - S, CU_STREAM_WAIT_VALUE_GEQ),
+        /* What this rank holds of chunk g: the root's buffer, or its own slot
+         * once its predecessor has pushed the chunk there. */
+        CUdeviceptr from = send + off;
+        if (pos > 0) {
+            from = slot(c, me, gch);
+            CU(cu->cuStreamWaitValue64(cs, flag(c, pred, F_PUSHED + 8 * sl), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue64");
-        if (pos == 0) {
-            CU(cu->cuMemcpyDtoDAsync(mine, send + off, len, cs), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(cs, ready, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-            CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-            if (recv != send)
-                CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
-            continue;
+            CU(cu->cuMemcpyDtoDAsync(recv + off, from, len, cs), "cuMemcpyDtoDAsync");
+        } else if (recv != send) {
+            CU(cu->cuMemcpyDtoDAsync(recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
         }
-        CU(cu->cuStreamWaitValue64(cs, flag(c, pred, F_READY + 8 * sl), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
-        CUdeviceptr theirs = slot(c, pred, gch);
         if (pos < n - 1) {
-            CU(cu->cuMemcpyDtoDAsync(mine, theirs, len, cs), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-            CU(cu->cuStreamWriteValue64(cs, ready, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-            CU(cu->cuMemcpyDtoDAsync(recv + off, mine, len, cs), "cuMemcpyDtoDAsync");
-        } else {
-            CU(cu->cuMemcpyDtoDAsync(recv + off, theirs, len, cs), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-            CU(cu->cuStreamWriteValue64(cs, ready, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+            /* Push into the successor's slot once it is done with chunk g - S there. */
+            if (gch + 1 > S)
+                CU(cu->cuStreamWaitValue64(cs, flag(c, succ, F_CONSUMED + 8 * sl), gch + 1 - S,
+                                           CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+            CU(cu->cuMemcpyDtoDAsync(slot(c, succ, gch), from, len, cs), "cuMemcpyDtoDAsync");
         }
+        CU(cu->cuStreamWriteValue64(cs, pushed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
     }
     /* Join: the caller's stream goes on once both of ours are through. */
     for (int i = 0; i < NSTREAMS; i++) {
@@ -480,10 +477,11 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
      * with this rank's data in its slot 0. */
     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), opn, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
     for (uint64_t sl = 0; c->nranks > 1 && sl < (uint64_t)c->nslots && sl < c->chunks; sl++) {
-        /* The last chunk slot `sl` held: the largest g < chunks with g % S == sl. */
+        /* The last chunk slot `sl` carried: the largest g < chunks with g % S == sl.
+         * This rank's own slot is free once it has passed that chunk on... */
         uint64_t last = c->chunks - 1 - ((c->chunks - 1 - sl) % (uint64_t)c->nslots);
-        CU(cu->cuStreamWaitValue64(s, flag(c, (me + 1) % c->nranks, F_CONSUMED + 8 * (int)sl), last + 1,
-                                   CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_CONSUMED + 8 * (int)sl), last + 1, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
     }
     if (bytes)
         CU(cu->cuMemcpyDtoDAsync(c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
