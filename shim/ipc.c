@@ -59,7 +59,8 @@
 #define F_AR2 (F_DONE + 128)
 #define F_EXIT (F_DONE + 192)
 _Static_assert(F_EXIT + 8 <= FLAGS_BYTES, "the counters fit their page");
-/* The communicator's own streams, over which chunks alternate. */
+/* At most this many streams of the communicator's own, over which chunks
+ * alternate (NCCLSHIM_IPC_STREAMS: 1 or 2). */
 #define NSTREAMS 2
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
@@ -85,6 +86,7 @@ struct ipc_comm {
     size_t chunk;
     int nslots;
     CUdeviceptr base;                   /* this rank's allocation */
+    int nstreams;                       /* 1..NSTREAMS */
     CUstream stream[NSTREAMS];          /* forked from the caller's stream for each broadcast */
     CUevent fork, join[NSTREAMS];
     CUdeviceptr *peer;                  /* every rank's allocation as mapped here; peer[rank] = base */
@@ -169,7 +171,8 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         snprintf(why, whylen, "NCCLSHIM_IPC_SLOTS=%d is over %d", c->nslots, MAX_SLOTS);
         goto fail;
     }
-    for (int i = 0; i < NSTREAMS; i++) {
+    c->nstreams = cfg->ipc_streams < 1 ? 1 : cfg->ipc_streams > NSTREAMS ? NSTREAMS : cfg->ipc_streams;
+    for (int i = 0; i < c->nstreams; i++) {
         CU(cu->cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
         CU(cu->cuEventCreate(&c->join[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     }
@@ -382,12 +385,12 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
      * stream; then the work forks onto the communicator's streams. */
     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
     CU(cu->cuEventRecord(c->fork, s), "cuEventRecord");
-    for (int i = 0; i < NSTREAMS; i++)
+    for (int i = 0; i < c->nstreams; i++)
         CU(cu->cuStreamWaitEvent(c->stream[i], c->fork, 0), "cuStreamWaitEvent");
     for (uint64_t k = 0; k < nchunks; k++) {
         uint64_t gch = c->chunks + k;
         int sl = (int)(gch % S);
-        CUstream cs = c->stream[gch % NSTREAMS];
+        CUstream cs = c->stream[gch % (uint64_t)c->nstreams];
         size_t off = (size_t)(k * c->chunk), len = bytes - off < c->chunk ? bytes - off : c->chunk;
         CUdeviceptr pushed = flag(c, me, F_PUSHED + 8 * sl), consumed = flag(c, me, F_CONSUMED + 8 * sl);
         if (n == 1) {
@@ -417,7 +420,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
     }
     /* Join: the caller's stream goes on once both of ours are through. */
-    for (int i = 0; i < NSTREAMS; i++) {
+    for (int i = 0; i < c->nstreams; i++) {
         CU(cu->cuEventRecord(c->join[i], c->stream[i]), "cuEventRecord");
         CU(cu->cuStreamWaitEvent(s, c->join[i], 0), "cuStreamWaitEvent");
     }
