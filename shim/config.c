@@ -161,12 +161,13 @@ static void config_read(void)
     c->rendezvous_timeout_ms = config_ms("NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", 30000, 3600000);
     c->rendezvous_idle_ms = config_ms("NCCLSHIM_RENDEZVOUS_IDLE_MS", 600000, 86400000);
     /* Measured on H200 NVLink (docs/benchmarks.md): each chunk costs a fixed
-     * ~10 us of stream work besides its copy, so bandwidth grows with the
-     * chunk (4 MiB: 192 GB/s, 16 MiB: 305, 32 MiB: 338) and not with more
-     * slots; 2 slots of 30 MiB keep a rank's staging under 64 MiB. */
-    c->ipc_chunk_bytes = (size_t)config_number("NCCLSHIM_IPC_CHUNK_BYTES", 30 << 20, 4096, 1 << 30, 4096);
+     * ~10 us besides its copy, as a lone peer copy does, so bandwidth follows
+     * the chunk size (4 MiB: 217 GB/s, 16 MiB: 310-323, 32 MiB: 347) more than
+     * the number of slots or streams; 2 slots of 31 MiB keep a rank's staging
+     * within 64 MiB. */
+    c->ipc_chunk_bytes = (size_t)config_number("NCCLSHIM_IPC_CHUNK_BYTES", 31 << 20, 4096, 1 << 30, 4096);
     c->ipc_slots = (int)config_number("NCCLSHIM_IPC_SLOTS", 2, 2, 64, 1);
-    c->ipc_streams = (int)config_number("NCCLSHIM_IPC_STREAMS", 2, 1, 2, 1);
+    c->ipc_streams = (int)config_number("NCCLSHIM_IPC_STREAMS", 1, 1, 2, 1);
 
     policy_parse(&c->policy, getenv("NCCLSHIM_WEIGHT_UPDATE"), getenv("NCCLSHIM_RULES"), getenv("NCCLSHIM_STRICT"));
     if (!c->policy.ok)
