@@ -243,6 +243,13 @@ void plan_creation(const struct plan_input *in, struct plan *p)
                  p->local_purpose_reason);
     }
     snprintf(p->action_reason, sizeof(p->action_reason), "%s", p->rv.v.action_reason);
+    if (p->rv.monitor_fd >= 0) {
+        if (p->action == ACTION_IPC && p->ipc && ipc_watch(p->ipc, p->rv.monitor_fd) == 0)
+            ;
+        else if (p->action != ACTION_IPC || !p->ipc)
+            close(p->rv.monitor_fd);
+        p->rv.monitor_fd = -1;
+    }
     /* What was set up for an action that was not committed is undone now. */
     if (p->action != ACTION_IPC && p->ipc) {
         ipc_free(p->ipc);

@@ -44,6 +44,12 @@
 #include "record.h"
 #include "reduce.h"
 
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -93,7 +99,26 @@ struct ipc_comm {
     /* Host counters, the same on every rank (ops are issued in the same order
      * everywhere).  NCCL allows one thread per communicator at a time. */
     uint64_t ops, chunks;
+    /* Set once a peer is gone (shim/ipc.c's monitor): every later operation
+     * fails at once, waits are released, destroy skips its barrier. */
+    atomic_int failed;
+    char failure[256];                  /* written before `failed` is set */
+    int monitor_fd;                     /* the root's connection, watched; -1 if none */
 };
+
+/* --- The monitor: one thread per process watches the root connection of
+ * every running ipc communicator; the root closes them all when any rank
+ * leaves.  g_mon_lock guards the list and the thread's existence; the
+ * thread takes it to handle an event, so a communicator removed under the
+ * lock is never touched again. */
+struct mon_entry {
+    struct ipc_comm *c;
+    struct mon_entry *next;
+};
+static pthread_mutex_t g_mon_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mon_entry *g_mon;
+static int g_mon_running;
+static int g_mon_wake[2] = { -1, -1 };
 
 static CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
 {
@@ -150,6 +175,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     }
     const struct shim_config *cfg = shim_config();
     c->cu = cu;
+    c->monitor_fd = -1;
     c->rank = rank;
     c->nranks = nranks;
     c->chunk = cfg->ipc_chunk_bytes;
@@ -269,6 +295,10 @@ static int wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uin
         }
         if ((int64_t)(v - want) >= 0)
             return 0;
+        if (atomic_load(&c->failed)) {
+            snprintf(why, whylen, "%s", c->failure);
+            return -1;
+        }
         if (shim_mono_us() > deadline) {
             snprintf(why, whylen, "rank %d did not arrive within %llu s (it died, or stopped calling NCCL)", r,
                      (unsigned long long)(HOST_WAIT_US / 1000000));
@@ -289,6 +319,186 @@ static int wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why,
     return 0;
 }
 
+/* A value every wait of a failed communicator is satisfied by. */
+#define RELEASE (1ull << 62)
+
+/* A peer is gone: no operation may wait for it any more.  Writes, from the
+ * host, a value that satisfies every wait into every counter this rank's
+ * streams may be waiting on (the peers' mapped pages: the memory of a dead
+ * process stays mapped here until it is closed), so that the streams drain.
+ * The data moved after this point is garbage; the error says so. */
+static void fail_comm(struct ipc_comm *c, const char *why, int lost)
+{
+    int expected = 0;
+    snprintf(c->failure, sizeof(c->failure), "%s", why);
+    if (!atomic_compare_exchange_strong(&c->failed, &expected, 1))
+        return;
+    if (lost)
+        shim_warn("ipc-peer-lost", "ipc communicator (rank %d of %d): %s; its operations now fail with ncclRemoteError, "
+              "the streams waiting on the peer are released (what they moved is not valid), and destroy/abort return",
+              c->rank, c->nranks, why);
+    CUcontext cur = NULL;
+    c->cu->cuCtxGetCurrent(&cur);
+    if (cur != c->ctx)
+        c->cu->cuCtxSetCurrent(c->ctx);
+    uint64_t v = RELEASE;
+    for (int r = 0; r < c->nranks; r++) {
+        if (!c->peer[r])
+            continue;
+        for (int sl = 0; sl < c->nslots; sl++) {
+            c->cu->cuMemcpyHtoD(c->peer[r] + F_PUSHED + 8 * sl, &v, sizeof(v));
+            c->cu->cuMemcpyHtoD(c->peer[r] + F_CONSUMED + 8 * sl, &v, sizeof(v));
+        }
+        c->cu->cuMemcpyHtoD(c->peer[r] + F_DONE, &v, sizeof(v));
+    }
+    if (cur != c->ctx)
+        c->cu->cuCtxSetCurrent(cur);
+}
+
+static void *monitor(void *arg)
+{
+    (void)arg;
+    struct pollfd *pfd = NULL;
+    struct ipc_comm **who = NULL;
+    size_t cap = 0;
+    for (;;) {
+        pthread_mutex_lock(&g_mon_lock);
+        size_t n = 1;
+        for (struct mon_entry *e = g_mon; e; e = e->next)
+            n++;
+        if (n == 1) {
+            g_mon_running = 0;
+            close(g_mon_wake[0]);
+            close(g_mon_wake[1]);
+            g_mon_wake[0] = g_mon_wake[1] = -1;
+            pthread_mutex_unlock(&g_mon_lock);
+            free(pfd);
+            free(who);
+            return NULL;
+        }
+        if (n > cap) {
+            struct pollfd *p = realloc(pfd, n * sizeof(*p));
+            if (p)
+                pfd = p;
+            struct ipc_comm **w = realloc(who, n * sizeof(*w));
+            if (w)
+                who = w;
+            if (p && w)
+                cap = n;
+        }
+        size_t k = 0;
+        if (cap) {
+            pfd[k] = (struct pollfd){ g_mon_wake[0], POLLIN, 0 };
+            who[k++] = NULL;
+            for (struct mon_entry *e = g_mon; e && k < cap; e = e->next) {
+                pfd[k] = (struct pollfd){ e->c->monitor_fd, POLLIN, 0 };
+                who[k++] = e->c;
+            }
+        }
+        pthread_mutex_unlock(&g_mon_lock);
+        if (poll(pfd, k, cap ? -1 : 10) < 0)
+            continue;
+        pthread_mutex_lock(&g_mon_lock);
+        for (size_t j = 0; j < k; j++) {
+            if (!pfd[j].revents)
+                continue;
+            if (!who[j]) {
+                char drain[64];
+                while (read(g_mon_wake[0], drain, sizeof(drain)) > 0)
+                    ;
+                continue;
+            }
+            /* Still registered?  (Removed entries are not touched.) */
+            struct mon_entry **pp = &g_mon;
+            while (*pp && (*pp)->c != who[j])
+                pp = &(*pp)->next;
+            if (!*pp)
+                continue;
+            struct mon_entry *e = *pp;
+            *pp = e->next;
+            free(e);
+            fail_comm(who[j], "a rank of this communicator is gone (the root's shim closed the connection: a process "
+                              "exited or was killed)", 1);
+            close(who[j]->monitor_fd);
+            who[j]->monitor_fd = -1;
+        }
+        pthread_mutex_unlock(&g_mon_lock);
+    }
+}
+
+int ipc_watch(struct ipc_comm *c, int fd)
+{
+    c->monitor_fd = fd;
+    if (fd < 0)
+        return -1;
+    struct mon_entry *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -1;
+    e->c = c;
+    pthread_mutex_lock(&g_mon_lock);
+    if (!g_mon_running) {
+        if (pipe2(g_mon_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+            pthread_mutex_unlock(&g_mon_lock);
+            free(e);
+            return -1;
+        }
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t t;
+        int rc = pthread_create(&t, &attr, monitor, NULL);
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+            close(g_mon_wake[0]);
+            close(g_mon_wake[1]);
+            g_mon_wake[0] = g_mon_wake[1] = -1;
+            pthread_mutex_unlock(&g_mon_lock);
+            free(e);
+            return -1;
+        }
+        g_mon_running = 1;
+    }
+    e->next = g_mon;
+    g_mon = e;
+    (void)!write(g_mon_wake[1], "", 1);
+    pthread_mutex_unlock(&g_mon_lock);
+    return 0;
+}
+
+/* Stops watching `c` (before it is freed) and closes its connection. */
+static void unwatch(struct ipc_comm *c)
+{
+    pthread_mutex_lock(&g_mon_lock);
+    for (struct mon_entry **pp = &g_mon; *pp; pp = &(*pp)->next) {
+        if ((*pp)->c == c) {
+            struct mon_entry *e = *pp;
+            *pp = e->next;
+            free(e);
+            if (g_mon_wake[1] >= 0)
+                (void)!write(g_mon_wake[1], "", 1);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_mon_lock);
+    if (c->monitor_fd >= 0)
+        close(c->monitor_fd);
+    c->monitor_fd = -1;
+}
+
+ncclResult_t ipc_async_error(struct ipc_comm *c)
+{
+    return atomic_load(&c->failed) ? ncclRemoteError : ncclSuccess;
+}
+
+void ipc_abort(struct ipc_comm *c)
+{
+    fail_comm(c, "the communicator was aborted (ncclCommAbort)", 0);
+}
+
 void ipc_free(struct ipc_comm *c)
 {
     if (!c)
@@ -296,6 +506,8 @@ void ipc_free(struct ipc_comm *c)
     char why[256];
     const struct shim_cuda *cu = c->cu;
     CUcontext cur = NULL;
+    /* The barrier below ends with every rank closing its connection to the
+     * root, which the root takes for a rank leaving: stop watching first. */
     cu->cuCtxGetCurrent(&cur);
     if (cur != c->ctx)
         cu->cuCtxSetCurrent(c->ctx);
@@ -303,8 +515,9 @@ void ipc_free(struct ipc_comm *c)
      * everyone says so (EXIT): nobody frees memory a peer still reads. */
     int ok = 1;
     /* Without a single operation nobody ever read this rank's memory (and a
-     * setup undone in the vote round never had one): no barrier needed. */
-    if (c->nranks > 1 && c->peer && c->ops > 0) {
+     * setup undone in the vote round never had one): no barrier needed; nor
+     * once a peer is gone (or the application aborts): nobody would answer. */
+    if (c->nranks > 1 && c->peer && c->ops > 0 && !atomic_load(&c->failed)) {
         int connected = 1;
         for (int r = 0; r < c->nranks; r++)
             connected &= c->peer[r] != 0;
@@ -316,6 +529,7 @@ void ipc_free(struct ipc_comm *c)
                           c->rank, c->nranks, why);
         }
     }
+    unwatch(c);
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])
             cu->cuIpcCloseMemHandle(c->peer[r]);
@@ -359,6 +573,10 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
 {
     const struct shim_cuda *cu = c->cu;
     CUstream s = (CUstream)stream;
+    if (atomic_load(&c->failed)) {
+        snprintf(why, whylen, "%s", c->failure);
+        return ncclRemoteError;
+    }
     if (root < 0 || root >= c->nranks) {
         snprintf(why, whylen, "root %d outside 0..%d", root, c->nranks - 1);
         return ncclInvalidArgument;
@@ -442,6 +660,10 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
 {
     const struct shim_cuda *cu = c->cu;
     CUstream s = (CUstream)stream;
+    if (atomic_load(&c->failed)) {
+        snprintf(why, whylen, "%s", c->failure);
+        return ncclRemoteError;
+    }
     size_t esize = (unsigned)dtype < ncclNumTypes ? shim_dtype_size(dtype) : 0;
     if (!esize || host_reduce_supported(dtype, op, why, whylen) != 0) {
         if (!esize)

@@ -25,6 +25,16 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
 /* Round 3: open every other rank's export.  0, or -1 with the reason. */
 int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen);
 
+/* From creation on: `fd` (the root's connection, owned from now on) closing
+ * means a rank is gone.  -1 if it cannot be watched (then nothing is). */
+int ipc_watch(struct ipc_comm *c, int fd);
+
+/* ncclRemoteError once a peer is gone (or after ncclCommAbort), else ncclSuccess. */
+ncclResult_t ipc_async_error(struct ipc_comm *c);
+
+/* ncclCommAbort: release every wait, so that destroy does not wait for peers. */
+void ipc_abort(struct ipc_comm *c);
+
 /* Waits (bounded) until this rank's operations are done and every peer has
  * stopped reading this rank's memory, then frees everything. */
 void ipc_free(struct ipc_comm *c);

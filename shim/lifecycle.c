@@ -548,6 +548,9 @@ ncclResult_t life_ncclCommDestroy(struct shim_slot *slot, const void *caller, nc
 
 ncclResult_t life_ncclCommAbort(struct shim_slot *slot, const void *caller, ncclComm_t comm)
 {
+    struct shim_comm *v = shim_vcomm_of(comm);
+    if (v && v->ipc)
+        ipc_abort(v->ipc); /* destroy then skips waiting for the peers */
     __typeof__(&ncclCommAbort) f = REAL(slot, ncclCommAbort, caller);
     return f ? end_comm(f, comm, "abort") : ncclInternalError;
 }

@@ -54,6 +54,7 @@ struct rv_result {
     char fallback[RV_REASON_LEN];       /* why this rank fell back, or why the vote round undid the decision */
     uint64_t wait_us;                   /* time spent in the rendezvous */
     int rounds;                         /* 1, 2, or 3 (ipc) */
+    int monitor_fd;                     /* ipc committed: the root's connection, kept open; else -1 */
 };
 
 /* How a rank sets an action up, between the DECISION and the COMMIT. */

@@ -54,6 +54,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
                    int timeout_ms, const struct rv_setup *setup, struct rv_result *out)
 {
     memset(out, 0, sizeof(*out));
+    out->monitor_fd = -1;
     uint64_t t0 = shim_mono_us();
     uint64_t deadline = t0 + (uint64_t)timeout_ms * 1000 + GRACE_US;
     char err[400]; /* leaves room in a reason for the words around it */
@@ -126,6 +127,12 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         if (m->type == RV_COMMIT) {
             out->v = m->u.verdict;
             out->v.final = 1;
+            if (out->v.action == ACTION_IPC) {
+                /* Kept open for the communicator's life: the root closes it
+                 * when any rank leaves (shim/ipc_monitor.c watches it). */
+                out->monitor_fd = fd;
+                fd = -1;
+            }
             goto done;
         }
     }

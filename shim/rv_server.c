@@ -29,7 +29,11 @@
 #include <string.h>
 #include <unistd.h>
 
-enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_DONE };
+/* ST_MONITOR: an ipc communicator is running; every rank keeps its
+ * connection open, and the first one to close (a rank died, or the
+ * communicator is being destroyed everywhere) closes them all: the other
+ * ranks' shims take that as "a peer is gone" (shim/ipc_monitor.c). */
+enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_DONE };
 
 /* Connections that have not said who they are yet, per session: a bound on
  * what a port scanner or a flood can make the root hold. */
@@ -374,8 +378,11 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
     if (s->votes == s->nranks) {
         s->verdict.final = 1;
         record_decision(s, "commit");
-        send_verdict(s, RV_COMMIT);
-        finish(s);
+        int failed = send_verdict(s, RV_COMMIT);
+        if (s->verdict.action == ACTION_IPC && !failed)
+            s->state = ST_MONITOR;
+        else
+            finish(s);
     }
 }
 
@@ -409,6 +416,18 @@ static void on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *b
 /* Reads what `c` has sent; handles each whole frame. */
 static void on_readable(struct rv_session *s, struct rv_conn *c)
 {
+    if (s->state == ST_MONITOR) {
+        /* Nothing is sent on a running ipc communicator's connections: this is
+         * a rank leaving.  Closing every connection tells the others. */
+        struct jw w;
+        jw_begin(&w, "ipc_peer_left");
+        jw_str(&w, "listen", s->addr);
+        jw_hex64(&w, "decision_id", s->verdict.decision_id);
+        jw_int(&w, "rank", c->rank);
+        jw_emit(&w);
+        finish(s);
+        return;
+    }
     char err[256];
     for (int loops = 0; c->fd >= 0 && s->state != ST_DONE && loops < 64; loops++) {
         uint8_t *dst = c->need ? c->buf + c->have : c->head + c->have;
@@ -498,6 +517,8 @@ static int check_deadlines(struct rv_session *s, uint64_t now)
     const struct shim_config *cfg = shim_config();
     uint64_t deadline;
     char why[RV_REASON_LEN];
+    if (s->state == ST_MONITOR)
+        return 60000; /* no deadline: it lasts as long as the communicator */
     if (s->state == ST_WAIT_HELLO && s->nranks == 0) {
         deadline = s->created_us + (uint64_t)cfg->rendezvous_idle_ms * 1000;
         if (now >= deadline) {

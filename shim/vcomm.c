@@ -130,10 +130,10 @@ ncclResult_t vcomm_ncclCommCuDevice(ncclComm_t comm, int *device)
 
 ncclResult_t vcomm_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError)
 {
-    (void)comm;
+    struct shim_comm *h = (struct shim_comm *)comm;
     if (!asyncError)
         return ncclInvalidArgument;
-    *asyncError = ncclSuccess;
+    *asyncError = h->ipc ? ipc_async_error(h->ipc) : ncclSuccess;
     return ncclSuccess;
 }
 

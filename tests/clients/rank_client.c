@@ -15,6 +15,7 @@
  *            ops=N (AllReduce + Broadcast pairs on each comm)
  *            allapi=1 (call every function that takes a communicator)
  *            leaks=1 (print sockets, pipes and threads before and after: "LEAKS ...")
+ *            vanish=1 (after init, the process exits at once: a dead peer)
  *            xfer=1 (after init: broadcasts of odd sizes from every root and
  *            all-reduces of several types, checked: "XFER ok" / "XFER fail <what>")
  *
@@ -38,7 +39,7 @@
 
 #define MAX_IDS 16
 
-static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer;
+static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish;
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
 
@@ -244,10 +245,15 @@ static void *run_one(void *arg)
             if (ops == ncclSuccess)
                 ops = ncclBroadcast(data, data, 256, ncclFloat32, 0, comm, NULL);
         }
+        if (g_vanish)
+            _exit(0);
         if (g_xfer) {
             char what[256];
             const char *bad = transfers(comm, what, sizeof(what));
             printf("XFER %d %s%s\n", i, bad ? "fail " : "ok", bad ? bad : "");
+            ncclResult_t ae = ncclInternalError;
+            ncclCommGetAsyncError(comm, &ae);
+            printf("ASYNC %d %d\n", i, (int)ae);
         }
         if (g_allapi)
             call_all(comm, i);
@@ -267,6 +273,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             *delay_ms = atoi(argv[i] + 9);
         else if (strncmp(argv[i], "ops=", 4) == 0)
             g_ops = atoi(argv[i] + 4);
+        else if (strncmp(argv[i], "vanish=", 7) == 0)
+            g_vanish = atoi(argv[i] + 7);
         else if (strncmp(argv[i], "xfer=", 5) == 0)
             g_xfer = atoi(argv[i] + 5);
         else if (strncmp(argv[i], "allapi=", 7) == 0)

@@ -521,7 +521,17 @@ ok(all(c["action"] == "passthrough" and "one host" in c["action_reason"] for c i
    "NCCLSHIM_WEIGHT_UPDATE=ipc with ranks on 2 hosts: passthrough, 'needs every rank on one host'",
    comm_records(d))
 
-# 29. Every record line of every scenario is valid JSON.
+# 29. A peer that dies: the survivor's waits are released, its operations fail with
+#     ncclRemoteError (ncclCommGetAsyncError says so), destroy returns; nothing hangs.
+d, procs, ids = scenario("ipc-dead-peer", 2, IPC_ENV, roles(1), root_args=["xfer=1"], rank_args=["vanish=1"])
+out = procs[0].wait()
+ok(procs[0].elapsed < 20 and "ASYNC 0 6" in out and " destroy=0" in out,
+   "rank 1 exits after init: rank 0's transfers stop, GetAsyncError gives ncclRemoteError (6), destroy returns",
+   (procs[0].elapsed, out[-400:], procs[0].err[-400:]))
+lost = [x for x in records(d + "/rec") if x.get("what") == "ipc-peer-lost"]
+ok(lost and "gone" in lost[0]["message"], "and a warning record says the peer is gone", lost[:1])
+
+# 30. Every record line of every scenario is valid JSON.
 bad = [x for sub in os.listdir(TMP) for x in records(os.path.join(TMP, sub, "rec")) if x.get("type") == "UNPARSABLE"]
 ok(not bad, "every record of every scenario parses", bad[:3])
 

@@ -43,6 +43,8 @@ rv_pair() { # rv_pair <description> <extra args> <env...>
 }
 rv_pair "rendezvous, action socket" "" NCCLSHIM_WEIGHT_UPDATE=socket
 rv_pair "rendezvous, action drop, every API function on the dropped handle" "allapi=1" NCCLSHIM_WEIGHT_UPDATE=drop
+rv_pair "ipc: broadcasts from both roots, all-reduces (fake libcuda)" "xfer=1" NCCLSHIM_WEIGHT_UPDATE=ipc \
+    NCCLSHIM_IPC_CHUNK_BYTES=4096 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1"
 
 timeout -k 5 300 $VG "$INSPECT" "$TMP/rec" > "$TMP/out" 2> "$TMP/err"
 rc=$?
