@@ -655,6 +655,24 @@ fail:
     return ncclUnhandledCudaError;
 }
 
+/* AllGather as one broadcast per rank into its block of recvbuff: the same
+ * chain and counters, so it needs nothing of its own. */
+ncclResult_t ipc_allgather(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes,
+                           cudaStream_t stream, char *why, size_t whylen)
+{
+    if (bytes && (!sendbuff || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    for (int r = 0; r < c->nranks; r++) {
+        char *block = (char *)recvbuff + (size_t)r * bytes;
+        ncclResult_t res = ipc_broadcast(c, r == c->rank ? sendbuff : block, block, bytes, r, stream, why, whylen);
+        if (res != ncclSuccess)
+            return res;
+    }
+    return ncclSuccess;
+}
+
 ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t dtype, ncclRedOp_t op, cudaStream_t stream, char *why, size_t whylen)
 {

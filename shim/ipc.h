@@ -45,6 +45,9 @@ size_t ipc_host_reduce_max(const struct ipc_comm *c);
 /* The operations.  ncclSuccess, or an NCCL error with the reason in `why`. */
 ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
                            cudaStream_t stream, char *why, size_t whylen);
+/* `bytes` per rank: recvbuff holds nranks blocks. */
+ncclResult_t ipc_allgather(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes,
+                           cudaStream_t stream, char *why, size_t whylen);
 ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
                            ncclDataType_t dtype, ncclRedOp_t op, cudaStream_t stream, char *why, size_t whylen);
 

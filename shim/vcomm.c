@@ -25,8 +25,8 @@ ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
         if (h->ipc)
             shim_warn("ipc-comm-call",
                       "%s on communicator %s (rank %d of %d), which this shim runs over CUDA IPC "
-                      "(NCCLSHIM_WEIGHT_UPDATE or NCCLSHIM_RULES): the ipc transport does Broadcast, Bcast and small "
-                      "AllReduce only, so the call returns ncclInvalidUsage; pass this communicator through "
+                      "(NCCLSHIM_WEIGHT_UPDATE or NCCLSHIM_RULES): the ipc transport does Broadcast, Bcast, AllGather "
+                      "and small AllReduce only, so the call returns ncclInvalidUsage; pass this communicator through "
                       "(NCCLSHIM_WEIGHT_UPDATE=passthrough) if the application needs %s",
                       fn, h->group, h->rank, h->nranks, fn);
         else
@@ -85,6 +85,21 @@ ncclResult_t vcomm_ncclBcast(void *buff, size_t count, ncclDataType_t datatype, 
     shim_count(h, OP_BCAST, count, datatype);
     return ipc_result(h, "ncclBcast", ipc_broadcast(h->ipc, buff, buff, count * es, root, stream, why, sizeof(why)),
                       why);
+}
+
+ncclResult_t vcomm_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                 ncclComm_t comm, cudaStream_t stream)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!h->ipc)
+        return vcomm_data(h, OP_ALLGATHER, sendcount, datatype, "ncclAllGather");
+    char why[512] = "";
+    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
+    if (!es)
+        return ipc_result(h, "ncclAllGather", ncclInvalidArgument, "not an NCCL datatype");
+    shim_count(h, OP_ALLGATHER, sendcount, datatype);
+    return ipc_result(h, "ncclAllGather",
+                      ipc_allgather(h->ipc, sendbuff, recvbuff, sendcount * es, stream, why, sizeof(why)), why);
 }
 
 ncclResult_t vcomm_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,

@@ -181,6 +181,31 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
             }
         }
     }
+    /* AllGather, out of place and in place: block r holds rank r's bytes. */
+    for (int inplace = 0; inplace < 2; inplace++) {
+        size_t per = 5000;
+        unsigned char *all = malloc(per * (size_t)g_nranks), *mine = malloc(per);
+        if (!all || !mine) {
+            free(all);
+            free(mine);
+            return "malloc";
+        }
+        memset(all, 0xee, per * (size_t)g_nranks);
+        unsigned char *src = inplace ? all + per * (size_t)g_rank : mine;
+        for (size_t i = 0; i < per; i++)
+            src[i] = pattern(100 + inplace, g_rank, i);
+        ncclResult_t r = ncclAllGather(src, all, per, ncclUint8, comm, NULL);
+        int bad = r != ncclSuccess;
+        for (int q = 0; q < g_nranks && !bad; q++)
+            for (size_t i = 0; i < per && !bad; i++)
+                bad = all[per * (size_t)q + i] != pattern(100 + inplace, q, i);
+        free(all);
+        free(mine);
+        if (bad) {
+            snprintf(what, len, "allgather (%s place): result %d", inplace ? "in" : "out of", (int)r);
+            return what;
+        }
+    }
     /* All-reduce: int32 sum, float max, int8 prod (wraps), double avg. */
     int32_t i32[3] = { g_rank + 1, 10 * g_rank, -g_rank };
     float f32[2] = { (float)g_rank, -(float)g_rank };
