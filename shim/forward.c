@@ -8,6 +8,7 @@
 #include "comm.h"
 #include "lifecycle.h"
 #include "vcomm.h"
+#include "group.h"
 
 #include <stdint.h>
 #include <string.h>

@@ -5,6 +5,9 @@
  *   [0, 4096)            sequence counters (u64 each)
  *   [4096, +S * chunk)   S staging slots of `chunk` bytes
  *
+ * The host counts what each counter will say: `ops` (this rank's operations,
+ * DONE: Send/Recv involve only some ranks, so it differs between ranks),
+ * `chunks` (broadcast chunks) and `allreduces` (the same on every rank).
  * Counters only grow, and each rank writes only its own (peers are read, and
  * waited on, through their IPC mappings opened in this rank's context):
  *   PUSHED[s]    id + 1 of the chunk this rank has written into its
@@ -64,7 +67,15 @@
 #define F_AR (F_DONE + 64)
 #define F_AR2 (F_DONE + 128)
 #define F_EXIT (F_DONE + 192)
-_Static_assert(F_EXIT + 8 <= FLAGS_BYTES, "the counters fit their page");
+#define F_SENT (24 * MAX_SLOTS)         /* + 8 * peer: chunks sent to that peer */
+#define F_RECVD (32 * MAX_SLOTS)        /* + 8 * peer: chunks received from it */
+#define MAX_PEERS 64
+_Static_assert(F_EXIT + 8 <= F_SENT && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES, "the counters fit their page");
+_Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
+/* Send/Recv: each rank has, for each peer, P2P_SLOTS slots of p2p_chunk
+ * bytes that it sends through; the whole area is P2P_AREA bytes or less. */
+#define P2P_SLOTS 2
+#define P2P_AREA (16u << 20)
 /* At most this many streams of the communicator's own, over which chunks
  * alternate (NCCLSHIM_IPC_STREAMS: 1 or 2). */
 #define NSTREAMS 2
@@ -99,6 +110,9 @@ struct ipc_comm {
     /* Host counters, the same on every rank (ops are issued in the same order
      * everywhere).  NCCL allows one thread per communicator at a time. */
     uint64_t ops, chunks;
+    uint64_t allreduces;                /* all-reduces issued: the AR/AR2 values (every rank takes part) */
+    size_t p2p_chunk;                   /* Send/Recv slot size */
+    uint64_t *sent, *recvd;             /* Send/Recv chunks per peer, as the counters will say */
     /* Set once a peer is gone (shim/ipc.c's monitor): every later operation
      * fails at once, waits are released, destroy skips its barrier. */
     atomic_int failed;
@@ -147,6 +161,17 @@ int ipc_device(const struct ipc_comm *c)
 size_t ipc_host_reduce_max(const struct ipc_comm *c)
 {
     return c->chunk * (size_t)c->nslots;
+}
+
+static size_t p2p_offset(const struct ipc_comm *c)
+{
+    return FLAGS_BYTES + c->chunk * (size_t)c->nslots;
+}
+
+/* Where `from` sends its k-th chunk to `to`, in `from`'s allocation as mapped here. */
+static CUdeviceptr p2p_slot(const struct ipc_comm *c, int from, int to, uint64_t k)
+{
+    return c->peer[from] + p2p_offset(c) + ((size_t)to * P2P_SLOTS + (size_t)(k % P2P_SLOTS)) * c->p2p_chunk;
 }
 
 static void free_streams(struct ipc_comm *c)
@@ -203,7 +228,18 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         CU(cu->cuEventCreate(&c->join[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     }
     CU(cu->cuEventCreate(&c->fork, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    CU(cu->cuMemAlloc(&c->base, FLAGS_BYTES + c->chunk * (size_t)c->nslots), "cuMemAlloc");
+    c->p2p_chunk = (P2P_AREA / (size_t)nranks / P2P_SLOTS) & ~(size_t)4095;
+    if (c->p2p_chunk > c->chunk)
+        c->p2p_chunk = c->chunk;
+    if (c->p2p_chunk < 4096)
+        c->p2p_chunk = 4096;
+    c->sent = calloc((size_t)nranks, sizeof(*c->sent));
+    c->recvd = calloc((size_t)nranks, sizeof(*c->recvd));
+    if (!c->sent || !c->recvd) {
+        snprintf(why, whylen, "out of memory");
+        goto fail;
+    }
+    CU(cu->cuMemAlloc(&c->base, p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk), "cuMemAlloc");
     CU(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8");
     struct ipc_export e;
     memset(&e, 0, sizeof(e));
@@ -225,6 +261,8 @@ fail:
     free_streams(c);
     if (c->base)
         cu->cuMemFree(c->base);
+    free(c->sent);
+    free(c->recvd);
     free(c->peer);
     free(c);
     return -1;
@@ -350,6 +388,10 @@ static void fail_comm(struct ipc_comm *c, const char *why, int lost)
             c->cu->cuMemcpyHtoD(c->peer[r] + F_CONSUMED + 8 * sl, &v, sizeof(v));
         }
         c->cu->cuMemcpyHtoD(c->peer[r] + F_DONE, &v, sizeof(v));
+        for (int q = 0; q < c->nranks; q++) {
+            c->cu->cuMemcpyHtoD(c->peer[r] + F_SENT + 8 * q, &v, sizeof(v));
+            c->cu->cuMemcpyHtoD(c->peer[r] + F_RECVD + 8 * q, &v, sizeof(v));
+        }
     }
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
@@ -514,16 +556,19 @@ void ipc_free(struct ipc_comm *c)
     /* This rank's work is done (DONE reaches every operation issued), then
      * everyone says so (EXIT): nobody frees memory a peer still reads. */
     int ok = 1;
-    /* Without a single operation nobody ever read this rank's memory (and a
-     * setup undone in the vote round never had one): no barrier needed; nor
-     * once a peer is gone (or the application aborts): nobody would answer. */
-    if (c->nranks > 1 && c->peer && c->ops > 0 && !atomic_load(&c->failed)) {
+    /* A rank without a single operation has had nothing of its memory read
+     * (and a setup undone in the vote round had none): it only says EXIT for
+     * the others; nor is there a barrier once a peer is gone (or the
+     * application aborts): nobody would answer. */
+    if (c->nranks > 1 && c->peer && !atomic_load(&c->failed)) {
         int connected = 1;
         for (int r = 0; r < c->nranks; r++)
             connected &= c->peer[r] != 0;
         if (connected) {
-            ok = wait_one(c, c->rank, F_DONE, c->ops, shim_mono_us() + HOST_WAIT_US, why, sizeof(why)) == 0 &&
-                 write_flag(c, F_EXIT, 1) == 0 && wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0;
+            uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
+            ok = (c->ops == 0 || wait_one(c, c->rank, F_DONE, c->ops, deadline, why, sizeof(why)) == 0) &&
+                 write_flag(c, F_EXIT, 1) == 0 &&
+                 (c->ops == 0 || wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0);
             if (!ok)
                 shim_warn("ipc", "destroying an ipc communicator (rank %d of %d): %s; freeing its memory anyway",
                           c->rank, c->nranks, why);
@@ -538,6 +583,8 @@ void ipc_free(struct ipc_comm *c)
         cu->cuMemFree(c->base);
     if (cur != c->ctx)
         cu->cuCtxSetCurrent(cur);
+    free(c->sent);
+    free(c->recvd);
     free(c->peer);
     free(c);
 }
@@ -730,7 +777,8 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
         CU(cu->cuMemcpyDtoDAsync(c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
            "cuMemcpyDtoDAsync");
     CU(cu->cuStreamSynchronize(s), "cuStreamSynchronize");
-    if (write_flag(c, F_AR, opn + 1) != 0 || wait_all(c, F_AR, opn + 1, why, whylen) != 0) {
+    uint64_t arn = c->allreduces + 1;
+    if (write_flag(c, F_AR, arn) != 0 || wait_all(c, F_AR, arn, why, whylen) != 0) {
         res = ncclRemoteError;
         goto fail;
     }
@@ -752,12 +800,13 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     if (bytes)
         CU(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD");
     /* Nobody refills its slot before every rank has read it. */
-    if (write_flag(c, F_AR2, opn + 1) != 0 || wait_all(c, F_AR2, opn + 1, why, whylen) != 0 ||
+    if (write_flag(c, F_AR2, arn) != 0 || wait_all(c, F_AR2, arn, why, whylen) != 0 ||
         write_flag(c, F_DONE, opn + 1) != 0) {
         res = ncclRemoteError;
         goto fail;
     }
     c->ops = opn + 1;
+    c->allreduces = arn;
     free(acc);
     free(tmp);
     ctx_leave(c, &g);
@@ -767,4 +816,89 @@ fail:
     free(tmp);
     ctx_leave(c, &g);
     return res;
+}
+
+ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    if (atomic_load(&c->failed)) {
+        snprintf(why, whylen, "%s", c->failure);
+        return ncclRemoteError;
+    }
+    if (nops <= 0)
+        return ncclSuccess;
+    CUstream s = ops[0].stream;
+    for (int i = 0; i < nops; i++) {
+        if (ops[i].peer < 0 || ops[i].peer >= c->nranks) {
+            snprintf(why, whylen, "peer %d outside 0..%d", ops[i].peer, c->nranks - 1);
+            return ncclInvalidArgument;
+        }
+        if (ops[i].bytes && !ops[i].buf) {
+            snprintf(why, whylen, "NULL buffer");
+            return ncclInvalidArgument;
+        }
+        if (ops[i].stream != s) {
+            snprintf(why, whylen, "the Send/Recv of one group on an ipc communicator must use one stream");
+            return ncclInvalidUsage;
+        }
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: ipc operations cannot be captured");
+        return ncclInvalidUsage;
+    }
+    uint64_t *done = calloc((size_t)nops, sizeof(*done));
+    if (!done) {
+        snprintf(why, whylen, "out of memory");
+        return ncclSystemError;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t op = c->ops;
+    int me = c->rank;
+    const uint64_t P = P2P_SLOTS;
+    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    /* One chunk of each operation in turn: a group's sends and receives
+     * between two ranks progress together, so neither waits on the other's
+     * full slots for ever. */
+    for (int more = 1; more;) {
+        more = 0;
+        for (int i = 0; i < nops; i++) {
+            const struct ipc_p2p *o = &ops[i];
+            uint64_t nch = o->bytes ? (o->bytes + c->p2p_chunk - 1) / c->p2p_chunk : 0;
+            if (done[i] >= nch)
+                continue;
+            size_t off = (size_t)(done[i] * c->p2p_chunk);
+            size_t len = o->bytes - off < c->p2p_chunk ? o->bytes - off : c->p2p_chunk;
+            CUdeviceptr user = (CUdeviceptr)(uintptr_t)o->buf + off;
+            int q = o->peer;
+            if (o->send) {
+                uint64_t pc = c->sent[q]++;
+                if (pc + 1 > P)
+                    CU(cu->cuStreamWaitValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1 - P, CU_STREAM_WAIT_VALUE_GEQ),
+                       "cuStreamWaitValue64");
+                CU(cu->cuMemcpyDtoDAsync(p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuStreamWriteValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue64");
+            } else {
+                uint64_t pc = c->recvd[q]++;
+                CU(cu->cuStreamWaitValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
+                   "cuStreamWaitValue64");
+                CU(cu->cuMemcpyDtoDAsync(user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuStreamWriteValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue64");
+            }
+            done[i]++;
+            more |= done[i] < nch;
+        }
+    }
+    CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+       "cuStreamWriteValue64");
+    c->ops = op + 1;
+    free(done);
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    free(done);
+    ctx_leave(c, &g);
+    return ncclUnhandledCudaError;
 }

@@ -45,6 +45,18 @@ size_t ipc_host_reduce_max(const struct ipc_comm *c);
 /* The operations.  ncclSuccess, or an NCCL error with the reason in `why`. */
 ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
                            cudaStream_t stream, char *why, size_t whylen);
+/* A Send or Recv, as queued until the end of its group. */
+struct ipc_p2p {
+    int send;                           /* 1: ncclSend, 0: ncclRecv */
+    void *buf;
+    size_t bytes;
+    int peer;
+    CUstream stream;
+};
+
+/* The Send/Recv of one group (or a lone one), chunk by chunk in turn. */
+ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen);
+
 /* `bytes` per rank: recvbuff holds nranks blocks. */
 ncclResult_t ipc_allgather(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes,
                            cudaStream_t stream, char *why, size_t whylen);

@@ -8,6 +8,7 @@
 #include "vcomm.h"
 
 #include "forward.h"
+#include "group.h"
 #include "ipc.h"
 #include "record.h"
 
@@ -25,8 +26,8 @@ ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
         if (h->ipc)
             shim_warn("ipc-comm-call",
                       "%s on communicator %s (rank %d of %d), which this shim runs over CUDA IPC "
-                      "(NCCLSHIM_WEIGHT_UPDATE or NCCLSHIM_RULES): the ipc transport does Broadcast, Bcast, AllGather "
-                      "and small AllReduce only, so the call returns ncclInvalidUsage; pass this communicator through "
+                      "(NCCLSHIM_WEIGHT_UPDATE or NCCLSHIM_RULES): the ipc transport does Broadcast, Bcast, AllGather, "
+                      "Send, Recv and small AllReduce only, so the call returns ncclInvalidUsage; pass this communicator through "
                       "(NCCLSHIM_WEIGHT_UPDATE=passthrough) if the application needs %s",
                       fn, h->group, h->rank, h->nranks, fn);
         else
@@ -100,6 +101,34 @@ ncclResult_t vcomm_ncclAllGather(const void *sendbuff, void *recvbuff, size_t se
     shim_count(h, OP_ALLGATHER, sendcount, datatype);
     return ipc_result(h, "ncclAllGather",
                       ipc_allgather(h->ipc, sendbuff, recvbuff, sendcount * es, stream, why, sizeof(why)), why);
+}
+
+ncclResult_t vcomm_ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                            cudaStream_t stream)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!h->ipc)
+        return vcomm_data(h, OP_SEND, count, datatype, "ncclSend");
+    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
+    if (!es)
+        return ipc_result(h, "ncclSend", ncclInvalidArgument, "not an NCCL datatype");
+    shim_count(h, OP_SEND, count, datatype);
+    struct ipc_p2p op = { 1, (void *)sendbuff, count * es, peer, (CUstream)stream };
+    return group_ipc_p2p(h, &op, "ncclSend");
+}
+
+ncclResult_t vcomm_ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+                            cudaStream_t stream)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!h->ipc)
+        return vcomm_data(h, OP_RECV, count, datatype, "ncclRecv");
+    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
+    if (!es)
+        return ipc_result(h, "ncclRecv", ncclInvalidArgument, "not an NCCL datatype");
+    shim_count(h, OP_RECV, count, datatype);
+    struct ipc_p2p op = { 0, recvbuff, count * es, peer, (CUstream)stream };
+    return group_ipc_p2p(h, &op, "ncclRecv");
 }
 
 ncclResult_t vcomm_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,

@@ -206,6 +206,40 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
             return what;
         }
     }
+    /* Send/Recv in a group around the ring (each rank sends to the next and
+     * receives from the previous, both at once: larger than the slots, so
+     * neither side can finish before the other starts), then a lone pair. */
+    if (g_nranks > 1) {
+        size_t nb = 100000;
+        unsigned char *out = malloc(nb), *in = malloc(nb);
+        if (!out || !in) {
+            free(out);
+            free(in);
+            return "malloc";
+        }
+        int next = (g_rank + 1) % g_nranks, prev = (g_rank - 1 + g_nranks) % g_nranks;
+        for (size_t i = 0; i < nb; i++)
+            out[i] = pattern(200, g_rank, i);
+        memset(in, 0xee, nb);
+        ncclResult_t r1 = ncclGroupStart(), r2 = ncclSend(out, nb, ncclUint8, next, comm, NULL),
+                     r3 = ncclRecv(in, nb, ncclUint8, prev, comm, NULL), r4 = ncclGroupEnd();
+        int bad = r1 || r2 || r3 || r4;
+        for (size_t i = 0; i < nb && !bad; i++)
+            bad = in[i] != pattern(200, prev, i);
+        if (!bad && g_rank < 2) { /* outside a group: rank 0 sends to rank 1 */
+            ncclResult_t r = g_rank == 0 ? ncclSend(out, nb, ncclUint8, 1, comm, NULL)
+                                         : ncclRecv(in, nb, ncclUint8, 0, comm, NULL);
+            bad = r != ncclSuccess;
+            for (size_t i = 0; i < nb && !bad && g_rank == 1; i++)
+                bad = in[i] != pattern(200, 0, i);
+        }
+        free(out);
+        free(in);
+        if (bad) {
+            snprintf(what, len, "send/recv: results %d %d %d %d", (int)r1, (int)r2, (int)r3, (int)r4);
+            return what;
+        }
+    }
     /* All-reduce: int32 sum, float max, int8 prod (wraps), double avg. */
     int32_t i32[3] = { g_rank + 1, 10 * g_rank, -g_rank };
     float f32[2] = { (float)g_rank, -(float)g_rank };
