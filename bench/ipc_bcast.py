@@ -71,6 +71,37 @@ def worker(args):
         barrier()
         t = timed(op, stream, iters(size))
         res["bw"][str(size)] = size / t / 1e9
+    # Under load: a bf16 matmul loop on a side stream of both GPUs while 1 GiB
+    # broadcasts run (async RL: refit while inference generates).
+    n = 8192
+    a = torch.randn(n, n, dtype=torch.bfloat16, device=dev)
+    b = torch.randn(n, n, dtype=torch.bfloat16, device=dev)
+    c = torch.empty(n, n, dtype=torch.bfloat16, device=dev)
+    side = torch.cuda.Stream(device=dev)
+
+    def mm():
+        with torch.cuda.stream(side):
+            torch.mm(a, b, out=c)
+    mm()
+    torch.cuda.synchronize()
+    t_mm = timed(mm, side, 20)
+    size = 1 << 30
+
+    def op1g():
+        lib.ncclBroadcast(vp(buf.data_ptr()), vp(buf.data_ptr()), size, ctypes_bcast.ncclUint8, 0, comm,
+                          st(stream.cuda_stream))
+    barrier()
+    k = int(0.5 / t_mm) + 1  # about half a second of matmuls
+    s0, s1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    s0.record(side)
+    for _ in range(k):
+        mm()
+    s1.record(side)
+    t_b = timed(op1g, stream, 10)
+    s1.synchronize()
+    res["load"] = {"bw": size / t_b / 1e9, "mm_alone_tflops": 2 * n ** 3 / t_mm / 1e12,
+                   "mm_load_tflops": 2 * n ** 3 * k / (s0.elapsed_time(s1) / 1000.0) / 1e12}
+    del a, b, c
     if rank == 0 and torch.cuda.device_count() > 1:
         # Copy-engine peer copy, the same sizes: the ceiling of a pull over NVLink.
         res["peer"] = {}
@@ -124,6 +155,12 @@ def main():
         k = str(size)
         a, b, p = r_nccl[1]["bw"][k], r_ipc[1]["bw"][k], peer.get(k, float("nan"))
         print("%8d MiB %10.1f %10.1f %8.2f %10.1f %12.2f" % (size >> 20, a, b, b / a, p, b / p))
+    print("1 GiB broadcast while a bf16 matmul loop (8192^3) runs on both GPUs (rank 1):")
+    for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc)):
+        ld = rr[1]["load"]
+        print("%-5s %6.1f GB/s; matmul %.0f TFLOPS alone, %.0f during the broadcasts" % (
+            name, ld["bw"], ld["mm_alone_tflops"], ld["mm_load_tflops"]))
+    print("ipc/NCCL under load: %.2f" % (r_ipc[1]["load"]["bw"] / r_nccl[1]["load"]["bw"]))
     for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc)):
         print("%-5s creation: %s s; GPU memory per rank: %s MiB" % (
             name, " / ".join("%.3f" % r["init_s"] for r in rr), " / ".join("%.0f" % r["mem_mib"] for r in rr)))

@@ -163,9 +163,9 @@ static void config_read(void)
     /* Measured on H200 NVLink (docs/benchmarks.md): each chunk costs a fixed
      * ~10 us besides its copy, as a lone peer copy does, so bandwidth follows
      * the chunk size (4 MiB: 217 GB/s, 16 MiB: 310-323, 32 MiB: 347) more than
-     * the number of slots or streams; 2 slots of 31 MiB keep a rank's staging
-     * within 64 MiB. */
-    c->ipc_chunk_bytes = (size_t)config_number("NCCLSHIM_IPC_CHUNK_BYTES", 31 << 20, 4096, 1 << 30, 4096);
+     * the number of slots or streams; 2 slots of 23 MiB, with the Send/Recv
+     * slots (16 MiB), keep a rank's allocation within 64 MiB. */
+    c->ipc_chunk_bytes = (size_t)config_number("NCCLSHIM_IPC_CHUNK_BYTES", 23 << 20, 4096, 1 << 30, 4096);
     c->ipc_slots = (int)config_number("NCCLSHIM_IPC_SLOTS", 2, 2, 64, 1);
     c->ipc_streams = (int)config_number("NCCLSHIM_IPC_STREAMS", 1, 1, 2, 1);
 

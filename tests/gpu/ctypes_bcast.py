@@ -48,6 +48,14 @@ class NCCLLibrary:
         ("ncclBroadcast", ncclResult_t,
          [buffer_type, buffer_type, ctypes.c_size_t, ncclDataType_t, ctypes.c_int, ncclComm_t, cudaStream_t]),
         ("ncclCommDestroy", ncclResult_t, [ncclComm_t]),
+        ("ncclAllGather", ncclResult_t,
+         [buffer_type, buffer_type, ctypes.c_size_t, ncclDataType_t, ncclComm_t, cudaStream_t]),
+        ("ncclSend", ncclResult_t, [buffer_type, ctypes.c_size_t, ncclDataType_t, ctypes.c_int, ncclComm_t,
+                                    cudaStream_t]),
+        ("ncclRecv", ncclResult_t, [buffer_type, ctypes.c_size_t, ncclDataType_t, ctypes.c_int, ncclComm_t,
+                                    cudaStream_t]),
+        ("ncclGroupStart", ncclResult_t, []),
+        ("ncclGroupEnd", ncclResult_t, []),
     ]
 
     def __init__(self, so_file):
@@ -96,6 +104,21 @@ class NCCLLibrary:
 
     def ncclCommDestroy(self, comm):
         self.NCCL_CHECK(self._funcs["ncclCommDestroy"](comm))
+
+    def ncclAllGather(self, sendbuff, recvbuff, count, datatype, comm, stream):
+        self.NCCL_CHECK(self._funcs["ncclAllGather"](sendbuff, recvbuff, count, datatype, comm, stream))
+
+    def ncclSend(self, sendbuff, count, datatype, peer, comm, stream):
+        self.NCCL_CHECK(self._funcs["ncclSend"](sendbuff, count, datatype, peer, comm, stream))
+
+    def ncclRecv(self, recvbuff, count, datatype, peer, comm, stream):
+        self.NCCL_CHECK(self._funcs["ncclRecv"](recvbuff, count, datatype, peer, comm, stream))
+
+    def ncclGroupStart(self):
+        self.NCCL_CHECK(self._funcs["ncclGroupStart"]())
+
+    def ncclGroupEnd(self):
+        self.NCCL_CHECK(self._funcs["ncclGroupEnd"]())
 
 
 def make_comm(lib, args, tag):

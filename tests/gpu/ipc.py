@@ -63,6 +63,26 @@ def worker(args):
     torch.cuda.synchronize()
     res["bcast_ok"] = [common.sha256_tensor(b) == e for b, e in zip(bufs, expect)]
     del bufs
+    # AllGather (in place), and Send/Recv both ways at once in a group.
+    per = (16 << 20) + 5
+    gath = torch.zeros(2 * per, dtype=torch.uint8, device=dev)
+    gath[rank * per:(rank + 1) * per] = seeded(per, 500 + rank).to(dev)
+    lib.ncclAllGather(vp(gath[rank * per:].data_ptr()), vp(gath.data_ptr()), per, ctypes_bcast.ncclUint8, comm,
+                      st(torch.cuda.current_stream().cuda_stream))
+    out = seeded(33 << 20, 600 + rank).to(dev)
+    inn = torch.zeros(33 << 20, dtype=torch.uint8, device=dev)
+    peer = 1 - rank
+    lib.ncclGroupStart()
+    lib.ncclSend(vp(out.data_ptr()), out.numel(), ctypes_bcast.ncclUint8, peer, comm,
+                 st(torch.cuda.current_stream().cuda_stream))
+    lib.ncclRecv(vp(inn.data_ptr()), inn.numel(), ctypes_bcast.ncclUint8, peer, comm,
+                 st(torch.cuda.current_stream().cuda_stream))
+    lib.ncclGroupEnd()
+    torch.cuda.synchronize()
+    res["allgather_ok"] = all(common.sha256_tensor(gath[q * per:(q + 1) * per]) ==
+                              common.sha256_tensor(seeded(per, 500 + q)) for q in range(2))
+    res["sendrecv_ok"] = common.sha256_tensor(inn) == common.sha256_tensor(seeded(33 << 20, 600 + peer))
+    del gath, out, inn
     # Refit: packed buffers, 2 streams in turn, from rank 0.
     per = REFIT_BYTES // REFIT_BUFFERS
     refit = []
@@ -95,6 +115,8 @@ def check(outdir):
     chk(all(r.get("warmup") == 2.0 for r in ranks), "the warm-up all-reduce of one float gives 2.0 on both ranks")
     chk(all(r.get("bcast_ok") and all(r["bcast_ok"]) for r in ranks),
         "broadcasts from each root, sizes %s, on 3 streams in turn: bit-exact %s" % (SIZES, [r.get("bcast_ok") for r in ranks]))
+    chk(all(r.get("allgather_ok") for r in ranks), "AllGather of 16 MiB + 5 per rank, in place: exact")
+    chk(all(r.get("sendrecv_ok") for r in ranks), "Send/Recv of 33 MiB both ways at once in a group: exact")
     chk(all(r.get("refit_ok") for r in ranks), "refit: %d GiB in %d packed buffers on 2 streams in turn, bit-exact"
         % (REFIT_BYTES >> 30, REFIT_BUFFERS))
     chk(all(r.get("allreduce_f32") == r.get("allreduce_f32_expected") for r in ranks),
