@@ -47,6 +47,12 @@ static void cuda_load(void)
     }
     SHIM_CUDA_FUNCTIONS(X)
 #undef X
+    {
+        void *fn = NULL;
+        int status = 0;
+        if (getproc("cuMemcpyBatchAsync", &fn, 12080, 0, &status) == CUDA_SUCCESS && fn)
+            memcpy(&g_cuda.cuMemcpyBatchAsync, &fn, sizeof(fn));
+    }
     /* The handle stays open: the functions must outlive this call. */
     g_cuda_ok = 1;
 }

@@ -52,10 +52,27 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
     X(cuStreamWaitEvent, (CUstream, CUevent, unsigned int))                                        \
     X(cuGetErrorString, (CUresult, const char **))
 
+/* cuMemcpyBatchAsync (CUDA 12.8+), asked for with the 12.8 signature. */
+typedef struct {
+    int type; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+    int id;
+} CUmemLocation;
+typedef struct {
+    int srcAccessOrder;                 /* CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 1 */
+    CUmemLocation srcLocHint, dstLocHint;
+    unsigned int flags;                 /* CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE = 1 */
+} CUmemcpyAttributes;
+typedef CUresult (*cuMemcpyBatchAsync_12080_t)(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                               CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                               size_t *failIdx, CUstream stream);
+
 struct shim_cuda {
 #define X(name, params) CUresult(*name) params;
     SHIM_CUDA_FUNCTIONS(X)
 #undef X
+    /* Optional (NULL before CUDA 12.8): copies that may go to a copy engine
+     * even within one device, leaving the SMs to the application's kernels. */
+    cuMemcpyBatchAsync_12080_t cuMemcpyBatchAsync;
 };
 
 /*
