@@ -6,8 +6,11 @@ seeded random bytes from each root, odd sizes, issued on 3 streams in turn
 without synchronising in between, then NeMo-RL's refit pattern: 2 GiB of packed
 buffers on 2 streams in turn.  Every buffer is compared with its expected hash.
 
-    python3 tests/gpu/ipc.py --outdir DIR [--preload SHIM]
+    python3 tests/gpu/ipc.py --outdir DIR [--preload SHIM] [--world N]
     python3 tests/gpu/ipc.py --check DIR        (CHECK lines)
+
+With N > 2 ranks (one per GPU) the broadcasts form a chain through every GPU;
+run.sh sets NCCLSHIM_WEIGHT_UPDATE=ipc then (auto redirects one inference rank only).
 """
 import glob
 import json
@@ -34,7 +37,7 @@ def worker(args):
     import torch
     import torch.distributed as dist
     lib = ctypes_bcast.NCCLLibrary(common.nccl_so_path())
-    rank = args["rank"]
+    rank, world = args["rank"], args["world"]
     dev = torch.device("cuda", rank)
     comm = ctypes_bcast.make_comm(lib, args, "ipc")
     torch_allreduce.init_torch(args)
@@ -49,7 +52,7 @@ def worker(args):
     streams = [torch.cuda.Stream(device=dev) for _ in range(3)]
     bufs, expect = [], []
     i = 0
-    for root in (0, 1):
+    for root in range(world):
         for size in SIZES:
             src = seeded(size, 1000 * root + i)
             buf = src.to(dev) if rank == root else torch.zeros(size, dtype=torch.uint8, device=dev)
@@ -63,25 +66,23 @@ def worker(args):
     torch.cuda.synchronize()
     res["bcast_ok"] = [common.sha256_tensor(b) == e for b, e in zip(bufs, expect)]
     del bufs
-    # AllGather (in place), and Send/Recv both ways at once in a group.
+    # AllGather (in place), and Send/Recv around the ring at once in a group.
     per = (16 << 20) + 5
-    gath = torch.zeros(2 * per, dtype=torch.uint8, device=dev)
+    gath = torch.zeros(world * per, dtype=torch.uint8, device=dev)
     gath[rank * per:(rank + 1) * per] = seeded(per, 500 + rank).to(dev)
-    lib.ncclAllGather(vp(gath[rank * per:].data_ptr()), vp(gath.data_ptr()), per, ctypes_bcast.ncclUint8, comm,
-                      st(torch.cuda.current_stream().cuda_stream))
+    cs = st(torch.cuda.current_stream().cuda_stream)
+    lib.ncclAllGather(vp(gath[rank * per:].data_ptr()), vp(gath.data_ptr()), per, ctypes_bcast.ncclUint8, comm, cs)
     out = seeded(33 << 20, 600 + rank).to(dev)
     inn = torch.zeros(33 << 20, dtype=torch.uint8, device=dev)
-    peer = 1 - rank
+    nxt, prv = (rank + 1) % world, (rank - 1 + world) % world
     lib.ncclGroupStart()
-    lib.ncclSend(vp(out.data_ptr()), out.numel(), ctypes_bcast.ncclUint8, peer, comm,
-                 st(torch.cuda.current_stream().cuda_stream))
-    lib.ncclRecv(vp(inn.data_ptr()), inn.numel(), ctypes_bcast.ncclUint8, peer, comm,
-                 st(torch.cuda.current_stream().cuda_stream))
+    lib.ncclSend(vp(out.data_ptr()), out.numel(), ctypes_bcast.ncclUint8, nxt, comm, cs)
+    lib.ncclRecv(vp(inn.data_ptr()), inn.numel(), ctypes_bcast.ncclUint8, prv, comm, cs)
     lib.ncclGroupEnd()
     torch.cuda.synchronize()
     res["allgather_ok"] = all(common.sha256_tensor(gath[q * per:(q + 1) * per]) ==
-                              common.sha256_tensor(seeded(per, 500 + q)) for q in range(2))
-    res["sendrecv_ok"] = common.sha256_tensor(inn) == common.sha256_tensor(seeded(33 << 20, 600 + peer))
+                              common.sha256_tensor(seeded(per, 500 + q)) for q in range(world))
+    res["sendrecv_ok"] = common.sha256_tensor(inn) == common.sha256_tensor(seeded(33 << 20, 600 + prv))
     del gath, out, inn
     # Refit: packed buffers, 2 streams in turn, from rank 0.
     per = REFIT_BYTES // REFIT_BUFFERS
@@ -99,6 +100,19 @@ def worker(args):
                           for k, b in enumerate(refit))
     del refit
     lib.ncclCommDestroy(comm)
+    # Repeated create / use / destroy gives back every byte of device memory.
+    torch.cuda.synchronize()
+    free0, _ = torch.cuda.mem_get_info(dev)
+    small = torch.ones(1 << 20, dtype=torch.uint8, device=dev)
+    for k in range(5):
+        c2 = ctypes_bcast.make_comm(lib, args, "again%d" % k)
+        lib.ncclBroadcast(vp(small.data_ptr()), vp(small.data_ptr()), small.numel(), ctypes_bcast.ncclUint8, 0, c2,
+                          st(torch.cuda.current_stream().cuda_stream))
+        torch.cuda.synchronize()
+        lib.ncclCommDestroy(c2)
+    torch.cuda.synchronize()
+    free1, _ = torch.cuda.mem_get_info(dev)
+    res["leak_mib"] = (free0 - free1) / 2**20
     dist.destroy_process_group()
     return res
 
@@ -111,12 +125,17 @@ def check(outdir):
 
     summary = json.load(open(os.path.join(outdir, "summary.json")))
     ranks = [r["result"] or {} for r in summary["ranks"]]
-    chk(summary["ok"], "both ranks finished")
-    chk(all(r.get("warmup") == 2.0 for r in ranks), "the warm-up all-reduce of one float gives 2.0 on both ranks")
+    world = len(ranks)
+    chk(summary["ok"], "all %d ranks finished" % world)
+    chk(all(r.get("warmup") == float(world) for r in ranks),
+        "the warm-up all-reduce of one float gives %d.0 on every rank" % world)
     chk(all(r.get("bcast_ok") and all(r["bcast_ok"]) for r in ranks),
         "broadcasts from each root, sizes %s, on 3 streams in turn: bit-exact %s" % (SIZES, [r.get("bcast_ok") for r in ranks]))
     chk(all(r.get("allgather_ok") for r in ranks), "AllGather of 16 MiB + 5 per rank, in place: exact")
-    chk(all(r.get("sendrecv_ok") for r in ranks), "Send/Recv of 33 MiB both ways at once in a group: exact")
+    chk(all(r.get("sendrecv_ok") for r in ranks), "Send/Recv of 33 MiB around the ring at once in a group: exact")
+    chk(all(r.get("leak_mib", 99) <= 2 for r in ranks),
+        "5 more ipc communicators created, used and destroyed: device memory back (%s MiB)"
+        % [r.get("leak_mib") for r in ranks])
     chk(all(r.get("refit_ok") for r in ranks), "refit: %d GiB in %d packed buffers on 2 streams in turn, bit-exact"
         % (REFIT_BYTES >> 30, REFIT_BUFFERS))
     chk(all(r.get("allreduce_f32") == r.get("allreduce_f32_expected") for r in ranks),
@@ -125,14 +144,15 @@ def check(outdir):
     for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
         recs += [json.loads(line) for line in open(f)]
     wu = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == "ctypes"]
-    chk(len(wu) == 2 and all(c["action"] == "ipc" and c["comm"] is None for c in wu),
-        "the ctypes weight-update communicator is ipc on both ranks, with no NCCL communicator")
+    main = [c for c in wu if c.get("decision", {}).get("id") == wu[0].get("decision", {}).get("id")] if wu else []
+    chk(len(main) == world and all(c["action"] == "ipc" and c["comm"] is None for c in wu),
+        "the ctypes communicators are ipc on every rank, with no NCCL communicator")
     inits = []
     for f in glob.glob(os.path.join(outdir, "nccl.*.log")):
         inits += [l for l in open(f, errors="replace") if re.search(r"Init COMPLETE", l)]
-    chk(len(inits) == 2, "NCCL's log has 2 inits (torch's, one per rank), none for the ipc communicator")
+    chk(len(inits) == world, "NCCL's log has %d inits (torch's, one per rank), none for the ipc communicators" % world)
     ends = [r for r in recs if r["type"] == "comm_end" and r.get("action") == "ipc"]
-    chk(len(ends) == 2, "both ranks destroyed the ipc communicator (comm_end records)")
+    chk(len(ends) == 6 * world, "every rank destroyed its 6 ipc communicators (comm_end records)")
     warns = [r for r in recs if r["type"] == "warning"]
     chk(not warns, "no warning records %s" % [w.get("message", "")[:200] for w in warns])
     print("\n".join(out))
