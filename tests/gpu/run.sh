@@ -148,7 +148,9 @@ import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc.shim"
 if [ "$ngpu" -ge 4 ]; then
     rm -rf "$WORK/ipc4.shim"
     mkdir -p "$WORK/ipc4.shim/records"
-    NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_LOG_DIR="$WORK/ipc4.shim/records" NCCL_DEBUG=INFO \
+    NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
+        NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank [123] *' \
+        NCCLSHIM_LOG_DIR="$WORK/ipc4.shim/records" NCCL_DEBUG=INFO \
         NCCL_DEBUG_FILE="$WORK/ipc4.shim/nccl.%h.%p.log" timeout -k 5 200 "$PY" "$HERE/ipc.py" --outdir "$WORK/ipc4.shim" \
         --world 4 --timeout 150 --preload "$SHIM" > "$WORK/ipc4.shim/launcher.out" 2> "$WORK/ipc4.shim/launcher.err"
     ok $? "ipc.py with 4 ranks on 4 GPUs: all ranks ran and exited 0"
