@@ -699,8 +699,23 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
                                            CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
             CU(copy(c, slot(c, succ, gch), from, len, cs), "cuMemcpyDtoDAsync");
         }
-        CU(cu->cuStreamWriteValue64(cs, pushed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-        CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        /* Only the counters someone waits on in this operation are written per
+         * chunk (the root's CONSUMED and the last rank's PUSHED are not: each
+         * write costs the stream a few microseconds); the others catch up at
+         * the end, before anyone can need them. */
+        if (pos < n - 1)
+            CU(cu->cuStreamWriteValue64(cs, pushed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        if (pos > 0)
+            CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+    }
+    /* The counters this rank skipped, at the last chunk each slot carried. */
+    for (uint64_t k = nchunks > S ? nchunks - S : 0; n > 1 && k < nchunks; k++) {
+        uint64_t gch = c->chunks + k;
+        int sl = (int)(gch % S);
+        CUstream cs = c->stream[gch % (uint64_t)c->nstreams];
+        CUdeviceptr skipped = pos == 0 ? flag(c, me, F_CONSUMED + 8 * sl) : flag(c, me, F_PUSHED + 8 * sl);
+        if (pos == 0 || pos == n - 1)
+            CU(cu->cuStreamWriteValue64(cs, skipped, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
     }
     /* Join: the caller's stream goes on once both of ours are through. */
     for (int i = 0; i < c->nstreams; i++) {
