@@ -98,8 +98,18 @@ def worker(args):
         mm()
     s1.record(side)
     t_b = timed(op1g, stream, 10)
+    # A same-device copy of 1 GiB meanwhile (the kind of copy a receiving rank
+    # makes from its staging into its buffer): does it wait for the SMs?
+    half = buf[: size // 2]
+
+    def local():
+        buf[size // 2: size].copy_(half, non_blocking=True)
+    t_local = timed(local, stream, 5)
     s1.synchronize()
-    res["load"] = {"bw": size / t_b / 1e9, "mm_alone_tflops": 2 * n ** 3 / t_mm / 1e12,
+    t_local_alone = timed(local, stream, 5)
+    res["load"] = {"bw": size / t_b / 1e9, "local_copy_gbs": size / 2 / t_local / 1e9,
+                   "local_copy_alone_gbs": size / 2 / t_local_alone / 1e9,
+                   "mm_alone_tflops": 2 * n ** 3 / t_mm / 1e12,
                    "mm_load_tflops": 2 * n ** 3 * k / (s0.elapsed_time(s1) / 1000.0) / 1e12}
     del a, b, c
     if rank == 0 and torch.cuda.device_count() > 1:
@@ -158,8 +168,10 @@ def main():
     print("1 GiB broadcast while a bf16 matmul loop (8192^3) runs on both GPUs (rank 1):")
     for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc)):
         ld = rr[1]["load"]
-        print("%-5s %6.1f GB/s; matmul %.0f TFLOPS alone, %.0f during the broadcasts" % (
-            name, ld["bw"], ld["mm_alone_tflops"], ld["mm_load_tflops"]))
+        print("%-5s %6.1f GB/s; matmul %.0f TFLOPS alone, %.0f during the broadcasts; a 512 MiB same-device "
+              "copy: %.0f GB/s under the load, %.0f alone" % (
+                  name, ld["bw"], ld["mm_alone_tflops"], ld["mm_load_tflops"], ld["local_copy_gbs"],
+                  ld["local_copy_alone_gbs"]))
     print("ipc/NCCL under load: %.2f" % (r_ipc[1]["load"]["bw"] / r_nccl[1]["load"]["bw"]))
     for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc)):
         print("%-5s creation: %s s; GPU memory per rank: %s MiB" % (
