@@ -52,6 +52,12 @@ static void cuda_load(void)
         int status = 0;
         if (getproc("cuMemcpyBatchAsync", &fn, 12080, 0, &status) == CUDA_SUCCESS && fn)
             memcpy(&g_cuda.cuMemcpyBatchAsync, &fn, sizeof(fn));
+        fn = NULL;
+        if (getproc("cuCtxGetStreamPriorityRange", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
+            memcpy(&g_cuda.cuCtxGetStreamPriorityRange, &fn, sizeof(fn));
+        fn = NULL;
+        if (getproc("cuStreamCreateWithPriority", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
+            memcpy(&g_cuda.cuStreamCreateWithPriority, &fn, sizeof(fn));
     }
     /* The handle stays open: the functions must outlive this call. */
     g_cuda_ok = 1;

@@ -73,6 +73,9 @@ struct shim_cuda {
     /* Optional (NULL before CUDA 12.8): copies that may go to a copy engine
      * even within one device, leaving the SMs to the application's kernels. */
     cuMemcpyBatchAsync_12080_t cuMemcpyBatchAsync;
+    /* Optional: streams the GPU schedules ahead of the application's kernels. */
+    CUresult (*cuCtxGetStreamPriorityRange)(int *least, int *greatest);
+    CUresult (*cuStreamCreateWithPriority)(CUstream *stream, unsigned int flags, int priority);
 };
 
 /*

@@ -223,8 +223,17 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         goto fail;
     }
     c->nstreams = cfg->ipc_streams < 1 ? 1 : cfg->ipc_streams > NSTREAMS ? NSTREAMS : cfg->ipc_streams;
+    /* The highest priority the device has: a transfer's short steps (counter
+     * waits and writes, copies) go ahead of the application's queued kernels. */
+    int least = 0, greatest = 0;
+    int prio = cu->cuCtxGetStreamPriorityRange && cu->cuStreamCreateWithPriority &&
+               cu->cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
     for (int i = 0; i < c->nstreams; i++) {
-        CU(cu->cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+        if (prio)
+            CU(cu->cuStreamCreateWithPriority(&c->stream[i], CU_STREAM_NON_BLOCKING, greatest),
+               "cuStreamCreateWithPriority");
+        else
+            CU(cu->cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
         CU(cu->cuEventCreate(&c->join[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
     }
     CU(cu->cuEventCreate(&c->fork, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
