@@ -8,17 +8,19 @@
  * The host counts what each counter will say: `ops` (this rank's operations,
  * DONE: Send/Recv involve only some ranks, so it differs between ranks),
  * `chunks` (broadcast chunks) and `allreduces` (the same on every rank).
- * Counters only grow, and each rank writes only its own (peers are read, and
- * waited on, through their IPC mappings opened in this rank's context):
- *   PUSHED[s]    id + 1 of the chunk this rank has written into its
- *                successor's slot s (or would have: see below)
- *   CONSUMED[s]  id + 1 of the chunk this rank is done with in its own slot s
- *                (copied into its buffer and pushed on), so that its
- *                predecessor may refill the slot
- *   DONE         operations this rank has completed (orders operations issued
- *                on different streams: each waits for the one before)
- *   AR, AR2      all-reduce arrival and departure (written by the host)
- *   EXIT         set at destroy
+ * Counters only grow.  Each counter has one writer, and every stream wait is
+ * on this rank's own page (a wait polls; polling local memory is cheap, a
+ * write across NVLink is posted), so a rank's neighbours write into its page:
+ *   PUSHED[s]    (written by the predecessor) id + 1 of the chunk it has
+ *                pushed into this rank's slot s
+ *   CONSUMED[s]  (written by the successor) id + 1 of the chunk it is done
+ *                with in its own slot s: this rank may push into it again
+ *   SENT[q]      (written by q) Send/Recv chunks q has put in its slots for this rank
+ *   RECVD[q]     (written by q) chunks q has taken from this rank's slots for q
+ *   DONE         (this rank) operations completed: orders operations issued
+ *                on different streams, each waits for the one before
+ *   AR, AR2      (this rank, from the host) all-reduce arrival and departure
+ *   EXIT         (this rank) set at destroy
  *
  * Broadcast is a chain along the ring root, root+1, ..., root-1, chunk by
  * chunk, and data is pushed: chunk g travels through slot g % S of every rank
@@ -27,9 +29,10 @@
  * its own slot into its buffer (a local copy, several times faster) and pushes
  * it on into its successor's slot.  The sender waits until the receiver is
  * done with what the slot held (CONSUMED[s] >= g + 1 - S): the slow link is
- * kept busy while the fast local copies drain the slots.  Every rank advances
- * PUSHED and CONSUMED for every chunk, whatever its place in the chain, so
- * that the counters mean the same whichever rank was the root.
+ * kept busy while the fast local copies drain the slots.  Both counters of
+ * every ring edge reach every chunk, whatever the root (the edge into the
+ * root catches up at the end of the operation), so that they mean the same
+ * whichever rank was the root.
  *
  * Each chunk is a short sequence of stream work (a wait, a copy, two counter
  * writes) that the stream runs one after the other; on one stream the fixed
@@ -61,14 +64,14 @@
 
 #define FLAGS_BYTES 4096
 #define MAX_SLOTS 64
-#define F_PUSHED 0                      /* + 8 * slot */
-#define F_CONSUMED (8 * MAX_SLOTS)      /* + 8 * slot */
+#define F_PUSHED 0                      /* + 8 * slot, written by the predecessor */
+#define F_CONSUMED (8 * MAX_SLOTS)      /* + 8 * slot, written by the successor */
 #define F_DONE (16 * MAX_SLOTS)
 #define F_AR (F_DONE + 64)
 #define F_AR2 (F_DONE + 128)
 #define F_EXIT (F_DONE + 192)
-#define F_SENT (24 * MAX_SLOTS)         /* + 8 * peer: chunks sent to that peer */
-#define F_RECVD (32 * MAX_SLOTS)        /* + 8 * peer: chunks received from it */
+#define F_SENT (24 * MAX_SLOTS)         /* + 8 * peer, written by that peer: chunks it sent here */
+#define F_RECVD (32 * MAX_SLOTS)        /* + 8 * peer, written by that peer: chunks it took from here */
 #define MAX_PEERS 64
 _Static_assert(F_EXIT + 8 <= F_SENT && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES, "the counters fit their page");
 _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
@@ -371,8 +374,7 @@ static int wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why,
 
 /* A peer is gone: no operation may wait for it any more.  Writes, from the
  * host, a value that satisfies every wait into every counter this rank's
- * streams may be waiting on (the peers' mapped pages: the memory of a dead
- * process stays mapped here until it is closed), so that the streams drain.
+ * streams may be waiting on (all on its own page), so that the streams drain.
  * The data moved after this point is garbage; the error says so. */
 static void fail_comm(struct ipc_comm *c, const char *why, int lost)
 {
@@ -389,19 +391,17 @@ static void fail_comm(struct ipc_comm *c, const char *why, int lost)
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(c->ctx);
     uint64_t v = RELEASE;
-    for (int r = 0; r < c->nranks; r++) {
-        if (!c->peer[r])
-            continue;
-        for (int sl = 0; sl < c->nslots; sl++) {
-            c->cu->cuMemcpyHtoD(c->peer[r] + F_PUSHED + 8 * sl, &v, sizeof(v));
-            c->cu->cuMemcpyHtoD(c->peer[r] + F_CONSUMED + 8 * sl, &v, sizeof(v));
-        }
-        c->cu->cuMemcpyHtoD(c->peer[r] + F_DONE, &v, sizeof(v));
-        for (int q = 0; q < c->nranks; q++) {
-            c->cu->cuMemcpyHtoD(c->peer[r] + F_SENT + 8 * q, &v, sizeof(v));
-            c->cu->cuMemcpyHtoD(c->peer[r] + F_RECVD + 8 * q, &v, sizeof(v));
-        }
+    /* Every stream wait is on this rank's own page. */
+    CUdeviceptr page = c->peer[c->rank];
+    for (int sl = 0; sl < c->nslots; sl++) {
+        c->cu->cuMemcpyHtoD(page + F_PUSHED + 8 * sl, &v, sizeof(v));
+        c->cu->cuMemcpyHtoD(page + F_CONSUMED + 8 * sl, &v, sizeof(v));
     }
+    for (int q = 0; q < c->nranks; q++) {
+        c->cu->cuMemcpyHtoD(page + F_SENT + 8 * q, &v, sizeof(v));
+        c->cu->cuMemcpyHtoD(page + F_RECVD + 8 * q, &v, sizeof(v));
+    }
+    c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
 }
@@ -684,7 +684,6 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         int sl = (int)(gch % S);
         CUstream cs = c->stream[gch % (uint64_t)c->nstreams];
         size_t off = (size_t)(k * c->chunk), len = bytes - off < c->chunk ? bytes - off : c->chunk;
-        CUdeviceptr pushed = flag(c, me, F_PUSHED + 8 * sl), consumed = flag(c, me, F_CONSUMED + 8 * sl);
         if (n == 1) {
             if (recv != send)
                 CU(copy(c, recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
@@ -695,7 +694,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         CUdeviceptr from = send + off;
         if (pos > 0) {
             from = slot(c, me, gch);
-            CU(cu->cuStreamWaitValue64(cs, flag(c, pred, F_PUSHED + 8 * sl), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
+            CU(cu->cuStreamWaitValue64(cs, flag(c, me, F_PUSHED + 8 * sl), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue64");
             CU(copy(c, recv + off, from, len, cs), "cuMemcpyDtoDAsync");
         } else if (recv != send) {
@@ -704,27 +703,30 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         if (pos < n - 1) {
             /* Push into the successor's slot once it is done with chunk g - S there. */
             if (gch + 1 > S)
-                CU(cu->cuStreamWaitValue64(cs, flag(c, succ, F_CONSUMED + 8 * sl), gch + 1 - S,
+                CU(cu->cuStreamWaitValue64(cs, flag(c, me, F_CONSUMED + 8 * sl), gch + 1 - S,
                                            CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
             CU(copy(c, slot(c, succ, gch), from, len, cs), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(cs, flag(c, succ, F_PUSHED + 8 * sl), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
         }
-        /* Only the counters someone waits on in this operation are written per
-         * chunk (the root's CONSUMED and the last rank's PUSHED are not: each
-         * write costs the stream a few microseconds); the others catch up at
-         * the end, before anyone can need them. */
-        if (pos < n - 1)
-            CU(cu->cuStreamWriteValue64(cs, pushed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        /* Done with this slot (copied out and pushed on): the predecessor may refill it. */
         if (pos > 0)
-            CU(cu->cuStreamWriteValue64(cs, consumed, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+            CU(cu->cuStreamWriteValue64(cs, flag(c, pred, F_CONSUMED + 8 * sl), gch + 1,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
     }
-    /* The counters this rank skipped, at the last chunk each slot carried. */
+    /* The counters no one waits on in this operation, at the last chunk each
+     * slot carried: the root did not tell its predecessor (the last rank)
+     * what it consumed, the last rank did not push to the root. */
     for (uint64_t k = nchunks > S ? nchunks - S : 0; n > 1 && k < nchunks; k++) {
         uint64_t gch = c->chunks + k;
         int sl = (int)(gch % S);
         CUstream cs = c->stream[gch % (uint64_t)c->nstreams];
-        CUdeviceptr skipped = pos == 0 ? flag(c, me, F_CONSUMED + 8 * sl) : flag(c, me, F_PUSHED + 8 * sl);
-        if (pos == 0 || pos == n - 1)
-            CU(cu->cuStreamWriteValue64(cs, skipped, gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        if (pos == 0)
+            CU(cu->cuStreamWriteValue64(cs, flag(c, pred, F_CONSUMED + 8 * sl), gch + 1,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        if (pos == n - 1)
+            CU(cu->cuStreamWriteValue64(cs, flag(c, succ, F_PUSHED + 8 * sl), gch + 1,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
     }
     /* Join: the caller's stream goes on once both of ours are through. */
     for (int i = 0; i < c->nstreams; i++) {
@@ -804,17 +806,10 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     int me = c->rank;
     uint8_t *acc = NULL, *tmp = NULL;
     ncclResult_t res = ncclUnhandledCudaError;
-    /* After the operations before it (any stream), and once the successor has
-     * read every chunk this rank staged (a broadcast returns before that),
-     * with this rank's data in its slot 0. */
+    /* After the operations before it (any stream: this rank's slots are then
+     * drained, and its predecessor pushes nothing more into them before this
+     * all-reduce is over everywhere), with this rank's data in its slot 0. */
     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), opn, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-    for (uint64_t sl = 0; c->nranks > 1 && sl < (uint64_t)c->nslots && sl < c->chunks; sl++) {
-        /* The last chunk slot `sl` carried: the largest g < chunks with g % S == sl.
-         * This rank's own slot is free once it has passed that chunk on... */
-        uint64_t last = c->chunks - 1 - ((c->chunks - 1 - sl) % (uint64_t)c->nslots);
-        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_CONSUMED + 8 * (int)sl), last + 1, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
-    }
     if (bytes)
         CU(copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
            "cuMemcpyDtoDAsync");
@@ -916,17 +911,17 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
             if (o->send) {
                 uint64_t pc = c->sent[q]++;
                 if (pc + 1 > P)
-                    CU(cu->cuStreamWaitValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1 - P, CU_STREAM_WAIT_VALUE_GEQ),
+                    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P, CU_STREAM_WAIT_VALUE_GEQ),
                        "cuStreamWaitValue64");
                 CU(copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync");
-                CU(cu->cuStreamWriteValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
                    "cuStreamWriteValue64");
             } else {
                 uint64_t pc = c->recvd[q]++;
-                CU(cu->cuStreamWaitValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
+                CU(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
                    "cuStreamWaitValue64");
                 CU(copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync");
-                CU(cu->cuStreamWriteValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
                    "cuStreamWriteValue64");
             }
             done[i]++;
