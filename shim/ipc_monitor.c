@@ -1,0 +1,164 @@
+/*
+ * Watching for a lost peer (see ipc_internal.h): one thread per process, alive
+ * while some ipc communicator runs, polls their root connections.
+ */
+#define _GNU_SOURCE
+#include "ipc_internal.h"
+
+#include "record.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* --- The monitor: one thread per process watches the root connection of
+ * every running ipc communicator; the root closes them all when any rank
+ * leaves.  g_mon_lock guards the list and the thread's existence; the
+ * thread takes it to handle an event, so a communicator removed under the
+ * lock is never touched again. */
+struct mon_entry {
+    struct ipc_comm *c;
+    struct mon_entry *next;
+};
+static pthread_mutex_t g_mon_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct mon_entry *g_mon;
+static int g_mon_running;
+static int g_mon_wake[2] = { -1, -1 };
+
+static void *monitor(void *arg)
+{
+    (void)arg;
+    struct pollfd *pfd = NULL;
+    struct ipc_comm **who = NULL;
+    size_t cap = 0;
+    for (;;) {
+        pthread_mutex_lock(&g_mon_lock);
+        size_t n = 1;
+        for (struct mon_entry *e = g_mon; e; e = e->next)
+            n++;
+        if (n == 1) {
+            g_mon_running = 0;
+            close(g_mon_wake[0]);
+            close(g_mon_wake[1]);
+            g_mon_wake[0] = g_mon_wake[1] = -1;
+            pthread_mutex_unlock(&g_mon_lock);
+            free(pfd);
+            free(who);
+            return NULL;
+        }
+        if (n > cap) {
+            struct pollfd *p = realloc(pfd, n * sizeof(*p));
+            if (p)
+                pfd = p;
+            struct ipc_comm **w = realloc(who, n * sizeof(*w));
+            if (w)
+                who = w;
+            if (p && w)
+                cap = n;
+        }
+        size_t k = 0;
+        if (cap) {
+            pfd[k] = (struct pollfd){ g_mon_wake[0], POLLIN, 0 };
+            who[k++] = NULL;
+            for (struct mon_entry *e = g_mon; e && k < cap; e = e->next) {
+                pfd[k] = (struct pollfd){ e->c->monitor_fd, POLLIN, 0 };
+                who[k++] = e->c;
+            }
+        }
+        pthread_mutex_unlock(&g_mon_lock);
+        if (poll(pfd, k, cap ? -1 : 10) < 0)
+            continue;
+        pthread_mutex_lock(&g_mon_lock);
+        for (size_t j = 0; j < k; j++) {
+            if (!pfd[j].revents)
+                continue;
+            if (!who[j]) {
+                char drain[64];
+                while (read(g_mon_wake[0], drain, sizeof(drain)) > 0)
+                    ;
+                continue;
+            }
+            /* Still registered?  (Removed entries are not touched.) */
+            struct mon_entry **pp = &g_mon;
+            while (*pp && (*pp)->c != who[j])
+                pp = &(*pp)->next;
+            if (!*pp)
+                continue;
+            struct mon_entry *e = *pp;
+            *pp = e->next;
+            free(e);
+            ipc_fail(who[j], "a rank of this communicator is gone (the root's shim closed the connection: a process "
+                              "exited or was killed)", 1);
+            close(who[j]->monitor_fd);
+            who[j]->monitor_fd = -1;
+        }
+        pthread_mutex_unlock(&g_mon_lock);
+    }
+}
+
+int ipc_watch(struct ipc_comm *c, int fd)
+{
+    c->monitor_fd = fd;
+    if (fd < 0)
+        return -1;
+    struct mon_entry *e = calloc(1, sizeof(*e));
+    if (!e)
+        return -1;
+    e->c = c;
+    pthread_mutex_lock(&g_mon_lock);
+    if (!g_mon_running) {
+        if (pipe2(g_mon_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+            pthread_mutex_unlock(&g_mon_lock);
+            free(e);
+            return -1;
+        }
+        sigset_t all, old;
+        sigfillset(&all);
+        pthread_sigmask(SIG_SETMASK, &all, &old);
+        pthread_attr_t attr;
+        pthread_attr_init(&attr);
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        pthread_t t;
+        int rc = pthread_create(&t, &attr, monitor, NULL);
+        pthread_attr_destroy(&attr);
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+        if (rc != 0) {
+            close(g_mon_wake[0]);
+            close(g_mon_wake[1]);
+            g_mon_wake[0] = g_mon_wake[1] = -1;
+            pthread_mutex_unlock(&g_mon_lock);
+            free(e);
+            return -1;
+        }
+        g_mon_running = 1;
+    }
+    e->next = g_mon;
+    g_mon = e;
+    (void)!write(g_mon_wake[1], "", 1);
+    pthread_mutex_unlock(&g_mon_lock);
+    return 0;
+}
+
+/* Stops watching `c` (before it is freed) and closes its connection. */
+void ipc_unwatch(struct ipc_comm *c)
+{
+    pthread_mutex_lock(&g_mon_lock);
+    for (struct mon_entry **pp = &g_mon; *pp; pp = &(*pp)->next) {
+        if ((*pp)->c == c) {
+            struct mon_entry *e = *pp;
+            *pp = e->next;
+            free(e);
+            if (g_mon_wake[1] >= 0)
+                (void)!write(g_mon_wake[1], "", 1);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&g_mon_lock);
+    if (c->monitor_fd >= 0)
+        close(c->monitor_fd);
+    c->monitor_fd = -1;
+}
+

@@ -1,0 +1,353 @@
+/* The operations of an ipc communicator (the protocol: ipc_internal.h). */
+#define _GNU_SOURCE
+#include "ipc_internal.h"
+
+#include "comm.h"
+#include "reduce.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Runs with the communicator's context current; restores the caller's. */
+struct ctx_guard {
+    CUcontext saved;
+    int switched;
+};
+
+static void ctx_enter(const struct ipc_comm *c, struct ctx_guard *g)
+{
+    g->saved = NULL;
+    g->switched = 0;
+    if (c->cu->cuCtxGetCurrent(&g->saved) == CUDA_SUCCESS && g->saved != c->ctx)
+        g->switched = c->cu->cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS;
+}
+
+static void ctx_leave(const struct ipc_comm *c, struct ctx_guard *g)
+{
+    if (g->switched)
+        c->cu->cuCtxSetCurrent(g->saved);
+}
+
+static int capturing(const struct ipc_comm *c, CUstream s)
+{
+    int status = 0;
+    return c->cu->cuStreamIsCapturing(s, &status) == CUDA_SUCCESS && status != 0;
+}
+
+/*
+ * A copy on `stream`.  Where the driver has cuMemcpyBatchAsync (CUDA 12.8+),
+ * with the hint to overlap with compute: a copy within one device is
+ * otherwise free to run as a kernel on the SMs, which under a busy matmul
+ * loop starves it (measured: 42 GB/s instead of 320, docs/benchmarks.md).
+ */
+static CUresult copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream)
+{
+    if (c->cu->cuMemcpyBatchAsync) {
+        CUmemcpyAttributes attr = { 1, { 1, c->device }, { 1, c->device }, 1 };
+        size_t idx = 0, fail = 0;
+        CUresult r = c->cu->cuMemcpyBatchAsync(&dst, &src, &len, 1, &attr, &idx, 1, &fail, stream);
+        if (r == CUDA_SUCCESS)
+            return r;
+    }
+    return c->cu->cuMemcpyDtoDAsync(dst, src, len, stream);
+}
+
+ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
+                           cudaStream_t stream, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUstream s = (CUstream)stream;
+    if (atomic_load(&c->failed)) {
+        snprintf(why, whylen, "%s", c->failure);
+        return ncclRemoteError;
+    }
+    if (root < 0 || root >= c->nranks) {
+        snprintf(why, whylen, "root %d outside 0..%d", root, c->nranks - 1);
+        return ncclInvalidArgument;
+    }
+    if (bytes && ((!sendbuff && c->rank == root) || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: ipc operations cannot be captured "
+                 "(their sequence numbers are fixed when enqueued); pass this communicator through "
+                 "(NCCLSHIM_WEIGHT_UPDATE=passthrough) to capture it");
+        return ncclInvalidUsage;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t op = c->ops;
+    int n = c->nranks, me = c->rank;
+    int pos = (me - root + n) % n, pred = (me - 1 + n) % n, succ = (me + 1) % n;
+    CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
+    uint64_t nchunks = bytes ? (bytes + c->chunk - 1) / c->chunk : 0;
+    uint64_t S = (uint64_t)c->nslots;
+    /* Operations of this communicator run one after the other, whatever the
+     * stream; then the work forks onto the communicator's streams. */
+    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    CU(cu->cuEventRecord(c->fork, s), "cuEventRecord");
+    for (int i = 0; i < c->nstreams; i++)
+        CU(cu->cuStreamWaitEvent(c->stream[i], c->fork, 0), "cuStreamWaitEvent");
+    for (uint64_t k = 0; k < nchunks; k++) {
+        uint64_t gch = c->chunks + k;
+        int sl = (int)(gch % S);
+        CUstream cs = c->stream[gch % (uint64_t)c->nstreams];
+        size_t off = (size_t)(k * c->chunk), len = bytes - off < c->chunk ? bytes - off : c->chunk;
+        if (n == 1) {
+            if (recv != send)
+                CU(copy(c, recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
+            continue;
+        }
+        /* What this rank holds of chunk g: the root's buffer, or its own slot
+         * once its predecessor has pushed the chunk there. */
+        CUdeviceptr from = send + off;
+        if (pos > 0) {
+            from = slot(c, me, gch);
+            CU(cu->cuStreamWaitValue64(cs, flag(c, me, F_PUSHED + 8 * sl), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+            CU(copy(c, recv + off, from, len, cs), "cuMemcpyDtoDAsync");
+        } else if (recv != send) {
+            CU(copy(c, recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
+        }
+        if (pos < n - 1) {
+            /* Push into the successor's slot once it is done with chunk g - S there. */
+            if (gch + 1 > S)
+                CU(cu->cuStreamWaitValue64(cs, flag(c, me, F_CONSUMED + 8 * sl), gch + 1 - S,
+                                           CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+            CU(copy(c, slot(c, succ, gch), from, len, cs), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(cs, flag(c, succ, F_PUSHED + 8 * sl), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+        }
+        /* Done with this slot (copied out and pushed on): the predecessor may refill it. */
+        if (pos > 0)
+            CU(cu->cuStreamWriteValue64(cs, flag(c, pred, F_CONSUMED + 8 * sl), gch + 1,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+    }
+    /* The counters no one waits on in this operation, at the last chunk each
+     * slot carried: the root did not tell its predecessor (the last rank)
+     * what it consumed, the last rank did not push to the root. */
+    for (uint64_t k = nchunks > S ? nchunks - S : 0; n > 1 && k < nchunks; k++) {
+        uint64_t gch = c->chunks + k;
+        int sl = (int)(gch % S);
+        CUstream cs = c->stream[gch % (uint64_t)c->nstreams];
+        if (pos == 0)
+            CU(cu->cuStreamWriteValue64(cs, flag(c, pred, F_CONSUMED + 8 * sl), gch + 1,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        if (pos == n - 1)
+            CU(cu->cuStreamWriteValue64(cs, flag(c, succ, F_PUSHED + 8 * sl), gch + 1,
+                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+    }
+    /* Join: the caller's stream goes on once both of ours are through. */
+    for (int i = 0; i < c->nstreams; i++) {
+        CU(cu->cuEventRecord(c->join[i], c->stream[i]), "cuEventRecord");
+        CU(cu->cuStreamWaitEvent(s, c->join[i], 0), "cuStreamWaitEvent");
+    }
+    CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+       "cuStreamWriteValue64");
+    c->chunks += nchunks;
+    c->ops = op + 1;
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    /* Part of the operation may be enqueued: the counters no longer agree with
+     * the peers', and the communicator cannot be used again. */
+    ctx_leave(c, &g);
+    return ncclUnhandledCudaError;
+}
+
+/* AllGather as one broadcast per rank into its block of recvbuff: the same
+ * chain and counters, so it needs nothing of its own. */
+ncclResult_t ipc_allgather(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes,
+                           cudaStream_t stream, char *why, size_t whylen)
+{
+    if (bytes && (!sendbuff || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    for (int r = 0; r < c->nranks; r++) {
+        char *block = (char *)recvbuff + (size_t)r * bytes;
+        ncclResult_t res = ipc_broadcast(c, r == c->rank ? sendbuff : block, block, bytes, r, stream, why, whylen);
+        if (res != ncclSuccess)
+            return res;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t dtype, ncclRedOp_t op, cudaStream_t stream, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUstream s = (CUstream)stream;
+    if (atomic_load(&c->failed)) {
+        snprintf(why, whylen, "%s", c->failure);
+        return ncclRemoteError;
+    }
+    size_t esize = (unsigned)dtype < ncclNumTypes ? shim_dtype_size(dtype) : 0;
+    if (!esize || host_reduce_supported(dtype, op, why, whylen) != 0) {
+        if (!esize)
+            snprintf(why, whylen, "datatype %d is not an NCCL datatype", (int)dtype);
+        return ncclInvalidArgument;
+    }
+    size_t bytes = count * esize;
+    if (count && bytes / count != esize) {
+        snprintf(why, whylen, "count %zu overflows", count);
+        return ncclInvalidArgument;
+    }
+    if (bytes > ipc_host_reduce_max(c)) {
+        snprintf(why, whylen, "an ipc communicator reduces on the host, up to its staging size (%zu bytes: "
+                 "NCCLSHIM_IPC_CHUNK_BYTES x NCCLSHIM_IPC_SLOTS); this all-reduce is %zu bytes. Weight-update "
+                 "communicators all-reduce one value to warm up; pass this one through "
+                 "(NCCLSHIM_WEIGHT_UPDATE=passthrough) if it needs large all-reduces", ipc_host_reduce_max(c), bytes);
+        return ncclInvalidUsage;
+    }
+    if (count && (!sendbuff || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: an ipc all-reduce synchronises the "
+                 "host and cannot be captured");
+        return ncclInvalidUsage;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t opn = c->ops;
+    int me = c->rank;
+    uint8_t *acc = NULL, *tmp = NULL;
+    ncclResult_t res = ncclUnhandledCudaError;
+    /* After the operations before it (any stream: this rank's slots are then
+     * drained, and its predecessor pushes nothing more into them before this
+     * all-reduce is over everywhere), with this rank's data in its slot 0. */
+    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), opn, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    if (bytes)
+        CU(copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
+           "cuMemcpyDtoDAsync");
+    CU(cu->cuStreamSynchronize(s), "cuStreamSynchronize");
+    uint64_t arn = c->allreduces + 1;
+    if (ipc_write_flag(c, F_AR, arn) != 0 || ipc_wait_all(c, F_AR, arn, why, whylen) != 0) {
+        res = ncclRemoteError;
+        goto fail;
+    }
+    acc = malloc(bytes ? bytes : 1);
+    tmp = malloc(bytes ? bytes : 1);
+    if (!acc || !tmp) {
+        snprintf(why, whylen, "out of host memory for %zu bytes", bytes);
+        res = ncclSystemError;
+        goto fail;
+    }
+    /* In rank order on every rank: every rank computes the same bits. */
+    for (int r = 0; r < c->nranks && bytes; r++) {
+        CU(cu->cuMemcpyDtoH(r == 0 ? acc : tmp, c->peer[r] + FLAGS_BYTES, bytes), "cuMemcpyDtoH");
+        if (r > 0)
+            host_reduce(acc, tmp, count, dtype, op == ncclAvg ? ncclSum : op);
+    }
+    if (op == ncclAvg && bytes)
+        host_reduce_finish_avg(acc, count, dtype, c->nranks);
+    if (bytes)
+        CU(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD");
+    /* Nobody refills its slot before every rank has read it. */
+    if (ipc_write_flag(c, F_AR2, arn) != 0 || ipc_wait_all(c, F_AR2, arn, why, whylen) != 0 ||
+        ipc_write_flag(c, F_DONE, opn + 1) != 0) {
+        res = ncclRemoteError;
+        goto fail;
+    }
+    c->ops = opn + 1;
+    c->allreduces = arn;
+    free(acc);
+    free(tmp);
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    free(acc);
+    free(tmp);
+    ctx_leave(c, &g);
+    return res;
+}
+
+ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    if (atomic_load(&c->failed)) {
+        snprintf(why, whylen, "%s", c->failure);
+        return ncclRemoteError;
+    }
+    if (nops <= 0)
+        return ncclSuccess;
+    CUstream s = ops[0].stream;
+    for (int i = 0; i < nops; i++) {
+        if (ops[i].peer < 0 || ops[i].peer >= c->nranks) {
+            snprintf(why, whylen, "peer %d outside 0..%d", ops[i].peer, c->nranks - 1);
+            return ncclInvalidArgument;
+        }
+        if (ops[i].bytes && !ops[i].buf) {
+            snprintf(why, whylen, "NULL buffer");
+            return ncclInvalidArgument;
+        }
+        if (ops[i].stream != s) {
+            snprintf(why, whylen, "the Send/Recv of one group on an ipc communicator must use one stream");
+            return ncclInvalidUsage;
+        }
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: ipc operations cannot be captured");
+        return ncclInvalidUsage;
+    }
+    uint64_t *done = calloc((size_t)nops, sizeof(*done));
+    if (!done) {
+        snprintf(why, whylen, "out of memory");
+        return ncclSystemError;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t op = c->ops;
+    int me = c->rank;
+    const uint64_t P = P2P_SLOTS;
+    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    /* One chunk of each operation in turn: a group's sends and receives
+     * between two ranks progress together, so neither waits on the other's
+     * full slots for ever. */
+    for (int more = 1; more;) {
+        more = 0;
+        for (int i = 0; i < nops; i++) {
+            const struct ipc_p2p *o = &ops[i];
+            uint64_t nch = o->bytes ? (o->bytes + c->p2p_chunk - 1) / c->p2p_chunk : 0;
+            if (done[i] >= nch)
+                continue;
+            size_t off = (size_t)(done[i] * c->p2p_chunk);
+            size_t len = o->bytes - off < c->p2p_chunk ? o->bytes - off : c->p2p_chunk;
+            CUdeviceptr user = (CUdeviceptr)(uintptr_t)o->buf + off;
+            int q = o->peer;
+            if (o->send) {
+                uint64_t pc = c->sent[q]++;
+                if (pc + 1 > P)
+                    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P, CU_STREAM_WAIT_VALUE_GEQ),
+                       "cuStreamWaitValue64");
+                CU(copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue64");
+            } else {
+                uint64_t pc = c->recvd[q]++;
+                CU(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
+                   "cuStreamWaitValue64");
+                CU(copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue64");
+            }
+            done[i]++;
+            more |= done[i] < nch;
+        }
+    }
+    CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+       "cuStreamWriteValue64");
+    c->ops = op + 1;
+    free(done);
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    free(done);
+    ctx_leave(c, &g);
+    return ncclUnhandledCudaError;
+}
+
