@@ -33,9 +33,9 @@ tests/bin/fork_client: tests/clients/fork_client.c
 
 # One rank of the multi-process rendezvous tests (tests/t/13-rendezvous.t).
 tests-bin: tests/bin/rank_client
-tests/bin/rank_client: tests/clients/rank_client.c shim/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/rank_client: tests/clients/rank_client.c shim/reduce.c shim/reduce.h shim/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
+	$(CC) $(TEST_CFLAGS) -o $@ $< shim/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
 tests-bin: tests/bin/rv_frame
 tests/bin/rv_frame: tests/clients/rv_frame.c shim/rv_wire.c shim/uid_mark.c $(wildcard shim/*.h policy/*.h)

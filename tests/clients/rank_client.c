@@ -25,6 +25,7 @@
 #define _GNU_SOURCE
 #include "nccl_abi.h"
 #include "nccl_decls.h"
+#include "reduce.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -238,6 +239,41 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
         if (bad) {
             snprintf(what, len, "send/recv: results %d %d %d %d", (int)r1, (int)r2, (int)r3, (int)r4);
             return what;
+        }
+    }
+    /* Every datatype with every op: each rank's input is bytes derived from
+     * its rank, the expected result is computed here with the shim's own host
+     * reduction in rank order (its arithmetic is unit-tested on its own):
+     * this checks that the transport brings every rank's data, in order. */
+    for (int dt = 0; dt < ncclNumTypes; dt++) {
+        for (int op = 0; op < ncclNumOps; op++) {
+            enum { N = 7 };
+            unsigned char mine[N * 8], want[N * 8], theirs[N * 8];
+            size_t es = dt == ncclInt8 || dt == ncclUint8 || dt >= ncclFloat8e4m3 ? 1
+                        : dt == ncclFloat16 || dt == ncclBfloat16 ? 2
+                        : dt == ncclInt64 || dt == ncclUint64 || dt == ncclFloat64 ? 8 : 4;
+            for (int r = 0; r < g_nranks; r++) {
+                unsigned char *dst = r == 0 ? want : theirs;
+                for (size_t i = 0; i < N * es; i++) {
+                    /* Small, finite values in every format: low bits only. */
+                    size_t byte = i % es;
+                    dst[i] = byte == es - 1 && es > 1 ? (unsigned char)(0x3c ^ (r & 1)) : (unsigned char)(r * 3 + i);
+                    if (es == 1 && dt >= ncclFloat8e4m3)
+                        dst[i] = (unsigned char)(0x30 + ((r + i) & 7));
+                }
+                if (r == g_rank)
+                    memcpy(mine, dst, N * es);
+                if (r > 0)
+                    host_reduce(want, theirs, N, (ncclDataType_t)dt, op == ncclAvg ? ncclSum : (ncclRedOp_t)op);
+            }
+            if (op == ncclAvg)
+                host_reduce_finish_avg(want, N, (ncclDataType_t)dt, g_nranks);
+            ncclResult_t r = ncclAllReduce(mine, mine, N, (ncclDataType_t)dt, (ncclRedOp_t)op, comm, NULL);
+            if (r != ncclSuccess || memcmp(mine, want, N * es) != 0) {
+                snprintf(what, len, "all-reduce of datatype %d with op %d: result %d, %s", dt, op, (int)r,
+                         r == ncclSuccess ? "wrong bytes" : "failed");
+                return what;
+            }
         }
     }
     /* All-reduce: int32 sum, float max, int8 prod (wraps), double avg. */
