@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..89"
+echo "1..119"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -114,7 +114,7 @@ check "bad: non-object line" has "^$B\\.x\\.7\\.jsonl:3: record is an array, not
 check "bad: type not a string" has "^$B\\.x\\.7\\.jsonl:4: field 'type' is an integer, expected a string$" err
 check "bad: missing type, wrong-typed pid" eval "has '^$B\\.x\\.7\\.jsonl:5: record has no .type.\$' err && has '^$B\\.x\\.7\\.jsonl:6: field .pid. is a string, expected an integer\$' err"
 check "bad: truncated last line" has "^$B\\.x\\.8\\.jsonl:3: truncated last line \\(no newline\\): invalid JSON" err
-check "bad: 2 MiB line reported and skipped, following line kept" eval "has '^$B\\.y\\.9\\.jsonl:2: line longer than 1048576 bytes \\(2097[0-9]+\\), skipped\$' err && jqt '.warnings == [{\"host\":\"y\",\"pid\":9,\"what\":\"bad-setting\",\"message\":\"after the huge line\"}]'"
+check "bad: 2 MiB line reported and skipped, following line kept" eval "has '^$B\\.y\\.9\\.jsonl:2: line longer than 1048576 bytes \\(2097[0-9]+\\), skipped\$' err && jqt '(.warnings | map({host,pid,what,message})) == [{\"host\":\"y\",\"pid\":9,\"what\":\"bad-setting\",\"message\":\"after the huge line\"}]'"
 check "bad: binary garbage in a record file: 2 lines reported" test "$(grep -c "^$B\\.g\\.1\\.jsonl:[12]: invalid JSON" "$TMP/err")" -eq 2
 check "bad: empty file, garbage log, missing path, empty dir" eval "has '^$B\\.e\\.1\\.jsonl: empty file' err && has '^$TMP/garbage.bin: no NCCL log lines found' err && has '^$TMP/does-not-exist: cannot read: No such file or directory\$' err && has '^$TMP/emptydir: no ncclshim' err"
 check "bad: the valid records are all kept" jqt '(.processes | length) == 3 and (.communicators | length) == 1 and .communicators[0].ranks_seen == 1 and .communicators[0].problems == []'
@@ -231,6 +231,89 @@ check "expired listener: the fallback names NCCLSHIM_RENDEZVOUS_IDLE_MS" has '^P
 run --check --json "$TMP/ncclshim.z.1.jsonl"
 check "bad new fields: 9 lines reported with the field" eval 'test $(wc -l <"$TMP/err") -ge 9 && has "ncclshim\\.z\\.1\\.jsonl:1: field .decision. is a string, expected an object" err && has ":2: field .decision\\.rounds. is a string, expected an integer" err && has ":3: missing field .decision_id. \\(a string\\)" err && has ":4: field .ranks. is an object, expected an array of objects" err && has ":5: field .ranks\\[\\]. is an integer, expected an object" err && has ":6: field .ranks\\[\\]\\.rank. is a string, expected an integer" err && has ":7: field .listen. is an integer, expected a string" err && has ":8: field .action. is an integer, expected a string" err && has ":9: field .rendezvous. is an array, expected a string" err'
 check "bad new fields: the valid decision still joins, junk in 'missing' is harmless" jqt '(.input_errors | length) == 9 and .communicators[0].decision.decision_id == "0x5" and .communicators[0].fell_back'
+
+# --- ipc communicators (real records of tests/t/13-rendezvous.t: the shim's CUDA IPC transport, no NCCL)
+# rv_ipc2: a clean run; rank 1's shim warns ipc-peer-lost after its own destroy (the teardown)
+run --check "$FX/rv_ipc2"
+check "rv_ipc2: a clean ipc run passes --check" eval 'test $rc -eq 0 && ! has PROBLEM err'
+check "rv_ipc2: row shows action ipc, NET ipc, traffic from comm_end" has '^id:0x474f4f50 +weight-update +ipc +2/2 +vm +other +0 +ipc +- +AllGather:4/20Ki AllReduce:8/58B Bcast:10/243Ki Broadcast:10/243Ki Recv:3/293Ki Send:3/293Ki$'
+check "rv_ipc2: decided in 3 rounds" has '^  id:0x474f4f50: decided by root 127\.0\.0\.1:40957 \(0xc3209675\), 3 rounds: ipc$'
+check "rv_ipc2: the teardown warning is joined and marked after the rank's end" has '^warning vm:32722 ipc-peer-lost \(id:0x474f4f50 rank 1, after its end\): ipc communicator \(rank 1 of 2\)'
+run --json "$FX/rv_ipc2"
+check "rv_ipc2 --json: no NCCL pointer, the shim's handle, ops from comm_end" jqt '.communicators[0] | .action == "ipc" and .network == "ipc" and .ipc_peer_lost == false and .problems == [] and ([.ranks[] | [.comm, .handle, .["end"], .end_action]] == [[null,"0x7fa788000d00","destroy","ipc"],[null,"0x7fa144000d40","destroy","ipc"]]) and .ranks[0].ops.Send.count == 2 and .ranks[1].network == null and .ranks[0].decision.rounds == 3'
+check "rv_ipc2 --json: the warning names its communicator and rank" jqt '.warnings == [.warnings[0]] and (.warnings[0] | .what == "ipc-peer-lost" and .group == "id:0x474f4f501ab0b57b" and .rank == 1 and .after_end == true and .ts > 0)'
+run -v "$FX/rv_ipc2"
+check "rv_ipc2 -v: no comm pointer, the handle instead" has '^  rank 0: vm pid 32719 tid 32721 comm - handle 0x7fa788000d00 api other '
+check "rv_ipc2 -v: the rank's ipc warning under it" has '^          warning ipc-peer-lost \(after this rank.s comm_end: its destroy.s teardown\): ipc communicator \(rank 1 of 2\)'
+# rv_ipc4: at the destroy the root records rank 3 leaving, two ranks warn after their end
+run --check "$FX/rv_ipc4"
+check "rv_ipc4: a normal destroy with ipc_peer_left passes --check" eval 'test $rc -eq 0 && ! has PROBLEM err'
+check "rv_ipc4: ipc_peer_left joined by decision_id and shown" has '^  id:0x5c0ca8af: decided by root 127\.0\.0\.1:46433 \(0xa55ec81f\), 3 rounds: ipc; the root saw rank 3 leave at its destroy \(ipc_peer_left\)$'
+run --json "$FX/rv_ipc4"
+check "rv_ipc4 --json: ipc_peer_left on the communicator and at the top" jqt '.communicators[0].ipc_peer_left == [{"host":"vm","pid":32726,"ts":1795269132.671824,"listen":"127.0.0.1:46433","decision_id":"0xa55ec81f748616a5","rank":3,"group":"id:0x5c0ca8afc9d2cb3a","at_destroy":true}] and .ipc_peer_left == .communicators[0].ipc_peer_left and ([.warnings[].after_end] == [true,true])'
+# rv_ipc8, rv_ipc_concurrent: 4 ipc communicators per process with the same rank numbers
+run --check "$FX/rv_ipc_concurrent"
+check "rv_ipc_concurrent: 4 communicators, all clean" eval 'test $rc -eq 0 && test $(grep -cE "^id:0x[0-9a-f]+ .* ipc +2/2 " "$TMP/out") -eq 4'
+# a teardown warning of one (after its root saw a rank leave) must not be taken for a loss on another, still alive
+cp "$FX"/rv_ipc_concurrent/*.jsonl "$TMP/"; mkdir -p "$TMP/conc"; mv "$TMP"/ncclshim.vm.*.jsonl "$TMP/conc/"
+echo '{"type":"warning","ts":1795269132.737800,"host":"vm","pid":302,"tid":9,"what":"ipc-peer-lost","message":"ipc communicator (rank 1 of 2): a rank of this communicator is gone (the root'"'"'s shim closed the connection: a process exited or was killed); its operations now fail with ncclRemoteError"}' >>"$TMP/conc/ncclshim.vm.302.jsonl"
+run --check --json "$TMP/conc"
+check "concurrent ipc comms: a teardown warning joins the one whose root just saw a rank leave" jqt '(.warnings[-1] | .group == "id:0x6b8ff46875dc06fe" and .after_end == true) and ([.communicators[].problems | length] == [0,0,0,0])'
+
+# rv_ipc_dead_peer: rank 1 exits right after init; the root saw it leave, rank 0 lost it mid-transfer
+run --check "$FX/rv_ipc_dead_peer"
+check "rv_ipc_dead_peer: ipc peer lost names the rank, how it ended, who saw it, and the fix" has '^PROBLEM id:0xa3f9e387: ipc peer lost: rank 1 \(vm pid 327\) left while the communicator ran: no end record, so its process died or was killed \(the OOM killer, a signal, the job scheduler\); the root \(vm pid 324\) saw rank 1 leave \(ipc_peer_left\); rank 0 lost its peer \(ipc-peer-lost\), 1 operation failed with ncclRemoteError after that \(first: ncclBroadcast on rank 0\): the transfer in flight, and whatever the communicator moved after that, is not valid; find why that process ended \(its log, the kernel log, the scheduler\); then create the communicator again and redo the transfer$' err
+check "rv_ipc_dead_peer: the failed broadcast is part of it, not a problem of its own; 2 problems in all" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 2 && has "^PROBLEM id:0xa3f9e387: rank 1 \\(pid 327\\) has no end record" err && ! has "ipc operation failed" err'
+check "rv_ipc_dead_peer: the decisions line says the rank left while it ran" has '^  id:0xa3f9e387: decided by root 127\.0\.0\.1:41721 \(0xd7927791\), 3 rounds: ipc; the root saw rank 1 leave while it ran \(ipc_peer_left\)$'
+run --json "$FX/rv_ipc_dead_peer"
+check "rv_ipc_dead_peer --json: ipc_peer_lost, ipc_peer_left not at a destroy" jqt '.communicators[0] | .ipc_peer_lost == true and .ipc_peer_left[0].rank == 1 and .ipc_peer_left[0].at_destroy == false and (.problems | length) == 2'
+# only the survivor's records: the rank that left is known from the root's record alone
+run --check "$FX/rv_ipc_dead_peer/ncclshim.vm.324.jsonl"
+check "dead peer, survivor's records only: the root's ipc_peer_left names the rank" has '^PROBLEM id:0xa3f9e387: ipc peer lost: rank 1 left while the communicator ran; the root \(vm pid 324\) saw rank 1 leave \(ipc_peer_left\); rank 0 lost its peer .*; find why that rank.s process ended' err
+# rv_ipc2 with rank 1 exiting without a destroy (comm_end how exit)
+mkdir -p "$TMP/ipcexit"; cp "$FX"/rv_ipc2/*.jsonl "$TMP/ipcexit/"
+sed -i 's/"how":"destroy"/"how":"exit"/' "$TMP/ipcexit/ncclshim.vm.32722.jsonl"
+run --check "$TMP/ipcexit"
+check "ipc rank exited without destroy: ipc peer lost, fix: destroy before exit" has '^PROBLEM id:0x474f4f50: ipc peer lost: rank 1 \(vm pid 32722\) left while the communicator ran: its process exited without destroying it \(comm_end how exit\): the transfer in flight, .*; destroy the communicator on every rank before its process exits; then create the communicator again' err
+# rv_ipc2 with rank 1 still using it after rank 0 destroyed it: rank 1's warning comes before its end
+mkdir -p "$TMP/ipcearly"; cp "$FX"/rv_ipc2/*.jsonl "$TMP/ipcearly/"
+sed -i 's/"type":"comm_end","ts":1795269132.628220/"type":"comm_end","ts":1795269132.631000/' "$TMP/ipcearly/ncclshim.vm.32722.jsonl"
+run --check "$TMP/ipcearly"
+check "ipc rank destroyed while another still used it: ipc peer lost names it" has '^PROBLEM id:0x474f4f50: ipc peer lost: rank 0 destroyed the communicator while other ranks still used it; rank 1 lost its peer \(ipc-peer-lost\): .*; destroy an ipc communicator only after every rank.s last operation on it; then create' err
+
+# rv_ipc_allapi: every function on an ipc communicator (rank_client allapi=1): unsupported calls, and a Send/Recv that timed out
+run --check "$FX/rv_ipc_allapi"
+check "rv_ipc_allapi: unsupported operations, one problem naming them, the ranks and the fix" has '^PROBLEM id:0x0405ff5d: unsupported operations on an ipc communicator: ncclCommWindowRegister,ncclCommWindowDeregister,ncclReduce,.*,\.\.\. \(12 functions\) on ranks 0,1 \(first: vm pid 6030\) returned ncclInvalidUsage: .*pass it through: NCCLSHIM_WEIGHT_UPDATE=passthrough, or an NCCLSHIM_RULES rule with action passthrough for it$' err
+check "rv_ipc_allapi: ipc operation failed, with the function, result, reason and cause" has '^PROBLEM id:0x0405ff5d: ipc operation failed: ncclGroupEnd \(Send/Recv\) returned 1 \(ncclUnhandledCudaError\) on rank 1 \(vm pid 6032\): cuStreamWaitValue64: CUresult 702 \(the launch timed out and was terminated\); a stream wait for a peer timed out: the peers did not issue the matching operation' err
+check "rv_ipc_allapi: just those 2 problems" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 2'
+# the same failure three times, and an all-reduce over the staging size (its reason says the fix)
+mkdir -p "$TMP/ipcfail"; cp "$FX"/rv_ipc2/*.jsonl "$TMP/ipcfail/"
+for t in 1 2 3; do echo '{"type":"warning","ts":1795269132.62'$t',"host":"vm","pid":32719,"tid":32721,"what":"ipc","message":"ncclBroadcast on ipc communicator id:0x474f4f501ab0b57b (rank 0 of 2) returns 4: NULL buffer"}'; done >>"$TMP/ipcfail/ncclshim.vm.32719.jsonl"
+echo '{"type":"warning","ts":1795269132.625,"host":"vm","pid":32722,"tid":32723,"what":"ipc","message":"ncclAllReduce on ipc communicator id:0x474f4f501ab0b57b (rank 1 of 2) returns 5: an ipc communicator reduces on the host, up to its staging size (8192 bytes: NCCLSHIM_IPC_CHUNK_BYTES x NCCLSHIM_IPC_SLOTS); this all-reduce is 1048576 bytes. Weight-update communicators all-reduce one value to warm up; pass this one through (NCCLSHIM_WEIGHT_UPDATE=passthrough) if it needs large all-reduces"}' >>"$TMP/ipcfail/ncclshim.vm.32722.jsonl"
+run --check "$TMP/ipcfail"
+check "ipc operation failed: repeats counted, invalid argument blamed on the caller" has '^PROBLEM id:0x474f4f50: ipc operation failed: ncclBroadcast returned 4 \(ncclInvalidArgument\) on rank 0 \(vm pid 32719\), 3 times: NULL buffer; the application passed an invalid argument: a bug in the caller$' err
+check "ipc operation failed: a reason that names the fix is quoted as is" has '^PROBLEM id:0x474f4f50: ipc operation failed: ncclAllReduce returned 5 \(ncclInvalidUsage\) on rank 1 \(vm pid 32722\): an ipc communicator reduces on the host, up to its staging size .* \(NCCLSHIM_WEIGHT_UPDATE=passthrough\) if it needs large all-reduces$' err
+
+# rv_ipc_veto: cuMemAlloc fails on rank 1: it vetoes ipc, everyone passes through
+run --check "$FX/rv_ipc_veto"
+check "rv_ipc_veto: the vote undid ipc, with the rank's reason" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 1 && has "^PROBLEM id:0x8bc2efae: decision fell back to passthrough in the vote round: rank 1 could not set up ipc \\(cuMemAlloc: CUresult 2 \\(out of memory\\)\\): passthrough for all" err'
+# rv_ipc_2hosts: NCCLSHIM_WEIGHT_UPDATE=ipc, ranks on 2 hosts: the root passes through and says why
+run --check -v "$FX/rv_ipc_2hosts"
+check "rv_ipc_2hosts: passthrough by the root's choice is no problem, -v gives the reason" eval 'test $rc -eq 0 && has "^id:0x5818ca32 +weight-update +passthrough +2/2 +node0,node1 " && has "action: passthrough \\(ipc chosen .*CUDA IPC needs every rank on one host"'
+
+# ipc_peer_left: malformed, and one whose communicator is not among the inputs
+{ echo '{"type":"ipc_peer_left","ts":1.0,"host":"z","pid":1,"tid":2,"listen":"127.0.0.1:1","decision_id":"0x99","rank":"one"}'
+  echo '{"type":"ipc_peer_left","ts":1.0,"host":"z","pid":1,"tid":2,"listen":"127.0.0.1:1","rank":1}'
+  echo '{"type":"ipc_peer_left","ts":1.0,"host":"z","pid":1,"tid":2,"listen":"127.0.0.1:1","decision_id":"0x99","rank":-1}'
+  echo '{"type":"ipc_peer_left","ts":1.0,"host":"z","pid":1,"tid":2,"listen":"127.0.0.1:1","decision_id":"0x0000000000000099","rank":1}'
+  echo '{"type":"warning","ts":1.0,"host":"z","pid":1,"tid":2,"what":"ipc-peer-lost","message":"ipc communicator (rank 0 of 2): gone"}'
+  echo '{"type":"warning","ts":1.0,"host":"z","pid":1,"tid":2,"what":"ipc","message":"communicator (rank x"}'
+} >"$TMP/ncclshim.pl.1.jsonl"
+run --check --json "$TMP/ncclshim.pl.1.jsonl"
+check "malformed ipc_peer_left: reported with the field, skipped" eval 'test $rc -eq 0 && test $(wc -l <"$TMP/err") -eq 3 && has ":1: field .rank. is a string, expected an integer" err && has ":2: missing field .decision_id. \\(a string\\)" err && has ":3: field .rank. is negative \\(-1\\)" err'
+check "unjoined ipc_peer_left and ipc warnings: kept, no communicator" jqt '.ipc_peer_left == [{"host":"z","pid":1,"ts":1.0,"listen":"127.0.0.1:1","decision_id":"0x0000000000000099","rank":1,"group":null,"at_destroy":false}] and ([.warnings[].group] == [null,null])'
+run "$TMP/ncclshim.pl.1.jsonl"
+check "unjoined ipc_peer_left: a header line" has '^ipc_peer_left z:1 127\.0\.0\.1:1 \(0x00000000\): rank 1 left; no rank of it in the inputs$'
 
 # --- usage
 run

@@ -501,6 +501,276 @@ static void rule_not_ended(inspect_state *st, communicator *c)
     }
 }
 
+static int ll_cmp(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
+}
+
+static const char *nccl_result_name(long long r)
+{
+    static const char *const names[] = {"ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
+                                        "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
+                                        "ncclRemoteError", "ncclInProgress"};
+    return r >= 0 && r < (long long)(sizeof names / sizeof names[0]) ? names[r] : "?";
+}
+
+static int is_what(const warning_rec *w, const char *what)
+{
+    return strcmp(w->what, what) == 0;
+}
+
+/* An ipc operation that failed because a peer was gone: the 'ipc peer lost' problem says it. */
+static int lost_peer_failure(const communicator *c, const warning_rec *w)
+{
+    return c->ipc_lost && w->result == 6;
+}
+
+/*
+ * A rank of an ipc communicator left while it ran (group.c: join_ipc decides
+ * that); say which rank, how it ended, who noticed, and what it cost.
+ */
+static void rule_ipc_peer_lost(inspect_state *st, communicator *c)
+{
+    (void)st;
+    if (!c->ipc_lost)
+        return;
+    list_buf left = {0}, died = {0}, exited = {0}, other = {0}, saw = {0}, root_saw = {0}, early = {0};
+    const rank_rec *first_left = NULL;
+    double lost_ts = 0;
+    for (size_t i = 0; i < c->ipc_warns.n; i++) {
+        const warning_rec *w = c->ipc_warns.v[i];
+        if (is_what(w, "ipc-peer-lost") && !w->after_end) {
+            lb_add_ll(&saw, w->rank->rank);
+            if (!lost_ts || (w->ts > 0 && w->ts < lost_ts))
+                lost_ts = w->ts;
+        }
+    }
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        rank_rec *r = c->ranks[i];
+        if (i > 0 && c->ranks[i - 1]->rank == r->rank)
+            continue;
+        if ((r->result != 0 && r->result != 7) || inspect_ended_normally(r))
+            continue;
+        lb_add_ll(&left, r->rank);
+        if (!first_left)
+            first_left = r;
+        if (!r->end)
+            lb_add_ll(&died, r->rank);
+        else if (r->end->how && strcmp(r->end->how, "exit") == 0)
+            lb_add_ll(&exited, r->rank);
+        else
+            lb_add_ll(&other, r->rank);
+    }
+    const peer_left_rec *pl = NULL;
+    for (size_t i = 0; i < c->peer_left.n; i++) {
+        if (c->peer_left.v[i]->at_destroy)
+            continue;
+        lb_add_ll(&root_saw, c->peer_left.v[i]->rank);
+        if (!pl)
+            pl = c->peer_left.v[i];
+    }
+    /* everyone ended normally, but someone lost a peer before its own end:
+     * the ranks that had ended before that went first */
+    if (!left.items && lost_ts > 0)
+        for (size_t i = 0; i < c->nranks_rec; i++) {
+            rank_rec *r = c->ranks[i];
+            if (inspect_ended_normally(r) && r->end->ts > 0 && r->end->ts <= lost_ts)
+                lb_add_ll(&early, r->rank);
+        }
+    char *msg;
+    if (left.items) {
+        /* why each rank left: no end record (died), exit without destroy, or something else */
+        static const char *const cause[3] = {"no end record, so %s died or %s killed (the OOM killer, a signal, "
+                                             "the job scheduler)",
+                                             "%s exited without destroying it (comm_end how exit)",
+                                             "ended it some other way"};
+        const list_buf *cat[3] = {&died, &exited, &other};
+        int ncat = (died.items > 0) + (exited.items > 0) + (other.items > 0), printed = 0;
+        msg = xasprintf("ipc peer lost: rank%s %s (%s%s pid %lld) left while the communicator ran",
+                        left.items > 1 ? "s" : "", left.s, left.items > 1 ? "first: " : "", first_left->host,
+                        first_left->pid);
+        for (int k = 0; k < 3; k++) {
+            if (!cat[k]->items)
+                continue;
+            int many = cat[k]->items > 1;
+            char *why = k == 0 ? xasprintf(cause[0], many ? "their processes" : "its process", many ? "were" : "was")
+                      : k == 1 ? xasprintf(cause[1], many ? "their processes" : "its process")
+                               : xstrdup(cause[2]);
+            const char *sep = printed++ ? ";" : ":";
+            msg = append(msg, ncat > 1 ? xasprintf("%s rank%s %s: %s", sep, many ? "s" : "", cat[k]->s, why)
+                                       : xasprintf("%s %s", sep, why));
+            free(why);
+        }
+    } else if (root_saw.items) {
+        msg = xasprintf("ipc peer lost: rank%s %s left while the communicator ran", root_saw.items > 1 ? "s" : "",
+                        root_saw.s);
+    } else if (early.items) {
+        msg = xasprintf("ipc peer lost: rank%s %s destroyed the communicator while other ranks still used it",
+                        early.items > 1 ? "s" : "", early.s);
+    } else {
+        msg = xstrdup("ipc peer lost: a rank left while the communicator ran");
+    }
+    if (root_saw.items)
+        msg = append(msg, xasprintf("; the root (%s pid %lld) saw rank%s %s leave (ipc_peer_left)", pl->host, pl->pid,
+                                    root_saw.items > 1 ? "s" : "", root_saw.s));
+    if (saw.items)
+        msg = append(msg, xasprintf("; rank%s %s lost %s peer (ipc-peer-lost)", saw.items > 1 ? "s" : "", saw.s,
+                                    saw.items > 1 ? "their" : "its"));
+    size_t nfailed = 0;
+    const warning_rec *ff = NULL;
+    for (size_t i = 0; i < c->ipc_warns.n; i++) {
+        const warning_rec *w = c->ipc_warns.v[i];
+        if (is_what(w, "ipc") && lost_peer_failure(c, w) && !nfailed++)
+            ff = w;
+    }
+    if (nfailed)
+        msg = append(msg, xasprintf(", %zu operation%s failed with ncclRemoteError after that (first: %s on rank %lld)",
+                                    nfailed, nfailed == 1 ? "" : "s", ff->fn ? ff->fn : "?", ff->rank->rank));
+    msg = append(msg, xstrdup(": the transfer in flight, and whatever the communicator moved after that, is not "
+                              "valid"));
+    int fixes = 0;
+    if (died.items && ++fixes)
+        msg = append(msg, xasprintf("; find why %s ended (%s, the kernel log, the scheduler)",
+                                    died.items > 1 ? "those processes" : "that process",
+                                    died.items > 1 ? "their logs" : "its log"));
+    if (!left.items && root_saw.items && ++fixes)
+        msg = append(msg, xasprintf("; find why %s ended (%s, the kernel log, the scheduler)",
+                                    root_saw.items > 1 ? "those ranks' processes" : "that rank's process",
+                                    root_saw.items > 1 ? "their logs" : "its log"));
+    if (exited.items && ++fixes)
+        msg = append(msg, xstrdup("; destroy the communicator on every rank before its process exits"));
+    if (early.items && ++fixes)
+        msg = append(msg, xstrdup("; destroy an ipc communicator only after every rank's last operation on it"));
+    msg = append(msg, xasprintf("; %s the communicator again and redo the transfer", fixes ? "then create" : "create"));
+    add(c, msg);
+}
+
+/* The fix for a failed ipc operation, when its reason does not say one. */
+static const char *ipc_failure_fix(const warning_rec *w)
+{
+    const char *why = w->why ? w->why : w->message;
+    if (strstr(why, "NCCLSHIM_WEIGHT_UPDATE=passthrough"))
+        return "";
+    if (strstr(why, "cuStreamWaitValue"))
+        return "; a stream wait for a peer timed out: the peers did not issue the matching operation (every rank "
+               "must issue the same collectives in the same order, and each Send needs its Recv), or a peer stalled";
+    if (strstr(why, "CUresult"))
+        return "; a CUDA error: check the GPU and its driver (nvidia-smi, Xid lines in the kernel log); what the "
+               "operation moved is not valid";
+    if (strstr(why, "did not arrive within"))
+        return "; a rank stopped calling NCCL on this communicator, or died: every rank must issue the same "
+               "operations in the same order, and destroy it";
+    if (w->result == 6)
+        return "; a rank of this communicator is gone: look for ipc-peer-lost warnings and the ranks' end records";
+    if (w->result == 4)
+        return "; the application passed an invalid argument: a bug in the caller";
+    return "; the operation did not run and its data is not valid: if the application needs it, pass this "
+           "communicator through (NCCLSHIM_WEIGHT_UPDATE=passthrough, or an NCCLSHIM_RULES rule)";
+}
+
+/* 'ipc' warnings: one problem per distinct function, result and reason (a
+ * loop that keeps failing writes one warning per call: one pass, keyed). */
+typedef struct ipc_failure {
+    char *key;
+    const warning_rec *first;
+    size_t times;
+    list_buf ranks;
+    UT_hash_handle hh;
+} ipc_failure;
+
+static void rule_ipc_failed(inspect_state *st, communicator *c)
+{
+    (void)st;
+    ipc_failure *seen = NULL, **order = NULL, *f, *ftmp;
+    size_t n = 0;
+    for (size_t i = 0; i < c->ipc_warns.n; i++) {
+        const warning_rec *w = c->ipc_warns.v[i];
+        if (!is_what(w, "ipc") || lost_peer_failure(c, w))
+            continue;
+        char *key = xasprintf("%s\x1f%lld\x1f%s", w->fn ? w->fn : "", w->result, w->why ? w->why : w->message);
+        HASH_FIND_STR(seen, key, f);
+        if (f) {
+            free(key);
+        } else {
+            f = xmalloc(sizeof *f);
+            memset(f, 0, sizeof *f);
+            f->key = key;
+            f->first = w;
+            HASH_ADD_KEYPTR(hh, seen, f->key, strlen(f->key), f);
+            order = xrealloc(order, (n + 1) * sizeof *order);
+            order[n++] = f;
+        }
+        f->times++;
+        lb_add_ll(&f->ranks, w->rank->rank);
+    }
+    for (size_t i = 0; i < n; i++) {
+        f = order[i];
+        const warning_rec *w = f->first;
+        char *what = w->fn ? (w->result >= 0 ? xasprintf("%s returned %lld (%s)", w->fn, w->result,
+                                                         nccl_result_name(w->result))
+                                             : xstrdup(w->fn))
+                           : strncmp(w->message, "destroying", 10) == 0 ? xstrdup("destroying it")
+                                                                        : xstrdup("an operation");
+        char *reason = str_cut(w->why ? w->why : w->message, 400);
+        char *t = f->times > 1 ? xasprintf(", %zu times", f->times) : xstrdup("");
+        add(c, xasprintf("ipc operation failed: %s on rank%s %s (%s%s pid %lld)%s: %s%s", what,
+                         f->ranks.items > 1 ? "s" : "", f->ranks.s, f->ranks.items > 1 ? "first: " : "", w->host,
+                         w->pid, t, reason, ipc_failure_fix(w)));
+        free(what);
+        free(reason);
+        free(t);
+    }
+    HASH_ITER(hh, seen, f, ftmp) {
+        HASH_DEL(seen, f);
+        free(f->key);
+        free(f);
+    }
+    free(order);
+}
+
+/* 'ipc-comm-call' warnings: the application called what the ipc transport
+ * does not have (one warning per function and process); one problem. */
+static void rule_ipc_comm_call(inspect_state *st, communicator *c)
+{
+    (void)st;
+    list_buf fns = {0}, ranks = {0};
+    strlist seen = {0};
+    const warning_rec *first = NULL;
+    for (size_t i = 0; i < c->ipc_warns.n; i++) {
+        const warning_rec *w = c->ipc_warns.v[i];
+        if (!is_what(w, "ipc-comm-call"))
+            continue;
+        if (!first)
+            first = w;
+        size_t before = seen.n;
+        strlist_add_unique(&seen, w->fn ? w->fn : "?");
+        if (seen.n != before)
+            lb_add(&fns, seen.v[seen.n - 1]);
+    }
+    if (!first)
+        return;
+    /* ranks in rank order (ipc_warns is in input order) */
+    long long *rv = xmalloc(c->ipc_warns.n * sizeof *rv);
+    size_t nr = 0;
+    for (size_t i = 0; i < c->ipc_warns.n; i++)
+        if (is_what(c->ipc_warns.v[i], "ipc-comm-call"))
+            rv[nr++] = c->ipc_warns.v[i]->rank->rank;
+    qsort(rv, nr, sizeof *rv, ll_cmp);
+    for (size_t i = 0; i < nr; i++)
+        lb_add_ll(&ranks, rv[i]);
+    free(rv);
+    char *count = fns.full ? xasprintf(" (%zu functions)", fns.items) : xstrdup("");
+    add(c, xasprintf("unsupported operation%s on an ipc communicator: %s%s on rank%s %s (%s%s pid %lld) returned "
+                     "ncclInvalidUsage: the shim's CUDA IPC transport does Broadcast, Bcast, AllGather, Send, Recv and "
+                     "all-reduces up to its staging size only; if the application needs %s on this communicator, pass "
+                     "it through: NCCLSHIM_WEIGHT_UPDATE=passthrough, or an NCCLSHIM_RULES rule with action "
+                     "passthrough for it", fns.items > 1 ? "s" : "", fns.s, count, ranks.items > 1 ? "s" : "", ranks.s,
+                     ranks.items > 1 ? "first: " : "", first->host, first->pid, fns.items > 1 ? "them" : "it"));
+    free(count);
+    strlist_free(&seen);
+}
+
 static void rule_nccl_warn(inspect_state *st, communicator *c)
 {
     strlist done = {0};
@@ -542,6 +812,9 @@ static const struct {
     {"redirect ineffective", rule_redirect_ineffective},
     {"dropped communicator carried data", rule_dropped_carried_data},
     {"training communicator on Socket", rule_training_on_socket},
+    {"ipc peer lost", rule_ipc_peer_lost},
+    {"ipc operation failed", rule_ipc_failed},
+    {"unsupported operation on an ipc communicator", rule_ipc_comm_call},
     {"not ended", rule_not_ended},
     {"NCCL warning", rule_nccl_warn},
 };

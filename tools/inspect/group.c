@@ -286,6 +286,265 @@ int inspect_vote_undone(const communicator *c)
 }
 
 
+int inspect_ended_normally(const rank_rec *r)
+{
+    return r->end && r->end->how && (strcmp(r->end->how, "destroy") == 0 || strcmp(r->end->how, "abort") == 0);
+}
+
+static int is_ipc_rank(const rank_rec *r)
+{
+    return (r->action && strcmp(r->action, "ipc") == 0) ||
+           (r->end && r->end->action && strcmp(r->end->action, "ipc") == 0);
+}
+
+static int is_ipc_warning(const warning_rec *w)
+{
+    return strcmp(w->what, "ipc") == 0 || strcmp(w->what, "ipc-peer-lost") == 0 ||
+           strcmp(w->what, "ipc-comm-call") == 0;
+}
+
+static char *dup_n(const char *s, size_t n)
+{
+    char *o = xmalloc(n + 1);
+    memcpy(o, s, n);
+    o[n] = '\0';
+    return o;
+}
+
+/*
+ * The shim's ipc warnings name their communicator in the message:
+ *   ipc-peer-lost  "ipc communicator (rank R of N): why; ..."            (no group)
+ *   ipc            "FN on ipc communicator GROUP (rank R of N) returns N: why"
+ *                  "destroying an ipc communicator (rank R of N): why; freeing its memory anyway"
+ *   ipc-comm-call  "FN on communicator GROUP (rank R of N), which this shim runs over CUDA IPC ..."
+ * Fills w->fn, w->result, w->why; *group (owned, or NULL), rank and nranks.
+ * Returns 0 when the message does not have that shape.
+ */
+static int parse_ipc_message(warning_rec *w, char **group, long long *rank, long long *nranks)
+{
+    const char *m = w->message, *cm = strstr(m, "communicator ");
+    *group = NULL;
+    if (!cm)
+        return 0;
+    const char *p = cm + strlen("communicator ");
+    if (*p != '(') {
+        const char *sp = strchr(p, ' ');
+        if (!sp)
+            return 0;
+        *group = dup_n(p, (size_t)(sp - p));
+        p = sp + 1;
+    }
+    char *end;
+    if (strncmp(p, "(rank ", 6) != 0)
+        goto bad;
+    *rank = strtoll(p + 6, &end, 10);
+    if (end == p + 6 || strncmp(end, " of ", 4) != 0)
+        goto bad;
+    p = end + 4;
+    *nranks = strtoll(p, &end, 10);
+    if (end == p || *end != ')')
+        goto bad;
+    const char *close = end;
+    const char *on = strstr(m, " on ");
+    if (on && on < cm && on > m)
+        w->fn = dup_n(m, (size_t)(on - m)); /* "ncclSend", "ncclGroupEnd (Send/Recv)" */
+    if (strncmp(close, ") returns ", 10) == 0) {
+        w->result = strtoll(close + 10, &end, 10);
+        if (strncmp(end, ": ", 2) == 0)
+            w->why = end + 2;
+    } else if (strncmp(close, "): ", 3) == 0) {
+        w->why = close + 3;
+    }
+    return 1;
+bad:
+    free(*group);
+    *group = NULL;
+    return 0;
+}
+
+static communicator *comm_of(inspect_state *st, const rank_rec *r)
+{
+    communicator *c;
+    HASH_FIND_STR(st->comms, r->group, c);
+    return c;
+}
+
+/* The latest ipc_peer_left of c at most 1 s before ts (the root closes the
+ * other ranks' connections at once; their shims warn within milliseconds). */
+static double recent_peer_left(const communicator *c, double ts)
+{
+    double best = 0;
+    for (size_t i = 0; i < c->peer_left.n; i++) {
+        double t = c->peer_left.v[i]->ts;
+        if (t > 0 && ts > 0 && t <= ts && ts - t <= 1.0 && t > best)
+            best = t;
+    }
+    return best;
+}
+
+typedef struct proc_ranks {
+    char *key;              /* "host:pid" */
+    rank_rec **v;
+    size_t n, cap;
+    UT_hash_handle hh;
+} proc_ranks;
+
+/*
+ * Picks the rank record an ipc warning belongs to: same process, an ipc rank,
+ * the group, rank and nranks the message names, created before the warning.
+ * ipc-peer-lost names no group, and a process may hold several ipc
+ * communicators with the same rank numbers; then, in order: one that has no
+ * peer-lost warning yet (the shim writes one per communicator), one whose
+ * root saw a rank leave just before, one still alive at the warning (the
+ * latest created), else the one that ended last (its destroy's teardown).
+ */
+static void join_ipc_warning(inspect_state *st, proc_ranks *byproc, warning_rec *w)
+{
+    char *group;
+    long long rank = -1, nranks = -1;
+    if (!parse_ipc_message(w, &group, &rank, &nranks))
+        return;
+    char *key = xasprintf("%s:%lld", w->host, w->pid);
+    proc_ranks *pr;
+    HASH_FIND_STR(byproc, key, pr);
+    free(key);
+    int lost = strcmp(w->what, "ipc-peer-lost") == 0;
+    rank_rec *best = NULL;
+    int best_free = 0, best_live = 0;
+    double best_pl = 0, best_t = 0;
+    for (size_t i = 0; pr && i < pr->n; i++) {
+        rank_rec *r = pr->v[i];
+        if (!is_ipc_rank(r) || r->rank != rank || r->nranks != nranks || (group && strcmp(r->group, group) != 0))
+            continue;
+        if (w->ts > 0 && r->ts > 0 && r->ts > w->ts)
+            continue;
+        communicator *c = comm_of(st, r);
+        int is_free = !(lost && r->ipc_lost_warned);
+        double pl = c ? recent_peer_left(c, w->ts) : 0;
+        int live = !r->end || !r->end->ts || !w->ts || r->end->ts >= w->ts;
+        double t = live ? r->ts : r->end->ts;
+        int better = !best || is_free > best_free ||
+                     (is_free == best_free && (pl > best_pl ||
+                      (pl == best_pl && (live > best_live || (live == best_live && t > best_t)))));
+        if (better) {
+            best = r;
+            best_free = is_free;
+            best_pl = pl;
+            best_live = live;
+            best_t = t;
+        }
+    }
+    free(group);
+    if (!best)
+        return;
+    communicator *c = comm_of(st, best);
+    if (!c)
+        return;
+    w->rank = best;
+    w->after_end = best->end && best->end->ts > 0 && w->ts > 0 && w->ts > best->end->ts;
+    if (lost)
+        best->ipc_lost_warned = 1;
+    VEC_RESERVE(c->ipc_warns, 4);
+    c->ipc_warns.v[c->ipc_warns.n++] = w;
+}
+
+/* ipc communicators: the root's ipc_peer_left records (on the decision id)
+ * and the ranks' ipc warnings, then whether a peer was lost while it ran. */
+static void join_ipc(inspect_state *st)
+{
+    communicator *c, *tmp;
+    HASH_ITER(hh, st->comms, c, tmp) {
+        for (size_t i = 0; i < c->nranks_rec; i++)
+            if (is_ipc_rank(c->ranks[i]))
+                c->ipc = 1;
+        if (c->ipc && strcmp(c->network, "-") == 0)
+            c->network = "ipc";
+    }
+    for (size_t i = 0; i < st->peer_left.n; i++) {
+        peer_left_rec *p = &st->peer_left.v[i];
+        c = NULL;
+        if (p->id_norm) {
+            decision_rec *d;
+            HASH_FIND_STR(st->decision_by_id, p->id_norm, d);
+            if (d && d->group)
+                HASH_FIND_STR(st->comms, d->group, c);
+            for (rank_rec *r = st->ranks; r && !c; r = r->next)
+                if (r->dec_id_norm && strcmp(r->dec_id_norm, p->id_norm) == 0)
+                    c = comm_of(st, r);
+        }
+        if (!c)
+            c = comm_of_listen(st, p->host, p->pid, p->listen, NULL);
+        if (!c)
+            continue;
+        p->group = xstrdup(c->group);
+        VEC_RESERVE(c->peer_left, 2);
+        c->peer_left.v[c->peer_left.n++] = p;
+        for (size_t k = 0; k < c->nranks_rec; k++) {
+            rank_rec *r = c->ranks[k];
+            if (r->rank != p->rank)
+                continue;
+            p->at_destroy = inspect_ended_normally(r) && (!r->end->ts || !p->ts || r->end->ts <= p->ts);
+            break;
+        }
+    }
+
+    proc_ranks *byproc = NULL, *pr, *ptmp;
+    for (rank_rec *r = st->ranks; r; r = r->next) {
+        if (!is_ipc_rank(r))
+            continue;
+        char *key = xasprintf("%s:%lld", r->host, r->pid);
+        HASH_FIND_STR(byproc, key, pr);
+        if (!pr) {
+            pr = xmalloc(sizeof *pr);
+            memset(pr, 0, sizeof *pr);
+            pr->key = key;
+            HASH_ADD_KEYPTR(hh, byproc, pr->key, strlen(pr->key), pr);
+        } else {
+            free(key);
+        }
+        VEC_RESERVE(*pr, 4);
+        pr->v[pr->n++] = r;
+    }
+    if (byproc)
+        for (size_t i = 0; i < st->warnings.n; i++)
+            if (is_ipc_warning(&st->warnings.v[i]))
+                join_ipc_warning(st, byproc, &st->warnings.v[i]);
+    HASH_ITER(hh, byproc, pr, ptmp) {
+        HASH_DEL(byproc, pr);
+        free(pr->key);
+        free(pr->v);
+        free(pr);
+    }
+
+    /* A peer was lost while the communicator ran: a rank lost it before its
+     * own end, or some rank did not end it (died, exited without destroy).
+     * At a normal destroy every rank closes its connection, so the root may
+     * write ipc_peer_left and the ranks still tearing down ipc-peer-lost:
+     * after their own comm_end, that is no loss. */
+    HASH_ITER(hh, st->comms, c, tmp) {
+        if (!c->ipc)
+            continue;
+        int evidence = c->peer_left.n > 0, during = 0, abnormal = 0;
+        for (size_t i = 0; i < c->ipc_warns.n; i++) {
+            const warning_rec *w = c->ipc_warns.v[i];
+            if (strcmp(w->what, "ipc-peer-lost") == 0) {
+                evidence = 1;
+                if (!w->after_end)
+                    during = 1;
+            }
+        }
+        for (size_t i = 0; i < c->peer_left.n; i++)
+            if (!c->peer_left.v[i]->at_destroy)
+                abnormal = 1;
+        for (size_t i = 0; i < c->nranks_rec; i++) {
+            rank_rec *r = c->ranks[i];
+            if (is_ipc_rank(r) && (r->result == 0 || r->result == 7) && !inspect_ended_normally(r))
+                abnormal = 1;
+        }
+        c->ipc_lost = evidence && (during || abnormal);
+    }
+}
+
 /* "decided by root 127.0.0.1:37149 (0x4f9fb520), 2 rounds: socket" or
  * "fell back on rank 1: <reason>", for the table's decisions section. */
 static void summarize_decision(communicator *c)
@@ -317,7 +576,8 @@ static void summarize_decision(communicator *c)
     if (d || via) {
         char *sid = id ? short_group(id) : xstrdup("?");
         if (!rounds)
-            rounds = d && d->stage && strcmp(d->stage, "commit") == 0 ? 2 : 1;
+            rounds = !(d && d->stage && strcmp(d->stage, "commit") == 0) ? 1
+                     : d->action && strcmp(d->action, "ipc") == 0 ? 3 : 2;
         out = xasprintf("decided by root %s (%s), %lld round%s: %s", c->root ? c->root : "?", sid, rounds,
                         rounds == 1 ? "" : "s", d && d->action ? d->action : c->action);
         free(sid);
@@ -353,6 +613,22 @@ static void summarize_decision(communicator *c)
         free(why);
     } else {
         out = xstrdup("rendezvous outcome unknown");
+    }
+    /* the root's ipc_peer_left records: at a destroy (normal), or while it ran */
+    list_buf at = {0}, ran = {0};
+    for (size_t i = 0; i < c->peer_left.n; i++)
+        lb_add_ll(c->peer_left.v[i]->at_destroy ? &at : &ran, c->peer_left.v[i]->rank);
+    if (ran.items) {
+        char *o = xasprintf("%s; the root saw rank%s %s leave while it ran (ipc_peer_left)", out,
+                            ran.items > 1 ? "s" : "", ran.s);
+        free(out);
+        out = o;
+    }
+    if (at.items) {
+        char *o = xasprintf("%s; the root saw rank%s %s leave at %s destroy (ipc_peer_left)", out,
+                            at.items > 1 ? "s" : "", at.s, at.items > 1 ? "their" : "its");
+        free(out);
+        out = o;
     }
     c->decision_summary = out;
 }
@@ -397,6 +673,7 @@ void inspect_group(inspect_state *st)
         st->sorted[i++] = c;
     }
     join_decisions(st);
+    join_ipc(st);
     HASH_ITER(hh, st->comms, c, tmp)
         summarize_decision(c);
     if (st->ncomms)

@@ -105,6 +105,7 @@ typedef struct rank_rec {
     comm_end_rec *end;      /* matched comm_end, owned by the state list */
     const char *network;    /* owned by the NCCL net map */
     int net_channels;       /* NCCL logged channels "via NET/..." for it: data crosses the network */
+    int ipc_lost_warned;    /* an ipc-peer-lost warning joined it (the shim writes one per communicator) */
     process *proc;
     struct rank_rec *next;  /* state-wide list, in input order */
 } rank_rec;
@@ -157,7 +158,26 @@ typedef struct library_rec {
 typedef struct warning_rec {
     char *host, *what, *message;
     long long pid;
+    double ts;
+    /* ipc warnings (ipc, ipc-peer-lost, ipc-comm-call), filled by inspect_group():
+     * the rank record it concerns (NULL: joined none), and whether it was
+     * written after that rank's own comm_end (a destroy's teardown) */
+    rank_rec *rank;
+    int after_end;
+    char *fn;               /* ipc / ipc-comm-call: the NCCL function named first in the message */
+    long long result;       /* ipc: the result it returned ("returns N"), -1 when not said */
+    const char *why;        /* ipc: the reason, inside `message` */
 } warning_rec;
+
+/* An `ipc_peer_left` record: the root saw a rank of a running ipc
+ * communicator close its connection (a process died, or a destroy). */
+typedef struct peer_left_rec {
+    char *host, *listen, *decision_id, *id_norm;
+    long long pid, rank;
+    double ts;
+    char *group;            /* filled by inspect_group(): the communicator it joined, or NULL */
+    int at_destroy;         /* that rank had already ended it by destroy/abort */
+} peer_left_rec;
 
 typedef struct communicator {
     char *group;            /* owned */
@@ -175,6 +195,10 @@ typedef struct communicator {
     int fell_back;          /* some rank fell back, the root gave up, or the vote undid it */
     char *decision_summary; /* one line for the table; NULL when no rendezvous */
     strlist hosts, apis;
+    int ipc;                /* some rank's action is ipc (no NCCL communicator) */
+    struct { warning_rec **v; size_t n, cap; } ipc_warns;   /* ipc-* warnings joined to it */
+    struct { peer_left_rec **v; size_t n, cap; } peer_left; /* ipc_peer_left records joined to it */
+    int ipc_lost;           /* a peer was lost while it ran (see group.c: join_ipc) */
     long long init_us;      /* max duration over ranks */
     op_stat *ops;           /* summed over ranks */
     strlist problems;
@@ -195,6 +219,7 @@ typedef struct inspect_state {
     decision_rec *decision_by_id;
     uid_rec *uids;
     struct { expired_rec *v; size_t n, cap; } expired;
+    struct { peer_left_rec *v; size_t n, cap; } peer_left;
     struct { input_error *v; size_t n, cap; } errors;
     communicator *comms;    /* hash by group */
     communicator **sorted;  /* after inspect_group() */
@@ -264,6 +289,8 @@ void inspect_group(inspect_state *st);
 int inspect_root_gave_up(const communicator *c);
 /* The vote round undid the root's decision (its record says commit + passthrough). */
 int inspect_vote_undone(const communicator *c);
+/* A rank's end is destroy or abort (the application ended it), not exit or none. */
+int inspect_ended_normally(const rank_rec *r);
 /* check.c */
 size_t inspect_check(inspect_state *st);
 /* print_table.c, print_json.c */

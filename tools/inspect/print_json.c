@@ -135,6 +135,13 @@ static json_t *jexpired(const expired_rec *x)
                      "rejected_connections", (json_int_t)x->rejected);
 }
 
+static json_t *jpeer_left(const peer_left_rec *p)
+{
+    return json_pack("{s:o,s:I,s:f,s:o,s:o,s:I,s:o,s:b}", "host", jstr(p->host), "pid", (json_int_t)p->pid, "ts",
+                     p->ts, "listen", jstr(p->listen), "decision_id", jstr(p->decision_id), "rank",
+                     (json_int_t)p->rank, "group", jstr(p->group), "at_destroy", p->at_destroy);
+}
+
 static int proc_cmp(const void *a, const void *b)
 {
     const process *x = *(process *const *)a, *y = *(process *const *)b;
@@ -203,6 +210,11 @@ void inspect_print_json(inspect_state *st, FILE *out)
         json_object_set_new(o, "fell_back", json_boolean(c->fell_back));
         json_object_set_new(o, "decision", jdecision(c->decision));
         json_object_set_new(o, "expired", jexpired(c->expired));
+        json_t *jl2 = json_array();
+        for (size_t k = 0; k < c->peer_left.n; k++)
+            json_array_append_new(jl2, jpeer_left(c->peer_left.v[k]));
+        json_object_set_new(o, "ipc_peer_left", jl2);
+        json_object_set_new(o, "ipc_peer_lost", json_boolean(c->ipc_lost));
         json_object_set_new(o, "problems", jlist(&c->problems));
         json_array_append_new(jc, o);
     }
@@ -211,9 +223,11 @@ void inspect_print_json(inspect_state *st, FILE *out)
     json_t *jw = json_array();
     for (i = 0; i < st->warnings.n; i++) {
         warning_rec *w = &st->warnings.v[i];
-        json_array_append_new(jw, json_pack("{s:o,s:I,s:o,s:o}", "host", jstr(w->host), "pid",
-                                            (json_int_t)w->pid, "what", jstr(w->what), "message",
-                                            jstr(w->message)));
+        json_t *jg = w->rank ? jstr(w->rank->group) : json_null();
+        json_t *jr = w->rank ? json_integer(w->rank->rank) : json_null();
+        json_array_append_new(jw, json_pack("{s:o,s:I,s:f,s:o,s:o,s:o,s:o,s:b}", "host", jstr(w->host), "pid",
+                                            (json_int_t)w->pid, "ts", w->ts, "what", jstr(w->what), "message",
+                                            jstr(w->message), "group", jg, "rank", jr, "after_end", w->after_end));
     }
     json_object_set_new(doc, "warnings", jw);
 
@@ -225,6 +239,10 @@ void inspect_print_json(inspect_state *st, FILE *out)
     for (i = 0; i < st->expired.n; i++)
         json_array_append_new(jx, jexpired(&st->expired.v[i]));
     json_object_set_new(doc, "rendezvous_expired", jx);
+    json_t *jpl = json_array();
+    for (i = 0; i < st->peer_left.n; i++)
+        json_array_append_new(jpl, jpeer_left(&st->peer_left.v[i]));
+    json_object_set_new(doc, "ipc_peer_left", jpl);
 
     json_t *je = json_array();
     for (i = 0; i < st->errors.n; i++) {

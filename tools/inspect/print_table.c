@@ -80,6 +80,14 @@ static void print_header(inspect_state *st, FILE *out)
     }
     for (size_t i = 0; i < st->warnings.n; i++) {
         warning_rec *w = &st->warnings.v[i];
+        if (w->rank) {
+            /* an ipc warning joined to its communicator: which one, and whether it came after the rank's end */
+            char *sg = short_group(w->rank->group);
+            fprintf(out, "warning %s:%lld %s (%s rank %lld%s): %s\n", w->host, w->pid, w->what, sg, w->rank->rank,
+                    w->after_end ? ", after its end" : "", w->message);
+            free(sg);
+            continue;
+        }
         fprintf(out, "warning %s:%lld %s: %s\n", w->host, w->pid, w->what, w->message);
     }
     for (size_t i = 0; i < st->expired.n; i++) {
@@ -97,6 +105,15 @@ static void print_header(inspect_state *st, FILE *out)
                 d->pid, d->listen ? d->listen : "?", sid, d->action ? d->action : "?", d->arrived, d->nranks);
         free(sid);
     }
+    for (size_t i = 0; i < st->peer_left.n; i++) {
+        const peer_left_rec *p = &st->peer_left.v[i];
+        if (p->group)
+            continue;
+        char *sid = short_group(p->decision_id);
+        fprintf(out, "ipc_peer_left %s:%lld %s (%s): rank %lld left; no rank of it in the inputs\n", p->host, p->pid,
+                p->listen ? p->listen : "?", sid, p->rank);
+        free(sid);
+    }
 }
 
 static void print_ranks(communicator *c, FILE *out)
@@ -104,11 +121,14 @@ static void print_ranks(communicator *c, FILE *out)
     fprintf(out, "\nranks of %s:\n", c->group);
     for (size_t i = 0; i < c->nranks_rec; i++) {
         rank_rec *r = c->ranks[i];
+        /* no NCCL communicator (drop, ipc, fail): the shim's handle says which one it was */
+        char *comm = r->comm ? xstrdup(r->comm) : r->handle ? xasprintf("- handle %s", r->handle) : xstrdup("-");
         fprintf(out, "  rank %lld: %s pid %lld tid %lld comm %s api %s role %s purpose %s (%s) net %s\n",
-                r->rank, r->host, r->pid, r->tid, r->comm ? r->comm : "-", r->api ? r->api : "?",
+                r->rank, r->host, r->pid, r->tid, comm, r->api ? r->api : "?",
                 r->role ? r->role : "?", r->purpose ? r->purpose : "?",
                 r->purpose_reason ? r->purpose_reason : "no reason recorded",
                 r->network ? r->network : "-");
+        free(comm);
         if (r->python0)
             fprintf(out, "          python: %s\n", r->python0);
         if (r->action)
@@ -131,6 +151,15 @@ static void print_ranks(communicator *c, FILE *out)
         }
         if (r->net_note)
             fprintf(out, "          net: %s (%s)\n", r->net ? r->net : "?", r->net_note);
+        for (size_t k = 0; k < c->ipc_warns.n; k++) {
+            const warning_rec *w = c->ipc_warns.v[k];
+            if (w->rank != r)
+                continue;
+            char *m = str_cut(w->message, 200);
+            fprintf(out, "          warning %s%s: %s\n", w->what,
+                    w->after_end ? " (after this rank's comm_end: its destroy's teardown)" : "", m);
+            free(m);
+        }
     }
 }
 

@@ -289,7 +289,7 @@ static void feed_library(ctx *c, json_t *o)
     c->st->nrecords++;
 }
 
-static void feed_warning(ctx *c, json_t *o, const char *host, long long pid)
+static void feed_warning(ctx *c, json_t *o, const char *host, long long pid, double ts)
 {
     char *what = get_str(c, o, "what", 0), *msg = get_str(c, o, "message", 0);
     if (c->bad) {
@@ -300,8 +300,11 @@ static void feed_warning(ctx *c, json_t *o, const char *host, long long pid)
     inspect_state *st = c->st;
     VEC_RESERVE(st->warnings, 4);
     warning_rec *w = &st->warnings.v[st->warnings.n++];
+    memset(w, 0, sizeof *w);
     w->host = xstrdup(host);
     w->pid = pid;
+    w->ts = ts;
+    w->result = -1;
     w->what = what ? what : xstrdup("?");
     w->message = msg ? msg : xstrdup("");
     st->nrecords++;
@@ -429,6 +432,35 @@ static void feed_expired(ctx *c, json_t *o, const char *host, long long pid)
     st->nrecords++;
 }
 
+/* ipc_peer_left: {listen, decision_id, rank}, written by the root's process. */
+static void feed_peer_left(ctx *c, json_t *o, const char *host, long long pid, double ts)
+{
+    char *id = get_str(c, o, "decision_id", 1);
+    long long rank = get_int(c, o, "rank", 1, -1, NULL);
+    char *listen = get_str(c, o, "listen", 0);
+    if (!c->bad && rank < 0) {
+        c->bad = 1;
+        inspect_error(c->st, c->file, c->line, 0, "field 'rank' is negative (%lld)", rank);
+    }
+    if (c->bad) {
+        free(id);
+        free(listen);
+        return;
+    }
+    inspect_state *st = c->st;
+    VEC_RESERVE(st->peer_left, 4);
+    peer_left_rec *p = &st->peer_left.v[st->peer_left.n++];
+    memset(p, 0, sizeof *p);
+    p->host = xstrdup(host);
+    p->pid = pid;
+    p->ts = ts;
+    p->listen = listen;
+    p->decision_id = id;
+    p->id_norm = norm_id(id);
+    p->rank = rank;
+    st->nrecords++;
+}
+
 static void feed_object(ctx *c, json_t *o)
 {
     json_t *t = json_object_get(o, "type");
@@ -442,7 +474,7 @@ static void feed_object(ctx *c, json_t *o)
     }
     const char *type = json_string_value(t);
     static const char *known[] = {"load", "library", "unique_id", "comm", "comm_end", "exit", "warning",
-                                  "decision", "rendezvous_expired"};
+                                  "decision", "rendezvous_expired", "ipc_peer_left"};
     int is_known = 0;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(type, known[i]) == 0)
@@ -499,6 +531,10 @@ static void feed_object(ctx *c, json_t *o)
         feed_expired(c, o, host, pid);
         if (!c->bad)
             inspect_process(c->st, host, pid);
+    } else if (strcmp(type, "ipc_peer_left") == 0) {
+        feed_peer_left(c, o, host, pid, ts);
+        if (!c->bad)
+            inspect_process(c->st, host, pid);
     } else if (strcmp(type, "comm") == 0) {
         feed_comm(c, o, host, pid, tid, ts);
     } else if (strcmp(type, "comm_end") == 0) {
@@ -509,7 +545,7 @@ static void feed_object(ctx *c, json_t *o)
         inspect_process(c->st, host, pid)->has_exit = 1;
         c->st->nrecords++;
     } else if (strcmp(type, "warning") == 0) {
-        feed_warning(c, o, host, pid);
+        feed_warning(c, o, host, pid, ts);
         if (!c->bad)
             inspect_process(c->st, host, pid);
     }

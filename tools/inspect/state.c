@@ -110,6 +110,15 @@ void inspect_free(inspect_state *st)
         free(st->expired.v[i].id_hash);
     }
     free(st->expired.v);
+    for (size_t i = 0; i < st->peer_left.n; i++) {
+        peer_left_rec *p = &st->peer_left.v[i];
+        free(p->host);
+        free(p->listen);
+        free(p->decision_id);
+        free(p->id_norm);
+        free(p->group);
+    }
+    free(st->peer_left.v);
     net_free(&st->nccl_tid);
     net_free(&st->nccl_proc_net);
     net_free(&st->nccl_comm);
@@ -132,6 +141,7 @@ void inspect_free(inspect_state *st)
         free(st->warnings.v[i].host);
         free(st->warnings.v[i].what);
         free(st->warnings.v[i].message);
+        free(st->warnings.v[i].fn);
     }
     free(st->warnings.v);
     for (size_t i = 0; i < st->errors.n; i++) {
@@ -149,6 +159,8 @@ void inspect_free(inspect_state *st)
         strlist_free(&c->apis);
         strlist_free(&c->problems);
         op_free(&c->ops);
+        free(c->ipc_warns.v);
+        free(c->peer_left.v);
         free(c->decision_summary);
         free(c);
     }
