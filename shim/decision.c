@@ -116,7 +116,10 @@ static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why
             snprintf(why, whylen, "out of memory for a communicator handle");
             return -1;
         }
-        return ipc_prepare(&p->ipc, in->rank, in->nranks, blob, bloblen, why, whylen);
+        if (ipc_prepare(&p->ipc, in->rank, in->nranks, blob, bloblen, why, whylen) != 0)
+            return -1;
+        ipc_set_group(p->ipc, in->group);
+        return 0;
     }
     if (action == ACTION_DROP) {
         p->vcomm = shim_comm_new(NULL, in->slot);

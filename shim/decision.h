@@ -23,6 +23,7 @@ struct plan_input {
     int rank, nranks;
     const ncclConfig_t *config;         /* the caller's, may be NULL */
     const struct creator *cr;           /* this rank's evidence */
+    const char *group;                  /* the communicator's name in the records */
 };
 
 struct plan {

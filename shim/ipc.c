@@ -11,6 +11,11 @@
 #include <time.h>
 #include <unistd.h>
 
+void ipc_set_group(struct ipc_comm *c, const char *group)
+{
+    snprintf(c->group, sizeof(c->group), "%s", group ? group : "");
+}
+
 int ipc_device(const struct ipc_comm *c)
 {
     return c->device;
@@ -189,6 +194,11 @@ int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64
         }
         if ((int64_t)(v - want) >= 0)
             return 0;
+        if (atomic_load(&c->peer_closed) && shim_mono_us() + HOST_WAIT_US - 1000000 > deadline) {
+            /* A peer closed during destroy and a second has passed: it will not come. */
+            snprintf(why, whylen, "rank %d left during destroy", r);
+            return -1;
+        }
         if (atomic_load(&c->failed)) {
             snprintf(why, whylen, "%s", c->failure);
             return -1;
@@ -224,9 +234,9 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     if (!atomic_compare_exchange_strong(&c->failed, &expected, 1))
         return;
     if (lost)
-        shim_warn("ipc-peer-lost", "ipc communicator (rank %d of %d): %s; its operations now fail with ncclRemoteError, "
-              "the streams waiting on the peer are released (what they moved is not valid), and destroy/abort return",
-              c->rank, c->nranks, why);
+        shim_warn("ipc-peer-lost", "ipc communicator %s (rank %d of %d): %s; its operations now fail with "
+                  "ncclRemoteError, the streams waiting on the peer are released (what they moved is not valid), "
+                  "and destroy/abort return", c->group, c->rank, c->nranks, why);
     CUcontext cur = NULL;
     c->cu->cuCtxGetCurrent(&cur);
     if (cur != c->ctx)
@@ -276,6 +286,7 @@ void ipc_free(struct ipc_comm *c)
      * (and a setup undone in the vote round had none): it only says EXIT for
      * the others; nor is there a barrier once a peer is gone (or the
      * application aborts): nobody would answer. */
+    atomic_store(&c->closing, 1);
     if (c->nranks > 1 && c->peer && !atomic_load(&c->failed)) {
         int connected = 1;
         for (int r = 0; r < c->nranks; r++)

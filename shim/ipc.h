@@ -22,6 +22,9 @@ struct ipc_comm;
  * `blob` (*bloblen bytes).  0, or -1 with the reason (nothing left allocated). */
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen);
 
+/* The communicator's name in the records (messages name it). */
+void ipc_set_group(struct ipc_comm *c, const char *group);
+
 /* Round 3: open every other rank's export.  0, or -1 with the reason. */
 int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen);
 

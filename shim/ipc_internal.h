@@ -112,6 +112,10 @@ struct ipc_comm {
     atomic_int failed;
     char failure[256];                  /* written before `failed` is set */
     int monitor_fd;                     /* the root's connection, watched; -1 if none */
+    /* Set by ipc_free before its barrier: a connection closing from then on
+     * is the others' teardown, not a loss (peer_closed records it, quietly). */
+    atomic_int closing, peer_closed;
+    char group[160];                    /* the communicator's name in the records, for messages */
 };
 
 static inline CUdeviceptr flag(const struct ipc_comm *c, int r, int off)

@@ -28,11 +28,16 @@ static struct mon_entry *g_mon;
 static int g_mon_running;
 static int g_mon_wake[2] = { -1, -1 };
 
+/* The monitor's poll arrays, file-scope for the same reason as the
+ * rendezvous thread's (reachable if the process exits while it runs). */
+static struct pollfd *g_mon_pfd;
+static struct ipc_comm **g_mon_who;
+
 static void *monitor(void *arg)
 {
     (void)arg;
-    struct pollfd *pfd = NULL;
-    struct ipc_comm **who = NULL;
+    struct pollfd *pfd = g_mon_pfd;
+    struct ipc_comm **who = g_mon_who;
     size_t cap = 0;
     for (;;) {
         pthread_mutex_lock(&g_mon_lock);
@@ -44,6 +49,8 @@ static void *monitor(void *arg)
             close(g_mon_wake[0]);
             close(g_mon_wake[1]);
             g_mon_wake[0] = g_mon_wake[1] = -1;
+            g_mon_pfd = NULL;
+            g_mon_who = NULL;
             pthread_mutex_unlock(&g_mon_lock);
             free(pfd);
             free(who);
@@ -58,6 +65,8 @@ static void *monitor(void *arg)
                 who = w;
             if (p && w)
                 cap = n;
+            g_mon_pfd = pfd;
+            g_mon_who = who;
         }
         size_t k = 0;
         if (cap) {
@@ -90,8 +99,11 @@ static void *monitor(void *arg)
             struct mon_entry *e = *pp;
             *pp = e->next;
             free(e);
-            ipc_fail(who[j], "a rank of this communicator is gone (the root's shim closed the connection: a process "
-                              "exited or was killed)", 1);
+            if (atomic_load(&who[j]->closing))
+                atomic_store(&who[j]->peer_closed, 1); /* the others are destroying it too */
+            else
+                ipc_fail(who[j], "a rank of this communicator is gone (the root's shim closed the connection: a "
+                                 "process exited or was killed)", 1);
             close(who[j]->monitor_fd);
             who[j]->monitor_fd = -1;
         }

@@ -330,7 +330,7 @@ static void begin_creation(struct creation *c, const char *fn, struct shim_slot 
         snprintf(c->group, sizeof(c->group), "id:0x%016llx", (unsigned long long)c->id_hash);
     }
     evidence_gather(&c->cr, caller);
-    struct plan_input in = { fn, slot, id, rank, nranks, config, &c->cr };
+    struct plan_input in = { fn, slot, id, rank, nranks, config, &c->cr, c->group };
     plan_creation(&in, &c->plan);
     c->t0 = shim_mono_us();
 }

@@ -571,12 +571,19 @@ struct poll_ref {
     int conn;
 };
 
+/* The serving thread's poll arrays.  File-scope, not on its stack, so that a
+ * process that exits while the thread runs leaves them reachable (the thread
+ * alone uses them). */
+static struct pollfd *g_pfd;
+static struct poll_ref *g_ref;
+static size_t g_cap;
+
 static void *serve(void *arg)
 {
     (void)arg;
-    struct pollfd *pfd = NULL;
-    struct poll_ref *ref = NULL;
-    size_t cap = 0;
+    struct pollfd *pfd = g_pfd;
+    struct poll_ref *ref = g_ref;
+    size_t cap = g_cap;
     for (;;) {
         pthread_mutex_lock(&g_rv_lock);
         /* Close finished sessions; stop when none is left.  Only this thread
@@ -596,6 +603,9 @@ static void *serve(void *arg)
             close(g_wake[0]);
             close(g_wake[1]);
             g_wake[0] = g_wake[1] = -1;
+            g_pfd = NULL;
+            g_ref = NULL;
+            g_cap = 0;
             pthread_mutex_unlock(&g_rv_lock);
             free(pfd);
             free(ref);
@@ -613,6 +623,9 @@ static void *serve(void *arg)
                 ref = r;
             if (p && r)
                 cap = n;
+            g_pfd = pfd;
+            g_ref = ref;
+            g_cap = cap;
         }
         int timeout = 60000;
         uint64_t now = shim_mono_us();
