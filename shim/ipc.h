@@ -32,6 +32,9 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
  * means a rank is gone.  -1 if it cannot be watched (then nothing is). */
 int ipc_watch(struct ipc_comm *c, int fd);
 
+/* After fork, in the child: the lost-peer monitor starts from nothing. */
+void ipc_monitor_after_fork_child(void);
+
 /* ncclRemoteError once a peer is gone (or after ncclCommAbort), else ncclSuccess. */
 ncclResult_t ipc_async_error(struct ipc_comm *c);
 

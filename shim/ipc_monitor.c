@@ -174,3 +174,20 @@ void ipc_unwatch(struct ipc_comm *c)
     c->monitor_fd = -1;
 }
 
+
+void ipc_monitor_after_fork_child(void)
+{
+    /* The monitor thread is not in the child, nor are its communicators (CUDA
+     * does not survive fork): start from nothing.  The entries stay allocated:
+     * the parent owns them. */
+    g_mon = NULL;
+    g_mon_running = 0;
+    if (g_mon_wake[0] >= 0) {
+        close(g_mon_wake[0]);
+        close(g_mon_wake[1]);
+    }
+    g_mon_wake[0] = g_mon_wake[1] = -1;
+    g_mon_pfd = NULL;
+    g_mon_who = NULL;
+    pthread_mutex_init(&g_mon_lock, NULL);
+}

@@ -8,6 +8,7 @@
 #include "dlsym.h"
 #include "evidence.h"
 #include "record.h"
+#include "ipc.h"
 #include "rendezvous.h"
 #include "version.h"
 
@@ -52,6 +53,7 @@ static void after_fork_parent(void)
 static void after_fork_child(void)
 {
     rv_server_after_fork_child();
+    ipc_monitor_after_fork_child();
     shim_comm_after_fork_child();
     shim_record_after_fork_child();
 }
