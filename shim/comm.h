@@ -84,6 +84,13 @@ static inline size_t shim_dtype_size(ncclDataType_t t)
     return sizes[(unsigned)t & 15];
 }
 
+/* The size of an NCCL datatype, 0 for anything that is not one (checked:
+ * for the shim's own transports, which have no NCCL to reject it). */
+static inline size_t shim_dtype_size_checked(ncclDataType_t t)
+{
+    return (unsigned)t < ncclNumTypes ? shim_dtype_size(t) : 0;
+}
+
 /*
  * Relaxed load + store, not a locked read-modify-write: NCCL does not allow one
  * communicator to be used by several threads at once, so its counters have

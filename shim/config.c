@@ -33,25 +33,6 @@ const char *shim_mode_name(enum shim_mode m)
 
 static void config_warn(const char *fmt, const char *a, const char *b);
 
-/* A bounded positive number of milliseconds, or the default with a warning. */
-static int config_ms(const char *name, int def, int max)
-{
-    const char *v = getenv(name);
-    if (!v || !*v)
-        return def;
-    char *end;
-    errno = 0;
-    long ms = strtol(v, &end, 10);
-    if (errno || *end || ms <= 0 || ms > max) {
-        char defs[32];
-        snprintf(defs, sizeof(defs), "%d", def);
-        char msg[96];
-        snprintf(msg, sizeof(msg), "%s='%%.40s' is not a number of milliseconds in 1..%d; using %%s", name, max);
-        config_warn(msg, v, defs);
-        return def;
-    }
-    return (int)ms;
-}
 
 /* A number in lo..hi, a multiple of `mult`, or the default with a warning. */
 static long config_number(const char *name, long def, long lo, long hi, long mult)
@@ -158,8 +139,8 @@ static void config_read(void)
         else if (strcasecmp(v, "bindings") != 0)
             config_warn("NCCLSHIM_TAG='%.60s' is not one of bindings|all|none; using bindings%s", v, "");
     }
-    c->rendezvous_timeout_ms = config_ms("NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", 30000, 3600000);
-    c->rendezvous_idle_ms = config_ms("NCCLSHIM_RENDEZVOUS_IDLE_MS", 600000, 86400000);
+    c->rendezvous_timeout_ms = (int)config_number("NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", 30000, 1, 3600000, 1);
+    c->rendezvous_idle_ms = (int)config_number("NCCLSHIM_RENDEZVOUS_IDLE_MS", 600000, 1, 86400000, 1);
     /* Measured on H200 NVLink (docs/benchmarks.md): each chunk costs a fixed
      * ~10 us besides its copy, as a lone peer copy does, so bandwidth follows
      * the chunk size (4 MiB: 217 GB/s, 16 MiB: 310-323, 32 MiB: 347) more than

@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,25 +14,31 @@ typedef CUresult (*getproc_v2_t)(const char *, void **, int, unsigned long long,
 /* Asked for the behaviour of CUDA 12.0: the oldest the shim supports. */
 #define SHIM_CUDA_VERSION 12000
 
-/* Loaded once under pthread_once; read-only afterwards. */
+/* Loaded under g_cuda_lock, read-only once g_cuda_state says CUDA_OK (an
+ * acquire load pairs with the release store that publishes it).  While the
+ * process has not loaded the driver the state stays CUDA_ABSENT and a later
+ * call tries again (the application may load CUDA after its first NCCL call);
+ * a driver that lacks something is CUDA_UNUSABLE for good. */
+enum { CUDA_ABSENT, CUDA_OK, CUDA_UNUSABLE };
 static struct shim_cuda g_cuda;
-static int g_cuda_ok;
+static atomic_int g_cuda_state;
 static char g_cuda_why[256];
-static pthread_once_t g_cuda_once = PTHREAD_ONCE_INIT;
+static pthread_mutex_t g_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 
-static void cuda_load(void)
+/* Returns the new state. */
+static int cuda_load(void)
 {
     /* RTLD_NOLOAD: a CUDA application has loaded the driver already. */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!h) {
         snprintf(g_cuda_why, sizeof(g_cuda_why), "libcuda.so.1 is not loaded in this process (no CUDA application?)");
-        return;
+        return CUDA_ABSENT;
     }
     dlsym_fn_t real_dlsym = shim_real_dlsym();
     getproc_v2_t getproc = (getproc_v2_t)real_dlsym(h, "cuGetProcAddress_v2");
     if (!getproc) {
         snprintf(g_cuda_why, sizeof(g_cuda_why), "libcuda.so.1 has no cuGetProcAddress_v2 (a driver older than CUDA 12)");
-        return;
+        return CUDA_UNUSABLE;
     }
 #define X(name, params)                                                                                  \
     {                                                                                                    \
@@ -41,7 +48,7 @@ static void cuda_load(void)
         if (r != CUDA_SUCCESS || !fn) {                                                                  \
             snprintf(g_cuda_why, sizeof(g_cuda_why), "cuGetProcAddress(%s) failed: CUresult %d, status %d", \
                      #name, r, status);                                                                  \
-            return;                                                                                      \
+            return CUDA_UNUSABLE;                                                                        \
         }                                                                                                \
         memcpy(&g_cuda.name, &fn, sizeof(fn));                                                           \
     }
@@ -60,21 +67,43 @@ static void cuda_load(void)
             memcpy(&g_cuda.cuStreamCreateWithPriority, &fn, sizeof(fn));
     }
     /* The handle stays open: the functions must outlive this call. */
-    g_cuda_ok = 1;
+    return CUDA_OK;
 }
 
 const struct shim_cuda *shim_cuda(char *why, size_t whylen)
 {
-    pthread_once(&g_cuda_once, cuda_load);
-    if (!g_cuda_ok && why)
+    int state = atomic_load_explicit(&g_cuda_state, memory_order_acquire);
+    if (state == CUDA_ABSENT) {
+        pthread_mutex_lock(&g_cuda_lock);
+        state = atomic_load_explicit(&g_cuda_state, memory_order_relaxed);
+        if (state == CUDA_ABSENT) {
+            state = cuda_load();
+            atomic_store_explicit(&g_cuda_state, state, memory_order_release);
+        }
+        pthread_mutex_unlock(&g_cuda_lock);
+    }
+    if (state != CUDA_OK && why) {
+        pthread_mutex_lock(&g_cuda_lock);
         snprintf(why, whylen, "%s", g_cuda_why);
-    return g_cuda_ok ? &g_cuda : NULL;
+        pthread_mutex_unlock(&g_cuda_lock);
+    }
+    return state == CUDA_OK ? &g_cuda : NULL;
+}
+
+int shim_cuda_current_device(void)
+{
+    const struct shim_cuda *cu = shim_cuda(NULL, 0);
+    CUdevice dev = -1;
+    /* No current context is an error: unknown, as without CUDA. */
+    if (!cu || cu->cuCtxGetDevice(&dev) != CUDA_SUCCESS)
+        return -1;
+    return dev;
 }
 
 const char *shim_cuda_error(const char *fn, CUresult r, char *buf, size_t len)
 {
     const char *s = NULL;
-    if (g_cuda_ok && g_cuda.cuGetErrorString)
+    if (atomic_load_explicit(&g_cuda_state, memory_order_acquire) == CUDA_OK && g_cuda.cuGetErrorString)
         g_cuda.cuGetErrorString(r, &s);
     snprintf(buf, len, "%s: CUresult %d (%s)", fn, r, s ? s : "unknown");
     return buf;

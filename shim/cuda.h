@@ -79,11 +79,15 @@ struct shim_cuda {
 };
 
 /*
- * The driver, loaded once: NULL (with the reason in `why`) if libcuda.so.1
- * cannot be loaded or lacks a function.  Never loads it where the process has
- * not: a process without CUDA has nothing to move with IPC.
+ * The driver: NULL (with the reason in `why`) if libcuda.so.1 is not loaded
+ * (asked again next time) or lacks a function.  Never loads it where the
+ * process has not: a process without CUDA has nothing to move with IPC.
  */
 const struct shim_cuda *shim_cuda(char *why, size_t whylen);
+
+/* The current CUDA device of this thread, -1 if unknown (no driver loaded,
+ * no current context).  Never loads CUDA. */
+int shim_cuda_current_device(void);
 
 /* "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" into buf. */
 const char *shim_cuda_error(const char *fn, CUresult r, char *buf, size_t len);

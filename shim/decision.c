@@ -4,12 +4,11 @@
 #include "../policy/classify.h"
 #include "comm.h"
 #include "config.h"
-#include "dlsym.h"
+#include "cuda.h"
 #include "ipc.h"
 #include "record.h"
 #include "version.h"
 
-#include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,19 +19,6 @@
 #define NCCL_NETNAME_SINCE 21400
 /* What NCCL_CONFIG_INITIALIZER sets for the 2.28 layout of nccl_abi.h. */
 #define NCCL_ABI_VERSION 22809
-
-int shim_cuda_current_device(void)
-{
-    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
-        return -1;
-    int (*get)(int *) = (int (*)(int *))shim_real_dlsym()(h, "cuCtxGetDevice");
-    int dev = -1;
-    if (!get || get(&dev) != 0) /* CUDA_SUCCESS is 0; no current context is an error */
-        dev = -1;
-    dlclose(h);
-    return dev;
-}
 
 int plan_should_mark(enum api_family caller_api)
 {
@@ -246,13 +232,13 @@ void plan_creation(const struct plan_input *in, struct plan *p)
                  p->local_purpose_reason);
     }
     snprintf(p->action_reason, sizeof(p->action_reason), "%s", p->rv.v.action_reason);
-    if (p->rv.monitor_fd >= 0) {
-        if (p->action == ACTION_IPC && p->ipc && ipc_watch(p->ipc, p->rv.monitor_fd) == 0)
-            ;
-        else if (p->action != ACTION_IPC || !p->ipc)
-            close(p->rv.monitor_fd);
-        p->rv.monitor_fd = -1;
-    }
+    /* The root's connection, kept for a committed ipc communicator: watched
+     * for a lost peer (ipc_watch takes it even when it cannot watch). */
+    if (p->action == ACTION_IPC && p->ipc)
+        ipc_watch(p->ipc, p->rv.monitor_fd);
+    else if (p->rv.monitor_fd >= 0)
+        close(p->rv.monitor_fd);
+    p->rv.monitor_fd = -1;
     /* What was set up for an action that was not committed is undone now. */
     if (p->action != ACTION_IPC && p->ipc) {
         ipc_free(p->ipc);

@@ -48,8 +48,4 @@ void plan_release(struct plan *p);
 /* At ncclGetUniqueId: whether this caller's IDs get the mark (NCCLSHIM_TAG). */
 int plan_should_mark(enum api_family caller_api);
 
-/* The current CUDA device of this thread, asked of libcuda if the process
- * has loaded it (the shim never loads CUDA itself); -1 if unknown. */
-int shim_cuda_current_device(void);
-
 #endif

@@ -44,6 +44,15 @@ extern struct shim_slot g_slots[SHIM_NSLOTS];
  * slot first if needed; NULL if the real library lacks it (reported once). */
 void *shim_resolve(struct shim_slot *slot, enum fn_index fn, const void *caller);
 
+/* The real function for `fn` in `slot`: the bound pointer (one atomic load),
+ * else the slow path of shim_resolve.  For the shim's own out-of-line callers
+ * (the wrappers inline the same two steps). */
+static inline void *shim_real(struct shim_slot *slot, enum fn_index fn, const void *caller)
+{
+    void *f = atomic_load_explicit(&slot->fn[fn], memory_order_acquire);
+    return f ? f : shim_resolve(slot, fn, caller);
+}
+
 /* The slot bound to the library loaded at `base`, binding a free one to it
  * (`path` names it) if none is; NULL if every slot is taken. */
 struct shim_slot *shim_slot_for_library(const void *base, const char *path, const char *how);

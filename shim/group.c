@@ -57,7 +57,7 @@ static ncclResult_t flush(void)
 
 ncclResult_t group_ncclGroupStart(struct shim_slot *slot, const void *caller)
 {
-    ncclResult_t (*f)(void) = (ncclResult_t(*)(void))shim_resolve(slot, FN_ncclGroupStart, caller);
+    ncclResult_t (*f)(void) = (ncclResult_t(*)(void))shim_real(slot, FN_ncclGroupStart, caller);
     if (!f)
         return ncclInternalError;
     ncclResult_t r = f();
@@ -68,7 +68,7 @@ ncclResult_t group_ncclGroupStart(struct shim_slot *slot, const void *caller)
 
 ncclResult_t group_ncclGroupEnd(struct shim_slot *slot, const void *caller)
 {
-    ncclResult_t (*f)(void) = (ncclResult_t(*)(void))shim_resolve(slot, FN_ncclGroupEnd, caller);
+    ncclResult_t (*f)(void) = (ncclResult_t(*)(void))shim_real(slot, FN_ncclGroupEnd, caller);
     if (!f)
         return ncclInternalError;
     ncclResult_t r = f();

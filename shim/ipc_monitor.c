@@ -6,11 +6,10 @@
 #include "ipc_internal.h"
 
 #include "record.h"
+#include "worker.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -46,9 +45,7 @@ static void *monitor(void *arg)
             n++;
         if (n == 1) {
             g_mon_running = 0;
-            close(g_mon_wake[0]);
-            close(g_mon_wake[1]);
-            g_mon_wake[0] = g_mon_wake[1] = -1;
+            shim_worker_close(g_mon_wake);
             g_mon_pfd = NULL;
             g_mon_who = NULL;
             pthread_mutex_unlock(&g_mon_lock);
@@ -85,9 +82,7 @@ static void *monitor(void *arg)
             if (!pfd[j].revents)
                 continue;
             if (!who[j]) {
-                char drain[64];
-                while (read(g_mon_wake[0], drain, sizeof(drain)) > 0)
-                    ;
+                shim_worker_drain(g_mon_wake);
                 continue;
             }
             /* Still registered?  (Removed entries are not touched.) */
@@ -121,35 +116,19 @@ int ipc_watch(struct ipc_comm *c, int fd)
         return -1;
     e->c = c;
     pthread_mutex_lock(&g_mon_lock);
+    char err[128];
     if (!g_mon_running) {
-        if (pipe2(g_mon_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        if (shim_worker_start(monitor, g_mon_wake, err, sizeof(err)) != 0) {
             pthread_mutex_unlock(&g_mon_lock);
             free(e);
-            return -1;
-        }
-        sigset_t all, old;
-        sigfillset(&all);
-        pthread_sigmask(SIG_SETMASK, &all, &old);
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-        pthread_t t;
-        int rc = pthread_create(&t, &attr, monitor, NULL);
-        pthread_attr_destroy(&attr);
-        pthread_sigmask(SIG_SETMASK, &old, NULL);
-        if (rc != 0) {
-            close(g_mon_wake[0]);
-            close(g_mon_wake[1]);
-            g_mon_wake[0] = g_mon_wake[1] = -1;
-            pthread_mutex_unlock(&g_mon_lock);
-            free(e);
+            shim_warn("ipc", "cannot watch for lost peers (%s): a peer that dies will hang this rank's streams", err);
             return -1;
         }
         g_mon_running = 1;
     }
     e->next = g_mon;
     g_mon = e;
-    (void)!write(g_mon_wake[1], "", 1);
+    shim_worker_wake(g_mon_wake);
     pthread_mutex_unlock(&g_mon_lock);
     return 0;
 }
@@ -163,8 +142,7 @@ void ipc_unwatch(struct ipc_comm *c)
             struct mon_entry *e = *pp;
             *pp = e->next;
             free(e);
-            if (g_mon_wake[1] >= 0)
-                (void)!write(g_mon_wake[1], "", 1);
+            shim_worker_wake(g_mon_wake);
             break;
         }
     }
@@ -182,11 +160,7 @@ void ipc_monitor_after_fork_child(void)
      * the parent owns them. */
     g_mon = NULL;
     g_mon_running = 0;
-    if (g_mon_wake[0] >= 0) {
-        close(g_mon_wake[0]);
-        close(g_mon_wake[1]);
-    }
-    g_mon_wake[0] = g_mon_wake[1] = -1;
+    shim_worker_close(g_mon_wake);
     g_mon_pfd = NULL;
     g_mon_who = NULL;
     pthread_mutex_init(&g_mon_lock, NULL);

@@ -184,7 +184,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
         snprintf(why, whylen, "%s", c->failure);
         return ncclRemoteError;
     }
-    size_t esize = (unsigned)dtype < ncclNumTypes ? shim_dtype_size(dtype) : 0;
+    size_t esize = shim_dtype_size_checked(dtype);
     if (!esize || host_reduce_supported(dtype, op, why, whylen) != 0) {
         if (!esize)
             snprintf(why, whylen, "datatype %d is not an NCCL datatype", (int)dtype);

@@ -32,14 +32,7 @@
  */
 static __thread int t_depth;
 
-#define REAL(slot, name, caller) \
-    ((__typeof__(&name))real_fn((slot), FN_##name, (caller)))
-
-static void *real_fn(struct shim_slot *slot, enum fn_index fn, const void *caller)
-{
-    void *f = atomic_load_explicit(&slot->fn[fn], memory_order_acquire);
-    return f ? f : shim_resolve(slot, fn, caller);
-}
+#define REAL(slot, name, caller) ((__typeof__(&name))shim_real((slot), FN_##name, (caller)))
 
 static int observing(void)
 {
@@ -184,7 +177,7 @@ static void record_config(struct jw *w, const ncclConfig_t *c)
 /* Asks the real library about a new communicator; -1 if it cannot say (yet). */
 static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
 {
-    ncclResult_t (*f)(ncclComm_t, int *) = (ncclResult_t(*)(ncclComm_t, int *))real_fn(slot, fn, NULL);
+    ncclResult_t (*f)(ncclComm_t, int *) = (ncclResult_t(*)(ncclComm_t, int *))shim_real(slot, fn, NULL);
     int v = -1;
     if (!f || f(real, &v) != ncclSuccess)
         return -1;

@@ -17,13 +17,12 @@
 #include "record.h"
 #include "rv_io.h"
 #include "version.h"
+#include "worker.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -600,9 +599,7 @@ static void *serve(void *arg)
         }
         if (!g_sessions) {
             g_thread_running = 0;
-            close(g_wake[0]);
-            close(g_wake[1]);
-            g_wake[0] = g_wake[1] = -1;
+            shim_worker_close(g_wake);
             g_pfd = NULL;
             g_ref = NULL;
             g_cap = 0;
@@ -667,9 +664,7 @@ static void *serve(void *arg)
                 continue;
             struct rv_session *s = ref[j].s;
             if (!s) {
-                char drain[64];
-                while (read(g_wake[0], drain, sizeof(drain)) > 0)
-                    ;
+                shim_worker_drain(g_wake);
                 continue;
             }
             if (s->state == ST_DONE)
@@ -691,29 +686,8 @@ static int ensure_thread(char *err, size_t errlen)
 {
     if (g_thread_running)
         return 0;
-    if (pipe2(g_wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-        snprintf(err, errlen, "pipe2: %s", strerror(errno));
-        g_wake[0] = g_wake[1] = -1;
+    if (shim_worker_start(serve, g_wake, err, errlen) != 0)
         return -1;
-    }
-    /* The thread must not take the application's signals. */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
-    int rc = pthread_create(&t, &attr, serve, NULL);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    if (rc != 0) {
-        snprintf(err, errlen, "pthread_create: %s", strerror(rc));
-        close(g_wake[0]);
-        close(g_wake[1]);
-        g_wake[0] = g_wake[1] = -1;
-        return -1;
-    }
     g_thread_running = 1;
     return 0;
 }
@@ -770,7 +744,7 @@ int rv_server_open(ncclUniqueId *id, char *where, size_t wherelen, char *err, si
     s->next = g_sessions;
     g_sessions = s;
     g_nsessions++;
-    (void)!write(g_wake[1], "", 1);
+    shim_worker_wake(g_wake);
     pthread_mutex_unlock(&g_rv_lock);
 
     /* Marked only once someone serves it. */
@@ -806,11 +780,7 @@ void rv_server_after_fork_child(void)
         session_free(s);
     }
     g_nsessions = 0;
-    if (g_wake[0] >= 0) {
-        close(g_wake[0]);
-        close(g_wake[1]);
-    }
-    g_wake[0] = g_wake[1] = -1;
+    shim_worker_close(g_wake);
     g_thread_running = 0;
     pthread_mutex_init(&g_rv_lock, NULL);
 }

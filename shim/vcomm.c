@@ -58,6 +58,20 @@ static ncclResult_t ipc_result(struct shim_comm *h, const char *fn, ncclResult_t
     return r;
 }
 
+/* The start of every data operation on an ipc communicator: its size in
+ * bytes, and its traffic counted; an error (recorded) for a datatype that is
+ * not NCCL's. */
+static ncclResult_t ipc_begin(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype,
+                              const char *fn, size_t *bytes)
+{
+    size_t es = shim_dtype_size_checked(dtype);
+    if (!es)
+        return ipc_result(h, fn, ncclInvalidArgument, "not an NCCL datatype");
+    shim_count(h, op, count, dtype);
+    *bytes = count * es;
+    return ncclSuccess;
+}
+
 ncclResult_t vcomm_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
                                  int root, ncclComm_t comm, cudaStream_t stream)
 {
@@ -65,12 +79,12 @@ ncclResult_t vcomm_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t co
     if (!h->ipc)
         return vcomm_data(h, OP_BROADCAST, count, datatype, "ncclBroadcast");
     char why[512] = "";
-    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
-    if (!es)
-        return ipc_result(h, "ncclBroadcast", ncclInvalidArgument, "not an NCCL datatype");
-    shim_count(h, OP_BROADCAST, count, datatype);
-    return ipc_result(h, "ncclBroadcast",
-                      ipc_broadcast(h->ipc, sendbuff, recvbuff, count * es, root, stream, why, sizeof(why)), why);
+    size_t bytes;
+    ncclResult_t r = ipc_begin(h, OP_BROADCAST, count, datatype, "ncclBroadcast", &bytes);
+    if (r == ncclSuccess)
+        r = ipc_result(h, "ncclBroadcast",
+                       ipc_broadcast(h->ipc, sendbuff, recvbuff, bytes, root, stream, why, sizeof(why)), why);
+    return r;
 }
 
 ncclResult_t vcomm_ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
@@ -80,12 +94,11 @@ ncclResult_t vcomm_ncclBcast(void *buff, size_t count, ncclDataType_t datatype, 
     if (!h->ipc)
         return vcomm_data(h, OP_BCAST, count, datatype, "ncclBcast");
     char why[512] = "";
-    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
-    if (!es)
-        return ipc_result(h, "ncclBcast", ncclInvalidArgument, "not an NCCL datatype");
-    shim_count(h, OP_BCAST, count, datatype);
-    return ipc_result(h, "ncclBcast", ipc_broadcast(h->ipc, buff, buff, count * es, root, stream, why, sizeof(why)),
-                      why);
+    size_t bytes;
+    ncclResult_t r = ipc_begin(h, OP_BCAST, count, datatype, "ncclBcast", &bytes);
+    if (r == ncclSuccess)
+        r = ipc_result(h, "ncclBcast", ipc_broadcast(h->ipc, buff, buff, bytes, root, stream, why, sizeof(why)), why);
+    return r;
 }
 
 ncclResult_t vcomm_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
@@ -95,12 +108,24 @@ ncclResult_t vcomm_ncclAllGather(const void *sendbuff, void *recvbuff, size_t se
     if (!h->ipc)
         return vcomm_data(h, OP_ALLGATHER, sendcount, datatype, "ncclAllGather");
     char why[512] = "";
-    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
-    if (!es)
-        return ipc_result(h, "ncclAllGather", ncclInvalidArgument, "not an NCCL datatype");
-    shim_count(h, OP_ALLGATHER, sendcount, datatype);
-    return ipc_result(h, "ncclAllGather",
-                      ipc_allgather(h->ipc, sendbuff, recvbuff, sendcount * es, stream, why, sizeof(why)), why);
+    size_t bytes;
+    ncclResult_t r = ipc_begin(h, OP_ALLGATHER, sendcount, datatype, "ncclAllGather", &bytes);
+    if (r == ncclSuccess)
+        r = ipc_result(h, "ncclAllGather", ipc_allgather(h->ipc, sendbuff, recvbuff, bytes, stream, why, sizeof(why)),
+                       why);
+    return r;
+}
+
+/* Send and Recv: queued until the end of their group (shim/group.c). */
+static ncclResult_t ipc_p2p_one(struct shim_comm *h, int send, void *buf, size_t count, ncclDataType_t datatype,
+                                int peer, cudaStream_t stream, const char *fn)
+{
+    size_t bytes;
+    ncclResult_t r = ipc_begin(h, send ? OP_SEND : OP_RECV, count, datatype, fn, &bytes);
+    if (r != ncclSuccess)
+        return r;
+    struct ipc_p2p op = { send, buf, bytes, peer, (CUstream)stream };
+    return group_ipc_p2p(h, &op, fn);
 }
 
 ncclResult_t vcomm_ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -109,12 +134,7 @@ ncclResult_t vcomm_ncclSend(const void *sendbuff, size_t count, ncclDataType_t d
     struct shim_comm *h = (struct shim_comm *)comm;
     if (!h->ipc)
         return vcomm_data(h, OP_SEND, count, datatype, "ncclSend");
-    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
-    if (!es)
-        return ipc_result(h, "ncclSend", ncclInvalidArgument, "not an NCCL datatype");
-    shim_count(h, OP_SEND, count, datatype);
-    struct ipc_p2p op = { 1, (void *)sendbuff, count * es, peer, (CUstream)stream };
-    return group_ipc_p2p(h, &op, "ncclSend");
+    return ipc_p2p_one(h, 1, (void *)sendbuff, count, datatype, peer, stream, "ncclSend");
 }
 
 ncclResult_t vcomm_ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
@@ -123,12 +143,7 @@ ncclResult_t vcomm_ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatyp
     struct shim_comm *h = (struct shim_comm *)comm;
     if (!h->ipc)
         return vcomm_data(h, OP_RECV, count, datatype, "ncclRecv");
-    size_t es = (unsigned)datatype < ncclNumTypes ? shim_dtype_size(datatype) : 0;
-    if (!es)
-        return ipc_result(h, "ncclRecv", ncclInvalidArgument, "not an NCCL datatype");
-    shim_count(h, OP_RECV, count, datatype);
-    struct ipc_p2p op = { 0, recvbuff, count * es, peer, (CUstream)stream };
-    return group_ipc_p2p(h, &op, "ncclRecv");
+    return ipc_p2p_one(h, 0, recvbuff, count, datatype, peer, stream, "ncclRecv");
 }
 
 ncclResult_t vcomm_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
@@ -138,9 +153,12 @@ ncclResult_t vcomm_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t co
     if (!h->ipc)
         return vcomm_data(h, OP_ALLREDUCE, count, datatype, "ncclAllReduce");
     char why[512] = "";
-    shim_count(h, OP_ALLREDUCE, count, datatype);
-    return ipc_result(h, "ncclAllReduce",
-                      ipc_allreduce(h->ipc, sendbuff, recvbuff, count, datatype, op, stream, why, sizeof(why)), why);
+    size_t bytes;
+    ncclResult_t r = ipc_begin(h, OP_ALLREDUCE, count, datatype, "ncclAllReduce", &bytes);
+    if (r == ncclSuccess)
+        r = ipc_result(h, "ncclAllReduce",
+                       ipc_allreduce(h->ipc, sendbuff, recvbuff, count, datatype, op, stream, why, sizeof(why)), why);
+    return r;
 }
 
 ncclResult_t vcomm_ncclCommCount(ncclComm_t comm, int *count)

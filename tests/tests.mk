@@ -43,7 +43,7 @@ tests/bin/rv_frame: tests/clients/rv_frame.c shim/rv_wire.c shim/uid_mark.c $(wi
 	$(CC) $(TEST_CFLAGS) -o $@ tests/clients/rv_frame.c shim/rv_wire.c shim/uid_mark.c
 
 tests-bin: tests/bin/test_wire
-tests/bin/test_wire: tests/unit/test_wire.c shim/rv_wire.c shim/rv_wire.h $(wildcard policy/*.h)
+tests/bin/test_wire: tests/unit/test_wire.c tests/unit/wire_same.h shim/rv_wire.c shim/rv_wire.h $(wildcard policy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_wire.c shim/rv_wire.c
 

@@ -27,7 +27,7 @@ fuzz-short: $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 fuzz-long: FUZZ_SECONDS = 600
 fuzz-long: $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 
-tests/bin/fuzz_wire: tests/fuzz/fuzz_wire.c shim/rv_wire.c shim/rv_wire.h $(wildcard policy/*.h)
+tests/bin/fuzz_wire: tests/fuzz/fuzz_wire.c tests/unit/wire_same.h shim/rv_wire.c shim/rv_wire.h $(wildcard policy/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_wire.c shim/rv_wire.c
 

@@ -11,6 +11,7 @@
  * Seeds: tests/fuzz/corpus/wire (`tests/bin/test_wire --corpus DIR` writes them).
  */
 #include "rv_wire.h"
+#include "../unit/wire_same.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,52 +25,6 @@ static void check(int cond, const char *what)
     }
 }
 
-/* Field by field: 1 if `a` and `b` carry the same message. */
-static int same(const struct rv_msg *a, const struct rv_msg *b)
-{
-    if (a->type != b->type || memcmp(a->token, b->token, RV_TOKEN_LEN) != 0)
-        return 0;
-    switch (a->type) {
-    case RV_HELLO: {
-        const struct rank_facts *x = &a->u.hello, *y = &b->u.hello;
-        if (x->rank != y->rank || x->nranks != y->nranks || x->pid != y->pid || x->cuda_device != y->cuda_device ||
-            x->nccl_version != y->nccl_version || x->api != y->api || x->role != y->role ||
-            x->local_purpose != y->local_purpose || x->strict_error != y->strict_error || x->nframes != y->nframes)
-            return 0;
-        if (strcmp(x->host, y->host) || strcmp(x->host_id, y->host_id) || strcmp(x->fn, y->fn) ||
-            strcmp(x->shim_version, y->shim_version) || strcmp(x->caller_lib, y->caller_lib) ||
-            strcmp(x->title, y->title) || strcmp(x->role_reason, y->role_reason) ||
-            strcmp(x->local_purpose_reason, y->local_purpose_reason))
-            return 0;
-        for (int i = 0; i < x->nframes; i++)
-            if (strcmp(x->frames[i], y->frames[i]))
-                return 0;
-        return 1;
-    }
-    case RV_DECISION:
-    case RV_COMMIT: {
-        const struct rv_verdict *x = &a->u.verdict, *y = &b->u.verdict;
-        return x->action == y->action && x->purpose == y->purpose && x->final == y->final &&
-               x->decision_id == y->decision_id && x->nhosts == y->nhosts && x->ntraining == y->ntraining &&
-               x->ninference == y->ninference && x->nunknown == y->nunknown &&
-               !strcmp(x->purpose_reason, y->purpose_reason) && !strcmp(x->action_reason, y->action_reason);
-    }
-    case RV_VOTE:
-        return a->u.vote.ok == b->u.vote.ok && !strcmp(a->u.vote.reason, b->u.vote.reason) &&
-               a->u.vote.bloblen == b->u.vote.bloblen &&
-               !memcmp(a->u.vote.blob, b->u.vote.blob, (size_t)a->u.vote.bloblen);
-    case RV_PEERS:
-        if (a->u.peers.npeers != b->u.peers.npeers)
-            return 0;
-        for (int i = 0; i < a->u.peers.npeers; i++) {
-            const struct rv_peer *x = &a->u.peers.peer[i], *y = &b->u.peers.peer[i];
-            if (x->rank != y->rank || x->bloblen != y->bloblen || memcmp(x->blob, y->blob, (size_t)x->bloblen))
-                return 0;
-        }
-        return 1;
-    }
-    return 0;
-}
 
 static struct rv_msg m1, m2;
 static uint8_t enc1[RV_MAX_FRAME], enc2[RV_MAX_FRAME];
@@ -93,7 +48,7 @@ static void one_frame(const uint8_t *buf, size_t len)
     /* Encoding drops unknown tags and empty optional strings, adds nothing. */
     check(n1 <= len, "re-encoding is no longer than the input");
     check(rv_decode(enc1, n1, &m2, err, sizeof(err)) == 0, "a re-encoded message decodes");
-    check(same(&m1, &m2), "decode(encode(decode(x))) == decode(x)");
+    check(rv_msg_same(&m1, &m2), "decode(encode(decode(x))) == decode(x)");
     size_t n2 = rv_encode(&m2, enc2, sizeof(enc2));
     check(n2 == n1 && memcmp(enc1, enc2, n1) == 0, "encoding is deterministic");
     check(rv_encode(&m1, enc2, n1 - 1) == 0, "encode refuses a buffer one byte short");

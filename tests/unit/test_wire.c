@@ -6,6 +6,7 @@
  * (the seeds of tests/fuzz/corpus/wire).
  */
 #include "rv_wire.h"
+#include "wire_same.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -113,52 +114,6 @@ static void vote_min(struct rv_msg *m)
     m->type = RV_VOTE;
 }
 
-/* Field by field: 1 if `a` and `b` carry the same message. */
-static int same(const struct rv_msg *a, const struct rv_msg *b)
-{
-    if (a->type != b->type || memcmp(a->token, b->token, RV_TOKEN_LEN) != 0)
-        return 0;
-    switch (a->type) {
-    case RV_HELLO: {
-        const struct rank_facts *x = &a->u.hello, *y = &b->u.hello;
-        if (x->rank != y->rank || x->nranks != y->nranks || x->pid != y->pid || x->cuda_device != y->cuda_device ||
-            x->nccl_version != y->nccl_version || x->api != y->api || x->role != y->role ||
-            x->local_purpose != y->local_purpose || x->strict_error != y->strict_error || x->nframes != y->nframes)
-            return 0;
-        if (strcmp(x->host, y->host) || strcmp(x->host_id, y->host_id) || strcmp(x->fn, y->fn) ||
-            strcmp(x->shim_version, y->shim_version) || strcmp(x->caller_lib, y->caller_lib) ||
-            strcmp(x->title, y->title) || strcmp(x->role_reason, y->role_reason) ||
-            strcmp(x->local_purpose_reason, y->local_purpose_reason))
-            return 0;
-        for (int i = 0; i < x->nframes; i++)
-            if (strcmp(x->frames[i], y->frames[i]))
-                return 0;
-        return 1;
-    }
-    case RV_DECISION:
-    case RV_COMMIT: {
-        const struct rv_verdict *x = &a->u.verdict, *y = &b->u.verdict;
-        return x->action == y->action && x->purpose == y->purpose && x->final == y->final &&
-               x->decision_id == y->decision_id && x->nhosts == y->nhosts && x->ntraining == y->ntraining &&
-               x->ninference == y->ninference && x->nunknown == y->nunknown &&
-               !strcmp(x->purpose_reason, y->purpose_reason) && !strcmp(x->action_reason, y->action_reason);
-    }
-    case RV_VOTE:
-        return a->u.vote.ok == b->u.vote.ok && !strcmp(a->u.vote.reason, b->u.vote.reason) &&
-               a->u.vote.bloblen == b->u.vote.bloblen &&
-               !memcmp(a->u.vote.blob, b->u.vote.blob, (size_t)a->u.vote.bloblen);
-    case RV_PEERS:
-        if (a->u.peers.npeers != b->u.peers.npeers)
-            return 0;
-        for (int i = 0; i < a->u.peers.npeers; i++) {
-            const struct rv_peer *x = &a->u.peers.peer[i], *y = &b->u.peers.peer[i];
-            if (x->rank != y->rank || x->bloblen != y->bloblen || memcmp(x->blob, y->blob, (size_t)x->bloblen))
-                return 0;
-        }
-        return 1;
-    }
-    return 0;
-}
 
 /* ---- Frames as lists of TLVs, to build malformed ones. ---- */
 
@@ -305,7 +260,7 @@ static void round_trip(const struct rv_msg *m, const char *what)
     size_t len = rv_encode(m, buf, sizeof(buf));
     err[0] = '\0';
     int rc = len ? rv_decode(buf, len, &out, err, sizeof(err)) : -1;
-    int good = len > 0 && rc == 0 && same(m, &out);
+    int good = len > 0 && rc == 0 && rv_msg_same(m, &out);
     /* The same frame again, from the decoded message. */
     size_t len2 = good ? rv_encode(&out, buf2, sizeof(buf2)) : 0;
     good = good && len2 == len && memcmp(buf, buf2, len) == 0;
@@ -761,16 +716,16 @@ int main(int argc, char **argv)
     append(&fr, 777, big, 2000);
     append(&fr, 0xffff, "", 0);
     rc = decode_fr();
-    ok(rc == 0 && same(&in, &out), "HELLO: unknown tags (0, 777 twice, 65535) are skipped");
+    ok(rc == 0 && rv_msg_same(&in, &out), "HELLO: unknown tags (0, 777 twice, 65535) are skipped");
     verdict_max(&in, RV_COMMIT);
     start(&in);
     append(&fr, 4, "\x00\x00\x00\x00", 4);
     rc = decode_fr();
-    ok(rc == 0 && out.u.verdict.final == 1 && same(&in, &out), "COMMIT: a final tag is unknown there, skipped");
+    ok(rc == 0 && out.u.verdict.final == 1 && rv_msg_same(&in, &out), "COMMIT: a final tag is unknown there, skipped");
     vote_max(&in);
     start(&in);
     append(&fr, 9, big, 9);
-    ok(decode_fr() == 0 && same(&in, &out), "VOTE: unknown tag skipped");
+    ok(decode_fr() == 0 && rv_msg_same(&in, &out), "VOTE: unknown tag skipped");
 
     /* ---- No stale data ---- */
     hello_max(&in);

@@ -1,0 +1,59 @@
+/*
+ * Whether two decoded rendezvous messages are the same, field by field: the
+ * round-trip check of the wire unit test and of its fuzzer.
+ */
+#ifndef NCCLSHIM_TEST_WIRE_SAME_H
+#define NCCLSHIM_TEST_WIRE_SAME_H
+
+#include "rv_wire.h"
+
+#include <string.h>
+
+/* Field by field: 1 if `a` and `b` carry the same message. */
+static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
+{
+    if (a->type != b->type || memcmp(a->token, b->token, RV_TOKEN_LEN) != 0)
+        return 0;
+    switch (a->type) {
+    case RV_HELLO: {
+        const struct rank_facts *x = &a->u.hello, *y = &b->u.hello;
+        if (x->rank != y->rank || x->nranks != y->nranks || x->pid != y->pid || x->cuda_device != y->cuda_device ||
+            x->nccl_version != y->nccl_version || x->api != y->api || x->role != y->role ||
+            x->local_purpose != y->local_purpose || x->strict_error != y->strict_error || x->nframes != y->nframes)
+            return 0;
+        if (strcmp(x->host, y->host) || strcmp(x->host_id, y->host_id) || strcmp(x->fn, y->fn) ||
+            strcmp(x->shim_version, y->shim_version) || strcmp(x->caller_lib, y->caller_lib) ||
+            strcmp(x->title, y->title) || strcmp(x->role_reason, y->role_reason) ||
+            strcmp(x->local_purpose_reason, y->local_purpose_reason))
+            return 0;
+        for (int i = 0; i < x->nframes; i++)
+            if (strcmp(x->frames[i], y->frames[i]))
+                return 0;
+        return 1;
+    }
+    case RV_DECISION:
+    case RV_COMMIT: {
+        const struct rv_verdict *x = &a->u.verdict, *y = &b->u.verdict;
+        return x->action == y->action && x->purpose == y->purpose && x->final == y->final &&
+               x->decision_id == y->decision_id && x->nhosts == y->nhosts && x->ntraining == y->ntraining &&
+               x->ninference == y->ninference && x->nunknown == y->nunknown &&
+               !strcmp(x->purpose_reason, y->purpose_reason) && !strcmp(x->action_reason, y->action_reason);
+    }
+    case RV_VOTE:
+        return a->u.vote.ok == b->u.vote.ok && !strcmp(a->u.vote.reason, b->u.vote.reason) &&
+               a->u.vote.bloblen == b->u.vote.bloblen &&
+               !memcmp(a->u.vote.blob, b->u.vote.blob, (size_t)a->u.vote.bloblen);
+    case RV_PEERS:
+        if (a->u.peers.npeers != b->u.peers.npeers)
+            return 0;
+        for (int i = 0; i < a->u.peers.npeers; i++) {
+            const struct rv_peer *x = &a->u.peers.peer[i], *y = &b->u.peers.peer[i];
+            if (x->rank != y->rank || x->bloblen != y->bloblen || memcmp(x->blob, y->blob, (size_t)x->bloblen))
+                return 0;
+        }
+        return 1;
+    }
+    return 0;
+}
+
+#endif
