@@ -323,7 +323,7 @@ EXPORT CUresult cuDriverGetVersion(int *version)
     return CUDA_SUCCESS;
 }
 
-static const struct {
+static const struct fake_error {
     CUresult code;
     const char *name, *text;
 } errors[] = {
@@ -345,30 +345,31 @@ static const struct {
     {CUDA_ERROR_UNKNOWN, "CUDA_ERROR_UNKNOWN", "unknown error"},
 };
 
+/* The table's entry for `error`, or NULL. */
+static const struct fake_error *find_error(CUresult error)
+{
+    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
+        if (errors[i].code == error)
+            return &errors[i];
+    return NULL;
+}
+
 EXPORT CUresult cuGetErrorString(CUresult error, const char **str)
 {
+    const struct fake_error *e = find_error(error);
     if (!str)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].code == error) {
-            *str = errors[i].text;
-            return CUDA_SUCCESS;
-        }
-    *str = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
+    *str = e ? e->text : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 EXPORT CUresult cuGetErrorName(CUresult error, const char **str)
 {
+    const struct fake_error *e = find_error(error);
     if (!str)
         return CUDA_ERROR_INVALID_VALUE;
-    for (size_t i = 0; i < sizeof errors / sizeof errors[0]; i++)
-        if (errors[i].code == error) {
-            *str = errors[i].name;
-            return CUDA_SUCCESS;
-        }
-    *str = NULL;
-    return CUDA_ERROR_INVALID_VALUE;
+    *str = e ? e->name : NULL;
+    return e ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
 }
 
 /* ---------------------------------------------------------------- context, device */
