@@ -116,6 +116,8 @@ static void disagree(communicator *c, const char *what, const char *(*get)(const
     list_buf b = {0};
     strlist seen = {0};
     for (size_t i = 0; i < c->nranks_rec; i++) {
+        if (c->ranks[i]->from_log) /* no shim there: nothing to compare */
+            continue;
         size_t before = seen.n;
         strlist_add_unique(&seen, get(c->ranks[i]));
         if (seen.n != before)
@@ -486,6 +488,101 @@ static void rule_training_on_socket(inspect_state *st, communicator *c)
                          b.items > 1 ? "s" : "", b.s));
 }
 
+/* The communicator's ranks chose Socket by the shim's policy (action socket,
+ * or the shim set netName Socket): not a fallback. */
+static int socket_by_policy(const rank_rec *r)
+{
+    return (r->action && strcmp(r->action, "socket") == 0) || (r->net && strcasecmp(r->net, "Socket") == 0);
+}
+
+static int is_fabric(const char *net)
+{
+    return net && strcasecmp(net, "Socket") != 0 && strcmp(net, "ipc") != 0 && strcmp(net, "-") != 0 &&
+           strcmp(net, "mixed") != 0;
+}
+
+/*
+ * NCCL gives each communicator the first NET plugin that initialises for it;
+ * a plugin out of resources (EFA's queue pairs taken by a communicator made
+ * earlier) refuses, and NCCL silently moves on to Socket. Evidence that the
+ * fabric was there: another communicator on the same host used it, or NCCL
+ * logged "Failed to initialize NET plugin X" while initialising this one.
+ * Like the training rule, only when data crosses the network (several
+ * hosts, or channels "via NET/Socket").
+ */
+static void rule_fell_back_to_socket(inspect_state *st, communicator *c)
+{
+    list_buf ranks = {0};
+    const rank_rec *first = NULL, *failed = NULL;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        const rank_rec *r = c->ranks[i];
+        /* a weight-update communicator on Socket is where the policy wants it */
+        if (!r->network || strcasecmp(r->network, "Socket") != 0 || socket_by_policy(r) ||
+            (r->purpose && strcmp(r->purpose, "weight-update") == 0) ||
+            !(c->hosts.n > 1 || r->net_channels > 0))
+            continue;
+        lb_add_ll(&ranks, r->rank);
+        if (!first)
+            first = r;
+        if (!failed && r->net_failed)
+            failed = r;
+    }
+    if (!ranks.items)
+        return;
+    /* other communicators with a rank on a host of ours, on a fabric */
+    list_buf others = {0};
+    const char *fabric = failed ? failed->net_failed : NULL;
+    for (size_t k = 0; k < st->ncomms; k++) {
+        communicator *d = st->sorted[k];
+        if (d == c)
+            continue;
+        list_buf dr = {0};
+        const char *dnet = NULL;
+        for (size_t i = 0; i < d->nranks_rec; i++) {
+            const rank_rec *q = d->ranks[i];
+            if (!is_fabric(q->network))
+                continue;
+            int same_host = 0;
+            for (size_t j = 0; j < c->nranks_rec && !same_host; j++) {
+                char *a = short_host(q->host), *b = short_host(c->ranks[j]->host);
+                same_host = strcmp(a, b) == 0;
+                free(a);
+                free(b);
+            }
+            if (!same_host)
+                continue;
+            lb_add_ll(&dr, q->rank);
+            if (!dnet)
+                dnet = q->network;
+        }
+        if (!dr.items)
+            continue;
+        if (!fabric)
+            fabric = dnet;
+        char item[200];
+        snprintf(item, sizeof item, "%s (rank%s %s on %s)", d->short_group, dr.items > 1 ? "s" : "", dr.s, dnet);
+        lb_add(&others, item);
+    }
+    if (!others.items && !failed)
+        return;
+    char *where = xasprintf("rank%s %s (%s pid %lld%s)", ranks.items > 1 ? "s" : "", ranks.s, first->host,
+                            first->pid, ranks.items > 1 ? ", ..." : "");
+    char *why = failed ? xasprintf("NCCL logged 'Failed to initialize NET plugin %s' while creating it (rank %lld, "
+                                   "%s pid %lld)", failed->net_failed, failed->rank, failed->host, failed->pid)
+                       : xasprintf("NCCL did not even try %s for it (in that process the plugin had refused an "
+                                   "earlier communicator, or was not loaded)", fabric);
+    char *msg;
+    if (others.items)
+        msg = xasprintf("fell back to Socket on %s: the fabric (%s) was available to other communicators on its "
+                        "host, %s, and they likely took its resources (e.g. the NIC's queue pairs); %s",
+                        where, fabric, others.s, why);
+    else
+        msg = xasprintf("fell back to Socket on %s: %s: the plugin refused it (e.g. no queue pairs left)", where, why);
+    free(where);
+    add(c, msg);
+    free(why);
+}
+
 static void rule_not_ended(inspect_state *st, communicator *c)
 {
     (void)st;
@@ -494,7 +591,7 @@ static void rule_not_ended(inspect_state *st, communicator *c)
         /* a failed init has nothing to end; the exit record means the shim
          * wrote ends for every live comm, so a missing one was destroyed
          * in a file we were not given */
-        if (r->end || (r->result != 0 && r->result != 7) || (r->proc && r->proc->has_exit))
+        if (r->from_log || r->end || (r->result != 0 && r->result != 7) || (r->proc && r->proc->has_exit))
             continue;
         add(c, xasprintf("rank %lld (pid %lld) has no end record: process may have crashed", r->rank,
                          r->pid));
@@ -812,6 +909,7 @@ static const struct {
     {"redirect ineffective", rule_redirect_ineffective},
     {"dropped communicator carried data", rule_dropped_carried_data},
     {"training communicator on Socket", rule_training_on_socket},
+    {"fell back to Socket", rule_fell_back_to_socket},
     {"ipc peer lost", rule_ipc_peer_lost},
     {"ipc operation failed", rule_ipc_failed},
     {"unsupported operation on an ipc communicator", rule_ipc_comm_call},

@@ -82,6 +82,16 @@ static void match_ends(inspect_state *st, rank_rec **byts, size_t n)
     }
 }
 
+static void take_net(rank_rec *r, net_entry *e)
+{
+    if (e->network)
+        r->network = e->network;
+    r->net_channels = e->channels;
+    r->commid = e->commid;
+    r->net_failed = e->failed;
+    e->joined = 1;
+}
+
 static void join_network(inspect_state *st, rank_rec *r)
 {
     if (!r->comm_norm)
@@ -90,12 +100,90 @@ static void join_network(inspect_state *st, rank_rec *r)
     char *key = xasprintf("%s:%lld:%s", h, r->pid, r->comm_norm);
     net_entry *e;
     HASH_FIND_STR(st->nccl_comm, key, e);
-    if (e && e->network)
-        r->network = e->network;
-    if (e)
-        r->net_channels = e->channels;
     free(key);
     free(h);
+    if (e) {
+        take_net(r, e);
+        return;
+    }
+    /* NCCLSHIM_HOSTNAME (a test-only host identity) names the process
+     * differently from NCCL's log, which prints the kernel's host name: the
+     * same pid and comm pointer under one other host name is the same comm. */
+    net_entry *found = NULL, *tmp;
+    int n = 0;
+    HASH_ITER(hh, st->nccl_comm, e, tmp) {
+        if (e->has_init && !e->joined && e->pid == r->pid && e->comm_norm && strcmp(e->comm_norm, r->comm_norm) == 0) {
+            found = e;
+            n++;
+        }
+    }
+    if (n == 1)
+        take_net(r, found);
+}
+
+typedef struct commid_group {
+    char *commid;
+    char *group;            /* borrowed from a rank record */
+    UT_hash_handle hh;
+} commid_group;
+
+/* Runs without the shim (or processes without it) leave only NCCL's log:
+ * every Init line that no record joined becomes a rank of its own,
+ * grouped by NCCL's commId, or into the shim's group when a joined rank
+ * of the same commId names it (a rank without the shim in a shim run). */
+static void add_log_only_ranks(inspect_state *st)
+{
+    commid_group *map = NULL, *m, *mtmp;
+    for (rank_rec *r = st->ranks; r; r = r->next) {
+        if (!r->commid)
+            continue;
+        HASH_FIND_STR(map, r->commid, m);
+        if (m)
+            continue;
+        m = xmalloc(sizeof *m);
+        m->commid = xstrdup(r->commid);
+        m->group = r->group;
+        HASH_ADD_KEYPTR(hh, map, m->commid, strlen(m->commid), m);
+    }
+    net_entry *e, *tmp;
+    HASH_ITER(hh, st->nccl_comm, e, tmp) {
+        if (!e->has_init || e->joined)
+            continue;
+        rank_rec *r = xmalloc(sizeof *r);
+        memset(r, 0, sizeof *r);
+        r->host = xstrdup(e->host);
+        r->pid = e->pid;
+        r->tid = e->tid;
+        r->comm = xstrdup(e->comm);
+        r->comm_norm = e->comm_norm ? xstrdup(e->comm_norm) : norm_comm_ptr(e->comm);
+        r->fn = e->fn ? xstrdup(e->fn) : NULL;
+        r->rank = e->rank;
+        r->nranks = e->nranks;
+        r->cuda_device = e->cuda_dev;
+        r->network = e->network;
+        r->net_channels = e->channels;
+        r->commid = e->commid;
+        r->net_failed = e->failed;
+        r->from_log = 1;
+        r->seq = e->seq;
+        m = NULL;
+        if (e->commid)
+            HASH_FIND_STR(map, e->commid, m);
+        if (m)
+            r->group = xstrdup(m->group);
+        else if (e->commid)
+            r->group = xasprintf("nccl:%s", e->commid);
+        else /* a split: NCCL logs no commId for it; one group per rank */
+            r->group = xasprintf("nccl:%s:%lld:%s", e->host, e->pid, r->comm_norm);
+        e->joined = 1;
+        *st->ranks_tail = r;
+        st->ranks_tail = &r->next;
+    }
+    HASH_ITER(hh, map, m, mtmp) {
+        HASH_DEL(map, m);
+        free(m->commid);
+        free(m);
+    }
 }
 
 static int rank_cmp(const void *a, const void *b)
@@ -111,6 +199,8 @@ static int comm_cmp(const void *a, const void *b)
     const communicator *x = *(communicator *const *)a, *y = *(communicator *const *)b;
     if (x->first_ts != y->first_ts)
         return x->first_ts < y->first_ts ? -1 : 1;
+    if (x->first_seq != y->first_seq)
+        return x->first_seq < y->first_seq ? -1 : 1;
     return strcmp(x->group, y->group);
 }
 
@@ -130,8 +220,10 @@ static const char *agree(communicator *c, const char *(*get)(const rank_rec *), 
     return v ? v : none;
 }
 
-static const char *get_purpose(const rank_rec *r) { return r->purpose ? r->purpose : "unknown"; }
-static const char *get_action(const rank_rec *r) { return r->action ? r->action : "unknown"; }
+/* A rank known from NCCL's log alone has no purpose or action: it is left
+ * out, and a communicator of such ranks only shows "-". */
+static const char *get_purpose(const rank_rec *r) { return r->from_log ? NULL : r->purpose ? r->purpose : "unknown"; }
+static const char *get_action(const rank_rec *r) { return r->from_log ? NULL : r->action ? r->action : "unknown"; }
 static const char *get_network(const rank_rec *r) { return r->network; }
 
 static int ll_cmp(const void *a, const void *b)
@@ -166,14 +258,20 @@ static void summarize(communicator *c)
 {
     qsort(c->ranks, c->nranks_rec, sizeof *c->ranks, rank_cmp);
     c->first_ts = c->ranks[0]->ts;
+    c->first_seq = c->ranks[0]->seq;
+    c->from_log = 1;
     for (size_t i = 0; i < c->nranks_rec; i++) {
         rank_rec *r = c->ranks[i];
         if (r->ts < c->first_ts)
             c->first_ts = r->ts;
+        if (r->seq < c->first_seq)
+            c->first_seq = r->seq;
+        if (!r->from_log)
+            c->from_log = 0;
         if (i == 0 || r->rank != c->ranks[i - 1]->rank)
             c->ranks_seen++;
         strlist_add_unique(&c->hosts, r->host);
-        strlist_add_unique(&c->apis, r->api ? r->api : "?");
+        strlist_add_unique(&c->apis, r->api ? r->api : r->from_log ? "-" : "?");
         if (r->duration_us > c->init_us)
             c->init_us = r->duration_us;
         if (r->end) {
@@ -184,8 +282,8 @@ static void summarize(communicator *c)
     }
     HASH_SORT(c->ops, op_cmp);
     c->nranks = mode_nranks(c);
-    c->purpose = agree(c, get_purpose, "unknown");
-    c->action = agree(c, get_action, "unknown");
+    c->purpose = agree(c, get_purpose, "-");
+    c->action = agree(c, get_action, "-");
     c->network = agree(c, get_network, "-");
 }
 
@@ -646,9 +744,11 @@ void inspect_group(inspect_state *st)
     match_ends(st, byts, n);
     free(byts);
 
+    for (rank_rec *r = st->ranks; r; r = r->next)
+        join_network(st, r);
+    add_log_only_ranks(st);
     for (rank_rec *r = st->ranks; r; r = r->next) {
         r->proc = inspect_process(st, r->host, r->pid);
-        join_network(st, r);
         communicator *c;
         HASH_FIND_STR(st->comms, r->group, c);
         if (!c) {

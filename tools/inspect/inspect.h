@@ -19,6 +19,11 @@
 #define INSPECT_MAX_LINE (1024 * 1024)
 #define INSPECT_MAX_NCCL_WARNS 3
 
+typedef struct strlist {
+    char **v;
+    size_t n, cap;
+} strlist;
+
 typedef struct op_stat {
     char *name;
     unsigned long long count, bytes;
@@ -106,6 +111,11 @@ typedef struct rank_rec {
     const char *network;    /* owned by the NCCL net map */
     int net_channels;       /* NCCL logged channels "via NET/..." for it: data crosses the network */
     int ipc_lost_warned;    /* an ipc-peer-lost warning joined it (the shim writes one per communicator) */
+    /* NCCL log facts of its comm (see read_nccl_log.c) */
+    const char *commid;     /* NCCL's "commId 0x..." (owned by the NCCL net map), NULL for splits */
+    const char *net_failed; /* "Failed to initialize NET plugin X" while NCCL initialised it: X */
+    int from_log;           /* no shim record: made from NCCL's Init START/COMPLETE lines alone */
+    long seq;               /* from_log: the NCCL log line it was first seen on (input order) */
     process *proc;
     struct rank_rec *next;  /* state-wide list, in input order */
 } rank_rec;
@@ -114,21 +124,25 @@ typedef struct net_entry {
     char *key;              /* "host:pid:tid" or "host:pid:comm" (see read_nccl_log.c) */
     char *network;
     char *comm_norm;        /* per-tid entries: last comm seen on that thread */
+    char *failed;           /* per-tid: a NET plugin that failed to initialise, not yet bound to a comm;
+                             * per-comm: the one that failed while NCCL initialised this comm */
     int channels;           /* per-comm entries: channels seen "via NET/..." */
+    /* per-comm entries, from the "ncclCommInit... comm 0x.. rank R nranks N ... - Init START|COMPLETE" line */
+    int has_init;
+    char *host, *comm, *fn, *commid, *parent;
+    long long pid, tid, rank, nranks, cuda_dev;
+    long seq;               /* state-wide NCCL line number of its first Init line */
+    int joined;             /* a shim record joined it (group.c) */
     UT_hash_handle hh;
 } net_entry;
 
 typedef struct nccl_proc {
     char *key;              /* "shorthost:pid" */
+    strlist plugins;        /* "NET/Plugin: Loaded net plugin X (vN)": X, in order */
     char *warns[INSPECT_MAX_NCCL_WARNS];
     int nwarns;             /* total, may exceed the stored three */
     UT_hash_handle hh;
 } nccl_proc;
-
-typedef struct strlist {
-    char **v;
-    size_t n, cap;
-} strlist;
 
 /* "a,b,c" in a fixed buffer, capped so that a 4096-rank job with half its
  * ranks gone still yields one readable line; `items` counts them all. */
@@ -192,6 +206,8 @@ typedef struct communicator {
     const char *root;       /* the rendezvous address the ranks used, or NULL */
     expired_rec *expired;   /* the root's listener expired unused (the ranks came too late) */
     int marked;             /* some rank took part in a rendezvous (has a decision object) */
+    int from_log;           /* every rank is from NCCL's log alone (no shim records) */
+    long first_seq;         /* from_log: input order, for sorting when there are no timestamps */
     int fell_back;          /* some rank fell back, the root gave up, or the vote undid it */
     char *decision_summary; /* one line for the table; NULL when no rendezvous */
     strlist hosts, apis;

@@ -76,6 +76,9 @@ static json_t *jrank(rank_rec *r)
     json_object_set_new(o, "duration_us", json_integer(r->duration_us));
     json_object_set_new(o, "result", json_integer(r->result));
     json_object_set_new(o, "network", jstr(r->network));
+    json_object_set_new(o, "nccl_comm_id", jstr(r->commid));
+    json_object_set_new(o, "net_failed", jstr(r->net_failed));
+    json_object_set_new(o, "from_nccl_log", json_boolean(r->from_log));
     json_object_set_new(o, "python", jstr(r->python0));
     json_object_set_new(o, "end", jstr(r->end ? (r->end->how ? r->end->how : "?") : NULL));
     json_object_set_new(o, "ops", r->end ? jops(r->end->ops) : json_object());

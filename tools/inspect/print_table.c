@@ -123,6 +123,14 @@ static void print_ranks(communicator *c, FILE *out)
         rank_rec *r = c->ranks[i];
         /* no NCCL communicator (drop, ipc, fail): the shim's handle says which one it was */
         char *comm = r->comm ? xstrdup(r->comm) : r->handle ? xasprintf("- handle %s", r->handle) : xstrdup("-");
+        if (r->from_log) {
+            fprintf(out, "  rank %lld: %s pid %lld tid %lld comm %s (NCCL log only: no shim record) %s net %s%s%s\n",
+                    r->rank, r->host, r->pid, r->tid, comm, r->fn ? r->fn : "?", r->network ? r->network : "-",
+                    r->net_failed ? ", after NCCL failed to initialize NET plugin " : "",
+                    r->net_failed ? r->net_failed : "");
+            free(comm);
+            continue;
+        }
         fprintf(out, "  rank %lld: %s pid %lld tid %lld comm %s api %s role %s purpose %s (%s) net %s\n",
                 r->rank, r->host, r->pid, r->tid, comm, r->api ? r->api : "?",
                 r->role ? r->role : "?", r->purpose ? r->purpose : "?",

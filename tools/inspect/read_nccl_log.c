@@ -101,7 +101,66 @@ static int parse_origin(const char *line, const char *end, char **host, long lon
     return 0;
 }
 
-static void bind_comm(inspect_state *st, const char *proc_key, const char *tid_key, const char *msg)
+/* The number after `key` in `msg` ("rank 1" -> 1); -1 when absent. */
+static long long field_ll(const char *msg, const char *key)
+{
+    const char *p = strstr(msg, key);
+    if (!p)
+        return -1;
+    p += strlen(key);
+    if (*p < '0' || *p > '9')
+        return -1;
+    return strtoll(p, NULL, 10);
+}
+
+/* The token after `key` ("commId 0x1bec..." -> "0x1bec..."), or NULL. */
+static char *field_tok(const char *msg, const char *key)
+{
+    const char *p = strstr(msg, key);
+    if (!p)
+        return NULL;
+    p += strlen(key);
+    size_t n = strcspn(p, " \t-");
+    if (n == 0 || n > 40)
+        return NULL;
+    char *o = xmalloc(n + 1);
+    memcpy(o, p, n);
+    o[n] = '\0';
+    return o;
+}
+
+/* "ncclCommInitRankConfig comm 0x37d3beb0 rank 1 nranks 2 cudaDev 1 nvmlDev 1 busId 70 commId 0x1bec0da7ecb75337 - Init START"
+ * (splits: "... parent 0x.. splitCount 1 color 0 key 0- Init START"): the
+ * communicator as NCCL saw it, so that runs without the shim still list it. */
+static void note_init(inspect_state *st, net_entry *e, const char *host, long long pid, long long tid,
+                      const char *msg, const char *c)
+{
+    if (e->has_init)
+        return;
+    e->has_init = 1;
+    e->seq = (long)st->nccl_lines;
+    e->host = xstrdup(host);
+    e->pid = pid;
+    e->tid = tid;
+    size_t n = strcspn(c, " \t");
+    e->comm = xmalloc(n + 1);
+    memcpy(e->comm, c, n);
+    e->comm[n] = '\0';
+    const char *sp = strchr(msg, ' ');
+    if (sp && sp > msg && (size_t)(sp - msg) < 64 && strncmp(msg, "nccl", 4) == 0) {
+        e->fn = xmalloc((size_t)(sp - msg) + 1);
+        memcpy(e->fn, msg, (size_t)(sp - msg));
+        e->fn[sp - msg] = '\0';
+    }
+    e->rank = field_ll(c, " rank ");
+    e->nranks = field_ll(c, " nranks ");
+    e->cuda_dev = field_ll(c, " cudaDev ");
+    e->commid = field_tok(c, " commId ");
+    e->parent = field_tok(c, " parent ");
+}
+
+static void bind_comm(inspect_state *st, const char *host, long long pid, long long tid, const char *proc_key,
+                      const char *tid_key, const char *msg, int start)
 {
     const char *c = strstr(msg, "comm 0x");
     if (!c)
@@ -113,6 +172,7 @@ static void bind_comm(inspect_state *st, const char *proc_key, const char *tid_k
     t->comm_norm = xstrdup(norm);
     char *key = xasprintf("%s:%s", proc_key, norm);
     net_entry *e = net_get(&st->nccl_comm, key, 1);
+    note_init(st, e, host, pid, tid, msg, c);
     /* The network seen before Init START wins; Init COMPLETE only fills in
      * when the START line was missing (log cut, or a different NCCL). */
     if (!e->network) {
@@ -124,8 +184,34 @@ static void bind_comm(inspect_state *st, const char *proc_key, const char *tid_k
         if (net)
             e->network = xstrdup(net);
     }
+    /* NCCL tries its NET plugins in commAlloc, before Init START, on the
+     * initialising thread: a failure seen there belongs to this comm. */
+    if (start && t->failed) {
+        if (!e->failed)
+            e->failed = t->failed;
+        else
+            free(t->failed);
+        t->failed = NULL;
+    }
     free(key);
     free(norm);
+}
+
+static void note_plugin(inspect_state *st, const char *proc_key, const char *name, size_t n)
+{
+    nccl_proc *np;
+    HASH_FIND_STR(st->nccl_procs, proc_key, np);
+    if (!np) {
+        np = xmalloc(sizeof *np);
+        memset(np, 0, sizeof *np);
+        np->key = xstrdup(proc_key);
+        HASH_ADD_KEYPTR(hh, st->nccl_procs, np->key, strlen(np->key), np);
+    }
+    char *s = xmalloc(n + 1);
+    memcpy(s, name, n);
+    s[n] = '\0';
+    strlist_add_unique(&np->plugins, s);
+    free(s);
 }
 
 /* "Channel 00/0 : 1[1] -> 0[0] [receive] via NET/Socket/0": a fallback for
@@ -215,8 +301,20 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len)
             set_str(&net_get(&st->nccl_tid, tid_key, 1)->network, net, n);
             set_str(&net_get(&st->nccl_proc_net, proc_key, 1)->network, net, n);
         }
+    } else if (strncmp(msg, "Failed to initialize NET plugin ", 32) == 0) {
+        /* NCCL 2.28: the plugin's init refused this comm (e.g. no resources
+         * left); NCCL goes on to its next NET plugin, in the end Socket */
+        const char *name = msg + 32;
+        size_t n = strcspn(name, " \t\r\n");
+        if (n > 0 && n < 128)
+            set_str(&net_get(&st->nccl_tid, tid_key, 1)->failed, name, n);
+    } else if (strncmp(msg, "NET/Plugin: Loaded net plugin ", 30) == 0) {
+        const char *name = msg + 30;
+        size_t n = strcspn(name, " \t\r\n");
+        if (n > 0 && n < 128)
+            note_plugin(st, proc_key, name, n);
     } else if (strstr(msg, "Init START") || strstr(msg, "Init COMPLETE")) {
-        bind_comm(st, proc_key, tid_key, msg);
+        bind_comm(st, host, pid, tid, proc_key, tid_key, msg, strstr(msg, "Init START") != NULL);
     } else if (strncmp(msg, "Channel ", 8) == 0) {
         bind_channel(st, proc_key, tid_key, msg);
     }

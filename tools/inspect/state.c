@@ -23,6 +23,12 @@ static void net_free(net_entry **h)
         free(e->key);
         free(e->network);
         free(e->comm_norm);
+        free(e->failed);
+        free(e->host);
+        free(e->comm);
+        free(e->fn);
+        free(e->commid);
+        free(e->parent);
         free(e);
     }
 }
@@ -126,6 +132,7 @@ void inspect_free(inspect_state *st)
     HASH_ITER(hh, st->nccl_procs, np, nptmp) {
         HASH_DEL(st->nccl_procs, np);
         free(np->key);
+        strlist_free(&np->plugins);
         for (int i = 0; i < np->nwarns && i < INSPECT_MAX_NCCL_WARNS; i++)
             free(np->warns[i]);
         free(np);
