@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..119"
+echo "1..129"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -314,6 +314,31 @@ check "malformed ipc_peer_left: reported with the field, skipped" eval 'test $rc
 check "unjoined ipc_peer_left and ipc warnings: kept, no communicator" jqt '.ipc_peer_left == [{"host":"z","pid":1,"ts":1.0,"listen":"127.0.0.1:1","decision_id":"0x0000000000000099","rank":1,"group":null,"at_destroy":false}] and ([.warnings[].group] == [null,null])'
 run "$TMP/ncclshim.pl.1.jsonl"
 check "unjoined ipc_peer_left: a header line" has '^ipc_peer_left z:1 127\.0\.0\.1:1 \(0x00000000\): rank 1 left; no rank of it in the inputs$'
+
+# --- the scenario's runs (tools/scenario) with the EFASim net plugin: synthetic NCCL 2.28.9
+# logs and records from tests/inspect/gen_efasim_fixtures.py
+run --check "$FX/efasim_noshim"
+check "efasim no shim: communicators from NCCL's logs alone, in creation order" eval 'has "^3 processes on 1 host, 2 communicators$" && has "^nccl:0x5eed0000 +- +- +3/3 +gpu1 +- +0 +EFASim +- +-$" && has "^nccl:0x7a1200b0 +- +- +2/2 +gpu1 +- +0 +Socket +1 +-$" && test "$(grep -m1 -o "^nccl:0x[0-9a-f]*" "$TMP/out")" = nccl:0x5eed0000'
+check "efasim no shim: --check flags the fallback, naming both communicators" eval 'test $rc -eq 1 && has "^PROBLEM nccl:0x7a1200b0: fell back to Socket on ranks 0,1 \(gpu1 pid 4100, \.\.\.\): the fabric \(EFASim\) was available to other communicators on its host, nccl:0x5eed0000 \(ranks 0,1,2 on EFASim\).*Failed to initialize NET plugin EFASim" err && test "$(wc -l <"$TMP/err")" -eq 1'
+run --json "$FX/efasim_noshim"
+check "efasim no shim --json: ranks from the log, commId, network, failed plugin" jqt '(.communicators | map(.group)) == ["nccl:0x5eed0000a11ce001","nccl:0x7a1200b0b0000002"] and ([.communicators[1].ranks[] | [.rank, .network, .net_failed, .from_nccl_log, .nccl_comm_id, .fn]] == [[0,"Socket","EFASim",true,"0x7a1200b0b0000002","ncclCommInitRankConfig"],[1,"Socket","EFASim",true,"0x7a1200b0b0000002","ncclCommInitRankConfig"]]) and .communicators[0].network == "EFASim" and (.processes | length) == 3'
+run -v "$FX/efasim_noshim"
+check "efasim no shim -v: log-only ranks say so" has '^  rank 0: gpu1 pid 4100 tid 4100 comm 0x55d0b0001000 \(NCCL log only: no shim record\) ncclCommInitRankConfig net Socket, after NCCL failed to initialize NET plugin EFASim$'
+run --check "$FX/efasim_passthrough"
+check "efasim passthrough (shim records): the weight-update comm on EFASim, training on Socket" eval 'has "^id:0x3c0ffee1 +weight-update +passthrough +3/3 .* EFASim +- " && has "^id:0x9a1bed22 +training +passthrough +2/2 .* Socket +2 "'
+check "efasim passthrough: --check flags both rules, naming the weight-update comm" eval 'test $rc -eq 1 && has "^PROBLEM id:0x9a1bed22: training communicator on Socket \(NCCL log, ranks 0,1\)$" err && has "^PROBLEM id:0x9a1bed22: fell back to Socket on ranks 0,1 .*id:0x3c0ffee1 \(ranks 0,1,2 on EFASim\)" err && test "$(wc -l <"$TMP/err")" -eq 2'
+run --check "$FX/efasim_ipc"
+check "efasim ipc: training on EFASim, --check passes" eval 'test $rc -eq 0 && test ! -s "$TMP/err" && has "^id:0x3c0ffee1 +weight-update +ipc +3/3 .* ipc +- " && has "^id:0x9a1bed22 +training +passthrough +2/2 .* EFASim +- "'
+run --check "$FX/efasim_socket"
+check "efasim socket by policy (inference as node-b): no problem, --check passes" eval 'test $rc -eq 0 && test ! -s "$TMP/err" && has "^3 processes on 2 hosts, 2 communicators$" && has "^id:0x3c0ffee1 +weight-update +socket +3/3 +gpu1,node-b +ctypes .* Socket +- " && has "^id:0x9a1bed22 +training +passthrough +2/2 .* EFASim +- "'
+run --json "$FX/efasim_socket"
+check "efasim socket: NCCLSHIM_HOSTNAME's rank joins NCCL's log by pid and comm" jqt '[.communicators[0].ranks[] | [.host, .network, .from_nccl_log]] == [["gpu1","Socket",false],["gpu1","Socket",false],["node-b","Socket",false]]'
+# a rank without the shim beside shim ranks: joins the shim's group through NCCL's commId
+mkdir -p "$TMP/mixed"
+cp "$FX"/efasim_passthrough/* "$TMP/mixed/"
+rm "$TMP/mixed/ncclshim.gpu1.4102.jsonl"
+run --json "$TMP/mixed"
+check "rank without the shim: joins the shim's group through NCCL's commId" jqt '(.communicators | length) == 2 and ([.communicators[0].ranks[] | [.rank, .from_nccl_log, .network]] == [[0,false,"EFASim"],[1,false,"EFASim"],[2,true,"EFASim"]]) and .communicators[0].purpose == "weight-update" and .communicators[0].problems == []'
 
 # --- usage
 run

@@ -133,11 +133,13 @@ static char *field_tok(const char *msg, const char *key)
  * (splits: "... parent 0x.. splitCount 1 color 0 key 0- Init START"): the
  * communicator as NCCL saw it, so that runs without the shim still list it. */
 static void note_init(inspect_state *st, net_entry *e, const char *host, long long pid, long long tid,
-                      const char *msg, const char *c)
+                      const char *msg, const char *c, const char *norm)
 {
     if (e->has_init)
         return;
     e->has_init = 1;
+    free(e->comm_norm);
+    e->comm_norm = xstrdup(norm);
     e->seq = (long)st->nccl_lines;
     e->host = xstrdup(host);
     e->pid = pid;
@@ -172,7 +174,7 @@ static void bind_comm(inspect_state *st, const char *host, long long pid, long l
     t->comm_norm = xstrdup(norm);
     char *key = xasprintf("%s:%s", proc_key, norm);
     net_entry *e = net_get(&st->nccl_comm, key, 1);
-    note_init(st, e, host, pid, tid, msg, c);
+    note_init(st, e, host, pid, tid, msg, c, norm);
     /* The network seen before Init START wins; Init COMPLETE only fills in
      * when the START line was missing (log cut, or a different NCCL). */
     if (!e->network) {
