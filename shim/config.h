@@ -24,7 +24,6 @@ struct shim_config {
     struct policy policy;               /* NCCLSHIM_WEIGHT_UPDATE, NCCLSHIM_RULES, NCCLSHIM_STRICT */
     size_t ipc_chunk_bytes;             /* NCCLSHIM_IPC_CHUNK_BYTES: one staging slot */
     int ipc_slots;                      /* NCCLSHIM_IPC_SLOTS: slots per rank */
-    int ipc_streams;                    /* NCCLSHIM_IPC_STREAMS: the communicator's own streams, 1 or 2 */
     struct policy_patterns patterns;    /* pointers into the environment */
 };
 

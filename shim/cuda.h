@@ -24,6 +24,9 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
 #define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
 #define CU_STREAM_NON_BLOCKING 0x1
 #define CU_EVENT_DISABLE_TIMING 0x2
+#define CU_POINTER_ATTRIBUTE_BUFFER_ID 7
+#define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
 
 /* X(name, params): every driver function the shim uses, by its base name. */
 #define SHIM_CUDA_FUNCTIONS(X)                                                                     \
@@ -37,6 +40,7 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
     X(cuIpcGetMemHandle, (CUipcMemHandle *, CUdeviceptr))                                          \
     X(cuIpcOpenMemHandle, (CUdeviceptr *, CUipcMemHandle, unsigned int))                           \
     X(cuIpcCloseMemHandle, (CUdeviceptr))                                                          \
+    X(cuPointerGetAttribute, (void *, int, CUdeviceptr))                                           \
     X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                             \
     X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                                 \
     X(cuMemcpyHtoD, (CUdeviceptr, const void *, size_t))                                           \

@@ -5,9 +5,14 @@
 #include "config.h"
 #include "record.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -26,16 +31,95 @@ size_t ipc_host_reduce_max(const struct ipc_comm *c)
     return c->chunk * (size_t)c->nslots;
 }
 
-static void free_streams(struct ipc_comm *c)
+/* This rank's shared page: created here, found by the neighbours through
+ * the export, unlinked once they have it (at commit) or at free. */
+static int create_shared(struct ipc_comm *c, char *why, size_t whylen)
 {
-    for (int i = 0; i < NSTREAMS; i++) {
-        if (c->stream[i])
-            c->cu->cuStreamDestroy(c->stream[i]);
-        if (c->join[i])
-            c->cu->cuEventDestroy(c->join[i]);
+    static atomic_uint serial; /* names made by this process */
+    unsigned char rnd[4] = { 0 };
+    FILE *f = fopen("/dev/urandom", "re");
+    if (f) {
+        if (fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd))
+            memset(rnd, 0, sizeof(rnd));
+        fclose(f);
     }
-    if (c->fork)
-        c->cu->cuEventDestroy(c->fork);
+    snprintf(c->shm_name, sizeof(c->shm_name), "/ncclshim.ipc.%d.%u.%02x%02x%02x%02x", (int)getpid(),
+             atomic_fetch_add(&serial, 1), rnd[0], rnd[1], rnd[2], rnd[3]);
+    int fd = shm_open(c->shm_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(why, whylen, "shm_open(%s): %s (is /dev/shm mounted and writable?)", c->shm_name, strerror(errno));
+        c->shm_name[0] = '\0';
+        return -1;
+    }
+    void *p = MAP_FAILED;
+    int err = 0;
+    if (ftruncate(fd, sizeof(struct ipc_shared)) == 0)
+        p = mmap(NULL, sizeof(struct ipc_shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    else
+        err = errno;
+    if (p == MAP_FAILED && !err)
+        err = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(why, whylen, "sizing or mapping shared memory %s: %s (is /dev/shm full?)", c->shm_name,
+                 strerror(err));
+        shm_unlink(c->shm_name);
+        c->shm_name[0] = '\0';
+        return -1;
+    }
+    c->shared[c->rank] = p;
+    c->shared[c->rank]->magic = SHARED_MAGIC;
+    return 0;
+}
+
+static int open_shared(struct ipc_comm *c, int r, const char *name, char *why, size_t whylen)
+{
+    if (c->shared[r])
+        return 0;
+    if (memchr(name, '\0', 48) == NULL || strncmp(name, "/ncclshim.ipc.", 14) != 0) {
+        snprintf(why, whylen, "rank %d's shared page name is malformed", r);
+        return -1;
+    }
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, whylen, "shm_open(%s) of rank %d: %s (do the ranks share /dev/shm? containers of one "
+                 "host need the same IPC namespace, e.g. docker --ipc=host)", name, r, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct ipc_shared))
+        p = mmap(NULL, sizeof(struct ipc_shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED || ((struct ipc_shared *)p)->magic != SHARED_MAGIC) {
+        if (p != MAP_FAILED)
+            munmap(p, sizeof(struct ipc_shared));
+        snprintf(why, whylen, "rank %d's shared page %s is not one of ours", r, name);
+        return -1;
+    }
+    c->shared[r] = p;
+    return 0;
+}
+
+void ipc_unlink_shared(struct ipc_comm *c)
+{
+    if (c->shm_name[0]) {
+        shm_unlink(c->shm_name);
+        c->shm_name[0] = '\0';
+    }
+}
+
+static void free_resources(struct ipc_comm *c)
+{
+    if (c->stream)
+        c->cu->cuStreamDestroy(c->stream);
+    ipc_unlink_shared(c);
+    for (int r = 0; c->shared && r < c->nranks; r++)
+        if (c->shared[r])
+            munmap(c->shared[r], sizeof(struct ipc_shared));
+    free(c->shared);
+    pthread_cond_destroy(&c->qcond);
+    pthread_mutex_destroy(&c->qlock);
 }
 
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
@@ -45,11 +129,16 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     if (!cu)
         return -1;
     struct ipc_comm *c = calloc(1, sizeof(*c));
-    if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer)))) {
+    if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer))) ||
+        !(c->shared = calloc((size_t)nranks, sizeof(*c->shared)))) {
+        if (c)
+            free(c->peer);
         free(c);
         snprintf(why, whylen, "out of memory");
         return -1;
     }
+    pthread_mutex_init(&c->qlock, NULL);
+    pthread_cond_init(&c->qcond, NULL);
     const struct shim_config *cfg = shim_config();
     c->cu = cu;
     c->monitor_fd = -1;
@@ -74,21 +163,17 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         snprintf(why, whylen, "NCCLSHIM_IPC_SLOTS=%d is over %d", c->nslots, MAX_SLOTS);
         goto fail;
     }
-    c->nstreams = cfg->ipc_streams < 1 ? 1 : cfg->ipc_streams > NSTREAMS ? NSTREAMS : cfg->ipc_streams;
     /* The highest priority the device has: a transfer's short steps (counter
      * waits and writes, copies) go ahead of the application's queued kernels. */
     int least = 0, greatest = 0;
     int prio = cu->cuCtxGetStreamPriorityRange && cu->cuStreamCreateWithPriority &&
                cu->cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
-    for (int i = 0; i < c->nstreams; i++) {
-        if (prio)
-            CU(cu->cuStreamCreateWithPriority(&c->stream[i], CU_STREAM_NON_BLOCKING, greatest),
-               "cuStreamCreateWithPriority");
-        else
-            CU(cu->cuStreamCreate(&c->stream[i], CU_STREAM_NON_BLOCKING), "cuStreamCreate");
-        CU(cu->cuEventCreate(&c->join[i], CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-    }
-    CU(cu->cuEventCreate(&c->fork, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+    if (prio)
+        CU(cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest), "cuStreamCreateWithPriority");
+    else
+        CU(cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (create_shared(c, why, whylen) != 0)
+        goto fail;
     c->p2p_chunk = (P2P_AREA / (size_t)nranks / P2P_SLOTS) & ~(size_t)4095;
     if (c->p2p_chunk > c->chunk)
         c->p2p_chunk = c->chunk;
@@ -112,6 +197,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     e.nslots = c->nslots;
     e.pid = (uint32_t)getpid();
     e.chunk = c->chunk;
+    snprintf(e.shm, sizeof(e.shm), "%s", c->shm_name);
     CU(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle");
     memcpy(blob, &e, sizeof(e));
     *bloblen = (int)sizeof(e);
@@ -119,7 +205,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     *out = c;
     return 0;
 fail:
-    free_streams(c);
+    free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
     free(c->sent);
@@ -162,6 +248,11 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
             c->peer[p->rank] = 0;
             return -1;
         }
+        /* The ring neighbours' shared pages: broadcasts read the
+         * predecessor's descriptors and tell the successor what was read. */
+        int pred = (c->rank - 1 + c->nranks) % c->nranks, succ = (c->rank + 1) % c->nranks;
+        if ((p->rank == pred || p->rank == succ) && open_shared(c, p->rank, e.shm, why, whylen) != 0)
+            return -1;
         seen++;
     }
     if (seen != c->nranks - 1) {
@@ -244,10 +335,8 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     uint64_t v = RELEASE;
     /* Every stream wait is on this rank's own page. */
     CUdeviceptr page = c->peer[c->rank];
-    for (int sl = 0; sl < c->nslots; sl++) {
-        c->cu->cuMemcpyHtoD(page + F_PUSHED + 8 * sl, &v, sizeof(v));
-        c->cu->cuMemcpyHtoD(page + F_CONSUMED + 8 * sl, &v, sizeof(v));
-    }
+    c->cu->cuMemcpyHtoD(page + F_AVAIL, &v, sizeof(v));
+    c->cu->cuMemcpyHtoD(page + F_TAKEN, &v, sizeof(v));
     for (int q = 0; q < c->nranks; q++) {
         c->cu->cuMemcpyHtoD(page + F_SENT + 8 * q, &v, sizeof(v));
         c->cu->cuMemcpyHtoD(page + F_RECVD + 8 * q, &v, sizeof(v));
@@ -255,6 +344,19 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
+    /* The proxy may be waiting on the host for a neighbour. */
+    pthread_mutex_lock(&c->qlock);
+    pthread_cond_broadcast(&c->qcond);
+    pthread_mutex_unlock(&c->qlock);
+}
+
+void ipc_fail_everywhere(struct ipc_comm *c, const char *why)
+{
+    shim_warn("ipc", "ipc communicator %s (rank %d of %d): %s; it fails here and at every peer (ncclRemoteError)",
+              c->group, c->rank, c->nranks, why);
+    ipc_fail(c, why, 0);
+    if (c->monitor_fd >= 0)
+        shutdown(c->monitor_fd, SHUT_RDWR);
 }
 
 ncclResult_t ipc_async_error(struct ipc_comm *c)
@@ -301,11 +403,12 @@ void ipc_free(struct ipc_comm *c)
                           c->rank, c->nranks, why);
         }
     }
+    ipc_proxy_stop(c);
     ipc_unwatch(c);
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])
             cu->cuIpcCloseMemHandle(c->peer[r]);
-    free_streams(c);
+    free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
     if (cur != c->ctx)

@@ -2,20 +2,23 @@
  * The CUDA IPC transport's internals, shared by shim/ipc*.c (the interface is
  * shim/ipc.h).
  *
- * Layout of each rank's allocation:
- *   [0, 4096)            sequence counters (u64 each)
+ * Each rank owns one device allocation, opened by every peer:
+ *   [0, 4096)            counters (u64 each)
  *   [4096, +S * chunk)   S staging slots of `chunk` bytes
+ *   then                 the Send/Recv slots
+ * and one page of host shared memory (struct ipc_shared, POSIX shm, mapped by
+ * its ring neighbours) through which its proxy thread tells its successor
+ * where the data of each broadcast is.
  *
  * The host counts what each counter will say: `ops` (this rank's operations,
  * DONE: Send/Recv involve only some ranks, so it differs between ranks),
- * `chunks` (broadcast chunks) and `allreduces` (the same on every rank).
+ * `bbytes` (bytes broadcast so far) and `allreduces` (the same on every rank).
  * Counters only grow.  Each counter has one writer, and every stream wait is
  * on this rank's own page (a wait polls; polling local memory is cheap, a
  * write across NVLink is posted), so a rank's neighbours write into its page:
- *   PUSHED[s]    (written by the predecessor) id + 1 of the chunk it has
- *                pushed into this rank's slot s
- *   CONSUMED[s]  (written by the successor) id + 1 of the chunk it is done
- *                with in its own slot s: this rank may push into it again
+ *   AVAIL        (written by the predecessor) bytes of the broadcasts so far
+ *                that it holds, where this rank may read them
+ *   TAKEN        (written by the successor) bytes it has read from this rank
  *   SENT[q]      (written by q) Send/Recv chunks q has put in its slots for this rank
  *   RECVD[q]     (written by q) chunks q has taken from this rank's slots for q
  *   DONE         (this rank) operations completed: orders operations issued
@@ -23,59 +26,74 @@
  *   AR, AR2      (this rank, from the host) all-reduce arrival and departure
  *   EXIT         (this rank) set at destroy
  *
- * Broadcast is a chain along the ring root, root+1, ..., root-1, chunk by
- * chunk, and data is pushed: chunk g travels through slot g % S of every rank
- * but the root.  The root writes it from its buffer into its successor's slot
- * (a peer copy over NVLink on its copy engine); each next rank copies it from
- * its own slot into its buffer (a local copy, several times faster) and pushes
- * it on into its successor's slot.  The sender waits until the receiver is
- * done with what the slot held (CONSUMED[s] >= g + 1 - S): the slow link is
- * kept busy while the fast local copies drain the slots.  Both counters of
- * every ring edge reach every chunk, whatever the root (the edge into the
- * root catches up at the end of the operation), so that they mean the same
- * whichever rank was the root.
+ * Broadcast is a chain along the ring root, root+1, ..., root-1, and data is
+ * pulled: each rank but the root copies from its predecessor into its own
+ * buffer, on its copy engine, and the predecessor's operation ends once its
+ * successor has taken everything (so the caller may reuse its buffer).  Where
+ * a rank's buffer can be exported (cuIpcGetMemHandle: memory of cuMemAlloc,
+ * as PyTorch's caching allocator has by default), its successor reads it
+ * directly: one peer copy per hop, in one step between two ranks and in
+ * steps of chunk x S bytes along longer chains (pipelined, so that every
+ * hop is busy at once).  Each step of a copy
+ * costs a fixed ~10 us on an idle H200 and far more while kernels fill the
+ * GPU, and a copy within one device competes with them for the SMs
+ * (docs/benchmarks.md): few steps and no staging copy are what make the
+ * transfer fast.  Where it cannot (cuMemCreate memory, PyTorch's expandable
+ * segments), the rank first copies its buffer through its own staging slots
+ * (chunk by chunk, S in flight) and the successor reads those.  The source
+ * decides, per hop and per broadcast, and says which in its descriptor.
  *
- * The chunks run on the communicator's own streams (NCCLSHIM_IPC_STREAMS,
- * default 1, at the device's highest priority), forked from and joined back
- * to the caller's stream with events; with two, chunks alternate between
- * them, and per-slot counters keep that correct when a later chunk finishes
- * first.  Each chunk has a fixed cost besides its copy (~10 us on an idle
- * H200, far more under load: docs/benchmarks.md).
+ * The caller's thread only enqueues: its stream waits for DONE to reach the
+ * operation before it, records an event, and waits for DONE to pass the
+ * operation; the communicator's proxy thread (like NCCL's) learns the
+ * predecessor's buffer from its descriptor (waiting for it on the host if
+ * needed), maps it (cached per allocation), and enqueues the copies and the
+ * counter operations on the communicator's own stream after that event.
  *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
- * operations), ipc_monitor.c (watching for a lost peer).
+ * operations as the application calls them), ipc_proxy.c (the broadcast's
+ * proxy thread), ipc_monitor.c (watching for a lost peer).
  */
 #ifndef NCCLSHIM_IPC_INTERNAL_H
 #define NCCLSHIM_IPC_INTERNAL_H
 
 #include "ipc.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 
 #define FLAGS_BYTES 4096
 #define MAX_SLOTS 64
-#define F_PUSHED 0                      /* + 8 * slot, written by the predecessor */
-#define F_CONSUMED (8 * MAX_SLOTS)      /* + 8 * slot, written by the successor */
-#define F_DONE (16 * MAX_SLOTS)
-#define F_AR (F_DONE + 64)
-#define F_AR2 (F_DONE + 128)
-#define F_EXIT (F_DONE + 192)
-#define F_SENT (24 * MAX_SLOTS)         /* + 8 * peer, written by that peer: chunks it sent here */
-#define F_RECVD (32 * MAX_SLOTS)        /* + 8 * peer, written by that peer: chunks it took from here */
+/* One writer per 64-byte line. */
+#define F_AVAIL 0                       /* written by the predecessor */
+#define F_TAKEN 64                      /* written by the successor */
+#define F_DONE 128
+#define F_AR 192
+#define F_AR2 256
+#define F_EXIT 320
+#define F_SENT 1024                     /* + 8 * peer, written by that peer: chunks it sent here */
+#define F_RECVD 2048                    /* + 8 * peer, written by that peer: chunks it took from here */
 #define MAX_PEERS 64
-_Static_assert(F_EXIT + 8 <= F_SENT && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES, "the counters fit their page");
+_Static_assert(F_EXIT + 8 <= F_SENT && F_SENT + 8 * MAX_PEERS <= F_RECVD && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES,
+               "the counters fit their page");
 _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 /* Send/Recv: each rank has, for each peer, P2P_SLOTS slots of p2p_chunk
  * bytes that it sends through; the whole area is P2P_AREA bytes or less. */
 #define P2P_SLOTS 2
 #define P2P_AREA (16u << 20)
-/* At most this many streams of the communicator's own, over which chunks
- * alternate (NCCLSHIM_IPC_STREAMS: 1 or 2). */
-#define NSTREAMS 2
+/* Descriptors a rank's proxy may publish ahead of its successor's reading. */
+#define DRING 16
+/* Peer allocations a proxy keeps mapped (the buffers its predecessor used last). */
+#define MAP_CACHE 4
+/* Allocations of this rank whose IPC handle the proxy remembers. */
+#define EXPORT_CACHE 8
+/* A proxy idle this long gives its mappings back: a peer's freed memory is
+ * not kept alive by them for longer. */
+#define MAP_IDLE_MS 1000
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 1
+#define EXPORT_VERSION 2
 /* Host waits (all-reduce, destroy) give up after this long: a peer that
  * stopped answering must not hang the application for ever. */
 #define HOST_WAIT_US (120ull * 1000 * 1000)
@@ -87,8 +105,61 @@ struct ipc_export {
     uint32_t pid, pad;
     uint64_t chunk;
     CUipcMemHandle handle;
+    char shm[48];                       /* its struct ipc_shared (shm_open name) */
 };
 _Static_assert(sizeof(struct ipc_export) <= RV_BLOB_LEN, "the export fits a vote");
+
+/* Where a rank's data for broadcast number `seq` is, for its successor. */
+struct ipc_desc {
+    _Atomic uint64_t seq;               /* stored last (release); the fields below are then valid */
+    uint32_t direct;                    /* 1: read the buffer itself; 0: read the staging slots */
+    uint32_t pad;
+    uint64_t buffer_id;                 /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique per allocation */
+    uint64_t offset;                    /* of the data in the allocation */
+    uint64_t alloc_size;
+    CUipcMemHandle handle;              /* of the allocation */
+};
+
+/* A rank's page of host shared memory.  Written by its proxy thread (ring,
+ * pub, read_upto, readc), read by its neighbours' proxies; `opened` counts
+ * the neighbours that mapped it.  The futex words wake a waiting neighbour. */
+#define SHARED_MAGIC 0x6873706du /* "mpsh" */
+struct ipc_shared {
+    uint32_t magic;
+    _Atomic uint32_t pub;               /* futex: bumped after each descriptor */
+    _Atomic uint32_t readc;             /* futex: bumped after read_upto moves */
+    uint32_t pad;
+    _Atomic uint64_t read_upto;         /* broadcasts whose predecessor's descriptor this rank has read */
+    struct ipc_desc ring[DRING];        /* broadcast b in ring[b % DRING] */
+};
+
+/* A broadcast handed to the proxy. */
+struct ipc_job {
+    struct ipc_job *next;
+    uint64_t b;                         /* broadcast number, from 1 */
+    uint64_t op;                        /* DONE before it */
+    uint64_t base;                      /* bytes broadcast before it */
+    size_t bytes;
+    int root;
+    CUdeviceptr send, recv;
+    CUevent ready;                      /* recorded on the caller's stream: the buffers are ready */
+};
+
+/* A predecessor's allocation as mapped here (proxy thread only). */
+struct ipc_map {
+    uint64_t buffer_id;
+    CUipcMemHandle handle;
+    CUdeviceptr base;                   /* 0: unused */
+    uint64_t last_b;                    /* the last broadcast that read it */
+};
+
+/* An allocation of this rank and its IPC handle (proxy thread only). */
+struct ipc_exported {
+    uint64_t buffer_id;                 /* 0: unused */
+    CUdeviceptr start;
+    CUipcMemHandle handle;
+    uint64_t last_b;
+};
 
 struct ipc_comm {
     const struct shim_cuda *cu;
@@ -97,13 +168,16 @@ struct ipc_comm {
     size_t chunk;
     int nslots;
     CUdeviceptr base;                   /* this rank's allocation */
-    int nstreams;                       /* 1..NSTREAMS */
-    CUstream stream[NSTREAMS];          /* forked from the caller's stream for each broadcast */
-    CUevent fork, join[NSTREAMS];
+    CUstream stream;                    /* the proxy's: every broadcast's copies and counters */
     CUdeviceptr *peer;                  /* every rank's allocation as mapped here; peer[rank] = base */
+    /* Host shared pages: this rank's and its ring neighbours' (NULL for others). */
+    struct ipc_shared **shared;
+    char shm_name[48];                  /* this rank's, until unlinked at commit */
     /* Host counters, the same on every rank (ops are issued in the same order
-     * everywhere).  NCCL allows one thread per communicator at a time. */
-    uint64_t ops, chunks;
+     * everywhere) but ops.  NCCL allows one thread per communicator at a
+     * time: only that thread touches them. */
+    uint64_t ops;
+    uint64_t bcasts, bbytes;            /* broadcasts issued, and their bytes */
     uint64_t allreduces;                /* all-reduces issued: the AR/AR2 values (every rank takes part) */
     size_t p2p_chunk;                   /* Send/Recv slot size */
     uint64_t *sent, *recvd;             /* Send/Recv chunks per peer, as the counters will say */
@@ -116,6 +190,17 @@ struct ipc_comm {
      * is the others' teardown, not a loss (peer_closed records it, quietly). */
     atomic_int closing, peer_closed;
     char group[160];                    /* the communicator's name in the records, for messages */
+    /* The proxy thread, started at the first broadcast.  The queue and
+     * `stop` are under qlock; `proxy_started` is the application's thread's. */
+    pthread_t proxy;
+    int proxy_started;
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    struct ipc_job *qhead, *qtail;
+    int stop;
+    /* The proxy thread's own. */
+    struct ipc_map map[MAP_CACHE];
+    struct ipc_exported exported[EXPORT_CACHE];
 };
 
 static inline CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
@@ -123,9 +208,10 @@ static inline CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
     return c->peer[r] + (CUdeviceptr)off;
 }
 
-static inline CUdeviceptr slot(const struct ipc_comm *c, int r, uint64_t g)
+/* Staging slot of rank r that carries its chunk k of a broadcast. */
+static inline CUdeviceptr slot(const struct ipc_comm *c, int r, uint64_t k)
 {
-    return c->peer[r] + FLAGS_BYTES + (CUdeviceptr)((g % (uint64_t)c->nslots) * c->chunk);
+    return c->peer[r] + FLAGS_BYTES + (CUdeviceptr)((k % (uint64_t)c->nslots) * c->chunk);
 }
 
 #define CU(call, name)                                                                                 \
@@ -162,7 +248,24 @@ int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, si
  * a peer is gone (warned), else an abort. */
 void ipc_fail(struct ipc_comm *c, const char *why, int lost);
 
+/* ipc_fail, and the peers are told: this rank's connection to the root is
+ * shut, the root closes every other, and their monitors fail them too (a
+ * rank that cannot go on must not leave its peers waiting on it). */
+void ipc_fail_everywhere(struct ipc_comm *c, const char *why);
+
+/* At commit every neighbour has mapped this rank's shared page: its name goes. */
+void ipc_unlink_shared(struct ipc_comm *c);
+
 /* Stops watching `c` (shim/ipc_monitor.c) and closes its connection. */
 void ipc_unwatch(struct ipc_comm *c);
+
+/* A copy on `stream` (copy engines where the driver lets us ask). */
+CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream);
+
+/* shim/ipc_proxy.c: hands a broadcast to the proxy (started on first use);
+ * 0, or -1 with the reason.  ipc_proxy_stop: after the last operation,
+ * stops it and gives back what it mapped. */
+int ipc_proxy_submit(struct ipc_comm *c, struct ipc_job *job, char *why, size_t whylen);
+void ipc_proxy_stop(struct ipc_comm *c);
 
 #endif

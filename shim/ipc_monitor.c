@@ -108,6 +108,8 @@ static void *monitor(void *arg)
 
 int ipc_watch(struct ipc_comm *c, int fd)
 {
+    /* Called at commit, when every rank has connected. */
+    ipc_unlink_shared(c);
     c->monitor_fd = fd;
     if (fd < 0)
         return -1;

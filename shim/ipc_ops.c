@@ -41,7 +41,7 @@ static int capturing(const struct ipc_comm *c, CUstream s)
  * otherwise free to run as a kernel on the SMs, which under a busy matmul
  * loop starves it (measured: 42 GB/s instead of 320, docs/benchmarks.md).
  */
-static CUresult copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream)
+CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream)
 {
     if (c->cu->cuMemcpyBatchAsync) {
         CUmemcpyAttributes attr = { 1, { 1, c->device }, { 1, c->device }, 1 };
@@ -79,80 +79,48 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     struct ctx_guard g;
     ctx_enter(c, &g);
     uint64_t op = c->ops;
-    int n = c->nranks, me = c->rank;
-    int pos = (me - root + n) % n, pred = (me - 1 + n) % n, succ = (me + 1) % n;
+    int me = c->rank;
     CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
-    uint64_t nchunks = bytes ? (bytes + c->chunk - 1) / c->chunk : 0;
-    uint64_t S = (uint64_t)c->nslots;
-    /* Operations of this communicator run one after the other, whatever the
-     * stream; then the work forks onto the communicator's streams. */
+    CUevent ready = NULL;
+    struct ipc_job *job = NULL;
+    /* Operations of this communicator run one after the other, whatever the stream. */
     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-    CU(cu->cuEventRecord(c->fork, s), "cuEventRecord");
-    for (int i = 0; i < c->nstreams; i++)
-        CU(cu->cuStreamWaitEvent(c->stream[i], c->fork, 0), "cuStreamWaitEvent");
-    for (uint64_t k = 0; k < nchunks; k++) {
-        uint64_t gch = c->chunks + k;
-        int sl = (int)(gch % S);
-        CUstream cs = c->stream[gch % (uint64_t)c->nstreams];
-        size_t off = (size_t)(k * c->chunk), len = bytes - off < c->chunk ? bytes - off : c->chunk;
-        if (n == 1) {
-            if (recv != send)
-                CU(copy(c, recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
-            continue;
+    if (c->nranks == 1) {
+        if (recv != send && bytes)
+            CU(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync");
+    } else {
+        /* The proxy enqueues the transfer after this event, on the
+         * communicator's stream, and ends it by moving DONE past it. */
+        CU(cu->cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+        CU(cu->cuEventRecord(ready, s), "cuEventRecord");
+        if (!(job = calloc(1, sizeof(*job)))) {
+            snprintf(why, whylen, "out of memory");
+            goto fail;
         }
-        /* What this rank holds of chunk g: the root's buffer, or its own slot
-         * once its predecessor has pushed the chunk there. */
-        CUdeviceptr from = send + off;
-        if (pos > 0) {
-            from = slot(c, me, gch);
-            CU(cu->cuStreamWaitValue64(cs, flag(c, me, F_PUSHED + 8 * sl), gch + 1, CU_STREAM_WAIT_VALUE_GEQ),
-               "cuStreamWaitValue64");
-            CU(copy(c, recv + off, from, len, cs), "cuMemcpyDtoDAsync");
-        } else if (recv != send) {
-            CU(copy(c, recv + off, send + off, len, cs), "cuMemcpyDtoDAsync");
-        }
-        if (pos < n - 1) {
-            /* Push into the successor's slot once it is done with chunk g - S there. */
-            if (gch + 1 > S)
-                CU(cu->cuStreamWaitValue64(cs, flag(c, me, F_CONSUMED + 8 * sl), gch + 1 - S,
-                                           CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-            CU(copy(c, slot(c, succ, gch), from, len, cs), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(cs, flag(c, succ, F_PUSHED + 8 * sl), gch + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
-        }
-        /* Done with this slot (copied out and pushed on): the predecessor may refill it. */
-        if (pos > 0)
-            CU(cu->cuStreamWriteValue64(cs, flag(c, pred, F_CONSUMED + 8 * sl), gch + 1,
-                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        *job = (struct ipc_job){ NULL, c->bcasts + 1, op, c->bbytes, bytes, root, send, recv, ready };
+        if (ipc_proxy_submit(c, job, why, whylen) != 0)
+            goto fail;
+        job = NULL;
+        ready = NULL; /* the proxy's now */
+        c->bcasts++;
+        c->bbytes += bytes;
     }
-    /* The counters no one waits on in this operation, at the last chunk each
-     * slot carried: the root did not tell its predecessor (the last rank)
-     * what it consumed, the last rank did not push to the root. */
-    for (uint64_t k = nchunks > S ? nchunks - S : 0; n > 1 && k < nchunks; k++) {
-        uint64_t gch = c->chunks + k;
-        int sl = (int)(gch % S);
-        CUstream cs = c->stream[gch % (uint64_t)c->nstreams];
-        if (pos == 0)
-            CU(cu->cuStreamWriteValue64(cs, flag(c, pred, F_CONSUMED + 8 * sl), gch + 1,
-                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-        if (pos == n - 1)
-            CU(cu->cuStreamWriteValue64(cs, flag(c, succ, F_PUSHED + 8 * sl), gch + 1,
-                                        CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
-    }
-    /* Join: the caller's stream goes on once both of ours are through. */
-    for (int i = 0; i < c->nstreams; i++) {
-        CU(cu->cuEventRecord(c->join[i], c->stream[i]), "cuEventRecord");
-        CU(cu->cuStreamWaitEvent(s, c->join[i], 0), "cuStreamWaitEvent");
-    }
-    CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-       "cuStreamWriteValue64");
-    c->chunks += nchunks;
+    if (c->nranks == 1)
+        CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+           "cuStreamWriteValue64");
+    else
+        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
     c->ops = op + 1;
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
-    /* Part of the operation may be enqueued: the counters no longer agree with
-     * the peers', and the communicator cannot be used again. */
+    /* Part of the operation may be enqueued: the counters no longer agree
+     * with the peers', who must not wait for this rank. */
+    free(job);
+    if (ready)
+        cu->cuEventDestroy(ready);
+    if (c->nranks > 1)
+        ipc_fail_everywhere(c, why);
     ctx_leave(c, &g);
     return ncclUnhandledCudaError;
 }
@@ -222,7 +190,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), opn, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
     if (bytes)
-        CU(copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
+        CU(ipc_copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
            "cuMemcpyDtoDAsync");
     CU(cu->cuStreamSynchronize(s), "cuStreamSynchronize");
     uint64_t arn = c->allreduces + 1;
@@ -324,14 +292,14 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
                 if (pc + 1 > P)
                     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P, CU_STREAM_WAIT_VALUE_GEQ),
                        "cuStreamWaitValue64");
-                CU(copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync");
+                CU(ipc_copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync");
                 CU(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
                    "cuStreamWriteValue64");
             } else {
                 uint64_t pc = c->recvd[q]++;
                 CU(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
                    "cuStreamWaitValue64");
-                CU(copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync");
+                CU(ipc_copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync");
                 CU(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
                    "cuStreamWriteValue64");
             }

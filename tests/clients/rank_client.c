@@ -19,6 +19,10 @@
  *            xfer=1 (after init: broadcasts of odd sizes from every root and
  *            all-reduces of several types, checked: "XFER ok" / "XFER fail <what>")
  *
+ * RANK_CLIENT_MEM=cuda: the broadcast and all-gather buffers come from the
+ * fake libcuda's cuMemAlloc (memory a peer can open, as PyTorch's), else
+ * from malloc (memory the shim cannot export, as cuMemCreate's).
+ *
  * Several IDs are initialised concurrently, one thread each.  Per
  * communicator: "COMM i rc=<r> count=<n> rank=<r> dev=<d> ops=<r> destroy=<r>".
  */
@@ -148,6 +152,26 @@ static void call_all(ncclComm_t comm, int idx)
 #undef R
 }
 
+/* Buffers of the transfers: see RANK_CLIENT_MEM above. */
+static int (*g_cu_alloc)(unsigned long long *, size_t);
+static int (*g_cu_free)(unsigned long long);
+
+static void *xalloc(size_t n)
+{
+    unsigned long long p = 0;
+    if (!g_cu_alloc)
+        return malloc(n);
+    return g_cu_alloc(&p, n) == 0 ? (void *)(uintptr_t)p : NULL;
+}
+
+static void xfree(void *p)
+{
+    if (!g_cu_free)
+        free(p);
+    else if (p)
+        g_cu_free((unsigned long long)(uintptr_t)p);
+}
+
 /* The byte at offset i of broadcast number `seq` from `root`. */
 static unsigned char pattern(int seq, int root, size_t i)
 {
@@ -163,7 +187,7 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
     for (int root = 0; root < g_nranks; root++) {
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++, seq++) {
             size_t n = sizes[k];
-            unsigned char *buf = malloc(n);
+            unsigned char *buf = xalloc(n);
             if (!buf)
                 return "malloc";
             for (size_t i = 0; i < n; i++)
@@ -174,7 +198,7 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
             for (size_t i = 0; i < n && bad == n; i++)
                 if (buf[i] != pattern(seq, root, i))
                     bad = i;
-            free(buf);
+            xfree(buf);
             if (r != ncclSuccess || bad != n) {
                 snprintf(what, len, "broadcast of %zu bytes from root %d: result %d, first wrong byte %zd", n, root,
                          (int)r, bad == n ? (ssize_t)-1 : (ssize_t)bad);
@@ -185,10 +209,10 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
     /* AllGather, out of place and in place: block r holds rank r's bytes. */
     for (int inplace = 0; inplace < 2; inplace++) {
         size_t per = 5000;
-        unsigned char *all = malloc(per * (size_t)g_nranks), *mine = malloc(per);
+        unsigned char *all = xalloc(per * (size_t)g_nranks), *mine = xalloc(per);
         if (!all || !mine) {
-            free(all);
-            free(mine);
+            xfree(all);
+            xfree(mine);
             return "malloc";
         }
         memset(all, 0xee, per * (size_t)g_nranks);
@@ -200,8 +224,8 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
         for (int q = 0; q < g_nranks && !bad; q++)
             for (size_t i = 0; i < per && !bad; i++)
                 bad = all[per * (size_t)q + i] != pattern(100 + inplace, q, i);
-        free(all);
-        free(mine);
+        xfree(all);
+        xfree(mine);
         if (bad) {
             snprintf(what, len, "allgather (%s place): result %d", inplace ? "in" : "out of", (int)r);
             return what;
@@ -384,8 +408,13 @@ int main(int argc, char **argv)
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* The fake libcuda, when the test provides it, is loaded like an
      * application's CUDA runtime loads the driver. */
-    if (getenv("RANK_CLIENT_CUDA"))
-        dlopen(getenv("RANK_CLIENT_CUDA"), RTLD_NOW | RTLD_GLOBAL);
+    void *cuda = getenv("RANK_CLIENT_CUDA") ? dlopen(getenv("RANK_CLIENT_CUDA"), RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (cuda && getenv("RANK_CLIENT_MEM") && strcmp(getenv("RANK_CLIENT_MEM"), "cuda") == 0) {
+        *(void **)&g_cu_alloc = dlsym(cuda, "cuMemAlloc_v2");
+        *(void **)&g_cu_free = dlsym(cuda, "cuMemFree_v2");
+        if (!g_cu_alloc || !g_cu_free)
+            return 2;
+    }
     if (argc < 3) {
         fprintf(stderr, "usage: see the comment at the top of rank_client.c\n");
         return 2;

@@ -31,8 +31,9 @@
  *                               once, with <code> or else
  *                               CUDA_ERROR_INVALID_VALUE
  *                               (CUDA_ERROR_OUT_OF_MEMORY for cuMemAlloc)
- *   FAKE_CUDA_LOG=<file>        at exit, append "<pid> allocs=<n> ipc_opens=<m>"
- *                               (what this process still holds)
+ *   FAKE_CUDA_LOG=<file>        at exit, append "<pid> allocs=<n> ipc_opens=<m> opened=<k>"
+ *                               (what this process still holds, and how many
+ *                               times it opened an IPC handle in all)
  *
  * fakeCudaStats(&allocs, &ipc_opens) gives the same two numbers at any time.
  * A forked child starts with empty tables (what its parent allocated or opened
@@ -108,6 +109,7 @@ typedef struct CUipcMemHandle_st {
 struct mapping {
     struct mapping *next;
     int ipc;          /* 0: cuMemAlloc'ed here; 1: opened by cuIpcOpenMemHandle */
+    unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process */
     int refs;         /* opens of the same handle not closed yet (ipc only) */
     uintptr_t base;
     size_t size;
@@ -133,6 +135,8 @@ static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
 static struct mapping *maps;     /* under lock */
 static struct fake_stream *streams; /* under lock */
 static unsigned counter;         /* under lock: the <n> of the shm names */
+static unsigned long long buffer_ids; /* under lock: the last BUFFER_ID given */
+static unsigned long long opened;     /* under lock: successful cuIpcOpenMemHandle calls */
 
 static struct CUctx_st {
     int dummy;
@@ -267,8 +271,9 @@ __attribute__((destructor)) static void fake_cuda_fini(void)
     if (log && *log) {
         int a, o;
         count(&a, &o);
-        char line[96];
-        int n = snprintf(line, sizeof line, "%d allocs=%d ipc_opens=%d\n", (int)getpid(), a, o);
+        char line[128];
+        int n = snprintf(line, sizeof line, "%d allocs=%d ipc_opens=%d opened=%llu\n", (int)getpid(), a, o,
+                         opened);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd >= 0) {
             if (write(fd, line, (size_t)n) != n) { /* nothing to do about it at exit */
@@ -459,6 +464,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     }
     m->base = (uintptr_t)p;
     m->size = size;
+    m->id = ++buffer_ids;
     m->next = maps;
     maps = m;
     pthread_mutex_unlock(&lock);
@@ -576,6 +582,45 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
 EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
     ALIAS(cuMemcpyHtoDAsync_v2);
 
+/* ---------------------------------------------------------------- pointer attributes */
+
+#define CU_POINTER_ATTRIBUTE_BUFFER_ID 7
+#define CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE 10
+#define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
+
+/* Of memory cuMemAlloc'ed (or IPC-opened) here; anything else (malloc'ed
+ * host memory in the tests) is not CUDA memory: CUDA_ERROR_INVALID_VALUE,
+ * as the driver says of a pointer it does not know, and the shim treats it
+ * as memory it cannot export (as cuMemCreate's). */
+EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr)
+{
+    INJECT("cuPointerGetAttribute");
+    NEED_CONTEXT();
+    if (!data)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_SUCCESS;
+    pthread_mutex_lock(&lock);
+    struct mapping *m;
+    for (m = maps; m; m = m->next)
+        if ((uintptr_t)ptr >= m->base && (uintptr_t)ptr - m->base < m->size)
+            break;
+    if (!m)
+        rc = CUDA_ERROR_INVALID_VALUE;
+    else if (attribute == CU_POINTER_ATTRIBUTE_BUFFER_ID)
+        *(unsigned long long *)data = m->id;
+    else if (attribute == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)
+        *(int *)data = !m->ipc;
+    else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
+        *(CUdeviceptr *)data = (CUdeviceptr)m->base;
+    else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
+        *(size_t *)data = m->size;
+    else
+        rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
 /* ---------------------------------------------------------------- IPC */
 
 EXPORT CUresult cuIpcGetMemHandle(CUipcMemHandle *handle, CUdeviceptr dptr)
@@ -623,6 +668,7 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, 
             break;
     if (m) { /* opened already: the same address, one more reference */
         m->refs++;
+        opened++;
         *dptr = (CUdeviceptr)m->base;
         goto out;
     }
@@ -648,6 +694,7 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, 
     }
     m->ipc = 1;
     m->refs = 1;
+    opened++;
     m->base = (uintptr_t)p;
     m->size = (size_t)h.size;
     memcpy(m->name, h.name, sizeof m->name);
@@ -978,6 +1025,7 @@ static const struct {
     {"cuStreamSynchronize", (void *)cuStreamSynchronize},
     {"cuStreamQuery", (void *)cuStreamQuery},
     {"cuStreamIsCapturing", (void *)cuStreamIsCapturing},
+    {"cuPointerGetAttribute", (void *)cuPointerGetAttribute},
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,

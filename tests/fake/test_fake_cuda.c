@@ -78,6 +78,7 @@ static CUresult (*cuStreamDestroy)(CUstream);
 static CUresult (*cuStreamSynchronize)(CUstream);
 static CUresult (*cuStreamQuery)(CUstream);
 static CUresult (*cuStreamIsCapturing)(CUstream, int *);
+static CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
 static int (*fakeCudaStats)(int *, int *);
 
 static void *lib;
@@ -205,7 +206,7 @@ static void test_exports(void)
         "cuStreamWriteValue64", "cuStreamWriteValue64_v2", "cuStreamWaitValue32",
         "cuStreamWaitValue32_v2", "cuStreamWriteValue32", "cuStreamWriteValue32_v2",
         "cuStreamSynchronize", "cuStreamQuery", "cuStreamCreate", "cuStreamDestroy",
-        "cuStreamDestroy_v2", "cuStreamIsCapturing", "fakeCudaStats",
+        "cuStreamDestroy_v2", "cuStreamIsCapturing", "cuPointerGetAttribute", "fakeCudaStats",
     };
     int missing = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -371,6 +372,24 @@ static void test_memory(void)
                          sizeof host_buf, NULL),
        OK, "host pointers are device pointers");
     ok(host_dst[3] == 4, "... copied");
+
+    /* What the shim asks of a buffer before exporting it. */
+    CUdeviceptr start = 0, start2 = 0;
+    size_t size = 0;
+    unsigned long long id = 0, id2 = 0;
+    is(cuPointerGetAttribute(&start, 11, p + 1234), OK, "cuPointerGetAttribute(RANGE_START_ADDR) of an inner pointer");
+    is(cuPointerGetAttribute(&size, 12, p + 1234), OK, "cuPointerGetAttribute(RANGE_SIZE)");
+    is(cuPointerGetAttribute(&id, 7, p + 1234), OK, "cuPointerGetAttribute(BUFFER_ID)");
+    ok(start == p && size == 4099 && id != 0, "... the allocation's start and size, and an ID");
+    CUdeviceptr q = 0;
+    is(cuMemAlloc(&q, 64), OK, "a second allocation");
+    ok(cuPointerGetAttribute(&start2, 11, q) == OK && start2 == q && cuPointerGetAttribute(&id2, 7, q) == OK &&
+           id2 != id,
+       "... has its own start and another ID");
+    cuMemFree(q);
+    is(cuPointerGetAttribute(&start, 11, (CUdeviceptr)(uintptr_t)host_buf), INVALID_VALUE,
+       "cuPointerGetAttribute of host memory fails");
+    is(cuPointerGetAttribute(&start, 99, p), INVALID_VALUE, "an attribute the fake lacks fails");
 
     is(cuMemFree(p + 8), INVALID_VALUE, "cuMemFree of an inner pointer fails");
     is(cuMemFree(p), OK, "cuMemFree");
@@ -720,7 +739,7 @@ static void test_exit_log(void)
             line[0] = '\0';
         fclose(f);
     }
-    snprintf(want, sizeof want, "%d allocs=1 ipc_opens=1\n", (int)pid);
+    snprintf(want, sizeof want, "%d allocs=1 ipc_opens=1 opened=1\n", (int)pid);
     ok(strcmp(line, want) == 0, "FAKE_CUDA_LOG has its line: %.*s", (int)strcspn(line, "\n"), line);
     is(shm_names(pid), 0, "its leaked allocation's name was unlinked at exit");
     is(stats_allocs(), 1, "the parent's allocation is still there");
@@ -780,6 +799,7 @@ int main(int argc, char **argv)
     cuStreamSynchronize = sym("cuStreamSynchronize");
     cuStreamQuery = proc("cuStreamQuery");
     cuStreamIsCapturing = sym("cuStreamIsCapturing");
+    cuPointerGetAttribute = proc("cuPointerGetAttribute");
 
     test_exports();
     test_getproc();

@@ -497,8 +497,30 @@ for n in (2, 4, 8):
        "ipc, %d processes: action ipc everywhere, NCCL never called" % n, cr[:2])
     with open(os.path.join(TMP, "ipc%d.cuda" % n)) as fh:
         left = fh.read().split()
-    ok(len(left) == 3 * n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() for x in left),
+    ok(len(left) == 4 * n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=")
+                                  for x in left),
        "ipc, %d processes: destroy freed every allocation and closed every mapping" % n, left)
+    ok(all(x == "opened=%d" % (n - 1) for x in left if x.startswith("opened=")),
+       "ipc, %d processes, buffers the shim cannot export: staged (only the peers' staging was opened)" % n, left)
+
+# 25b. The same with buffers of cuMemAlloc, which the shim exports: each rank reads its predecessor's
+#      buffer directly (a new allocation per broadcast: the proxy's mapping cache turns over), and a
+#      4-rank chain where rank 1's buffers cannot be exported (the hops into and out of it differ).
+for n, name, mem in ((2, "ipc-direct2", lambda r: "cuda"), (4, "ipc-direct4", lambda r: "cuda"),
+                     (4, "ipc-mixed4", lambda r: "host" if r == 1 else "cuda")):
+    log = os.path.join(TMP, name + ".cuda")
+    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log),
+                             lambda r, n=n, mem=mem: dict(roles(n - 1)(r), RANK_CLIENT_MEM=mem(r)),
+                             root_args=["xfer=1"], rank_args=["xfer=1"])
+    xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+    ok(len(xfer) == n and all(" ok" in l for l in xfer),
+       "%s: every broadcast, all-gather and all-reduce is exact" % name, xfer + [p.err[-300:] for p in procs if p.err])
+    with open(log) as fh:
+        left = fh.read().split()
+    opened = [int(x.split("=")[1]) for x in left if x.startswith("opened=")]
+    ok(len(opened) == n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=")
+                                for x in left) and sum(opened) > n * (n - 1) + 10,
+       "%s: user buffers were opened by the successors (%s opens), and all closed at destroy" % (name, opened), left)
 
 # 26. Four ipc communicators at once in each of two processes.
 d, procs, ids = scenario("ipc-concurrent", 2, IPC_ENV, roles(1), k=4, root_args=["xfer=1", "leaks=1"],
