@@ -1,45 +1,110 @@
 #!/bin/bash
-# `make demo`: run NCCL clients under the shim and show what ncclshim-inspect
-# makes of their records.  With 2 GPUs: real NCCL (torch's), a torch.distributed
-# training communicator and a vLLM-style ctypes communicator in the same two
-# processes, with NCCL's own logs joined in.  Without: the same shapes on the
-# fake NCCL of the test suite (the data path needs a GPU).
+# `make demo`: the queue-pair starvation that ncclshim exists for, and what the
+# shim does about it.
+#   With 3 GPUs or more: tools/scenario/scenario.py, on real NCCL (torch's) with the
+#   EFASim net plugin (build/libnccl-net-efasim.so) as the fabric: a trainer of 2 ranks
+#   and an inference process, without the shim, with it (NCCLSHIM_WEIGHT_UPDATE=auto)
+#   and with the inference process presented as another host (NCCLSHIM_HOSTNAME=node-b,
+#   test-only), side by side.
+#   With fewer: the shim's decisions on the fake NCCL of the test suite (no data path).
+# DEMO_DIR=<dir> keeps the output there; DEMO_ARGS="..." passes options to the scenario
+# (e.g. "--refit-gib 2 --refits 2", "--qp-budget 24"); DEMO_CPU=1 forces the CPU path.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 SHIM=$ROOT/build/libncclshim.so
 INSPECT=$ROOT/tools/ncclshim-inspect
 OUT=${DEMO_DIR:-$(mktemp -d /tmp/ncclshim-demo.XXXXXX)}
-mkdir -p "$OUT/records"
+PY=${PYTHON:-python3}
+mkdir -p "$OUT"
 export NCCL_NVLS_ENABLE=0
 
-gpus=$(python3 -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null || echo 0)
-if [ "${gpus:-0}" -ge 2 ] && nvidia-smi -L > /dev/null 2>&1; then
-    echo "== $gpus GPUs: real NCCL. torch all-reduce + ctypes broadcast in 2 processes, under the shim"
-    NCCL_DEBUG=INFO NCCL_DEBUG_FILE="$OUT/records/nccl.%h.%p.log" NCCLSHIM_LOG_DIR="$OUT/records" \
-        timeout -k 5 300 python3 "$ROOT/tests/gpu/combined.py" --outdir "$OUT/run" --preload "$SHIM" \
-        > "$OUT/combined.out" 2>&1 || { echo "demo run failed:"; tail -30 "$OUT/combined.out"; exit 1; }
-else
-    echo "== no 2 GPUs here: the fake NCCL of the test suite (records and decisions only; the data path needs a GPU)"
-    FAKE=$ROOT/tests/fake/a/libnccl.so.2
-    PYBIN=$(python3 -c 'import sys; print(sys.executable)')
-    # A "trainer" (Ray-named policy worker) making a torch-like linked communicator and a
-    # ctypes weight-update one, and a "vLLM" actor making its side of the latter.
-    NCCLSHIM_LOG_DIR="$OUT/records" LD_PRELOAD="$SHIM" \
-        bash -c 'exec -a "ray::DTensorPolicyWorker" "$0" "$@"' "$ROOT/tests/bin/client_linked" linked basic > /dev/null
-    # The weight-update group: trainer rank 0 makes the ID, the vLLM actor on "node-b" is rank 1.
-    NCCLSHIM_LOG_DIR="$OUT/records" LD_PRELOAD="$SHIM" \
-        bash -c 'exec -a "ray::DTensorPolicyWorker" "$0" "$@"' "$PYBIN" "$ROOT/tests/clients/pynccl_like.py" "$FAKE" \
-        --rank=0 --nranks=2 --uid-out="$OUT/uid" > /dev/null
-    NCCLSHIM_LOG_DIR="$OUT/records" NCCLSHIM_HOSTNAME=node-b LD_PRELOAD="$SHIM" \
-        bash -c 'exec -a "ray::VllmGenerationWorker" "$0" "$@"' "$PYBIN" "$ROOT/tests/clients/pynccl_like.py" "$FAKE" \
-        --rank=1 --nranks=2 --uid-in="$OUT/uid" > /dev/null
+gpus=0
+if [ -z "${DEMO_CPU:-}" ] && timeout -k 5 60 nvidia-smi -L > /dev/null 2>&1; then
+    gpus=$(timeout -k 5 120 "$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null | tail -n 1)
+    case $gpus in '' | *[!0-9]*) gpus=0 ;; esac
 fi
-echo "== records in $OUT/records"
-ls "$OUT/records"
+
+if [ "$gpus" -ge 3 ]; then
+    echo "== $gpus GPUs: the scenario on real NCCL with the EFASim fabric (3 runs; a few minutes)"
+    # The scenario bounds every run itself (--timeout per run) and kills its ranks; this
+    # outer bound is for the scenario as a whole.
+    # shellcheck disable=SC2086
+    timeout -k 10 1800 "$PY" "$ROOT/tools/scenario/scenario.py" --outdir "$OUT" --python "$PY" ${DEMO_ARGS:-}
+    st=$?
+    [ $st -eq 124 ] && echo "demo: the scenario ran past 30 minutes and was stopped; see $OUT" >&2
+    exit $st
+fi
+
+echo "== $gpus GPU(s) here (the scenario needs 3): the shim's decisions on the fake NCCL of the test suite."
+echo "   The data path (training all-reduce, refits, EFASim's queue pairs) needs a GPU host with 3 GPUs."
+FAKE=$ROOT/tests/fake/a/libnccl.so.2
+FAKECUDA=$ROOT/tests/fake/cuda/libcuda.so.1
+PYBIN=$("$PY" -c 'import sys; print(sys.executable)')
+fail=0
+
+# titled NAME TITLE CMD...: CMD with process title TITLE (what Ray does for its actors), bounded
+titled() {
+    local title=$1
+    shift
+    timeout -k 2 60 bash -c 'title=$1; shift; exec -a "$title" "$@"' _ "$title" "$@"
+}
+
+# The weight-update group as NeMo-RL makes it: trainer ranks 0 and 1 (DTensorPolicyWorker)
+# and one inference rank (VllmGenerationWorker), through a ctypes client written like
+# vLLM's pynccl; trainer rank 0 makes the unique ID.  The fake libcuda is preloaded so
+# that the ipc transport can run on host memory.  Then a training communicator (a
+# torch-like linked client in a trainer) beside it.
+# group NAME [ENV=VALUE...]: the extra environment is the inference process's.
+group() {
+    local name=$1
+    shift
+    local d=$OUT/$name
+    mkdir -p "$d/records"
+    local common=(env NCCLSHIM_LOG_DIR="$d/records" NCCLSHIM_WEIGHT_UPDATE=auto LD_PRELOAD="$SHIM $FAKECUDA"
+                  FAKE_CUDA_WAIT_TIMEOUT_MS=10000)
+    "${common[@]}" FAKE_CUDA_DEVICE=0 bash -c "$(declare -f titled); titled ray::DTensorPolicyWorker \
+        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=0 --nranks=3 --uid-out='$d/uid'" \
+        > "$d/trainer0.out" 2>&1 &
+    local p0=$! i=0
+    while [ ! -s "$d/uid" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
+    "${common[@]}" FAKE_CUDA_DEVICE=1 bash -c "$(declare -f titled); titled ray::DTensorPolicyWorker \
+        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=1 --nranks=3 --uid-in='$d/uid'" \
+        > "$d/trainer1.out" 2>&1 &
+    local p1=$!
+    "${common[@]}" FAKE_CUDA_DEVICE=2 "$@" bash -c "$(declare -f titled); titled ray::VllmGenerationWorker \
+        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=2 --nranks=3 --uid-in='$d/uid'" \
+        > "$d/inference.out" 2>&1 &
+    local p2=$!
+    local st=0
+    wait $p0 || st=1
+    wait $p1 || st=1
+    wait $p2 || st=1
+    "${common[@]}" bash -c "$(declare -f titled); titled ray::DTensorPolicyWorker '$ROOT/tests/bin/client_linked' linked basic" \
+        > "$d/training.out" 2>&1 || st=1
+    if [ $st -ne 0 ] || grep -q "^CHECK fail" "$d"/*.out; then
+        echo "demo: a process of '$name' failed:"
+        for f in "$d"/*.out; do echo "--- $f"; tail -15 "$f"; done
+        fail=1
+    fi
+}
+
+show() { # show NAME TITLE
+    local d=$OUT/$1
+    echo
+    echo "== $2"
+    "$INSPECT" "$d/records" | sed 's/^/   /'
+    "$INSPECT" --check "$d/records" > /dev/null 2> "$d/check.err"
+    echo "   ncclshim-inspect --check: exit status $?"
+    sed 's/^/   /' "$d/check.err"
+}
+
+group same-host
+group other-host NCCLSHIM_HOSTNAME=node-b
+show same-host "one host: trainer 0, trainer 1 and the inference process (auto: ipc for the weight update; training passes through)"
+show other-host "the inference process as another host (NCCLSHIM_HOSTNAME=node-b on it, test-only): auto chooses socket"
+
 echo
-echo "== ncclshim-inspect $OUT/records"
-"$INSPECT" "$OUT/records"
-echo
-echo "== ncclshim-inspect --check"
-"$INSPECT" --check "$OUT/records" > /dev/null
-echo "exit status $?"
+echo "records and logs: $OUT"
+echo "the data path (queue pairs, training bandwidth, refits) needs a GPU: on a host with 3 GPUs,"
+echo "make demo runs tools/scenario/scenario.py (see docs/inspect.md, 'The scenario')."
+exit $fail

@@ -1,0 +1,526 @@
+#!/usr/bin/env python3
+"""The queue-pair starvation scenario, on one host with 3 GPUs (run by `make demo`).
+
+NeMo-RL creates its weight-update communicator (trainer + vLLM) before the
+training communicator.  On an EFA instance with few NICs the first takes the
+NIC's queue pairs and the training communicator, created later, falls back to
+NCCL's Socket network.  Here the EFA NIC is EFASim (build/libnccl-net-efasim.so,
+NCCL_NET_PLUGIN=efasim: a NET plugin over shared memory with a host-wide
+queue-pair budget), NCCL's intra-host paths are off (NCCL_P2P_DISABLE=1,
+NCCL_SHM_DISABLE=1, NCCL_IB_DISABLE=1) so that every communicator crosses the
+"fabric" as between hosts, and each rank has its own GPU:
+
+    trainer rank 0 (GPU 0), trainer rank 1 (GPU 1): torch.distributed, NCCL backend
+    inference (GPU 2): a ctypes NCCL client written like vLLM's pynccl
+
+Three runs, side by side:
+    noshim   without the shim: the weight-update communicator takes the budget,
+             the training communicator lands on Socket
+    ipc      the shim, NCCLSHIM_WEIGHT_UPDATE=auto: one inference rank on the
+             trainer's host, so the weight update goes over CUDA IPC and the
+             training communicator gets EFASim
+    socket   the same, with the inference process presented as another host
+             (NCCLSHIM_HOSTNAME=node-b on it only: a test-only override of the
+             host identity): auto moves the weight update to Socket, the
+             training communicator again gets EFASim
+
+Before the runs, a calibration run (no shim, a budget that cannot run out) measures
+the QPs the weight-update communicator holds; the runs get exactly that budget,
+so nothing is left for a later communicator (EFASim refuses a communicator's init
+when fewer than EFASIM_QPS_PER_CONN QPs are left).  NCCL_RUNTIME_CONNECT=0 makes
+NCCL connect everything at init, so the figure does not depend on which
+collectives ran.  --qp-budget N skips the calibration.
+
+    python3 tools/scenario/scenario.py --outdir DIR [--runs noshim,ipc,socket]
+        [--refit-gib 3] [--buffer-mib 1024] [--refits 3] [--allreduce-mib 256]
+        [--iters 5] [--qp-budget N] [--timeout 420] [--python PY]
+
+Writes DIR/scenario.json (everything) and, per run, DIR/<run>/: records/ (shim
+records and NCCL logs), rank*.out|err, inspect.json, inspect.txt, check.txt,
+efasim-stat.{before,after}.json.  Exit status 0 when every run finished and came
+out as expected (see `expect` in scenario.json), 1 otherwise.  This launcher
+does not import torch (the workers do).
+"""
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+BUILD = os.path.join(ROOT, "build")
+SHIM = os.path.join(BUILD, "libncclshim.so")
+PLUGIN = os.path.join(BUILD, "libnccl-net-efasim.so")
+STAT = os.path.join(BUILD, "efasim-stat")
+INSPECT = os.path.join(ROOT, "tools", "ncclshim-inspect")
+WORKER = os.path.join(HERE, "worker.py")
+
+TRAINER_TITLE = "ray::DTensorPolicyWorker"
+INFERENCE_TITLE = "ray::VllmGenerationWorker"
+
+RUNS = {
+    "noshim": "no shim",
+    "ipc": "shim auto, same host",
+    "socket": "shim auto, other host",
+}
+
+
+def log(msg):
+    print(msg, file=sys.stderr, flush=True)
+
+
+def tail(path, n=25):
+    try:
+        with open(path, "rb") as f:
+            return f.read().decode("utf-8", "replace").splitlines()[-n:]
+    except OSError as e:
+        return ["(cannot read %s: %s)" % (path, e)]
+
+
+class ScenarioError(Exception):
+    pass
+
+
+LIVE = []  # process groups of running ranks: killed if the launcher is stopped
+
+
+def stop_all(signum, frame):
+    for p in LIVE:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except OSError:
+            pass
+    log("scenario: stopped by signal %d; killed %d rank processes" % (signum, len(LIVE)))
+    sys.exit(128 + signum)
+
+
+# ---------------------------------------------------------------- efasim-stat
+def stat(env, *args, timeout=30):
+    """Runs efasim-stat with the run's EFASIM_* environment; (rc, stdout, stderr)."""
+    try:
+        p = subprocess.run([STAT] + list(args), env=env, capture_output=True, text=True, timeout=timeout)
+        return p.returncode, p.stdout, p.stderr
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return -1, "", str(e)
+
+
+def fig(d, *names):
+    """The first of `names` found in the efasim-stat JSON (top level first, then nested)."""
+    if not isinstance(d, dict):
+        return None
+    for n in names:
+        if n in d and not isinstance(d[n], (dict, list)):
+            return d[n]
+    for v in d.values():
+        if isinstance(v, dict):
+            r = fig(v, *names)
+            if r is not None:
+                return r
+    return None
+
+
+def stat_figures(text):
+    try:
+        d = json.loads(text)
+    except (ValueError, TypeError):
+        return {"raw": text}
+    return {
+        "budget": fig(d, "budget", "qp_budget"),
+        "qps_per_conn": fig(d, "qps_per_conn", "qps_per_connection"),
+        "in_use": fig(d, "in_use", "qps_in_use"),
+        "peak": fig(d, "peak", "qps_peak", "peak_in_use"),
+        "connections": fig(d, "conns", "connections"),
+        "refused_connections": fig(d, "conns_refused", "connections_refused", "refusals"),
+        "inits": fig(d, "inits"),
+        "refused_inits": fig(d, "inits_refused", "refused_inits"),
+        "raw": d,
+    }
+
+
+# ---------------------------------------------------------------- one run
+def base_env(a, records, state, budget):
+    env = dict(os.environ)
+    for k in list(env):
+        if k.startswith(("NCCLSHIM_", "NCCL_", "EFASIM_")) and k not in ("EFASIM_QPS_PER_CONN", "NCCL_LIB"):
+            del env[k]
+    env.pop("LD_PRELOAD", None)
+    env.update({
+        "PYTHONUNBUFFERED": "1",
+        "PYTHONDONTWRITEBYTECODE": "1",
+        "NCCL_DEBUG": "INFO",
+        # INIT has what inspect reads (Using network, Init START/COMPLETE, Channel ... via NET/,
+        # NET/Plugin, Failed to initialize NET plugin); NET and ENV for people reading the logs
+        "NCCL_DEBUG_SUBSYS": "INIT,NET,ENV",
+        "NCCL_DEBUG_FILE": os.path.join(records, "nccl.%h.%p.log"),
+        "NCCL_NVLS_ENABLE": "0",
+        "NCCL_P2P_DISABLE": "1",
+        "NCCL_SHM_DISABLE": "1",
+        "NCCL_IB_DISABLE": "1",        # no real IB/RoCE NIC may take EFASim's place
+        "NCCL_NET_PLUGIN": "efasim",
+        "NCCL_RUNTIME_CONNECT": "0",   # every connection at init: the budget is spent when the next comm starts
+        "LD_LIBRARY_PATH": BUILD + (":" + env["LD_LIBRARY_PATH"] if env.get("LD_LIBRARY_PATH") else ""),
+        "EFASIM_STATE": state,
+        "EFASIM_QP_BUDGET": str(budget),
+    })
+    return env
+
+
+def rank_specs():
+    # (name, role, trainer rank, weight-update rank, GPU, title)
+    return [("trainer0", "trainer", 0, 0, 0, TRAINER_TITLE),
+            ("trainer1", "trainer", 1, 1, 1, TRAINER_TITLE),
+            ("inference", "inference", 0, 2, 2, INFERENCE_TITLE)]
+
+
+def launch(a, name, rundir, env_of, worker_args, timeout):
+    """Starts the 3 ranks; waits (bounded); returns {rank name: result}; raises ScenarioError
+    with the failing step and the tails of the logs."""
+    procs = []
+    for rname, role, rank, grank, gpu, title in rank_specs():
+        env = env_of(rname)
+        cmd = [a.python, WORKER, "--role", role, "--rank", str(rank), "--group-rank", str(grank), "--gpu", str(gpu),
+               "--dir", rundir, "--title", title, "--wait", str(timeout)] + worker_args
+        out = open(os.path.join(rundir, rname + ".out"), "wb")
+        err = open(os.path.join(rundir, rname + ".err"), "wb")
+        p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
+        procs.append((rname, p, out, err))
+        LIVE.append(p)
+    deadline = time.monotonic() + timeout
+    first_fail = None
+    problems = []
+    while True:
+        codes = [p.poll() for _, p, _, _ in procs]
+        if all(c is not None for c in codes):
+            break
+        now = time.monotonic()
+        if first_fail is None and any(c not in (None, 0) for c in codes):
+            first_fail = now  # its peers wait in NCCL for it: 20 s, then kill them
+        if now > deadline or (first_fail is not None and now - first_fail > 20):
+            why = "timed out after %.0f s" % timeout if now > deadline else "killed after a peer failed"
+            for (rname, p, _, _), c in zip(procs, codes):
+                if c is None:
+                    problems.append("%s: %s" % (rname, why))
+                    try:
+                        os.killpg(p.pid, signal.SIGTERM)
+                    except OSError:
+                        pass
+            t = time.monotonic()
+            while time.monotonic() - t < 5 and any(p.poll() is None for _, p, _, _ in procs):
+                time.sleep(0.1)
+            for _, p, _, _ in procs:
+                if p.poll() is None:
+                    try:
+                        os.killpg(p.pid, signal.SIGKILL)
+                    except OSError:
+                        pass
+                    p.wait()
+            break
+        time.sleep(0.1)
+    del LIVE[:]
+    results = {}
+    for rname, p, out, err in procs:
+        out.close()
+        err.close()
+        res = None
+        for line in tail(os.path.join(rundir, rname + ".out"), 1000):
+            if line.startswith("RESULT "):
+                try:
+                    res = json.loads(line[7:])
+                except ValueError:
+                    pass
+        results[rname] = res
+        if p.returncode != 0 and not any(x.startswith(rname + ":") for x in problems):
+            problems.append("%s: exited with status %s" % (rname, p.returncode))
+        elif res is None and p.returncode == 0:
+            problems.append("%s: printed no RESULT line" % rname)
+    if problems:
+        lines = ["run %s failed:" % name] + ["  " + x for x in problems]
+        for rname, p, _, _ in procs:
+            steps = [l for l in tail(os.path.join(rundir, rname + ".err"), 5000) if l.startswith("STEP ")]
+            lines.append("--- %s (pid %d, status %s): last step: %s" % (
+                rname, p.pid, p.returncode, steps[-1].split(" ", 2)[2] if steps else "(none: it did not start)"))
+            lines += ["    " + l for l in tail(os.path.join(rundir, rname + ".err"), 25)]
+            records = os.path.join(rundir, "records")
+            for f in sorted(os.listdir(records)) if os.path.isdir(records) else []:
+                if f.startswith("nccl.") and f.endswith(".%d.log" % p.pid):
+                    lines.append("    --- tail of %s" % f)
+                    lines += ["    " + l for l in tail(os.path.join(records, f), 15)]
+        raise ScenarioError("\n".join(lines))
+    return results
+
+
+def fresh(d):
+    if os.path.isdir(d):
+        shutil.rmtree(d)
+    os.makedirs(os.path.join(d, "records"))
+
+
+def calibrate(a):
+    """The weight-update communicator alone, then the training one, with a budget that
+    cannot run out: the QPs each holds (efasim-stat's in_use, read by trainer rank 0)."""
+    rundir = os.path.join(a.outdir, "calibrate")
+    fresh(rundir)
+    records = os.path.join(rundir, "records")
+    state = "/efasim-scenario-%d-calibrate" % os.getpid()
+    env = base_env(a, records, state, 1 << 20)
+    rc, out, err = stat(env, "--reset")
+    if rc != 0:
+        raise ScenarioError("efasim-stat --reset failed (%s): %s%s" % (rc, out, err))
+    log("== calibration: the QPs of the weight-update communicator (budget %d, cannot run out)" % (1 << 20))
+    res = launch(a, "calibrate", rundir, lambda r: env,
+                 ["--refits", "0", "--allreduce-bytes", str(1 << 20), "--iters", "1",
+                  "--stat-cmd", "\x1f".join([STAT, "--json"])], a.timeout)
+    t0 = res["trainer0"]
+    wu = stat_figures(t0.get("stat_after_wu", ""))
+    tr = stat_figures(t0.get("stat_after_train", ""))
+    if not isinstance(wu.get("in_use"), int) or not isinstance(tr.get("in_use"), int):
+        raise ScenarioError("calibration: efasim-stat --json gave no 'in_use' figure: %r / %r" % (wu, tr))
+    qpc = wu.get("qps_per_conn") if isinstance(wu.get("qps_per_conn"), int) else \
+        int(os.environ.get("EFASIM_QPS_PER_CONN", "2"))
+    w, t = wu["in_use"], tr["in_use"] - wu["in_use"]
+    budget = w
+    note = ("budget %d = the weight-update communicator's QPs: a later communicator finds fewer than %d left"
+            % (w, qpc))
+    if t > w:
+        if t <= w + qpc - 1:
+            budget = t
+            note = "budget %d: the training communicator needs %d, the weight-update one %d (cost %d per connection)" \
+                   % (t, t, w, qpc)
+        else:
+            note = ("WARNING: the training communicator needs %d QPs, more than the weight-update one (%d): with "
+                    "budget %d it cannot get EFASim even with the shim" % (t, w, w))
+            log(note)
+    rc, out, _ = stat(env, "--json")
+    try:
+        os.unlink("/dev/shm" + state)
+    except OSError:
+        pass
+    cal = {"wu_qps": w, "training_qps": t, "qps_per_conn": qpc, "budget": budget, "note": note,
+           "stat": stat_figures(out) if rc == 0 else None}
+    log("   weight-update communicator: %d QPs, training communicator: %d QPs -> %s" % (w, t, note))
+    return cal
+
+
+def one_run(a, name, budget):
+    rundir = os.path.join(a.outdir, name)
+    fresh(rundir)
+    records = os.path.join(rundir, "records")
+    state = "/efasim-scenario-%d-%s" % (os.getpid(), name)
+    env = base_env(a, records, state, budget)
+    rc, out, err = stat(env, "--reset")
+    if rc != 0:
+        raise ScenarioError("efasim-stat --reset failed (%s): %s%s" % (rc, out, err))
+    rc, before, _ = stat(env, "--json")
+    with open(os.path.join(rundir, "efasim-stat.before.json"), "w") as f:
+        f.write(before)
+
+    def env_of(rname):
+        e = dict(env)
+        if name != "noshim":
+            e["LD_PRELOAD"] = SHIM
+            e["NCCLSHIM_LOG_DIR"] = records
+            e["NCCLSHIM_WEIGHT_UPDATE"] = "auto"
+            if name == "socket" and rname == "inference":
+                # test-only: the inference process counts as another host (docs: NCCLSHIM_HOSTNAME)
+                e["NCCLSHIM_HOSTNAME"] = "node-b"
+        return e
+
+    log("== run %s (%s): budget %d QPs" % (name, RUNS[name], budget))
+    t = time.monotonic()
+    res = launch(a, name, rundir, env_of,
+                 ["--refits", str(a.refits), "--refit-bytes", str(int(a.refit_gib * (1 << 30))),
+                  "--buffer-bytes", str(a.buffer_mib << 20), "--allreduce-bytes", str(a.allreduce_mib << 20),
+                  "--iters", str(a.iters)], a.timeout)
+    wall = time.monotonic() - t
+    rc, after, _ = stat(env, "--json")
+    with open(os.path.join(rundir, "efasim-stat.after.json"), "w") as f:
+        f.write(after)
+    try:  # the run's state segment (POSIX shm) is not needed any more
+        os.unlink("/dev/shm" + state)
+    except OSError:
+        pass
+
+    # ncclshim-inspect: the network of each communicator (NCCL's logs), --check
+    p = subprocess.run([INSPECT, "--json", records], capture_output=True, text=True, timeout=60)
+    with open(os.path.join(rundir, "inspect.json"), "w") as f:
+        f.write(p.stdout)
+    insp = json.loads(p.stdout) if p.stdout.strip() else {"communicators": []}
+    p = subprocess.run([INSPECT, "-v", records], capture_output=True, text=True, timeout=60)
+    with open(os.path.join(rundir, "inspect.txt"), "w") as f:
+        f.write(p.stdout + p.stderr)
+    p = subprocess.run([INSPECT, "--check", records], capture_output=True, text=True, timeout=60)
+    with open(os.path.join(rundir, "check.txt"), "w") as f:
+        f.write(p.stdout + p.stderr)
+    check_rc = p.returncode
+    check_problems = [l for l in p.stderr.splitlines() if l.startswith("PROBLEM ")]
+    return summarize(name, res, insp, check_rc, check_problems, stat_figures(after) if after else None, wall)
+
+
+def summarize(name, res, insp, check_rc, problems, stat_after, wall):
+    comms = insp.get("communicators", [])
+
+    def pick(pred):
+        for c in comms:
+            if pred(c):
+                return c
+        return None
+    wu = pick(lambda c: c.get("purpose") == "weight-update") or pick(lambda c: c.get("nranks") == 3)
+    tr = pick(lambda c: c.get("purpose") == "training") or pick(lambda c: c.get("nranks") == 2)
+    t0, inf = res.get("trainer0") or {}, res.get("inference") or {}
+    refits0 = t0.get("refits", [])
+    receivers = [res.get(r) or {} for r in ("trainer1", "inference")]
+    exact = all(e.get("bit_exact") for r in receivers for e in r.get("refits", [])) and bool(refits0)
+    sums = all(e.get("checksums_equal") for r in receivers for e in r.get("refits", [])) and bool(refits0)
+    secs = [e["seconds"] for e in refits0]
+    nbytes = t0.get("refit_bytes", 0)
+    return {
+        "run": name, "label": RUNS[name], "wall_s": wall,
+        "wu_group": wu and wu.get("group"), "wu_action": (wu and wu.get("action")) or "-",
+        "wu_network": (wu and wu.get("network")) or "-",
+        "train_group": tr and tr.get("group"), "train_network": (tr and tr.get("network")) or "-",
+        "train_algbw_GBps": t0.get("train_algbw_GBps"), "train_busbw_GBps": t0.get("train_busbw_GBps"),
+        "train_allreduce_MiB": (t0.get("train_allreduce_bytes") or 0) >> 20,
+        "train_allreduce_ok": all((res.get(r) or {}).get("train_allreduce_ok") for r in ("trainer0", "trainer1")),
+        "refit_bytes": nbytes, "refit_buffers": t0.get("refit_buffers"),
+        "refit_s": secs, "refit_best_s": min(secs) if secs else None,
+        "refit_GBps": nbytes / min(secs) / 1e9 if secs else None,
+        "checksums_equal": sums, "bit_exact": exact,
+        "check_rc": check_rc, "check_problems": problems,
+        "efasim": stat_after, "ranks": res, "communicators": [
+            {k: c.get(k) for k in ("group", "purpose", "action", "nranks", "network", "hosts", "problems")}
+            for c in comms],
+    }
+
+
+# ---------------------------------------------------------------- output
+def table(rows, cal):
+    def f(v, fmt="%.2f"):
+        return "-" if v is None else fmt % v if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+
+    def st(r, k):
+        e = r.get("efasim") or {}
+        return f(e.get(k), "%s")
+    lines = [
+        ("weight-update comm: action", lambda r: r["wu_action"]),
+        ("weight-update comm: network", lambda r: r["wu_network"]),
+        ("training comm: network", lambda r: r["train_network"]),
+        ("training all-reduce GB/s (algbw)", lambda r: f(r["train_algbw_GBps"])),
+        ("refit seconds (best)", lambda r: f(r["refit_best_s"], "%.3f")),
+        ("refit GB/s", lambda r: f(r["refit_GBps"])),
+        ("weights: checksums equal", lambda r: "yes" if r["checksums_equal"] else "NO"),
+        ("weights: bit-exact (torch.equal)", lambda r: "yes" if r["bit_exact"] else "NO"),
+        ("ncclshim-inspect --check", lambda r: "%d (%s)" % (r["check_rc"], "pass" if r["check_rc"] == 0 else
+                                                          "problems" if r["check_rc"] == 1 else "error")),
+        ("efasim: budget QPs", lambda r: st(r, "budget")),
+        ("efasim: peak QPs in use", lambda r: st(r, "peak")),
+        ("efasim: connections", lambda r: st(r, "connections")),
+        ("efasim: refused inits", lambda r: st(r, "refused_inits")),
+        ("efasim: refused connections", lambda r: st(r, "refused_connections")),
+    ]
+    head = [""] + ["%s (%s)" % (r["run"], r["label"]) for r in rows]
+    body = [[name] + [get(r) for r in rows] for name, get in lines]
+    w = [max(len(x[i]) for x in [head] + body) for i in range(len(head))]
+    out = ["  ".join(c.ljust(w[i]) for i, c in enumerate(row)).rstrip() for row in [head] + body]
+    if rows:
+        r0 = rows[0]
+        out.append("")
+        out.append("(training all-reduce: %d MiB fp32, 2 ranks; refit: %.2f GiB in %s packed buffers, 2 streams in turn;"
+                   " %s)" % (r0["train_allreduce_MiB"], (r0["refit_bytes"] or 0) / 2**30, r0["refit_buffers"],
+                             cal.get("note", "") if cal else ""))
+    return "\n".join(out)
+
+
+def expectations(rows):
+    """What each run must show; [(run, what, ok)]."""
+    out = []
+    for r in rows:
+        n = r["run"]
+        out.append((n, "weights bit-exact", r["bit_exact"] and r["checksums_equal"]))
+        if n == "noshim":
+            out.append((n, "weight-update comm on EFASim", r["wu_network"] == "EFASim"))
+            out.append((n, "training comm fell back to Socket", r["train_network"] == "Socket"))
+            out.append((n, "inspect --check flags it (exit 1)", r["check_rc"] == 1))
+        else:
+            want = "ipc" if n == "ipc" else "socket"
+            out.append((n, "weight-update comm action %s" % want, r["wu_action"] == want))
+            out.append((n, "training comm on EFASim", r["train_network"] == "EFASim"))
+            out.append((n, "inspect --check passes", r["check_rc"] == 0))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--outdir", required=True)
+    ap.add_argument("--runs", default="noshim,ipc,socket")
+    ap.add_argument("--refit-gib", type=float, default=3.0)
+    ap.add_argument("--buffer-mib", type=int, default=1024)
+    ap.add_argument("--refits", type=int, default=3)
+    ap.add_argument("--allreduce-mib", type=int, default=256)
+    ap.add_argument("--iters", type=int, default=5)
+    ap.add_argument("--qp-budget", type=int, default=0, help="skip the calibration, use this budget")
+    ap.add_argument("--timeout", type=float, default=420.0, help="seconds per run (all 3 processes)")
+    ap.add_argument("--python", default=sys.executable)
+    a = ap.parse_args()
+    signal.signal(signal.SIGTERM, stop_all)
+    signal.signal(signal.SIGINT, stop_all)
+    signal.signal(signal.SIGHUP, stop_all)
+    a.outdir = os.path.abspath(a.outdir)
+    os.makedirs(a.outdir, exist_ok=True)
+    runs = [r for r in a.runs.split(",") if r]
+    for r in runs:
+        if r not in RUNS:
+            ap.error("unknown run %r (noshim, ipc, socket)" % r)
+    missing = [p for p in (SHIM, PLUGIN, STAT, INSPECT) if not os.path.exists(p)]
+    if missing:
+        log("scenario: missing %s (make all, and the EFASim plugin's build)" % ", ".join(missing))
+        return 1
+    summary = {"runs": [], "calibration": None, "errors": [], "outdir": a.outdir,
+               "settings": {k: getattr(a, k) for k in ("refit_gib", "buffer_mib", "refits", "allreduce_mib",
+                                                       "iters", "qp_budget", "timeout")}}
+    rows = []
+    try:
+        if a.qp_budget > 0:
+            cal = {"budget": a.qp_budget, "note": "budget %d (--qp-budget)" % a.qp_budget}
+        else:
+            cal = calibrate(a)
+        summary["calibration"] = cal
+        for r in runs:
+            try:
+                rows.append(one_run(a, r, cal["budget"]))
+            except ScenarioError as e:
+                log(str(e))
+                summary["errors"].append(str(e))
+            except (subprocess.TimeoutExpired, OSError, ValueError) as e:
+                log("run %s: %s: %s" % (r, type(e).__name__, e))
+                summary["errors"].append("run %s: %s" % (r, e))
+    except ScenarioError as e:
+        log(str(e))
+        summary["errors"].append(str(e))
+        cal = None
+    summary["runs"] = rows
+    exp = expectations(rows)
+    summary["expect"] = [{"run": n, "what": w, "ok": bool(ok)} for n, w, ok in exp]
+    txt = table(rows, cal) if rows else "(no run finished)"
+    print(txt)
+    print()
+    for n, w, ok in exp:
+        print("%s %s: %s" % ("ok  " if ok else "FAIL", n, w))
+    for r in rows:
+        for pr in r["check_problems"]:
+            print("  %s: %s" % (r["run"], pr))
+    with open(os.path.join(a.outdir, "scenario.json"), "w") as f:
+        json.dump(summary, f, indent=1, sort_keys=True, default=str)
+    with open(os.path.join(a.outdir, "scenario.txt"), "w") as f:
+        f.write(txt + "\n")
+    print("\nfull results: %s/scenario.json; per run: records, logs, inspect output under %s/<run>/"
+          % (a.outdir, a.outdir))
+    ok = not summary["errors"] and all(ok for _, _, ok in exp) and len(rows) == len(runs)
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
