@@ -100,7 +100,7 @@ static void log_dump(void) {
 
 static char *stat_json(void) {
   char cmd[512];
-  snprintf(cmd, sizeof(cmd), "EFASIM_STATE=%s %s/efasim-stat --json", g_state, g_build);
+  snprintf(cmd, sizeof(cmd), "EFASIM_STATE=%s %s/efasim-stat --json 2>/dev/null", g_state, g_build);
   FILE *f = popen(cmd, "r");
   if (!f) return strdup("");
   static char buf[1 << 17];
