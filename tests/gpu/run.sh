@@ -144,6 +144,11 @@ fi
 NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank 1 *' \
     launch ipc ipc.py shim
 import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc.shim" 2>&1)
+# (e2) the same with PyTorch's expandable segments (cuMemCreate memory, which CUDA IPC's
+# cuIpcGetMemHandle does not export): the shim's staged path.
+PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
+    NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank 1 *' launch ipc-staged ipc.py shim
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc-staged.shim" 2>&1)
 # ... and a chain through 4 GPUs, where there are 4.
 if [ "$ngpu" -ge 4 ]; then
     rm -rf "$WORK/ipc4.shim"
