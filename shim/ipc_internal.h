@@ -84,8 +84,9 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define P2P_AREA (16u << 20)
 /* Descriptors a rank's proxy may publish ahead of its successor's reading. */
 #define DRING 16
-/* Peer allocations a proxy keeps mapped (the buffers its predecessor used last). */
-#define MAP_CACHE 4
+/* Peer allocations a proxy keeps mapped between broadcasts (the ones its
+ * predecessor used last); more stay mapped while broadcasts are in flight. */
+#define MAP_CACHE 8
 /* Allocations of this rank whose IPC handle the proxy remembers. */
 #define EXPORT_CACHE 8
 /* A proxy idle this long gives its mappings back: a peer's freed memory is
@@ -149,7 +150,7 @@ struct ipc_job {
 struct ipc_map {
     uint64_t buffer_id;
     CUipcMemHandle handle;
-    CUdeviceptr base;                   /* 0: unused */
+    CUdeviceptr base;
     uint64_t last_b;                    /* the last broadcast that read it */
 };
 
@@ -198,8 +199,9 @@ struct ipc_comm {
     pthread_cond_t qcond;
     struct ipc_job *qhead, *qtail;
     int stop;
-    /* The proxy thread's own. */
-    struct ipc_map map[MAP_CACHE];
+    /* The proxy thread's own (and ipc_free's once it has stopped). */
+    struct ipc_map *map;
+    int nmap, capmap;
     struct ipc_exported exported[EXPORT_CACHE];
 };
 

@@ -162,54 +162,64 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
     d->handle = e->handle;
 }
 
-/* Gives back every mapping, once the copies that read them are done. */
-static void unmap_all(struct ipc_comm *c)
+/*
+ * Gives back the mappings beyond the `keep` most recently used.  Only ever
+ * called with qlock held and no broadcast queued or being enqueued: closing
+ * a mapping waits (inside the driver) for the work issued before it, and
+ * that work must not include a caller's stream waiting for this proxy (a
+ * broadcast queued but not yet enqueued), nor may one be issued meanwhile
+ * (the caller queues under qlock).  Measured on H200: a close issued while a
+ * broadcast was half enqueued never returned.  The copies that read the
+ * mappings are waited for first.
+ */
+static void trim_maps(struct ipc_comm *c, int keep)
 {
-    int synced = 0;
-    for (int i = 0; i < MAP_CACHE; i++) {
-        struct ipc_map *m = &c->map[i];
-        if (!m->base)
-            continue;
-        if (!synced) {
-            c->cu->cuStreamSynchronize(c->stream);
-            synced = 1;
-        }
-        c->cu->cuIpcCloseMemHandle(m->base);
-        memset(m, 0, sizeof(*m));
+    if (c->nmap <= keep)
+        return;
+    c->cu->cuStreamSynchronize(c->stream);
+    while (c->nmap > keep) {
+        int lru = 0;
+        for (int i = 1; i < c->nmap; i++)
+            if (c->map[i].last_b < c->map[lru].last_b)
+                lru = i;
+        c->cu->cuIpcCloseMemHandle(c->map[lru].base);
+        c->map[lru] = c->map[--c->nmap];
     }
 }
 
-/* The predecessor's allocation of `d`, mapped here (cached). */
+/* The predecessor's allocation of `d`, mapped here (cached; never closed
+ * here: see trim_maps). */
 static int map_pred(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, CUdeviceptr *base, char *why,
                     size_t whylen)
 {
-    struct ipc_map *m = NULL, *lru = &c->map[0];
-    for (int i = 0; i < MAP_CACHE && !m; i++) {
-        struct ipc_map *x = &c->map[i];
-        if (x->base && x->buffer_id == d->buffer_id && memcmp(&x->handle, &d->handle, sizeof(d->handle)) == 0)
-            m = x;
-        else if (!x->base || (lru->base && x->last_b < lru->last_b))
-            lru = x;
-    }
+    struct ipc_map *m = NULL;
+    for (int i = 0; i < c->nmap && !m; i++)
+        if (c->map[i].buffer_id == d->buffer_id && memcmp(&c->map[i].handle, &d->handle, sizeof(d->handle)) == 0)
+            m = &c->map[i];
     if (!m) {
-        m = lru;
-        if (m->base) {
-            /* Its last reader may still be running. */
-            c->cu->cuStreamSynchronize(c->stream);
-            c->cu->cuIpcCloseMemHandle(m->base);
-            memset(m, 0, sizeof(*m));
+        if (c->nmap == c->capmap) {
+            int cap = c->capmap ? 2 * c->capmap : MAP_CACHE;
+            struct ipc_map *grown = realloc(c->map, (size_t)cap * sizeof(*grown));
+            if (!grown) {
+                snprintf(why, whylen, "out of memory");
+                return -1;
+            }
+            c->map = grown;
+            c->capmap = cap;
         }
-        CUresult r = c->cu->cuIpcOpenMemHandle(&m->base, d->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        CUdeviceptr p = 0;
+        CUresult r = c->cu->cuIpcOpenMemHandle(&p, d->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
         if (r != CUDA_SUCCESS) {
             char err[160];
-            m->base = 0;
             snprintf(why, whylen, "opening the predecessor's buffer (%llu bytes) for broadcast %llu: %s",
                      (unsigned long long)d->alloc_size, (unsigned long long)b,
                      shim_cuda_error("cuIpcOpenMemHandle", r, err, sizeof(err)));
             return -1;
         }
+        m = &c->map[c->nmap++];
         m->buffer_id = d->buffer_id;
         m->handle = d->handle;
+        m->base = p;
     }
     m->last_b = b;
     *base = m->base;
@@ -332,10 +342,12 @@ static void *proxy_main(void *arg)
     pthread_mutex_lock(&c->qlock);
     for (;;) {
         while (!c->qhead && !c->stop) {
-            int mapped = 0;
-            for (int i = 0; i < MAP_CACHE; i++)
-                mapped |= c->map[i].base != 0;
-            if (!mapped) {
+            /* Idle: nothing queued, nothing half enqueued (trim_maps). */
+            if (c->nmap > MAP_CACHE) {
+                trim_maps(c, MAP_CACHE);
+                continue;
+            }
+            if (!c->nmap) {
                 pthread_cond_wait(&c->qcond, &c->qlock);
                 continue;
             }
@@ -347,11 +359,8 @@ static void *proxy_main(void *arg)
                 ts.tv_sec++;
                 ts.tv_nsec -= 1000000000L;
             }
-            if (pthread_cond_timedwait(&c->qcond, &c->qlock, &ts) == ETIMEDOUT && !c->qhead) {
-                pthread_mutex_unlock(&c->qlock);
-                unmap_all(c);
-                pthread_mutex_lock(&c->qlock);
-            }
+            if (pthread_cond_timedwait(&c->qcond, &c->qlock, &ts) == ETIMEDOUT && !c->qhead)
+                trim_maps(c, 0);
         }
         struct ipc_job *j = c->qhead;
         if (!j)
@@ -375,7 +384,6 @@ static void *proxy_main(void *arg)
         pthread_mutex_lock(&c->qlock);
     }
     pthread_mutex_unlock(&c->qlock);
-    unmap_all(c);
     return NULL;
 }
 
@@ -415,4 +423,9 @@ void ipc_proxy_stop(struct ipc_comm *c)
     pthread_mutex_unlock(&c->qlock);
     pthread_join(c->proxy, NULL);
     c->proxy_started = 0;
+    /* Every operation is over (ipc_free waited) or released (failed). */
+    trim_maps(c, 0);
+    free(c->map);
+    c->map = NULL;
+    c->capmap = 0;
 }
