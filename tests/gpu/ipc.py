@@ -102,6 +102,9 @@ def worker(args):
     lib.ncclCommDestroy(comm)
     # Repeated create / use / destroy gives back every byte of device memory.
     torch.cuda.synchronize()
+    # Every rank is through its destroy: a peer gives back its mappings of this
+    # rank's memory last, and until then that memory stays allocated.
+    dist.barrier()
     free0, _ = torch.cuda.mem_get_info(dev)
     small = torch.ones(1 << 20, dtype=torch.uint8, device=dev)
     for k in range(5):
@@ -111,6 +114,7 @@ def worker(args):
         torch.cuda.synchronize()
         lib.ncclCommDestroy(c2)
     torch.cuda.synchronize()
+    dist.barrier()
     free1, _ = torch.cuda.mem_get_info(dev)
     res["leak_mib"] = (free0 - free1) / 2**20
     dist.destroy_process_group()
