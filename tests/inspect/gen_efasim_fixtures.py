@@ -38,6 +38,8 @@ def init(pid, dev, ptr, cid, rank, nranks, net, failed=False, loaded=False):
         out.append(p + "EFASim: comm %s refused: 0 of 24 QPs left on this host, a connection needs 2; NCCL will use "
                    "its next network (Socket) for this communicator" % ("0x%016x" % int(cid, 16)))
         out.append(p + "Failed to initialize NET plugin EFASim")
+        # NCCL then tries its own IB, which fails too where there is none (as on the GPU machine)
+        out.append(p + "Failed to initialize NET plugin IB")
     if net == "Socket":
         out.append(p + "NET/Socket : Using [0]eth0:10.0.0.7<0>")
     out.append(p + "Initialized NET plugin %s" % net)

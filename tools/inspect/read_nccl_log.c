@@ -305,10 +305,12 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len)
         }
     } else if (strncmp(msg, "Failed to initialize NET plugin ", 32) == 0) {
         /* NCCL 2.28: the plugin's init refused this comm (e.g. no resources
-         * left); NCCL goes on to its next NET plugin, in the end Socket */
+         * left); NCCL goes on to its next NET plugin, in the end Socket. */
         const char *name = msg + 32;
         size_t n = strcspn(name, " \t\r\n");
-        if (n > 0 && n < 128)
+        /* The first refusal names the fabric: NCCL tries external plugins
+         * before its own IB, which then fails too where there is no IB. */
+        if (n > 0 && n < 128 && !net_get(&st->nccl_tid, tid_key, 1)->failed)
             set_str(&net_get(&st->nccl_tid, tid_key, 1)->failed, name, n);
     } else if (strncmp(msg, "NET/Plugin: Loaded net plugin ", 30) == 0) {
         const char *name = msg + 30;
