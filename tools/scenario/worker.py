@@ -120,24 +120,9 @@ class NCCLLibrary:
         self.check(self._funcs["ncclCommDestroy"](comm), "ncclCommDestroy")
 
 
-def nccl_so_path():
-    """torch's libnccl.so.2 (the nvidia-nccl wheel), as tests/gpu/common.py finds it."""
-    env = os.environ.get("NCCL_LIB")
-    if env:
-        return env
-    try:
-        import nvidia.nccl
-        for d in list(nvidia.nccl.__path__):
-            p = os.path.join(d, "lib", "libnccl.so.2")
-            if os.path.exists(p):
-                return p
-    except ImportError:
-        pass
-    import torch
-    p = os.path.join(os.path.dirname(torch.__file__), "lib", "libnccl.so.2")
-    if os.path.exists(p):
-        return p
-    raise RuntimeError("cannot find torch's libnccl.so.2 (set NCCL_LIB)")
+# torch's libnccl.so.2 (the nvidia-nccl wheel), found as the GPU tests find it.
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
+from common import nccl_so_path  # noqa: E402
 
 
 # ---------------------------------------------------------------- files between ranks
