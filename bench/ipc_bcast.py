@@ -148,15 +148,14 @@ def main():
     out = os.path.abspath(args["outdir"])
     shim = os.path.abspath(args["preload"]) if args["preload"] else None
     child = {"IPC_BENCH_CHILD": "1", "NCCLSHIM_LOG_DIR": os.path.join(out, "records")}
-    ipc = launch(os.path.join(out, "ipc"), shim, dict(child, NCCLSHIM_WEIGHT_UPDATE="ipc",
-                                                     NCCLSHIM_TRAINING_TITLES="*ipc_bcast.py --worker --rank 0 *",
-                                                     NCCLSHIM_INFERENCE_TITLES="*ipc_bcast.py --worker --rank 1 *"))
+    shimmed = dict(child, NCCLSHIM_WEIGHT_UPDATE="ipc",
+                   NCCLSHIM_TRAINING_TITLES="*ipc_bcast.py --worker --rank 0 *",
+                   NCCLSHIM_INFERENCE_TITLES="*ipc_bcast.py --worker --rank 1 *")
+    ipc = launch(os.path.join(out, "ipc"), shim, shimmed)
     # The same with PyTorch's expandable segments (cuMemCreate memory, which
     # cuIpcGetMemHandle does not export): the staged fallback.
     staged = launch(os.path.join(out, "ipc-staged"), shim,
-                    dict(child, NCCLSHIM_WEIGHT_UPDATE="ipc", PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True",
-                         NCCLSHIM_TRAINING_TITLES="*ipc_bcast.py --worker --rank 0 *",
-                         NCCLSHIM_INFERENCE_TITLES="*ipc_bcast.py --worker --rank 1 *"))
+                    dict(shimmed, PYTORCH_CUDA_ALLOC_CONF="expandable_segments:True"))
     nccl = launch(os.path.join(out, "nccl"), None, child)
     ok = ipc["ok"] and nccl["ok"] and staged["ok"]
     r_ipc = [r["result"] for r in ipc["ranks"]]

@@ -4,6 +4,7 @@
 
 #include "config.h"
 #include "record.h"
+#include "rv_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -37,12 +38,8 @@ static int create_shared(struct ipc_comm *c, char *why, size_t whylen)
 {
     static atomic_uint serial; /* names made by this process */
     unsigned char rnd[4] = { 0 };
-    FILE *f = fopen("/dev/urandom", "re");
-    if (f) {
-        if (fread(rnd, 1, sizeof(rnd), f) != sizeof(rnd))
-            memset(rnd, 0, sizeof(rnd));
-        fclose(f);
-    }
+    if (rv_random(rnd, sizeof(rnd)) != 0) /* the pid and serial keep it unique; this only makes it unguessable */
+        memset(rnd, 0, sizeof(rnd));
     snprintf(c->shm_name, sizeof(c->shm_name), "/ncclshim.ipc.%d.%u.%02x%02x%02x%02x", (int)getpid(),
              atomic_fetch_add(&serial, 1), rnd[0], rnd[1], rnd[2], rnd[3]);
     int fd = shm_open(c->shm_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
@@ -344,10 +341,7 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
-    /* The proxy may be waiting on the host for a neighbour. */
-    pthread_mutex_lock(&c->qlock);
-    pthread_cond_broadcast(&c->qcond);
-    pthread_mutex_unlock(&c->qlock);
+    /* The proxy's host waits for a neighbour look at `failed` as they poll. */
 }
 
 void ipc_fail_everywhere(struct ipc_comm *c, const char *why)

@@ -29,6 +29,15 @@ static void ctx_leave(const struct ipc_comm *c, struct ctx_guard *g)
         c->cu->cuCtxSetCurrent(g->saved);
 }
 
+/* A communicator that lost a peer (or was aborted) fails every operation at once. */
+static int failed(struct ipc_comm *c, char *why, size_t whylen)
+{
+    if (!atomic_load(&c->failed))
+        return 0;
+    snprintf(why, whylen, "%s", c->failure);
+    return 1;
+}
+
 static int capturing(const struct ipc_comm *c, CUstream s)
 {
     int status = 0;
@@ -58,10 +67,8 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
 {
     const struct shim_cuda *cu = c->cu;
     CUstream s = (CUstream)stream;
-    if (atomic_load(&c->failed)) {
-        snprintf(why, whylen, "%s", c->failure);
+    if (failed(c, why, whylen))
         return ncclRemoteError;
-    }
     if (root < 0 || root >= c->nranks) {
         snprintf(why, whylen, "root %d outside 0..%d", root, c->nranks - 1);
         return ncclInvalidArgument;
@@ -148,10 +155,8 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
 {
     const struct shim_cuda *cu = c->cu;
     CUstream s = (CUstream)stream;
-    if (atomic_load(&c->failed)) {
-        snprintf(why, whylen, "%s", c->failure);
+    if (failed(c, why, whylen))
         return ncclRemoteError;
-    }
     size_t esize = shim_dtype_size_checked(dtype);
     if (!esize || host_reduce_supported(dtype, op, why, whylen) != 0) {
         if (!esize)
@@ -185,8 +190,8 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     int me = c->rank;
     uint8_t *acc = NULL, *tmp = NULL;
     ncclResult_t res = ncclUnhandledCudaError;
-    /* After the operations before it (any stream: this rank's slots are then
-     * drained, and its predecessor pushes nothing more into them before this
+    /* After the operations before it (any stream: its broadcasts are then
+     * over, so its successor reads nothing more from its slots before this
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
     CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), opn, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
     if (bytes)
@@ -237,10 +242,8 @@ fail:
 ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
-    if (atomic_load(&c->failed)) {
-        snprintf(why, whylen, "%s", c->failure);
+    if (failed(c, why, whylen))
         return ncclRemoteError;
-    }
     if (nops <= 0)
         return ncclSuccess;
     CUstream s = ops[0].stream;
