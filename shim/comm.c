@@ -94,6 +94,21 @@ void shim_comm_record_end(struct shim_comm *h, const char *how, int result)
         jw_close(&w, '}');
     }
     jw_close(&w, '}');
+    if (h->ipc) {
+        struct ipc_stats st;
+        ipc_get_stats(h->ipc, &st);
+        jw_open(&w, "ipc", '{');
+        jw_u64(&w, "by_caller", st.caller);
+        jw_u64(&w, "by_proxy", st.proxy);
+        const char *dir[2] = { "in", "out" };
+        for (int d = 0; d < 2; d++) {
+            jw_open(&w, dir[d], '{');
+            for (int k = IPC_HOP_PUSH; k < IPC_HOPS; k++)
+                jw_u64(&w, ipc_hop_names[k], d ? st.out[k] : st.in[k]);
+            jw_close(&w, '}');
+        }
+        jw_close(&w, '}');
+    }
     jw_emit(&w);
 }
 

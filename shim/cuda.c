@@ -65,6 +65,9 @@ static int cuda_load(void)
         fn = NULL;
         if (getproc("cuStreamCreateWithPriority", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
             memcpy(&g_cuda.cuStreamCreateWithPriority, &fn, sizeof(fn));
+        fn = NULL;
+        if (getproc("cuStreamGetId", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
+            memcpy(&g_cuda.cuStreamGetId, &fn, sizeof(fn));
     }
     /* The handle stays open: the functions must outlive this call. */
     return CUDA_OK;

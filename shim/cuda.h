@@ -80,6 +80,8 @@ struct shim_cuda {
     /* Optional: streams the GPU schedules ahead of the application's kernels. */
     CUresult (*cuCtxGetStreamPriorityRange)(int *least, int *greatest);
     CUresult (*cuStreamCreateWithPriority)(CUstream *stream, unsigned int flags, int priority);
+    /* Optional (CUDA 12.0+): a stream's id, unique in the context for its life and never reused. */
+    CUresult (*cuStreamGetId)(CUstream stream, unsigned long long *id);
 };
 
 /*

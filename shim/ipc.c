@@ -375,8 +375,8 @@ void ipc_free(struct ipc_comm *c)
     cu->cuCtxGetCurrent(&cur);
     if (cur != c->ctx)
         cu->cuCtxSetCurrent(c->ctx);
-    /* This rank's work is done (DONE reaches every operation issued), then
-     * everyone says so (EXIT): nobody frees memory a peer still reads. */
+    /* This rank's work is done (the last operation's fence), then everyone
+     * says so (EXIT): nobody frees memory a peer still reads or writes. */
     int ok = 1;
     /* A rank without a single operation has had nothing of its memory read
      * (and a setup undone in the vote round had none): it only says EXIT for
@@ -389,7 +389,11 @@ void ipc_free(struct ipc_comm *c)
             connected &= c->peer[r] != 0;
         if (connected) {
             uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
-            ok = (c->ops == 0 || ipc_wait_one(c, c->rank, F_DONE, c->ops, deadline, why, sizeof(why)) == 0) &&
+            pthread_mutex_lock(&c->qlock);
+            int off = c->fence_off;
+            uint64_t val = c->fence_val;
+            pthread_mutex_unlock(&c->qlock);
+            ok = (!val || ipc_wait_one(c, c->rank, off, val, deadline, why, sizeof(why)) == 0) &&
                  ipc_write_flag(c, F_EXIT, 1) == 0 &&
                  (c->ops == 0 || ipc_wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0);
             if (!ok)

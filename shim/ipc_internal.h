@@ -7,8 +7,8 @@
  *   [4096, +S * chunk)   S staging slots of `chunk` bytes
  *   then                 the Send/Recv slots
  * and one page of host shared memory (struct ipc_shared, POSIX shm, mapped by
- * its ring neighbours) through which its proxy thread tells its successor
- * where the data of each broadcast is.
+ * its ring neighbours) through which it tells them where the data of each
+ * broadcast is, or is to go.
  *
  * The host counts what each counter will say: `ops` (this rank's operations,
  * DONE: Send/Recv involve only some ranks, so it differs between ranks),
@@ -17,38 +17,56 @@
  * on this rank's own page (a wait polls; polling local memory is cheap, a
  * write across NVLink is posted), so a rank's neighbours write into its page:
  *   AVAIL        (written by the predecessor) bytes of the broadcasts so far
- *                that it holds, where this rank may read them
+ *                that are in this rank's buffer (PUSH) or that it holds where
+ *                this rank may read them (PULL, STAGED)
  *   TAKEN        (written by the successor) bytes it has read from this rank
+ *                (PULL, STAGED), or whose broadcast it has reached (PUSH:
+ *                its buffer may be written)
  *   SENT[q]      (written by q) Send/Recv chunks q has put in its slots for this rank
  *   RECVD[q]     (written by q) chunks q has taken from this rank's slots for q
- *   DONE         (this rank) operations completed: orders operations issued
- *                on different streams, each waits for the one before
+ *   DONE         (this rank) operations completed, where no other counter
+ *                of this page says so (the fence, below)
  *   AR, AR2      (this rank, from the host) all-reduce arrival and departure
  *   EXIT         (this rank) set at destroy
  *
- * Broadcast is a chain along the ring root, root+1, ..., root-1, and data is
- * pulled: each rank but the root copies from its predecessor into its own
- * buffer, on its copy engine, and the predecessor's operation ends once its
- * successor has taken everything (so the caller may reuse its buffer).  Where
- * a rank's buffer can be exported (cuIpcGetMemHandle: memory of cuMemAlloc,
- * as PyTorch's caching allocator has by default), its successor reads it
- * directly: one peer copy per hop, in one step between two ranks and in
- * steps of chunk x S bytes along longer chains (pipelined, so that every
- * hop is busy at once).  Each step of a copy
- * costs a fixed ~10 us on an idle H200 and far more while kernels fill the
- * GPU, and a copy within one device competes with them for the SMs
- * (docs/benchmarks.md): few steps and no staging copy are what make the
- * transfer fast.  Where it cannot (cuMemCreate memory, PyTorch's expandable
- * segments), the rank first copies its buffer through its own staging slots
- * (chunk by chunk, S in flight) and the successor reads those.  The source
- * decides, per hop and per broadcast, and says which in its descriptor.
+ * Broadcast is a chain along the ring root, root+1, ..., root-1.  Each rank
+ * but the root receives its data from its predecessor, and each hop moves
+ * it in one of three ways, the same on both sides: the two ranks learn the
+ * other's buffer from the descriptors in their shared pages.
+ *   PUSH    the successor's buffer can be exported (cuIpcGetMemHandle:
+ *           memory of cuMemAlloc, PyTorch's caching allocator by default):
+ *           the predecessor's stream copies into it over NVLink, once the
+ *           successor's stream has reached the broadcast (it says so with
+ *           TAKEN at the start).  A copy engine writing to a peer is faster
+ *           than one reading from it (bench/copy_probe.py, measured on H200:
+ *           390 GB/s against 373 at 64 MiB), and the successor then needs
+ *           nothing from its predecessor's host.
+ *   PULL    only the predecessor's buffer can be exported: the successor's
+ *           stream copies from it, and the predecessor's operation ends once
+ *           TAKEN says everything was read (so the caller may reuse it).
+ *   STAGED  neither (cuMemCreate memory, PyTorch's expandable segments): the
+ *           predecessor copies its buffer through its own staging slots
+ *           (chunk by chunk, S in flight) and the successor reads those.
+ * Between two ranks a hop is one copy; along longer chains it goes in steps
+ * of chunk x S bytes (PUSH, PULL) or chunks (STAGED), pipelined so that
+ * every hop is busy at once.  Every step and every stream memory operation
+ * costs microseconds on the critical path (docs/benchmarks.md): the fewest
+ * of them is what makes the transfer fast.
  *
- * The caller's thread only enqueues: its stream waits for DONE to reach the
- * operation before it, records an event, and waits for DONE to pass the
- * operation; the communicator's proxy thread (like NCCL's) learns the
- * predecessor's buffer from its descriptor (waiting for it on the host if
- * needed), maps it (cached per allocation), and enqueues the copies and the
- * counter operations on the communicator's own stream after that event.
+ * Broadcasts are enqueued by the application's thread itself when they can
+ * be without waiting for a peer: the proxy thread (below) has nothing
+ * queued, this rank's descriptor has room in its ring, and the descriptors
+ * this rank needs are published (a PUSH successor needs none; its
+ * predecessor needs the successor's).  Otherwise the broadcast goes to the
+ * communicator's proxy thread (like NCCL's): the caller's stream records an
+ * event and waits for DONE to pass the operation; the proxy waits for the
+ * descriptors on the host, and enqueues the same work on the communicator's
+ * own stream after that event.
+ *
+ * Operations of a communicator run in the order they were issued, whatever
+ * the stream: each one leaves a fence (a counter of this rank's own page and
+ * the value that says it is over), and an operation on another stream than
+ * the one before waits for it.  On one stream, the order is the stream's.
  *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
  * operations as the application calls them), ipc_proxy.c (the broadcast's
@@ -94,7 +112,7 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define MAP_IDLE_MS 1000
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 2
+#define EXPORT_VERSION 3
 /* Host waits (all-reduce, destroy) give up after this long: a peer that
  * stopped answering must not hang the application for ever. */
 #define HOST_WAIT_US (120ull * 1000 * 1000)
@@ -121,16 +139,18 @@ struct ipc_desc {
     CUipcMemHandle handle;              /* of the allocation */
 };
 
-/* A rank's page of host shared memory.  Written by its proxy thread (ring,
- * pub, read_upto, readc), read by its neighbours' proxies; `opened` counts
- * the neighbours that mapped it.  The futex words wake a waiting neighbour. */
+/* A rank's page of host shared memory.  Written by the thread that enqueues
+ * its broadcasts (ring, pub, the read marks, readc), read by its
+ * neighbours'.  The futex words wake a waiting neighbour's proxy. */
 #define SHARED_MAGIC 0x6873706du /* "mpsh" */
 struct ipc_shared {
     uint32_t magic;
     _Atomic uint32_t pub;               /* futex: bumped after each descriptor */
-    _Atomic uint32_t readc;             /* futex: bumped after read_upto moves */
+    _Atomic uint32_t readc;             /* futex: bumped after the read marks move */
     uint32_t pad;
-    _Atomic uint64_t read_upto;         /* broadcasts whose predecessor's descriptor this rank has read */
+    /* Broadcasts this rank is done with its predecessor's (successor's)
+     * descriptors of: their places in those rings may be reused. */
+    _Atomic uint64_t read_pred_upto, read_succ_upto;
     struct ipc_desc ring[DRING];        /* broadcast b in ring[b % DRING] */
 };
 
@@ -146,15 +166,16 @@ struct ipc_job {
     CUevent ready;                      /* recorded on the caller's stream: the buffers are ready */
 };
 
-/* A predecessor's allocation as mapped here (proxy thread only). */
+/* A neighbour's allocation as mapped here (see `running` for who may touch it). */
 struct ipc_map {
+    int rank;
     uint64_t buffer_id;
     CUipcMemHandle handle;
     CUdeviceptr base;
-    uint64_t last_b;                    /* the last broadcast that read it */
+    uint64_t last_b;                    /* the last broadcast that used it */
 };
 
-/* An allocation of this rank and its IPC handle (proxy thread only). */
+/* An allocation of this rank and its IPC handle (as `struct ipc_map`). */
 struct ipc_exported {
     uint64_t buffer_id;                 /* 0: unused */
     CUdeviceptr start;
@@ -191,17 +212,34 @@ struct ipc_comm {
      * is the others' teardown, not a loss (peer_closed records it, quietly). */
     atomic_int closing, peer_closed;
     char group[160];                    /* the communicator's name in the records, for messages */
-    /* The proxy thread, started at the first broadcast.  The queue and
-     * `stop` are under qlock; `proxy_started` is the application's thread's. */
+    /* The stream of the operation before (cuStreamGetId: ids are never
+     * reused, unlike handles), if known: an operation on the same stream
+     * needs no fence.  The application's thread's. */
+    unsigned long long last_sid;
+    int last_sid_known;
+    /* The proxy thread, started at the first broadcast.  The queue, `stop`,
+     * `running` and the fence are under qlock; `proxy_started` is the
+     * application's thread's. */
     pthread_t proxy;
     int proxy_started;
     pthread_mutex_t qlock;
     pthread_cond_t qcond;
     struct ipc_job *qhead, *qtail;
     int stop;
-    /* The proxy thread's own (and ipc_free's once it has stopped). */
+    int running;                        /* the proxy is enqueueing a broadcast it took off the queue */
+    /* The last operation is over once this rank's counter at fence_off
+     * reaches fence_val (0: nothing to wait for). */
+    int fence_off;
+    uint64_t fence_val;
+    /* Used by whoever enqueues a broadcast: the proxy while `running`, the
+     * application's thread while it holds qlock with nothing queued and the
+     * proxy not running (a broadcast enqueued directly), the idle proxy
+     * under qlock (trim_maps), and ipc_free once the proxy has stopped. */
     struct ipc_map *map;
     int nmap, capmap;
+    uint64_t map_used_us;               /* shim_mono_us() when a mapping was last used */
+    /* How the broadcasts went (ipc_get_stats), counted as they are enqueued. */
+    atomic_ullong stat_caller, stat_proxy, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
     struct ipc_exported exported[EXPORT_CACHE];
 };
 
@@ -264,10 +302,24 @@ void ipc_unwatch(struct ipc_comm *c);
 /* A copy on `stream` (copy engines where the driver lets us ask). */
 CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream);
 
-/* shim/ipc_proxy.c: hands a broadcast to the proxy (started on first use);
- * 0, or -1 with the reason.  ipc_proxy_stop: after the last operation,
- * stops it and gives back what it mapped. */
-int ipc_proxy_submit(struct ipc_comm *c, struct ipc_job *job, char *why, size_t whylen);
+/* shim/ipc_bcast.c: one broadcast.  ipc_bcast_direct enqueues it on the
+ * caller's stream `s` if nothing needs waiting for (qlock held, nothing
+ * queued, the proxy not running): 0 and the fence in *off and *val, 1 if it
+ * must go to the proxy (nothing was done), -1 with the reason.
+ * ipc_bcast_run is the proxy's: it waits as needed, and enqueues on the
+ * communicator's stream after job->ready, ending with DONE = job->op + 1. */
+int ipc_bcast_direct(struct ipc_comm *c, const struct ipc_job *j, CUstream s, int *off, uint64_t *val, char *why,
+                     size_t whylen);
+int ipc_bcast_run(struct ipc_comm *c, const struct ipc_job *j, char *why, size_t whylen);
+/* Gives back the mappings beyond the `keep` most recently used, if the last
+ * operation is over (qlock held, nothing queued or running); else none. */
+void ipc_trim_maps(struct ipc_comm *c, int keep);
+
+/* shim/ipc_proxy.c: starts the proxy if it is not (0, or -1 with the
+ * reason); hands it a broadcast (qlock held); ipc_proxy_stop: after the
+ * last operation, stops it and gives back what was mapped. */
+int ipc_proxy_start(struct ipc_comm *c, char *why, size_t whylen);
+void ipc_proxy_submit_locked(struct ipc_comm *c, struct ipc_job *job);
 void ipc_proxy_stop(struct ipc_comm *c);
 
 #endif

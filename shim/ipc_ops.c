@@ -62,6 +62,38 @@ CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, si
     return c->cu->cuMemcpyDtoDAsync(dst, src, len, stream);
 }
 
+/*
+ * Orders an operation on stream s after the one before: on the same stream
+ * the stream does; on another, s waits for the last operation's fence.
+ * Returns s's id (and whether it is known) for set_fence.
+ */
+static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *sid, int *known)
+{
+    const struct shim_cuda *cu = c->cu;
+    *sid = 0;
+    *known = cu->cuStreamGetId && cu->cuStreamGetId(s, sid) == CUDA_SUCCESS;
+    if (*known && c->last_sid_known && *sid == c->last_sid)
+        return CUDA_SUCCESS;
+    if (!c->fence_val) /* read without qlock: only this thread writes it */
+        return CUDA_SUCCESS;
+    return cu->cuStreamWaitValue64(s, flag(c, c->rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+/* The operation just enqueued on stream `sid` is over once this rank's
+ * counter at `off` reaches `val` (off < 0: it moved nothing, the fence
+ * before it stands). */
+static void set_fence(struct ipc_comm *c, unsigned long long sid, int known, int off, uint64_t val)
+{
+    c->last_sid = sid;
+    c->last_sid_known = known;
+    if (off < 0)
+        return;
+    pthread_mutex_lock(&c->qlock); /* the idle proxy reads it (ipc_trim_maps) */
+    c->fence_off = off;
+    c->fence_val = val;
+    pthread_mutex_unlock(&c->qlock);
+}
+
 ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
                            cudaStream_t stream, char *why, size_t whylen)
 {
@@ -86,41 +118,65 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     struct ctx_guard g;
     ctx_enter(c, &g);
     uint64_t op = c->ops;
-    int me = c->rank;
+    int me = c->rank, locked = 0, off = -1;
+    uint64_t val = 0;
+    unsigned long long sid;
+    int known;
     CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
     CUevent ready = NULL;
     struct ipc_job *job = NULL;
-    /* Operations of this communicator run one after the other, whatever the stream. */
-    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
     if (c->nranks == 1) {
-        if (recv != send && bytes)
+        if (recv != send && bytes) {
             CU(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync");
-    } else {
-        /* The proxy enqueues the transfer after this event, on the
-         * communicator's stream, and ends it by moving DONE past it. */
-        CU(cu->cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-        CU(cu->cuEventRecord(ready, s), "cuEventRecord");
-        if (!(job = calloc(1, sizeof(*job)))) {
-            snprintf(why, whylen, "out of memory");
-            goto fail;
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+            off = F_DONE;
+            val = op + 1;
         }
-        *job = (struct ipc_job){ NULL, c->bcasts + 1, op, c->bbytes, bytes, root, send, recv, ready };
-        if (ipc_proxy_submit(c, job, why, whylen) != 0)
+    } else {
+        struct ipc_job j = { NULL, c->bcasts + 1, op, c->bbytes, bytes, root, send, recv, NULL };
+        if (ipc_proxy_start(c, why, whylen) != 0)
             goto fail;
-        job = NULL;
-        ready = NULL; /* the proxy's now */
+        pthread_mutex_lock(&c->qlock);
+        locked = 1;
+        int rc = c->qhead || c->running ? 1 : ipc_bcast_direct(c, &j, s, &off, &val, why, whylen);
+        if (rc < 0)
+            goto fail;
+        if (rc > 0) {
+            /* Through the proxy: it enqueues the transfer after this event,
+             * on the communicator's stream, and ends it with DONE. */
+            CU(cu->cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
+            CU(cu->cuEventRecord(ready, s), "cuEventRecord");
+            if (!(job = malloc(sizeof(*job)))) {
+                snprintf(why, whylen, "out of memory");
+                goto fail;
+            }
+            *job = j;
+            job->ready = ready;
+            ipc_proxy_submit_locked(c, job);
+            job = NULL;
+            ready = NULL; /* the proxy's now */
+        }
+        pthread_mutex_unlock(&c->qlock);
+        locked = 0;
+        /* Outside the lock: the fake libcuda's waits block the thread. */
+        if (rc > 0) {
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+            off = F_DONE;
+            val = op + 1;
+        }
         c->bcasts++;
         c->bbytes += bytes;
     }
-    if (c->nranks == 1)
-        CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-           "cuStreamWriteValue64");
-    else
-        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    set_fence(c, sid, known, off, val);
     c->ops = op + 1;
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
+    if (locked)
+        pthread_mutex_unlock(&c->qlock);
     /* Part of the operation may be enqueued: the counters no longer agree
      * with the peers', who must not wait for this rank. */
     free(job);
@@ -187,13 +243,14 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     struct ctx_guard g;
     ctx_enter(c, &g);
     uint64_t opn = c->ops;
-    int me = c->rank;
     uint8_t *acc = NULL, *tmp = NULL;
     ncclResult_t res = ncclUnhandledCudaError;
+    unsigned long long sid;
+    int known;
     /* After the operations before it (any stream: its broadcasts are then
      * over, so its successor reads nothing more from its slots before this
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
-    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), opn, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
     if (bytes)
         CU(ipc_copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
            "cuMemcpyDtoDAsync");
@@ -226,6 +283,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
         res = ncclRemoteError;
         goto fail;
     }
+    set_fence(c, sid, known, F_DONE, opn + 1);
     c->ops = opn + 1;
     c->allreduces = arn;
     free(acc);
@@ -275,7 +333,9 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     uint64_t op = c->ops;
     int me = c->rank;
     const uint64_t P = P2P_SLOTS;
-    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+    unsigned long long sid;
+    int known;
+    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
     /* One chunk of each operation in turn: a group's sends and receives
      * between two ranks progress together, so neither waits on the other's
      * full slots for ever. */
@@ -312,6 +372,7 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     }
     CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
        "cuStreamWriteValue64");
+    set_fence(c, sid, known, F_DONE, op + 1);
     c->ops = op + 1;
     free(done);
     ctx_leave(c, &g);

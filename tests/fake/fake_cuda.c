@@ -118,6 +118,7 @@ struct mapping {
 
 struct fake_stream {
     struct fake_stream *next;
+    unsigned long long id;              /* cuStreamGetId: never reused */
 };
 
 /* The layout of a CUipcMemHandle made here. */
@@ -922,7 +923,9 @@ EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
     struct fake_stream *s = calloc(1, sizeof *s);
     if (!s)
         return CUDA_ERROR_OUT_OF_MEMORY;
+    static unsigned long long next_id = 16; /* under lock; below: the special handles' */
     pthread_mutex_lock(&lock);
+    s->id = next_id++;
     s->next = streams;
     streams = s;
     pthread_mutex_unlock(&lock);
@@ -948,6 +951,28 @@ EXPORT CUresult cuStreamDestroy_v2(CUstream stream)
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuStreamDestroy(CUstream stream) ALIAS(cuStreamDestroy_v2);
+
+/* NULL, CU_STREAM_LEGACY (1) and CU_STREAM_PER_THREAD (2) are ids 0..2. */
+EXPORT CUresult cuStreamGetId(CUstream stream, unsigned long long *id)
+{
+    INJECT("cuStreamGetId");
+    NEED_CONTEXT();
+    if (!id)
+        return CUDA_ERROR_INVALID_VALUE;
+    if ((uintptr_t)(void *)stream <= 2) {
+        *id = (uintptr_t)(void *)stream;
+        return CUDA_SUCCESS;
+    }
+    CUresult r = CUDA_ERROR_INVALID_HANDLE;
+    pthread_mutex_lock(&lock);
+    for (struct fake_stream *s = streams; s; s = s->next)
+        if ((void *)s == (void *)stream) {
+            *id = s->id;
+            r = CUDA_SUCCESS;
+        }
+    pthread_mutex_unlock(&lock);
+    return r;
+}
 
 EXPORT CUresult cuStreamSynchronize(CUstream stream)
 {
@@ -1024,6 +1049,7 @@ static const struct {
     {"cuStreamDestroy", (void *)cuStreamDestroy_v2},
     {"cuStreamSynchronize", (void *)cuStreamSynchronize},
     {"cuStreamQuery", (void *)cuStreamQuery},
+    {"cuStreamGetId", (void *)cuStreamGetId},
     {"cuStreamIsCapturing", (void *)cuStreamIsCapturing},
     {"cuPointerGetAttribute", (void *)cuPointerGetAttribute},
 };

@@ -1,0 +1,155 @@
+"""What a broadcast between two GPUs can cost, without the shim: raw copies
+and the stream memory operations of the ipc protocol, in one process with
+both GPUs.  Used to choose the ipc broadcast's design (docs/benchmarks.md).
+
+    python3 bench/copy_probe.py
+
+Cases (each timed over back-to-back iterations with CUDA events):
+  torch    tensor.copy_ from GPU 0 to GPU 1 (the bench's "peer copy")
+  push     cuMemcpyDtoDAsync on a stream of GPU 0
+  pull     the same on a stream of GPU 1 (how the ipc successor copies)
+  pullN    the copy split in N parts on N streams of GPU 1
+  hand     pull, plus the handshake of one pulled broadcast: GPU 0's stream
+           writes AVAIL (on GPU 1), waits TAKEN (its own), writes DONE;
+           GPU 1's stream waits AVAIL, copies, writes TAKEN (on GPU 0) and DONE
+  handN    hand with the copy split over N streams
+  hmin     hand without the DONE writes
+  hpush    the handshake of a pushed broadcast: GPU 1's stream writes READY
+           (on GPU 0) and waits WRITTEN (its own), then DONE; GPU 0's stream
+           waits READY, copies into GPU 1, writes WRITTEN (on GPU 1) and DONE
+  hpushmin hpush without the DONE writes
+"""
+import ctypes
+import sys
+
+import torch
+
+cu = ctypes.CDLL("libcuda.so.1")
+u64, vp = ctypes.c_uint64, ctypes.c_void_p
+for name in ("cuMemcpyDtoDAsync_v2", "cuStreamWriteValue64_v2", "cuStreamWaitValue64_v2"):
+    getattr(cu, name).restype = ctypes.c_int
+
+
+def ck(r, what):
+    if r != 0:
+        raise RuntimeError("%s: CUresult %d" % (what, r))
+
+
+def copy(dst, src, n, s):
+    ck(cu.cuMemcpyDtoDAsync_v2(u64(dst), u64(src), ctypes.c_size_t(n), vp(s)), "cuMemcpyDtoDAsync")
+
+
+def write(addr, v, s):
+    ck(cu.cuStreamWriteValue64_v2(vp(s), u64(addr), u64(v), ctypes.c_uint(0)), "cuStreamWriteValue64")
+
+
+def wait(addr, v, s):
+    ck(cu.cuStreamWaitValue64_v2(vp(s), u64(addr), u64(v), ctypes.c_uint(0)), "cuStreamWaitValue64")
+
+
+def main():
+    d0, d1 = torch.device("cuda", 0), torch.device("cuda", 1)
+    big = 256 << 20
+    src = torch.randint(0, 255, (big,), dtype=torch.uint8, device=d0)
+    dst = torch.empty(big, dtype=torch.uint8, device=d1)
+    back = torch.empty(16, dtype=torch.uint8, device=d0)
+    back.copy_(dst[:16])  # peer access both ways
+    dst[:16].copy_(back)
+    f0 = torch.zeros(64, dtype=torch.int64, device=d0)  # TAKEN at 0, DONE at 8
+    f1 = torch.zeros(64, dtype=torch.int64, device=d1)  # AVAIL at 0, DONE at 8
+    torch.cuda.synchronize(d0)
+    torch.cuda.synchronize(d1)
+    s0 = torch.cuda.Stream(device=d0)
+    s1 = [torch.cuda.Stream(device=d1) for _ in range(4)]
+    ev = [[torch.cuda.Event() for _ in range(4)] for _ in range(2)]
+    seq = [0]
+
+    def split(n, size, k):
+        part = (size + k - 1) // k
+        if k == 1:
+            copy(dst.data_ptr(), src.data_ptr(), size, s1[0].cuda_stream)
+            return
+        ev[0][0].record(s1[0])
+        for i in range(1, k):
+            s1[i].wait_event(ev[0][0])
+        for i in range(k):
+            off = i * part
+            copy(dst.data_ptr() + off, src.data_ptr() + off, min(part, size - off), s1[i].cuda_stream)
+        for i in range(1, k):
+            ev[1][i].record(s1[i])
+            s1[0].wait_event(ev[1][i])
+
+    def hand(size, k):
+        seq[0] += 1
+        v = seq[0]
+        write(f1.data_ptr(), v, s0.cuda_stream)
+        wait(f0.data_ptr(), v, s0.cuda_stream)
+        write(f0.data_ptr() + 8, v, s0.cuda_stream)
+        wait(f1.data_ptr(), v, s1[0].cuda_stream)
+        split(None, size, k)
+        write(f0.data_ptr(), v, s1[0].cuda_stream)
+        write(f1.data_ptr() + 8, v, s1[0].cuda_stream)
+
+    def hpush(size, done):
+        # Push: GPU 1's stream says its buffer is ready (f0[0]) and waits
+        # for the data (f1[0]); GPU 0's stream waits for ready and copies.
+        seq[0] += 1
+        v = seq[0]
+        write(f0.data_ptr(), v, s1[0].cuda_stream)
+        wait(f1.data_ptr(), v, s1[0].cuda_stream)
+        if done:
+            write(f1.data_ptr() + 8, v, s1[0].cuda_stream)
+        wait(f0.data_ptr(), v, s0.cuda_stream)
+        copy(dst.data_ptr(), src.data_ptr(), size, s0.cuda_stream)
+        write(f1.data_ptr(), v, s0.cuda_stream)
+        if done:
+            write(f0.data_ptr() + 8, v, s0.cuda_stream)
+
+    def hmin(size):
+        seq[0] += 1
+        v = seq[0]
+        write(f1.data_ptr(), v, s0.cuda_stream)
+        wait(f0.data_ptr(), v, s0.cuda_stream)
+        wait(f1.data_ptr(), v, s1[0].cuda_stream)
+        copy(dst.data_ptr(), src.data_ptr(), size, s1[0].cuda_stream)
+        write(f0.data_ptr(), v, s1[0].cuda_stream)
+
+    cases = {
+        "torch": lambda size: dst[:size].copy_(src[:size], non_blocking=True),
+        "push": lambda size: copy(dst.data_ptr(), src.data_ptr(), size, s0.cuda_stream),
+        "pull": lambda size: split(None, size, 1),
+        "pull2": lambda size: split(None, size, 2),
+        "pull4": lambda size: split(None, size, 4),
+        "hand": lambda size: hand(size, 1),
+        "hand2": lambda size: hand(size, 2),
+        "hand4": lambda size: hand(size, 4),
+        "hmin": hmin,
+        "hpush": lambda size: hpush(size, True),
+        "hpushmin": lambda size: hpush(size, False),
+    }
+    timing = {"torch": lambda: torch.cuda.current_stream(d0), "push": lambda: s0}
+    sizes = [16 << 20, 64 << 20, 256 << 20]
+    print("%8s" % "case" + "".join("%12s" % ("%d MiB" % (s >> 20)) for s in sizes))
+    for name, fn in cases.items():
+        row = []
+        for size in sizes:
+            st = timing.get(name, lambda: s1[0])()
+            n = max(10, min(100, (4 << 30) // size))
+            fn(size)
+            torch.cuda.synchronize(d0)
+            torch.cuda.synchronize(d1)
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record(st)
+            for _ in range(n):
+                fn(size)
+            b.record(st)
+            b.synchronize()
+            torch.cuda.synchronize(d0)
+            row.append(size / (a.elapsed_time(b) / 1000.0 / n) / 1e9)
+        print("%8s" % name + "".join("%12.1f" % x for x in row))
+        sys.stdout.flush()
+    assert torch.equal(dst[:64].cpu(), src[:64].cpu())
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,473 @@
+/*
+ * One broadcast of an ipc communicator (the protocol: ipc_internal.h): where
+ * each rank's buffer is (the descriptors in the shared pages), how each hop
+ * moves the data (PUSH, PULL or STAGED), and the copies and counter
+ * operations that do it, on the caller's stream when nothing needs waiting
+ * for, else on the communicator's stream from the proxy thread.
+ */
+#define _GNU_SOURCE
+#include "ipc_internal.h"
+
+#include "record.h"
+
+#include <limits.h>
+#include <linux/futex.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+enum hop { HOP_NONE = IPC_HOP_NONE, HOP_PUSH = IPC_HOP_PUSH, HOP_PULL = IPC_HOP_PULL, HOP_STAGED = IPC_HOP_STAGED };
+
+/* Shared (not private) futexes: the words live in shared memory. */
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen, long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static int pred_of(const struct ipc_comm *c)
+{
+    return (c->rank - 1 + c->nranks) % c->nranks;
+}
+
+static int succ_of(const struct ipc_comm *c)
+{
+    return (c->rank + 1) % c->nranks;
+}
+
+static int stopping(struct ipc_comm *c)
+{
+    pthread_mutex_lock(&c->qlock);
+    int stop = c->stop;
+    pthread_mutex_unlock(&c->qlock);
+    return stop;
+}
+
+/* Whether a host wait for rank r must end (the proxy's only: a broadcast
+ * enqueued directly never waits): the communicator failed, or r has not
+ * moved for HOST_WAIT_US (it died without its connection closing, or
+ * stopped calling NCCL). */
+static int give_up(struct ipc_comm *c, uint64_t deadline, int r, const char *what, char *why, size_t whylen)
+{
+    if (atomic_load(&c->failed)) {
+        snprintf(why, whylen, "%s", c->failure);
+        return 1;
+    }
+    if (stopping(c)) {
+        snprintf(why, whylen, "the communicator is being destroyed");
+        return 1;
+    }
+    if (shim_mono_us() > deadline) {
+        snprintf(why, whylen, "rank %d did not %s within %llu s (it died, or stopped calling NCCL)", r, what,
+                 (unsigned long long)(HOST_WAIT_US / 1000000));
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether this rank's descriptor of broadcast b has a place: both
+ * neighbours are done with the one DRING before it. */
+static int ring_room(const struct ipc_comm *c, uint64_t b)
+{
+    return atomic_load(&c->shared[succ_of(c)]->read_pred_upto) + DRING >= b &&
+           atomic_load(&c->shared[pred_of(c)]->read_succ_upto) + DRING >= b;
+}
+
+static int published(const struct ipc_comm *c, int r, uint64_t b)
+{
+    return atomic_load_explicit(&c->shared[r]->ring[b % DRING].seq, memory_order_acquire) == b;
+}
+
+static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, char *why, size_t whylen)
+{
+    uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
+    for (;;) {
+        /* Waits on one neighbour's word at a time, in 50 ms slices. */
+        int late = atomic_load(&c->shared[succ_of(c)]->read_pred_upto) + DRING >= b ? pred_of(c) : succ_of(c);
+        uint32_t seen = atomic_load(&c->shared[late]->readc);
+        if (ring_room(c, b))
+            break;
+        if (give_up(c, deadline, late, "finish this rank's earlier broadcasts", why, whylen))
+            return -1;
+        futex_wait(&c->shared[late]->readc, seen, 50);
+    }
+    struct ipc_shared *own = c->shared[c->rank];
+    struct ipc_desc *slot = &own->ring[b % DRING];
+    slot->direct = d->direct;
+    slot->buffer_id = d->buffer_id;
+    slot->offset = d->offset;
+    slot->alloc_size = d->alloc_size;
+    slot->handle = d->handle;
+    atomic_store_explicit(&slot->seq, b, memory_order_release);
+    atomic_fetch_add(&own->pub, 1);
+    futex_wake(&own->pub);
+    return 0;
+}
+
+/* Reads rank r's descriptor of broadcast b, waiting for it.  It stays put
+ * until this rank says it is done with it (mark_done). */
+static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char *why, size_t whylen)
+{
+    struct ipc_shared *page = c->shared[r];
+    const struct ipc_desc *slot = &page->ring[b % DRING];
+    uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
+    for (;;) {
+        uint32_t seen = atomic_load(&page->pub);
+        if (published(c, r, b))
+            break;
+        if (give_up(c, deadline, r, "enqueue the same broadcast", why, whylen))
+            return -1;
+        futex_wait(&page->pub, seen, 50);
+    }
+    d->direct = slot->direct;
+    d->buffer_id = slot->buffer_id;
+    d->offset = slot->offset;
+    d->alloc_size = slot->alloc_size;
+    d->handle = slot->handle;
+    return 0;
+}
+
+static void mark_done(struct ipc_comm *c, uint64_t b)
+{
+    struct ipc_shared *own = c->shared[c->rank];
+    atomic_store(&own->read_pred_upto, b);
+    atomic_store(&own->read_succ_upto, b);
+    atomic_fetch_add(&own->readc, 1);
+    futex_wake(&own->readc);
+}
+
+/* Whether `bytes` at `buf` can be reached by a neighbour where they are: an
+ * allocation cuIpcGetMemHandle exports.  Else d->direct stays 0. */
+static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t bytes, struct ipc_desc *d)
+{
+    const struct shim_cuda *cu = c->cu;
+    memset(d, 0, sizeof(*d));
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    unsigned long long id = 0;
+    if (!bytes || cu->cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, buf) != CUDA_SUCCESS ||
+        cu->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, buf) != CUDA_SUCCESS ||
+        cu->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, buf) != CUDA_SUCCESS || !id ||
+        buf < start || buf - start > size || bytes > size - (buf - start))
+        return;
+    struct ipc_exported *e = NULL, *lru = &c->exported[0];
+    for (int i = 0; i < EXPORT_CACHE && !e; i++) {
+        if (c->exported[i].buffer_id == id && c->exported[i].start == start)
+            e = &c->exported[i];
+        else if (c->exported[i].last_b < lru->last_b)
+            lru = &c->exported[i];
+    }
+    if (!e) {
+        CUipcMemHandle h;
+        /* Fails for memory of cuMemCreate (expandable segments). */
+        if (cu->cuIpcGetMemHandle(&h, start) != CUDA_SUCCESS)
+            return;
+        e = lru;
+        e->buffer_id = id;
+        e->start = start;
+        e->handle = h;
+    }
+    e->last_b = b;
+    d->direct = 1;
+    d->buffer_id = id;
+    d->offset = buf - start;
+    d->alloc_size = size;
+    d->handle = e->handle;
+}
+
+/* Whether the last operation is over (the fence reached), or the
+ * communicator failed (its waits released).  qlock held. */
+static int fence_passed(const struct ipc_comm *c)
+{
+    uint64_t v = 0;
+    return atomic_load(&c->failed) || !c->fence_val ||
+           (ipc_read_flag(c, c->rank, c->fence_off, &v) == 0 && v >= c->fence_val);
+}
+
+/*
+ * Closing a mapping waits (inside the driver) for the work issued before it,
+ * so it must not run while a broadcast is half enqueued (the caller's stream
+ * would wait for work not issued yet: measured on H200, it never returned),
+ * nor while a copy through the mapping may still run.  Hence only with qlock
+ * held, nothing queued or running, and the last operation over; else the
+ * cache grows until the next chance.
+ */
+void ipc_trim_maps(struct ipc_comm *c, int keep)
+{
+    if (c->nmap <= keep || !fence_passed(c))
+        return;
+    while (c->nmap > keep) {
+        int lru = 0;
+        for (int i = 1; i < c->nmap; i++)
+            if (c->map[i].last_b < c->map[lru].last_b)
+                lru = i;
+        c->cu->cuIpcCloseMemHandle(c->map[lru].base);
+        c->map[lru] = c->map[--c->nmap];
+    }
+}
+
+/* Rank r's allocation of `d`, mapped here (cached: see ipc_trim_maps). */
+static int map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d, size_t bytes,
+                    CUdeviceptr *at, char *why, size_t whylen)
+{
+    if (d->offset > d->alloc_size || bytes > d->alloc_size - d->offset) {
+        snprintf(why, whylen, "rank %d's buffer (%llu bytes at %llu) is smaller than the broadcast (%zu bytes): "
+                 "the ranks disagree on its count or datatype", r, (unsigned long long)d->alloc_size,
+                 (unsigned long long)d->offset, bytes);
+        return -1;
+    }
+    struct ipc_map *m = NULL;
+    for (int i = 0; i < c->nmap && !m; i++)
+        if (c->map[i].rank == r && c->map[i].buffer_id == d->buffer_id &&
+            memcmp(&c->map[i].handle, &d->handle, sizeof(d->handle)) == 0)
+            m = &c->map[i];
+    if (!m) {
+        if (c->nmap == c->capmap) {
+            int cap = c->capmap ? 2 * c->capmap : MAP_CACHE;
+            struct ipc_map *grown = realloc(c->map, (size_t)cap * sizeof(*grown));
+            if (!grown) {
+                snprintf(why, whylen, "out of memory");
+                return -1;
+            }
+            c->map = grown;
+            c->capmap = cap;
+        }
+        CUdeviceptr p = 0;
+        CUresult res = c->cu->cuIpcOpenMemHandle(&p, d->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (res != CUDA_SUCCESS) {
+            char err[160];
+            snprintf(why, whylen, "opening rank %d's buffer (%llu bytes) for broadcast %llu: %s", r,
+                     (unsigned long long)d->alloc_size, (unsigned long long)b,
+                     shim_cuda_error("cuIpcOpenMemHandle", res, err, sizeof(err)));
+            return -1;
+        }
+        m = &c->map[c->nmap++];
+        m->rank = r;
+        m->buffer_id = d->buffer_id;
+        m->handle = d->handle;
+        m->base = p;
+    }
+    m->last_b = b;
+    c->map_used_us = shim_mono_us();
+    *at = m->base + d->offset;
+    return 0;
+}
+
+/* What this rank does in one broadcast. */
+struct plan {
+    int pos, producer, consumer;        /* place in the chain; sends on; receives */
+    enum hop in, out;                   /* from the predecessor; to the successor */
+    CUdeviceptr mine;                   /* the data here: the root's sendbuff, else recvbuff */
+    CUdeviceptr from;                   /* PULL in: the predecessor's data, mapped here */
+    CUdeviceptr to;                     /* PUSH out: the successor's buffer, mapped here */
+};
+
+/*
+ * Learns both sides of this rank's hops.  Both ends of a hop decide alike:
+ * PUSH if the receiving buffer can be exported, else PULL if the sending one
+ * can, else STAGED.  A receiver that can be pushed to needs nothing from its
+ * predecessor's host.  `wait` 0: 1 (and nothing done) where it would wait.
+ */
+static int plan(struct ipc_comm *c, const struct ipc_job *j, int wait, struct plan *p, char *why, size_t whylen)
+{
+    int n = c->nranks, pred = pred_of(c), succ = succ_of(c);
+    memset(p, 0, sizeof(*p));
+    p->pos = (c->rank - j->root + n) % n;
+    p->producer = p->pos < n - 1;
+    p->consumer = p->pos > 0;
+    p->mine = p->pos == 0 ? j->send : j->recv;
+    if (!j->bytes) {
+        mark_done(c, j->b); /* nothing moves: the descriptors are not read */
+        return 0;
+    }
+    struct ipc_desc dm, dp, ds;
+    memset(&dp, 0, sizeof(dp));
+    memset(&ds, 0, sizeof(ds));
+    describe(c, j->b, p->mine, j->bytes, &dm);
+    int need_pred = p->consumer && !dm.direct, need_succ = p->producer;
+    if (!wait && (!ring_room(c, j->b) || (need_pred && !published(c, pred, j->b)) ||
+                  (need_succ && !published(c, succ, j->b))))
+        return 1;
+    if (publish(c, j->b, &dm, why, whylen) != 0 || (need_pred && fetch(c, pred, j->b, &dp, why, whylen) != 0) ||
+        (need_succ && fetch(c, succ, j->b, &ds, why, whylen) != 0))
+        return -1;
+    mark_done(c, j->b);
+    p->in = !p->consumer ? HOP_NONE : dm.direct ? HOP_PUSH : dp.direct ? HOP_PULL : HOP_STAGED;
+    p->out = !p->producer ? HOP_NONE : ds.direct ? HOP_PUSH : dm.direct ? HOP_PULL : HOP_STAGED;
+    if (p->in == HOP_PULL && map_peer(c, pred, j->b, &dp, j->bytes, &p->from, why, whylen) != 0)
+        return -1;
+    if (p->out == HOP_PUSH && map_peer(c, succ, j->b, &ds, j->bytes, &p->to, why, whylen) != 0)
+        return -1;
+    return 0;
+}
+
+/* A rank's copies of its own data into its staging slots, for a successor
+ * that cannot be reached otherwise: chunk k once the data is here, into
+ * slot k % S once the successor has taken chunk k - S out of it. */
+struct staging {
+    struct ipc_comm *c;
+    CUdeviceptr data;
+    size_t bytes;
+    uint64_t base;                      /* bytes broadcast before this one */
+    uint64_t next, nchunks;             /* chunks staged, and to stage */
+};
+
+static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, size_t whylen)
+{
+    struct ipc_comm *c = st->c;
+    const struct shim_cuda *cu = c->cu;
+    const uint64_t S = (uint64_t)c->nslots;
+    const size_t sch = c->chunk;
+    for (; st->next < st->nchunks; st->next++) {
+        size_t off = (size_t)(st->next * sch), len = st->bytes - off < sch ? st->bytes - off : sch;
+        if (off + len > limit)
+            break;
+        if (st->next >= S)
+            CU(cu->cuStreamWaitValue64(s, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch,
+                                       CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+        CU(ipc_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
+        CU(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
+                                    CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+/* The bytes a hop moves per step: one copy between two ranks, pipelined
+ * steps along a chain, and staging chunks. */
+static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
+{
+    if (h == HOP_STAGED)
+        return c->chunk;
+    return c->nranks == 2 ? bytes : c->chunk * (size_t)c->nslots;
+}
+
+/* The broadcast's copies and counter operations, on stream s. */
+static int enqueue(struct ipc_comm *c, const struct ipc_job *j, const struct plan *p, CUstream s, char *why,
+                   size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    int me = c->rank, pred = pred_of(c), succ = succ_of(c);
+    const uint64_t base = j->base;
+    const size_t bytes = j->bytes, sch = c->chunk;
+    if (!bytes)
+        return 0;
+    if (p->pos == 0 && j->recv != j->send)
+        CU(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync");
+    /* This rank's buffer may be written from now on. */
+    if (p->in == HOP_PUSH)
+        CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
+           "cuStreamWriteValue64");
+    /* The successor's may be, once it has reached this broadcast. */
+    if (p->out == HOP_PUSH)
+        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
+    struct staging st = { c, p->mine, bytes, base, 0, p->out == HOP_STAGED ? (bytes + sch - 1) / sch : 0 };
+    /* In the steps of the data's arrival here (the root's is all there). */
+    size_t step = step_of(c, p->consumer ? p->in : p->out, bytes);
+    for (size_t off = 0; off < bytes; off += step) {
+        size_t len = bytes - off < step ? bytes - off : step;
+        uint64_t upto = base + off + len;
+        if (p->consumer) {
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_AVAIL), upto, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+            if (p->in != HOP_PUSH) {
+                CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
+                CU(ipc_copy(c, j->recv + off, src, len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue64");
+            }
+        }
+        if (p->out == HOP_PUSH) {
+            CU(ipc_copy(c, p->to + off, p->mine + off, len, s), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+        } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
+            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+        } else if (p->out == HOP_STAGED && stage_upto(&st, off + len, s, why, whylen) != 0) {
+            return -1;
+        }
+    }
+    /* The caller may reuse its buffer once the successor has read it all. */
+    if (p->out == HOP_PULL || p->out == HOP_STAGED)
+        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
+    return 0;
+fail:
+    return -1;
+}
+
+const char *const ipc_hop_names[IPC_HOPS] = { "none", "push", "pull", "staged" };
+
+void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
+{
+    st->caller = atomic_load_explicit(&c->stat_caller, memory_order_relaxed);
+    st->proxy = atomic_load_explicit(&c->stat_proxy, memory_order_relaxed);
+    for (int h = 0; h < IPC_HOPS; h++) {
+        st->in[h] = atomic_load_explicit(&c->stat_in[h], memory_order_relaxed);
+        st->out[h] = atomic_load_explicit(&c->stat_out[h], memory_order_relaxed);
+    }
+}
+
+static void count(struct ipc_comm *c, const struct ipc_job *j, const struct plan *p, int by_proxy)
+{
+    atomic_fetch_add_explicit(by_proxy ? &c->stat_proxy : &c->stat_caller, 1, memory_order_relaxed);
+    if (j->bytes) {
+        atomic_fetch_add_explicit(&c->stat_in[p->in], 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->stat_out[p->out], 1, memory_order_relaxed);
+    }
+}
+
+int ipc_bcast_direct(struct ipc_comm *c, const struct ipc_job *j, CUstream s, int *off, uint64_t *val, char *why,
+                     size_t whylen)
+{
+    struct plan p;
+    int rc = plan(c, j, 0, &p, why, whylen);
+    if (rc != 0)
+        return rc;
+    count(c, j, &p, 0);
+    if (enqueue(c, j, &p, s, why, whylen) != 0)
+        return -1;
+    *off = -1; /* nothing moved: the fence before it stands */
+    if (!j->bytes)
+        return 0;
+    if (!p.producer && p.in == HOP_PUSH) {
+        /* Its last counter says it: nothing more on the critical path. */
+        *off = F_AVAIL;
+        *val = j->base + j->bytes;
+        return 0;
+    }
+    CU(c->cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+       "cuStreamWriteValue64");
+    *off = F_DONE;
+    *val = j->op + 1;
+    return 0;
+fail:
+    return -1;
+}
+
+int ipc_bcast_run(struct ipc_comm *c, const struct ipc_job *j, char *why, size_t whylen)
+{
+    struct plan p;
+    CU(c->cu->cuStreamWaitEvent(c->stream, j->ready, 0), "cuStreamWaitEvent");
+    if (plan(c, j, 1, &p, why, whylen) != 0)
+        return -1;
+    count(c, j, &p, 1);
+    if (enqueue(c, j, &p, c->stream, why, whylen) != 0)
+        return -1;
+    CU(c->cu->cuStreamWriteValue64(c->stream, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+       "cuStreamWriteValue64");
+    return 0;
+fail:
+    return -1;
+}
