@@ -342,6 +342,13 @@ fail:
     return -1;
 }
 
+/* A copy between this GPU and a neighbour's: always on a copy engine, so
+ * without the hints ipc_copy gives copies within one GPU. */
+static CUresult peer_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s)
+{
+    return c->cu->cuMemcpyDtoDAsync(dst, src, len, s);
+}
+
 /* The bytes a hop moves per step: one copy between two ranks, pipelined
  * steps along a chain, and staging chunks. */
 static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
@@ -382,13 +389,13 @@ static int enqueue(struct ipc_comm *c, const struct ipc_job *j, const struct pla
                "cuStreamWaitValue64");
             if (p->in != HOP_PUSH) {
                 CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
-                CU(ipc_copy(c, j->recv + off, src, len, s), "cuMemcpyDtoDAsync");
+                CU(peer_copy(c, j->recv + off, src, len, s), "cuMemcpyDtoDAsync");
                 CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
                    "cuStreamWriteValue64");
             }
         }
         if (p->out == HOP_PUSH) {
-            CU(ipc_copy(c, p->to + off, p->mine + off, len, s), "cuMemcpyDtoDAsync");
+            CU(peer_copy(c, p->to + off, p->mine + off, len, s), "cuMemcpyDtoDAsync");
             CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
         } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {

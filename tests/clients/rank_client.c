@@ -16,8 +16,9 @@
  *            allapi=1 (call every function that takes a communicator)
  *            leaks=1 (print sockets, pipes and threads before and after: "LEAKS ...")
  *            vanish=1 (after init, the process exits at once: a dead peer)
- *            xfer=1 (after init: broadcasts of odd sizes from every root and
- *            all-reduces of several types, checked: "XFER ok" / "XFER fail <what>")
+ *            xfer=1 (after init: broadcasts of odd sizes from every root, on
+ *            three streams in turn with RANK_CLIENT_CUDA, and all-reduces of
+ *            several types, checked: "XFER ok" / "XFER fail <what>")
  *
  * RANK_CLIENT_MEM=cuda: the broadcast and all-gather buffers come from the
  * fake libcuda's cuMemAlloc (memory a peer can open, as PyTorch's), else
@@ -172,6 +173,11 @@ static void xfree(void *p)
         g_cu_free((unsigned long long)(uintptr_t)p);
 }
 
+/* The streams the broadcasts take in turn: NULL, then two of the fake
+ * libcuda's (with it), so that operations change streams as NeMo-RL's
+ * packed producer does. */
+static void *g_streams[3];
+
 /* The byte at offset i of broadcast number `seq` from `root`. */
 static unsigned char pattern(int seq, int root, size_t i)
 {
@@ -192,8 +198,9 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
                 return "malloc";
             for (size_t i = 0; i < n; i++)
                 buf[i] = g_rank == root ? pattern(seq, root, i) : 0xee;
-            ncclResult_t r = seq % 2 ? ncclBcast(buf, n, ncclUint8, root, comm, NULL)
-                                     : ncclBroadcast(buf, buf, n, ncclUint8, root, comm, NULL);
+            void *st = g_streams[seq % 3];
+            ncclResult_t r = seq % 2 ? ncclBcast(buf, n, ncclUint8, root, comm, st)
+                                     : ncclBroadcast(buf, buf, n, ncclUint8, root, comm, st);
             size_t bad = n;
             for (size_t i = 0; i < n && bad == n; i++)
                 if (buf[i] != pattern(seq, root, i))
@@ -409,6 +416,12 @@ int main(int argc, char **argv)
     /* The fake libcuda, when the test provides it, is loaded like an
      * application's CUDA runtime loads the driver. */
     void *cuda = getenv("RANK_CLIENT_CUDA") ? dlopen(getenv("RANK_CLIENT_CUDA"), RTLD_NOW | RTLD_GLOBAL) : NULL;
+    if (cuda) {
+        int (*create)(void **, unsigned int) = NULL;
+        *(void **)&create = dlsym(cuda, "cuStreamCreate");
+        if (!create || create(&g_streams[1], 0) != 0 || create(&g_streams[2], 0) != 0)
+            return 2;
+    }
     if (cuda && getenv("RANK_CLIENT_MEM") && strcmp(getenv("RANK_CLIENT_MEM"), "cuda") == 0) {
         *(void **)&g_cu_alloc = dlsym(cuda, "cuMemAlloc_v2");
         *(void **)&g_cu_free = dlsym(cuda, "cuMemFree_v2");

@@ -157,6 +157,24 @@ def scenario(name, nranks, env=None, per_rank=None, shimless=(), absent=(), root
     return d, procs, ids
 
 
+def ipc_ends(d):
+    """comm_end records of ipc communicators, by rank."""
+    return sorted((r for r in records(d + "/rec") if r["type"] == "comm_end" and "ipc" in r), key=lambda r: r["rank"])
+
+
+def hops(e, way):
+    """The kinds of hop a rank's broadcasts took in (`in`) or out (`out`)."""
+    return sorted(k for k, v in e["ipc"][way].items() if v)
+
+
+def enqueued_all(e):
+    """Every broadcast (an all-gather is one per rank) enqueued by the caller or the proxy."""
+    o = e["ops"]
+    n = sum(o.get(k, {}).get("count", 0) for k in ("Broadcast", "Bcast")) + e["nranks"] * o.get(
+        "AllGather", {}).get("count", 0)
+    return n > 0 and e["ipc"]["by_caller"] + e["ipc"]["by_proxy"] == n
+
+
 def comm_records(d):
     return [x for x in records(d + "/rec") if x.get("type") == "comm"]
 
@@ -502,10 +520,15 @@ for n in (2, 4, 8):
        "ipc, %d processes: destroy freed every allocation and closed every mapping" % n, left)
     ok(all(x == "opened=%d" % (n - 1) for x in left if x.startswith("opened=")),
        "ipc, %d processes, buffers the shim cannot export: staged (only the peers' staging was opened)" % n, left)
+    ends = ipc_ends(d)
+    ok(len(ends) == n and all(hops(e, "in") == ["staged"] and hops(e, "out") == ["staged"] and enqueued_all(e)
+                              for e in ends),
+       "ipc, %d processes: comm_end says every hop was staged, and counts every broadcast" % n,
+       [e.get("ipc") for e in ends])
 
-# 25b. The same with buffers of cuMemAlloc, which the shim exports: each rank reads its predecessor's
-#      buffer directly (a new allocation per broadcast: the proxy's mapping cache turns over), and a
-#      4-rank chain where rank 1's buffers cannot be exported (the hops into and out of it differ).
+# 25b. The same with buffers of cuMemAlloc, which the shim exports: each rank writes into its
+#      successor's buffer directly (a new allocation per broadcast: the mapping cache turns over),
+#      and a 4-rank chain where rank 1's buffers cannot be exported (rank 1 reads rank 0's instead).
 for n, name, mem in ((2, "ipc-direct2", lambda r: "cuda"), (4, "ipc-direct4", lambda r: "cuda"),
                      (4, "ipc-mixed4", lambda r: "host" if r == 1 else "cuda")):
     log = os.path.join(TMP, name + ".cuda")
@@ -520,7 +543,15 @@ for n, name, mem in ((2, "ipc-direct2", lambda r: "cuda"), (4, "ipc-direct4", la
     opened = [int(x.split("=")[1]) for x in left if x.startswith("opened=")]
     ok(len(opened) == n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=")
                                 for x in left) and sum(opened) > n * (n - 1) + 10,
-       "%s: user buffers were opened by the successors (%s opens), and all closed at destroy" % (name, opened), left)
+       "%s: user buffers were opened by their neighbours (%s opens), and all closed at destroy" % (name, opened), left)
+    # Pushed into every exportable buffer; into mixed4's rank 1, pulled from rank 0's.
+    want = {r: (["push"], ["push"]) for r in range(n)}
+    if name == "ipc-mixed4":
+        want[0], want[1] = (["push"], ["pull"]), (["pull"], ["push"])
+    ends = ipc_ends(d)
+    ok(len(ends) == n and all((hops(e, "in"), hops(e, "out")) == want[e["rank"]] and enqueued_all(e) for e in ends),
+       "%s: comm_end says how each rank's data came in and went out (%s)" % (name, want),
+       [(e["rank"], e.get("ipc")) for e in ends])
 
 # 26. Four ipc communicators at once in each of two processes.
 d, procs, ids = scenario("ipc-concurrent", 2, IPC_ENV, roles(1), k=4, root_args=["xfer=1", "leaks=1"],
