@@ -43,6 +43,7 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
     X(cuPointerGetAttribute, (void *, int, CUdeviceptr))                                           \
     X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                             \
     X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                                 \
+    X(cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream))                                  \
     X(cuMemcpyHtoD, (CUdeviceptr, const void *, size_t))                                           \
     X(cuStreamWaitValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                        \
     X(cuStreamWriteValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                       \

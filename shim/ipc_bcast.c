@@ -184,12 +184,16 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
 }
 
 /* Whether the last operation is over (the fence reached), or the
- * communicator failed (its waits released).  qlock held. */
+ * communicator failed (its waits released).  qlock held.  Read on the
+ * proxy's own stream, which holds only work already enqueued: a plain
+ * cuMemcpyDtoH would wait for the application's legacy default stream. */
 static int fence_passed(const struct ipc_comm *c)
 {
     uint64_t v = 0;
-    return atomic_load(&c->failed) || !c->fence_val ||
-           (ipc_read_flag(c, c->rank, c->fence_off, &v) == 0 && v >= c->fence_val);
+    if (atomic_load(&c->failed) || !c->fence_val)
+        return 1;
+    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
+           c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS && v >= c->fence_val;
 }
 
 /*

@@ -143,6 +143,12 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         int rc = c->qhead || c->running ? 1 : ipc_bcast_direct(c, &j, s, &off, &val, why, whylen);
         if (rc < 0)
             goto fail;
+        if (rc == 0 && off >= 0) {
+            /* Under the lock that covered the enqueue: the idle proxy must
+             * not judge the mappings idle by the fence before this one. */
+            c->fence_off = off;
+            c->fence_val = val;
+        }
         if (rc > 0) {
             /* Through the proxy: it enqueues the transfer after this event,
              * on the communicator's stream, and ends it with DONE. */
@@ -157,16 +163,16 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
             ipc_proxy_submit_locked(c, job);
             job = NULL;
             ready = NULL; /* the proxy's now */
+            c->fence_off = F_DONE;
+            c->fence_val = op + 1;
         }
+        off = -1; /* the fence is set */
         pthread_mutex_unlock(&c->qlock);
         locked = 0;
         /* Outside the lock: the fake libcuda's waits block the thread. */
-        if (rc > 0) {
+        if (rc > 0)
             CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue64");
-            off = F_DONE;
-            val = op + 1;
-        }
         c->bcasts++;
         c->bbytes += bytes;
     }

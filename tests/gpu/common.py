@@ -18,6 +18,7 @@ import ctypes
 import hashlib
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -118,6 +119,23 @@ def tail(path, n=30):
     return lines[-n:]
 
 
+def stacks(pid):
+    """Where a hung worker is: its Python threads (faulthandler, on SIGUSR1)
+    go to its stderr; its native threads, with gdb where there is one."""
+    try:
+        os.kill(pid, signal.SIGUSR1)
+    except OSError:
+        pass
+    if not shutil.which("gdb"):
+        return ["(no gdb: native stacks not taken)"]
+    try:
+        out = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "thread apply all bt 25"],
+                             capture_output=True, text=True, timeout=60).stdout
+    except (OSError, subprocess.SubprocessError) as e:
+        return ["(gdb failed: %s)" % e]
+    return [l for l in out.splitlines() if l.startswith(("Thread ", "#"))][:300]
+
+
 def launch(script, args):
     """Run `world` workers of `script`; returns the summary dict (also in outdir/summary.json)."""
     outdir = os.path.abspath(args["outdir"])
@@ -155,6 +173,7 @@ def launch(script, args):
             for r, ((p, _, _), c) in enumerate(zip(procs, codes)):
                 if c is None:
                     summary["errors"].append("rank %d killed (%s)" % (r, why))
+                    summary["errors"] += ["rank %d stacks: %s" % (r, line) for line in stacks(p.pid)]
                     p.send_signal(signal.SIGTERM)
             time.sleep(3)
             for p, _, _ in procs:
@@ -183,7 +202,7 @@ def launch(script, args):
             log("launcher: " + e)
         for r in range(world):
             log("launcher: --- tail of rank %d stderr ---" % r)
-            for line in tail(os.path.join(outdir, "rank%d.err" % r)):
+            for line in tail(os.path.join(outdir, "rank%d.err" % r), 60):
                 log("  " + line)
     return summary
 
@@ -192,6 +211,8 @@ def main(script, worker):
     """Entry point of every test script: worker(args) -> result dict, run in each rank."""
     args = parse_args(sys.argv)
     if args["worker"]:
+        import faulthandler
+        faulthandler.register(signal.SIGUSR1, all_threads=True)  # the launcher asks where a hung rank is
         import torch
         torch.cuda.set_device(args["rank"])  # each rank on its own GPU
         res = worker(args)
