@@ -98,8 +98,7 @@ void shim_comm_record_end(struct shim_comm *h, const char *how, int result)
         struct ipc_stats st;
         ipc_get_stats(h->ipc, &st);
         jw_open(&w, "ipc", '{');
-        jw_u64(&w, "by_caller", st.caller);
-        jw_u64(&w, "by_proxy", st.proxy);
+        jw_u64(&w, "first", st.first);
         const char *dir[2] = { "in", "out" };
         for (int d = 0; d < 2; d++) {
             jw_open(&w, dir[d], '{');

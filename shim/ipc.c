@@ -401,7 +401,7 @@ void ipc_free(struct ipc_comm *c)
                           c->rank, c->nranks, why);
         }
     }
-    ipc_proxy_stop(c);
+    ipc_reaper_stop(c);
     ipc_unwatch(c);
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])

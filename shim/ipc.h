@@ -47,13 +47,13 @@ void ipc_free(struct ipc_comm *c);
 
 int ipc_device(const struct ipc_comm *c);
 
-/* How this rank's broadcasts went, for its comm_end record: enqueued by the
- * caller's thread or by the proxy; how the data came in and went out
- * (indexed by IPC_HOP_*; ipc_hop_names). */
+/* How this rank's broadcasts went, for its comm_end record: on how many
+ * hops it came first (and took the passive half); how the data came in and
+ * went out (indexed by IPC_HOP_*; ipc_hop_names). */
 enum { IPC_HOP_NONE, IPC_HOP_PUSH, IPC_HOP_PULL, IPC_HOP_STAGED, IPC_HOPS };
 extern const char *const ipc_hop_names[IPC_HOPS];
 struct ipc_stats {
-    unsigned long long caller, proxy;
+    unsigned long long first;
     unsigned long long in[IPC_HOPS], out[IPC_HOPS];
 };
 void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st);

@@ -1,9 +1,9 @@
 /*
  * One broadcast of an ipc communicator (the protocol: ipc_internal.h): where
- * each rank's buffer is (the descriptors in the shared pages), how each hop
- * moves the data (PUSH, PULL or STAGED), and the copies and counter
- * operations that do it, on the caller's stream when nothing needs waiting
- * for, else on the communicator's stream from the proxy thread.
+ * each rank's buffer is (the descriptors in the shared pages), which rank of
+ * each hop came first and so how the hop moves the data (PUSH, PULL or
+ * STAGED), and the copies and counter operations that do it, all enqueued on
+ * the caller's stream.
  */
 #define _GNU_SOURCE
 #include "ipc_internal.h"
@@ -12,6 +12,7 @@
 
 #include <limits.h>
 #include <linux/futex.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,26 +44,14 @@ static int succ_of(const struct ipc_comm *c)
     return (c->rank + 1) % c->nranks;
 }
 
-static int stopping(struct ipc_comm *c)
-{
-    pthread_mutex_lock(&c->qlock);
-    int stop = c->stop;
-    pthread_mutex_unlock(&c->qlock);
-    return stop;
-}
-
-/* Whether a host wait for rank r must end (the proxy's only: a broadcast
- * enqueued directly never waits): the communicator failed, or r has not
- * moved for HOST_WAIT_US (it died without its connection closing, or
- * stopped calling NCCL). */
+/* Whether a host wait for rank r must end (only a rank DRING broadcasts
+ * ahead of a neighbour waits): the communicator failed, or r has not moved
+ * for HOST_WAIT_US (it died without its connection closing, or stopped
+ * calling NCCL). */
 static int give_up(struct ipc_comm *c, uint64_t deadline, int r, const char *what, char *why, size_t whylen)
 {
     if (atomic_load(&c->failed)) {
         snprintf(why, whylen, "%s", c->failure);
-        return 1;
-    }
-    if (stopping(c)) {
-        snprintf(why, whylen, "the communicator is being destroyed");
         return 1;
     }
     if (shim_mono_us() > deadline) {
@@ -112,7 +101,8 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
     return 0;
 }
 
-/* Reads rank r's descriptor of broadcast b, waiting for it.  It stays put
+/* Reads rank r's descriptor of broadcast b: published before r counted
+ * itself in on the hop, so there when this rank came second.  It stays put
  * until this rank says it is done with it (mark_done). */
 static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char *why, size_t whylen)
 {
@@ -142,6 +132,20 @@ static void mark_done(struct ipc_comm *c, uint64_t b)
     atomic_store(&own->read_succ_upto, b);
     atomic_fetch_add(&own->readc, 1);
     futex_wake(&own->readc);
+}
+
+/* Counts this rank in on the hop into rank r for broadcast b (the word is
+ * in r's ring slot): 1 if it is the first of the two. */
+static int claim_first(struct ipc_comm *c, int r, uint64_t b)
+{
+    _Atomic uint64_t *w = &c->shared[r]->ring[b % DRING].claim_in;
+    uint64_t cur = atomic_load(w);
+    for (;;) {
+        /* Another broadcast's (DRING before, both counted in): start anew. */
+        uint64_t next = cur >> 2 == b ? cur + 1 : b << 2 | 1;
+        if (atomic_compare_exchange_weak(w, &cur, next))
+            return (next & 3) == 1;
+    }
 }
 
 /* Whether `bytes` at `buf` can be reached by a neighbour where they are: an
@@ -185,8 +189,8 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
 
 /* Whether the last operation is over (the fence reached), or the
  * communicator failed (its waits released).  qlock held.  Read on the
- * proxy's own stream, which holds only work already enqueued: a plain
- * cuMemcpyDtoH would wait for the application's legacy default stream. */
+ * communicator's own stream (nothing else runs on it): a plain cuMemcpyDtoH
+ * would wait for the application's legacy default stream. */
 static int fence_passed(const struct ipc_comm *c)
 {
     uint64_t v = 0;
@@ -198,15 +202,16 @@ static int fence_passed(const struct ipc_comm *c)
 
 /*
  * Closing a mapping waits (inside the driver) for the work issued before it,
- * so it must not run while a broadcast is half enqueued (the caller's stream
- * would wait for work not issued yet: measured on H200, it never returned),
- * nor while a copy through the mapping may still run.  Hence only with qlock
- * held, nothing queued or running, and the last operation over; else the
- * cache grows until the next chance.
+ * so it must not run while a copy through the mapping may still run: only
+ * with qlock held (no broadcast being enqueued) and the last operation over;
+ * else the cache grows until the next chance.
  */
 void ipc_trim_maps(struct ipc_comm *c, int keep)
 {
-    if (c->nmap <= keep || !fence_passed(c))
+    if (c->nmap <= keep)
+        return;
+    ipc_trace(c, "trim to %d of %d", keep, c->nmap);
+    if (!fence_passed(c))
         return;
     while (c->nmap > keep) {
         int lru = 0;
@@ -272,15 +277,16 @@ struct plan {
     CUdeviceptr mine;                   /* the data here: the root's sendbuff, else recvbuff */
     CUdeviceptr from;                   /* PULL in: the predecessor's data, mapped here */
     CUdeviceptr to;                     /* PUSH out: the successor's buffer, mapped here */
+    int first_in, first_out;            /* this rank came first on the hop */
 };
 
 /*
- * Learns both sides of this rank's hops.  Both ends of a hop decide alike:
- * PUSH if the receiving buffer can be exported, else PULL if the sending one
- * can, else STAGED.  A receiver that can be pushed to needs nothing from its
- * predecessor's host.  `wait` 0: 1 (and nothing done) where it would wait.
+ * Settles both of this rank's hops.  Publish, then count in on each hop: the
+ * first of a hop's two ranks takes the passive half its own buffer allows
+ * (receiver: PUSH if it can be exported; sender: PULL if it can; else
+ * STAGED); the second reads the first's descriptor and derives the same.
  */
-static int plan(struct ipc_comm *c, const struct ipc_job *j, int wait, struct plan *p, char *why, size_t whylen)
+static int plan(struct ipc_comm *c, const struct ipc_bcast_args *j, struct plan *p, char *why, size_t whylen)
 {
     int n = c->nranks, pred = pred_of(c), succ = succ_of(c);
     memset(p, 0, sizeof(*p));
@@ -289,27 +295,36 @@ static int plan(struct ipc_comm *c, const struct ipc_job *j, int wait, struct pl
     p->consumer = p->pos > 0;
     p->mine = p->pos == 0 ? j->send : j->recv;
     if (!j->bytes) {
-        mark_done(c, j->b); /* nothing moves: the descriptors are not read */
+        mark_done(c, j->b); /* nothing moves: nobody reads the descriptors */
         return 0;
     }
-    struct ipc_desc dm, dp, ds;
-    memset(&dp, 0, sizeof(dp));
-    memset(&ds, 0, sizeof(ds));
+    struct ipc_desc dm, other;
     describe(c, j->b, p->mine, j->bytes, &dm);
-    int need_pred = p->consumer && !dm.direct, need_succ = p->producer;
-    if (!wait && (!ring_room(c, j->b) || (need_pred && !published(c, pred, j->b)) ||
-                  (need_succ && !published(c, succ, j->b))))
-        return 1;
-    if (publish(c, j->b, &dm, why, whylen) != 0 || (need_pred && fetch(c, pred, j->b, &dp, why, whylen) != 0) ||
-        (need_succ && fetch(c, succ, j->b, &ds, why, whylen) != 0))
+    if (publish(c, j->b, &dm, why, whylen) != 0)
         return -1;
+    if (p->consumer) {
+        p->first_in = claim_first(c, c->rank, j->b);
+        if (p->first_in)
+            p->in = dm.direct ? HOP_PUSH : HOP_STAGED;
+        else if (fetch(c, pred, j->b, &other, why, whylen) != 0)
+            return -1;
+        else
+            p->in = other.direct ? HOP_PULL : HOP_STAGED;
+        if (p->in == HOP_PULL && map_peer(c, pred, j->b, &other, j->bytes, &p->from, why, whylen) != 0)
+            return -1;
+    }
+    if (p->producer) {
+        p->first_out = claim_first(c, succ, j->b);
+        if (p->first_out)
+            p->out = dm.direct ? HOP_PULL : HOP_STAGED;
+        else if (fetch(c, succ, j->b, &other, why, whylen) != 0)
+            return -1;
+        else
+            p->out = other.direct ? HOP_PUSH : HOP_STAGED;
+        if (p->out == HOP_PUSH && map_peer(c, succ, j->b, &other, j->bytes, &p->to, why, whylen) != 0)
+            return -1;
+    }
     mark_done(c, j->b);
-    p->in = !p->consumer ? HOP_NONE : dm.direct ? HOP_PUSH : dp.direct ? HOP_PULL : HOP_STAGED;
-    p->out = !p->producer ? HOP_NONE : ds.direct ? HOP_PUSH : dm.direct ? HOP_PULL : HOP_STAGED;
-    if (p->in == HOP_PULL && map_peer(c, pred, j->b, &dp, j->bytes, &p->from, why, whylen) != 0)
-        return -1;
-    if (p->out == HOP_PUSH && map_peer(c, succ, j->b, &ds, j->bytes, &p->to, why, whylen) != 0)
-        return -1;
     return 0;
 }
 
@@ -363,7 +378,7 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
 }
 
 /* The broadcast's copies and counter operations, on stream s. */
-static int enqueue(struct ipc_comm *c, const struct ipc_job *j, const struct plan *p, CUstream s, char *why,
+static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p, CUstream s, char *why,
                    size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
@@ -422,31 +437,52 @@ const char *const ipc_hop_names[IPC_HOPS] = { "none", "push", "pull", "staged" }
 
 void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
 {
-    st->caller = atomic_load_explicit(&c->stat_caller, memory_order_relaxed);
-    st->proxy = atomic_load_explicit(&c->stat_proxy, memory_order_relaxed);
+    st->first = atomic_load_explicit(&c->stat_first, memory_order_relaxed);
     for (int h = 0; h < IPC_HOPS; h++) {
         st->in[h] = atomic_load_explicit(&c->stat_in[h], memory_order_relaxed);
         st->out[h] = atomic_load_explicit(&c->stat_out[h], memory_order_relaxed);
     }
 }
 
-static void count(struct ipc_comm *c, const struct ipc_job *j, const struct plan *p, int by_proxy)
+static int tracing(void)
 {
-    atomic_fetch_add_explicit(by_proxy ? &c->stat_proxy : &c->stat_caller, 1, memory_order_relaxed);
-    if (j->bytes) {
-        atomic_fetch_add_explicit(&c->stat_in[p->in], 1, memory_order_relaxed);
-        atomic_fetch_add_explicit(&c->stat_out[p->out], 1, memory_order_relaxed);
-    }
+    static int on = -1; /* racy first reads all compute the same value */
+    if (on < 0)
+        on = getenv("NCCLSHIM_IPC_TRACE") && strcmp(getenv("NCCLSHIM_IPC_TRACE"), "1") == 0;
+    return on;
 }
 
-int ipc_bcast_direct(struct ipc_comm *c, const struct ipc_job *j, CUstream s, int *off, uint64_t *val, char *why,
-                     size_t whylen)
+void ipc_trace(const struct ipc_comm *c, const char *fmt, ...)
+{
+    if (!tracing())
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ncclshim-trace: %.6f rank %d tid %d: %s\n", shim_now(), c->rank, shim_gettid(), line);
+}
+
+static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p)
+{
+    ipc_trace(c, "b %llu op %llu base %llu bytes %zu root %d: in %s%s, out %s%s", (unsigned long long)j->b,
+              (unsigned long long)j->op, (unsigned long long)j->base, j->bytes, j->root, ipc_hop_names[p->in],
+              p->first_in ? " (first)" : "", ipc_hop_names[p->out], p->first_out ? " (first)" : "");
+    if (!j->bytes)
+        return;
+    atomic_fetch_add_explicit(&c->stat_in[p->in], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stat_out[p->out], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stat_first, (unsigned)p->first_in + (unsigned)p->first_out, memory_order_relaxed);
+}
+
+int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
+              size_t whylen)
 {
     struct plan p;
-    int rc = plan(c, j, 0, &p, why, whylen);
-    if (rc != 0)
-        return rc;
-    count(c, j, &p, 0);
+    if (plan(c, j, &p, why, whylen) != 0)
+        return -1;
+    count(c, j, &p);
     if (enqueue(c, j, &p, s, why, whylen) != 0)
         return -1;
     *off = -1; /* nothing moved: the fence before it stands */
@@ -462,22 +498,6 @@ int ipc_bcast_direct(struct ipc_comm *c, const struct ipc_job *j, CUstream s, in
        "cuStreamWriteValue64");
     *off = F_DONE;
     *val = j->op + 1;
-    return 0;
-fail:
-    return -1;
-}
-
-int ipc_bcast_run(struct ipc_comm *c, const struct ipc_job *j, char *why, size_t whylen)
-{
-    struct plan p;
-    CU(c->cu->cuStreamWaitEvent(c->stream, j->ready, 0), "cuStreamWaitEvent");
-    if (plan(c, j, 1, &p, why, whylen) != 0)
-        return -1;
-    count(c, j, &p, 1);
-    if (enqueue(c, j, &p, c->stream, why, whylen) != 0)
-        return -1;
-    CU(c->cu->cuStreamWriteValue64(c->stream, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-       "cuStreamWriteValue64");
     return 0;
 fail:
     return -1;

@@ -53,15 +53,22 @@
  * costs microseconds on the critical path (docs/benchmarks.md): the fewest
  * of them is what makes the transfer fast.
  *
- * Broadcasts are enqueued by the application's thread itself when they can
- * be without waiting for a peer: the proxy thread (below) has nothing
- * queued, this rank's descriptor has room in its ring, and the descriptors
- * this rank needs are published (a PUSH successor needs none; its
- * predecessor needs the successor's).  Otherwise the broadcast goes to the
- * communicator's proxy thread (like NCCL's): the caller's stream records an
- * event and waits for DONE to pass the operation; the proxy waits for the
- * descriptors on the host, and enqueues the same work on the communicator's
- * own stream after that event.
+ * Which of the three a hop takes is settled by which of its two ranks calls
+ * first: each rank publishes its descriptor, then counts itself in on the
+ * hop's claim word (in the receiver's ring slot).  The first enqueues the
+ * passive half, which needs nothing of its peer: a receiver says its buffer
+ * is ready and waits for the data (PUSH), a sender says its data is ready and
+ * waits until it was read (PULL); either one, when its own buffer cannot be
+ * exported, commits the hop to STAGED instead.  The second reads the first's
+ * descriptor (published before the claim) and enqueues the active half: the
+ * copy.  So every broadcast is enqueued whole by the application's thread,
+ * on its stream, and no thread waits for a peer (but when a rank runs DRING
+ * broadcasts ahead of a neighbour: its descriptor then waits for room).
+ * Nothing is left for another thread to enqueue later: a helper thread's
+ * driver calls can be held up by the application's own synchronous ones (a
+ * pageable cudaMemcpy on the legacy stream), while the application's stream
+ * waits for the helper's work: measured on H200, an earlier design whose
+ * proxy thread enqueued the copies hung that way in 1 run of 5.
  *
  * Operations of a communicator run in the order they were issued, whatever
  * the stream: each one leaves a fence (a counter of this rank's own page and
@@ -69,8 +76,9 @@
  * the one before waits for it.  On one stream, the order is the stream's.
  *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
- * operations as the application calls them), ipc_proxy.c (the broadcast's
- * proxy thread), ipc_monitor.c (watching for a lost peer).
+ * operations as the application calls them), ipc_bcast.c (the broadcast),
+ * ipc_reaper.c (gives back idle mappings), ipc_monitor.c (watching for a
+ * lost peer).
  */
 #ifndef NCCLSHIM_IPC_INTERNAL_H
 #define NCCLSHIM_IPC_INTERNAL_H
@@ -103,8 +111,8 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
  * 62 MiB in the driver's 2 MiB pages, under 64 MiB with what the driver adds
  * for the stream (torch.cuda.mem_get_info measured 64-66 MiB with 16 MiB here). */
 #define P2P_AREA (14u << 20)
-/* Descriptors a rank's proxy may publish ahead of its successor's reading. */
-#define DRING 16
+/* Descriptors a rank may publish ahead of its neighbours. */
+#define DRING 64
 /* Peer allocations a proxy keeps mapped between broadcasts (the ones its
  * predecessor used last); more stay mapped while broadcasts are in flight. */
 #define MAP_CACHE 8
@@ -140,6 +148,9 @@ struct ipc_desc {
     uint64_t offset;                    /* of the data in the allocation */
     uint64_t alloc_size;
     CUipcMemHandle handle;              /* of the allocation */
+    /* The hop from the predecessor, for broadcast b: b * 4 + ranks counted
+     * in (1: the first, 2: the second).  Written by both, never by publish. */
+    _Atomic uint64_t claim_in;
 };
 
 /* A rank's page of host shared memory.  Written by the thread that enqueues
@@ -157,19 +168,17 @@ struct ipc_shared {
     struct ipc_desc ring[DRING];        /* broadcast b in ring[b % DRING] */
 };
 
-/* A broadcast handed to the proxy. */
-struct ipc_job {
-    struct ipc_job *next;
+/* One broadcast, as the application's thread issues it. */
+struct ipc_bcast_args {
     uint64_t b;                         /* broadcast number, from 1 */
     uint64_t op;                        /* DONE before it */
     uint64_t base;                      /* bytes broadcast before it */
     size_t bytes;
     int root;
     CUdeviceptr send, recv;
-    CUevent ready;                      /* recorded on the caller's stream: the buffers are ready */
 };
 
-/* A neighbour's allocation as mapped here (see `running` for who may touch it). */
+/* A neighbour's allocation as mapped here (under qlock). */
 struct ipc_map {
     int rank;
     uint64_t buffer_id;
@@ -220,29 +229,26 @@ struct ipc_comm {
      * needs no fence.  The application's thread's. */
     unsigned long long last_sid;
     int last_sid_known;
-    /* The proxy thread, started at the first broadcast.  The queue, `stop`,
-     * `running` and the fence are under qlock; `proxy_started` is the
-     * application's thread's. */
-    pthread_t proxy;
-    int proxy_started;
+    /* The reaper thread, started at the first broadcast: it gives back
+     * mappings nobody used for MAP_IDLE_MS.  `stop` and the fence are under
+     * qlock; `reaper_started` is the application's thread's. */
+    pthread_t reaper;
+    int reaper_started;
     pthread_mutex_t qlock;
     pthread_cond_t qcond;
-    struct ipc_job *qhead, *qtail;
     int stop;
-    int running;                        /* the proxy is enqueueing a broadcast it took off the queue */
     /* The last operation is over once this rank's counter at fence_off
      * reaches fence_val (0: nothing to wait for). */
     int fence_off;
     uint64_t fence_val;
-    /* Used by whoever enqueues a broadcast: the proxy while `running`, the
-     * application's thread while it holds qlock with nothing queued and the
-     * proxy not running (a broadcast enqueued directly), the idle proxy
-     * under qlock (trim_maps), and ipc_free once the proxy has stopped. */
+    /* Under qlock: the application's thread enqueues broadcasts, and the
+     * reaper gives mappings back, holding it (and ipc_free once the reaper
+     * has stopped). */
     struct ipc_map *map;
     int nmap, capmap;
     uint64_t map_used_us;               /* shim_mono_us() when a mapping was last used */
     /* How the broadcasts went (ipc_get_stats), counted as they are enqueued. */
-    atomic_ullong stat_caller, stat_proxy, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
+    atomic_ullong stat_first, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
     struct ipc_exported exported[EXPORT_CACHE];
 };
 
@@ -305,24 +311,22 @@ void ipc_unwatch(struct ipc_comm *c);
 /* A copy on `stream` (copy engines where the driver lets us ask). */
 CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream);
 
-/* shim/ipc_bcast.c: one broadcast.  ipc_bcast_direct enqueues it on the
- * caller's stream `s` if nothing needs waiting for (qlock held, nothing
- * queued, the proxy not running): 0 and the fence in *off and *val, 1 if it
- * must go to the proxy (nothing was done), -1 with the reason.
- * ipc_bcast_run is the proxy's: it waits as needed, and enqueues on the
- * communicator's stream after job->ready, ending with DONE = job->op + 1. */
-int ipc_bcast_direct(struct ipc_comm *c, const struct ipc_job *j, CUstream s, int *off, uint64_t *val, char *why,
-                     size_t whylen);
-int ipc_bcast_run(struct ipc_comm *c, const struct ipc_job *j, char *why, size_t whylen);
+/* shim/ipc_bcast.c: one broadcast, enqueued whole on the caller's stream
+ * `s` (qlock held): 0 and the fence in *off and *val (*off < 0: it moved
+ * nothing), or -1 with the reason. */
+int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
+              size_t whylen);
 /* Gives back the mappings beyond the `keep` most recently used, if the last
- * operation is over (qlock held, nothing queued or running); else none. */
+ * operation is over (qlock held); else none. */
 void ipc_trim_maps(struct ipc_comm *c, int keep);
 
-/* shim/ipc_proxy.c: starts the proxy if it is not (0, or -1 with the
- * reason); hands it a broadcast (qlock held); ipc_proxy_stop: after the
- * last operation, stops it and gives back what was mapped. */
-int ipc_proxy_start(struct ipc_comm *c, char *why, size_t whylen);
-void ipc_proxy_submit_locked(struct ipc_comm *c, struct ipc_job *job);
-void ipc_proxy_stop(struct ipc_comm *c);
+/* shim/ipc_reaper.c: starts the reaper if it is not (0, or -1 with the
+ * reason); ipc_reaper_stop: after the last operation, stops it and gives
+ * back what was mapped. */
+int ipc_reaper_start(struct ipc_comm *c, char *why, size_t whylen);
+void ipc_reaper_stop(struct ipc_comm *c);
+
+/* NCCLSHIM_IPC_TRACE=1: protocol steps on stderr (debugging). */
+void ipc_trace(const struct ipc_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -72,6 +72,8 @@ static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *
     const struct shim_cuda *cu = c->cu;
     *sid = 0;
     *known = cu->cuStreamGetId && cu->cuStreamGetId(s, sid) == CUDA_SUCCESS;
+    ipc_trace(c, "op %llu stream %llu (known %d) last %llu (known %d) fence %d>=%llu", (unsigned long long)c->ops,
+              *sid, *known, c->last_sid, c->last_sid_known, c->fence_off, (unsigned long long)c->fence_val);
     if (*known && c->last_sid_known && *sid == c->last_sid)
         return CUDA_SUCCESS;
     if (!c->fence_val) /* read without qlock: only this thread writes it */
@@ -123,8 +125,6 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     unsigned long long sid;
     int known;
     CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
-    CUevent ready = NULL;
-    struct ipc_job *job = NULL;
     CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
     if (c->nranks == 1) {
         if (recv != send && bytes) {
@@ -135,44 +135,22 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
             val = op + 1;
         }
     } else {
-        struct ipc_job j = { NULL, c->bcasts + 1, op, c->bbytes, bytes, root, send, recv, NULL };
-        if (ipc_proxy_start(c, why, whylen) != 0)
+        struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv };
+        if (ipc_reaper_start(c, why, whylen) != 0)
             goto fail;
         pthread_mutex_lock(&c->qlock);
         locked = 1;
-        int rc = c->qhead || c->running ? 1 : ipc_bcast_direct(c, &j, s, &off, &val, why, whylen);
-        if (rc < 0)
+        if (ipc_bcast(c, &j, s, &off, &val, why, whylen) != 0)
             goto fail;
-        if (rc == 0 && off >= 0) {
-            /* Under the lock that covered the enqueue: the idle proxy must
-             * not judge the mappings idle by the fence before this one. */
+        if (off >= 0) {
+            /* Under the lock that covered the enqueue: the reaper must not
+             * judge the mappings idle by the fence before this one. */
             c->fence_off = off;
             c->fence_val = val;
+            off = -1;
         }
-        if (rc > 0) {
-            /* Through the proxy: it enqueues the transfer after this event,
-             * on the communicator's stream, and ends it with DONE. */
-            CU(cu->cuEventCreate(&ready, CU_EVENT_DISABLE_TIMING), "cuEventCreate");
-            CU(cu->cuEventRecord(ready, s), "cuEventRecord");
-            if (!(job = malloc(sizeof(*job)))) {
-                snprintf(why, whylen, "out of memory");
-                goto fail;
-            }
-            *job = j;
-            job->ready = ready;
-            ipc_proxy_submit_locked(c, job);
-            job = NULL;
-            ready = NULL; /* the proxy's now */
-            c->fence_off = F_DONE;
-            c->fence_val = op + 1;
-        }
-        off = -1; /* the fence is set */
         pthread_mutex_unlock(&c->qlock);
         locked = 0;
-        /* Outside the lock: the fake libcuda's waits block the thread. */
-        if (rc > 0)
-            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WAIT_VALUE_GEQ),
-               "cuStreamWaitValue64");
         c->bcasts++;
         c->bbytes += bytes;
     }
@@ -185,9 +163,6 @@ fail:
         pthread_mutex_unlock(&c->qlock);
     /* Part of the operation may be enqueued: the counters no longer agree
      * with the peers', who must not wait for this rank. */
-    free(job);
-    if (ready)
-        cu->cuEventDestroy(ready);
     if (c->nranks > 1)
         ipc_fail_everywhere(c, why);
     ctx_leave(c, &g);
