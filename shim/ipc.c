@@ -341,7 +341,7 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
-    /* The proxy's host waits for a neighbour look at `failed` as they poll. */
+    /* A host wait for a neighbour's descriptor looks at `failed` as it polls. */
 }
 
 void ipc_fail_everywhere(struct ipc_comm *c, const char *why)

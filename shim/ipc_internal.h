@@ -113,12 +113,12 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define P2P_AREA (14u << 20)
 /* Descriptors a rank may publish ahead of its neighbours. */
 #define DRING 64
-/* Peer allocations a proxy keeps mapped between broadcasts (the ones its
+/* Peer allocations kept mapped between broadcasts (the ones its
  * predecessor used last); more stay mapped while broadcasts are in flight. */
 #define MAP_CACHE 8
-/* Allocations of this rank whose IPC handle the proxy remembers. */
+/* Allocations of this rank whose IPC handle is remembered. */
 #define EXPORT_CACHE 8
-/* A proxy idle this long gives its mappings back: a peer's freed memory is
+/* Mappings unused this long are given back: a peer's freed memory is
  * not kept alive by them for longer. */
 #define MAP_IDLE_MS 1000
 
@@ -155,7 +155,7 @@ struct ipc_desc {
 
 /* A rank's page of host shared memory.  Written by the thread that enqueues
  * its broadcasts (ring, pub, the read marks, readc), read by its
- * neighbours'.  The futex words wake a waiting neighbour's proxy. */
+ * neighbours'.  The futex words wake a neighbour waiting for room. */
 #define SHARED_MAGIC 0x6873706du /* "mpsh" */
 struct ipc_shared {
     uint32_t magic;
@@ -202,7 +202,7 @@ struct ipc_comm {
     size_t chunk;
     int nslots;
     CUdeviceptr base;                   /* this rank's allocation */
-    CUstream stream;                    /* the proxy's: every broadcast's copies and counters */
+    CUstream stream;                    /* the communicator's own: the reaper's reads of the fence */
     CUdeviceptr *peer;                  /* every rank's allocation as mapped here; peer[rank] = base */
     /* Host shared pages: this rank's and its ring neighbours' (NULL for others). */
     struct ipc_shared **shared;

@@ -90,7 +90,7 @@ static void set_fence(struct ipc_comm *c, unsigned long long sid, int known, int
     c->last_sid_known = known;
     if (off < 0)
         return;
-    pthread_mutex_lock(&c->qlock); /* the idle proxy reads it (ipc_trim_maps) */
+    pthread_mutex_lock(&c->qlock); /* the reaper reads it (ipc_trim_maps) */
     c->fence_off = off;
     c->fence_val = val;
     pthread_mutex_unlock(&c->qlock);
