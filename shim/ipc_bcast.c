@@ -446,10 +446,15 @@ void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
 
 static int tracing(void)
 {
-    static int on = -1; /* racy first reads all compute the same value */
-    if (on < 0)
-        on = getenv("NCCLSHIM_IPC_TRACE") && strcmp(getenv("NCCLSHIM_IPC_TRACE"), "1") == 0;
-    return on;
+    /* Atomic: broadcasts of several communicators may ask at once; every
+     * first reader computes the same value. */
+    static atomic_int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        v = getenv("NCCLSHIM_IPC_TRACE") && strcmp(getenv("NCCLSHIM_IPC_TRACE"), "1") == 0;
+        atomic_store_explicit(&on, v, memory_order_relaxed);
+    }
+    return v;
 }
 
 void ipc_trace(const struct ipc_comm *c, const char *fmt, ...)
