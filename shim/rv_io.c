@@ -114,6 +114,8 @@ int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err,
             if (w == 1)
                 continue;
             snprintf(err, errlen, "send: %s", w == 0 ? "timed out" : strerror(errno));
+        } else if (errno == ECONNRESET || errno == EPIPE) {
+            snprintf(err, errlen, "connection closed by the peer (send: %s)", strerror(errno));
         } else {
             snprintf(err, errlen, "send: %s", strerror(errno));
         }
@@ -139,6 +141,12 @@ static int recv_all(int fd, uint8_t *buf, size_t len, uint64_t deadline_us, char
         }
         if (errno == EINTR)
             continue;
+        if (errno == ECONNRESET) {
+            /* A peer that exits with our bytes unread resets instead of
+             * closing: the same event for the reader. */
+            snprintf(err, errlen, "connection closed by the peer (reset)%s", off ? " in the middle of a message" : "");
+            return -1;
+        }
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
             snprintf(err, errlen, "recv: %s", strerror(errno));
             return -1;
