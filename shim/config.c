@@ -16,7 +16,8 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_MODE", "NCCLSHIM_LOG_DIR", "NCCLSHIM_HOSTNAME", "NCCLSHIM_ROLE",
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
     "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
-    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS", NULL,
+    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
+    "NCCLSHIM_IPC_PUSH_WAIT_US", NULL,
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -148,6 +149,10 @@ static void config_read(void)
      * slots (16 MiB), keep a rank's allocation within 64 MiB. */
     c->ipc_chunk_bytes = (size_t)config_number("NCCLSHIM_IPC_CHUNK_BYTES", 23 << 20, 4096, 1 << 30, 4096);
     c->ipc_slots = (int)config_number("NCCLSHIM_IPC_SLOTS", 2, 2, 64, 1);
+    /* Long enough for a receiver's own call of the broadcast through
+     * Python and ctypes (tens of us); short beside the copy it saves time
+     * on (64 MiB: 180 us). */
+    c->ipc_push_wait_us = (int)config_number("NCCLSHIM_IPC_PUSH_WAIT_US", 200, 0, 1000000, 1);
 
     policy_parse(&c->policy, getenv("NCCLSHIM_WEIGHT_UPDATE"), getenv("NCCLSHIM_RULES"), getenv("NCCLSHIM_STRICT"));
     if (!c->policy.ok)

@@ -143,6 +143,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     c->nranks = nranks;
     c->chunk = cfg->ipc_chunk_bytes;
     c->nslots = cfg->ipc_slots;
+    c->push_wait_us = cfg->ipc_push_wait_us;
     int memops = 0;
     CU(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent");
     if (!c->ctx) {

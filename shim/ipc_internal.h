@@ -201,6 +201,7 @@ struct ipc_comm {
     CUcontext ctx;
     size_t chunk;
     int nslots;
+    int push_wait_us;                   /* NCCLSHIM_IPC_PUSH_WAIT_US: see await_receiver */
     CUdeviceptr base;                   /* this rank's allocation */
     CUstream stream;                    /* the communicator's own: the reaper's reads of the fence */
     CUdeviceptr *peer;                  /* every rank's allocation as mapped here; peer[rank] = base */

@@ -18,6 +18,10 @@ is "$(jqr "$TMP/mode/rec" 'select(.type=="load") | .mode')" '"enforce"' "enforce
 run pycs NCCLSHIM_PYTHON_CALLSITE=yes
 like "$(cat "$TMP/pycs/err")" "NCCLSHIM_PYTHON_CALLSITE='yes' is not 0 or 1" "a bad NCCLSHIM_PYTHON_CALLSITE is reported"
 
+run pushw NCCLSHIM_IPC_PUSH_WAIT_US=-5
+is "$(cat "$TMP/pushw/rc")" 0 "a bad NCCLSHIM_IPC_PUSH_WAIT_US does not harm the application"
+like "$(cat "$TMP/pushw/err")" "NCCLSHIM_IPC_PUSH_WAIT_US='-5' is not a number in 0..1000000; using 200" "stderr names the variable, its range and the default used"
+
 # observe: the root decides, and passes through all the same (its reason says what it would do).
 run obs NCCLSHIM_MODE=observe NCCLSHIM_RULES='*:drop'
 is "$(jqr "$TMP/obs/rec" 'select(.type=="comm" and .fn=="ncclCommInitRank") | .action')" '"passthrough"' "observe passes through what a rule would drop"

@@ -562,6 +562,22 @@ for n, name, mem in ((2, "ipc-direct2", lambda r: "cuda"), (4, "ipc-direct4", la
        "%s: comm_end says how each rank's data came in and went out, within what its buffers allow" % name,
        [(e["rank"], e.get("ipc")) for e in ends])
 
+# 25c. A sender that finds its successor one broadcast behind waits for it (up to
+#      NCCLSHIM_IPC_PUSH_WAIT_US), so in a run of broadcasts every hop is pushed. The fake's
+#      streams are synchronous: a rank returns from broadcast b - 1 only once its neighbour has
+#      counted in on it, so from the second broadcast on every receiver is one behind at worst,
+#      and with a generous wait only the first broadcast can be pulled.
+log = os.path.join(TMP, "ipc-push2.cuda")
+d, procs, ids = scenario("ipc-push2", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"),
+                         lambda r: dict(roles(1)(r), RANK_CLIENT_MEM="cuda"), root_args=["xfer=1"],
+                         rank_args=["xfer=1"])
+xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+ends = ipc_ends(d)
+ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and counted_all(ends) and
+   sum(e["ipc"]["out"].get("push", 0) for e in ends) >= sum(sum(e["ipc"]["out"].values()) for e in ends) - 1,
+   "ipc-push2: the senders waited for their receivers: every hop pushed but perhaps the first, all exact",
+   [(e["rank"], e.get("ipc")) for e in ends] + xfer)
+
 # 26. Four ipc communicators at once in each of two processes.
 d, procs, ids = scenario("ipc-concurrent", 2, IPC_ENV, roles(1), k=4, root_args=["xfer=1", "leaks=1"],
                          rank_args=["xfer=1", "leaks=1"])
