@@ -2,7 +2,10 @@
 and the stream memory operations of the ipc protocol, in one process with
 both GPUs.  Used to choose the ipc broadcast's design (docs/benchmarks.md).
 
-    python3 bench/copy_probe.py
+    python3 bench/copy_probe.py [--load]
+
+--load: the same while a bf16 matmul loop (8192^3) runs on a side stream of
+both GPUs, as in bench/ipc_bcast.py's run under load.
 
 Cases (each timed over back-to-back iterations with CUDA events):
   torch    tensor.copy_ from GPU 0 to GPU 1 (the bench's "peer copy")
@@ -129,6 +132,29 @@ def main():
     }
     timing = {"torch": lambda: torch.cuda.current_stream(d0), "push": lambda: s0}
     sizes = [16 << 20, 64 << 20, 256 << 20]
+    load = "--load" in sys.argv
+    if load:
+        sizes.append(1 << 30)
+        big = max(sizes)
+        src = torch.randint(0, 255, (big,), dtype=torch.uint8, device=d0)
+        dst = torch.empty(big, dtype=torch.uint8, device=d1)
+        mats = []
+        for d in (d0, d1):
+            a = torch.randn(8192, 8192, dtype=torch.bfloat16, device=d)
+            mats.append((d, torch.cuda.Stream(device=d), a, torch.empty_like(a)))
+        torch.cuda.synchronize(d0)
+        torch.cuda.synchronize(d1)
+
+    def busy(n):
+        # Enough matmuls on both GPUs' side streams to outlast n copies.
+        for d, st, a, out in mats:
+            with torch.cuda.device(d), torch.cuda.stream(st):
+                for _ in range(n):
+                    torch.mm(a, a, out=out)
+
+    def settle():
+        for d, st, a, out in mats:
+            st.synchronize()
     print("%8s" % "case" + "".join("%12s" % ("%d MiB" % (s >> 20)) for s in sizes))
     for name, fn in cases.items():
         row = []
@@ -139,12 +165,16 @@ def main():
             torch.cuda.synchronize(d0)
             torch.cuda.synchronize(d1)
             a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            if load:
+                busy(max(20, n * size // (64 << 20)))  # ~1.4 ms each: longer than the copies
             a.record(st)
             for _ in range(n):
                 fn(size)
             b.record(st)
             b.synchronize()
             torch.cuda.synchronize(d0)
+            if load:
+                settle()
             row.append(size / (a.elapsed_time(b) / 1000.0 / n) / 1e9)
         print("%8s" % name + "".join("%12.1f" % x for x in row))
         sys.stdout.flush()

@@ -107,7 +107,21 @@ def worker(args):
     for _ in range(k):
         mm()
     s1.record(side)
+    # One broadcast first, untimed: the timed ones start on this rank's stream
+    # once the other rank has come too.  Else the ranks' unequal time
+    # enqueueing the matmuls (a launch blocks once the queue is full) counts
+    # as transfer time (measured: 1 GiB at 340 or 391 GB/s from run to run,
+    # with either transport).
+    op1g()
     t_b = timed(op1g, stream, 10)
+    # Other sizes under the same load (IPC_BENCH_LOAD_SIZES: bytes, comma-separated;
+    # default 64 and 256 MiB).
+    res["load_sizes"] = {}
+    for ls in [int(x) for x in os.environ.get("IPC_BENCH_LOAD_SIZES", "67108864,268435456").split(",") if x]:
+        def opl(ls=ls):
+            lib.ncclBroadcast(vp(buf.data_ptr()), vp(buf.data_ptr()), ls, ctypes_bcast.ncclUint8, 0, comm,
+                              st(stream.cuda_stream))
+        res["load_sizes"][str(ls)] = ls / timed(opl, stream, max(10, (10 << 30) // ls // 4)) / 1e9
     # A same-device copy of 1 GiB meanwhile (the kind of copy a receiving rank
     # makes from its staging into its buffer): does it wait for the SMs?
     half = buf[: size // 2]
@@ -120,7 +134,8 @@ def worker(args):
     res["load"] = {"bw": size / t_b / 1e9, "local_copy_gbs": size / 2 / t_local / 1e9,
                    "local_copy_alone_gbs": size / 2 / t_local_alone / 1e9,
                    "mm_alone_tflops": 2 * n ** 3 / t_mm / 1e12,
-                   "mm_load_tflops": 2 * n ** 3 * k / (s0.elapsed_time(s1) / 1000.0) / 1e12}
+                   "mm_load_tflops": 2 * n ** 3 * k / (s0.elapsed_time(s1) / 1000.0) / 1e12,
+                   "sizes": res.pop("load_sizes")}
     del a, b, c
     if rank == 0 and torch.cuda.device_count() > 1:
         # Copy-engine peer copy, the same sizes: the ceiling of a pull over NVLink.
@@ -192,6 +207,10 @@ def main():
                   name, ld["bw"], ld["mm_alone_tflops"], ld["mm_load_tflops"], ld["local_copy_gbs"],
                   ld["local_copy_alone_gbs"]))
     print("ipc/NCCL under load: %.2f" % (r_ipc[1]["load"]["bw"] / r_nccl[1]["load"]["bw"]))
+    for k in sorted(r_ipc[1]["load"].get("sizes", {}), key=int):
+        print("under load, %4d MiB: NCCL %6.1f GB/s, ipc %6.1f, ipc/NCCL %.2f" % (
+            int(k) >> 20, r_nccl[1]["load"]["sizes"][k], r_ipc[1]["load"]["sizes"][k],
+            r_ipc[1]["load"]["sizes"][k] / r_nccl[1]["load"]["sizes"][k]))
     print("creation: from the last rank's call of ncclCommInitRank to the last return (each rank's own call, "
           "waiting for the other included); GPU memory per rank (torch.cuda.mem_get_info)")
     for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc), ("ipc-staged", r_st)):

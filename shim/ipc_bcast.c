@@ -150,29 +150,31 @@ static int claim_first(struct ipc_comm *c, int r, uint64_t b)
 }
 
 /*
- * A hop is pushed only when its receiver counts in first, and a push is the
- * faster direction over NVLink (bench/copy_probe.py: 390 against 373 GB/s
- * at 64 MiB).  So a sender that finds its successor one broadcast behind
- * (done with b - 1, not yet in on b) gives it up to push_wait_us to count
- * in: in a loop of broadcasts the ranks then go in step and every hop is
- * pushed.  Bounded, and never needed for progress: a successor that does
- * not come in time is pulled from, one further behind is not waited for.
+ * A hop is pushed when its receiver counts in first, pulled when its sender
+ * does, and a push is the faster way: the copy engine writing to its peer
+ * (bench/copy_probe.py: 390 against 373 GB/s at 64 MiB; the broadcast, alone
+ * and under a matmul load, 2-4% faster from 16 to 256 MiB: docs/benchmarks.md).
+ * So a sender that finds its successor one broadcast behind (done with
+ * b - 1, not yet in on b) gives it up to push_wait_us to count in: in a loop
+ * of broadcasts the ranks then go in step and every hop is pushed.  Bounded,
+ * and never needed for progress: a successor that does not come in time, or
+ * is further behind, is pulled from.
  */
 static void await_receiver(struct ipc_comm *c, uint64_t b)
 {
-    struct ipc_shared *page = c->shared[succ_of(c)];
-    const _Atomic uint64_t *w = &page->ring[b % DRING].claim_in;
-    if (!c->push_wait_us || b < 2 || atomic_load(w) >> 2 == b || !published(c, succ_of(c), b - 1))
+    int r = succ_of(c);
+    const _Atomic uint64_t *w = &c->shared[r]->ring[b % DRING].claim_in;
+    if (!c->push_wait_us || b < 2 || atomic_load(w) >> 2 == b || !published(c, r, b - 1))
         return;
     uint64_t t0 = shim_mono_us(), until = t0 + (uint64_t)c->push_wait_us;
     while (atomic_load(w) >> 2 != b) {
         if (atomic_load(&c->failed) || shim_mono_us() > until) {
-            ipc_trace(c, "b %llu: rank %d not in after %d us", (unsigned long long)b, succ_of(c), c->push_wait_us);
+            ipc_trace(c, "b %llu: rank %d not in after %d us", (unsigned long long)b, r, c->push_wait_us);
             return;
         }
         sched_yield();
     }
-    ipc_trace(c, "b %llu: rank %d in after %llu us", (unsigned long long)b, succ_of(c),
+    ipc_trace(c, "b %llu: rank %d in after %llu us", (unsigned long long)b, r,
               (unsigned long long)(shim_mono_us() - t0));
 }
 
