@@ -154,17 +154,26 @@ static int claim_first(struct ipc_comm *c, int r, uint64_t b)
  * does, and a push is the faster way: the copy engine writing to its peer
  * (bench/copy_probe.py: 390 against 373 GB/s at 64 MiB; the broadcast, alone
  * and under a matmul load, 2-4% faster from 16 to 256 MiB: docs/benchmarks.md).
- * So a sender that finds its successor one broadcast behind (done with
- * b - 1, not yet in on b) gives it up to push_wait_us to count in: in a loop
- * of broadcasts the ranks then go in step and every hop is pushed.  Bounded,
- * and never needed for progress: a successor that does not come in time, or
- * is further behind, is pulled from.
+ * So a sender that finds its successor a few broadcasts behind (it has
+ * published one of the PUSH_BEHIND before b: it is calling them, a few us
+ * each) gives it up to push_wait_us to count in on b: in a loop of
+ * broadcasts the ranks then go in step and every hop is pushed.  Not only one
+ * behind: a sender that got ahead once (the receiver late out of a host
+ * synchronisation) would never wait again.  Bounded, and never needed for
+ * progress: a successor that does not come in time, or is further behind,
+ * is pulled from.
  */
+enum { PUSH_BEHIND = 8 };
 static void await_receiver(struct ipc_comm *c, uint64_t b)
 {
     int r = succ_of(c);
     const _Atomic uint64_t *w = &c->shared[r]->ring[b % DRING].claim_in;
-    if (!c->push_wait_us || b < 2 || atomic_load(w) >> 2 == b || !published(c, r, b - 1))
+    if (!c->push_wait_us || atomic_load(w) >> 2 == b)
+        return;
+    int close = 0;
+    for (uint64_t k = 1; k <= PUSH_BEHIND && k < b && !close; k++)
+        close = published(c, r, b - k);
+    if (!close)
         return;
     uint64_t t0 = shim_mono_us(), until = t0 + (uint64_t)c->push_wait_us;
     while (atomic_load(w) >> 2 != b) {
