@@ -21,6 +21,7 @@ Cases (each timed over back-to-back iterations with CUDA events):
            (on GPU 0) and waits WRITTEN (its own), then DONE; GPU 0's stream
            waits READY, copies into GPU 1, writes WRITTEN (on GPU 1) and DONE
   hpushmin hpush without the DONE writes
+  bothN    N% pushed by GPU 0, the rest pulled by GPU 1, at once
 """
 import ctypes
 import sys
@@ -117,6 +118,17 @@ def main():
         copy(dst.data_ptr(), src.data_ptr(), size, s1[0].cuda_stream)
         write(f0.data_ptr(), v, s1[0].cuda_stream)
 
+    def both(size, frac):
+        # The first part pushed by GPU 0's copy engines, the rest pulled by
+        # GPU 1's, at once: more engines on the one NVLink direction.
+        k = (int(size * frac) >> 12) << 12
+        ev[0][0].record(s1[0])
+        s0.wait_event(ev[0][0])
+        copy(dst.data_ptr(), src.data_ptr(), k, s0.cuda_stream)
+        copy(dst.data_ptr() + k, src.data_ptr() + k, size - k, s1[0].cuda_stream)
+        ev[1][0].record(s0)
+        s1[0].wait_event(ev[1][0])
+
     cases = {
         "torch": lambda size: dst[:size].copy_(src[:size], non_blocking=True),
         "push": lambda size: copy(dst.data_ptr(), src.data_ptr(), size, s0.cuda_stream),
@@ -127,6 +139,8 @@ def main():
         "hand2": lambda size: hand(size, 2),
         "hand4": lambda size: hand(size, 4),
         "hmin": hmin,
+        "both50": lambda size: both(size, 0.5),
+        "both60": lambda size: both(size, 0.6),
         "hpush": lambda size: hpush(size, True),
         "hpushmin": lambda size: hpush(size, False),
     }

@@ -205,6 +205,10 @@ def main():
         a, b, p = r_nccl[1]["bw"][k], r_ipc[1]["bw"][k], peer.get(k, float("nan"))
         print("%8d MiB %10.1f %10.1f %8.2f %10.1f %12.2f %11.1f" % (size >> 20, a, b, b / a, p, b / p,
                                                                     r_st[1]["bw"][k]))
+    print("the untimed first round of each size (right after set-up for 1 MiB):")
+    for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc)):
+        print("%-10s" % name + "".join(" %d MiB %.1f;" % (int(k) >> 20, v)
+                                       for k, v in sorted(rr[1]["bw_cold"].items(), key=lambda kv: int(kv[0]))))
     print("1 GiB broadcast while a bf16 matmul loop (8192^3) runs on both GPUs (rank 1):")
     for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc), ("ipc-staged", r_st)):
         ld = rr[1]["load"]
