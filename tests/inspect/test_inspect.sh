@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..129"
+echo "1..134"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -37,6 +37,7 @@ run --json "$FX/healthy"
 check "healthy --json: exit 0 and parses" jqt '.'
 check "healthy --json: 4 processes with titles" jqt '(.processes | length) == 4 and (.processes | map(.title) | index("ray::VllmGenerationWorker")) != null'
 check "healthy --json: 2 communicators, full group names" jqt '[.communicators[].group] == ["id:0x9f3a0c1d2e4b5a67","id:0x51c0ffee00d1ce42"]'
+check "healthy --json: no ipc hops where there is no ipc" jqt '[.communicators[] | .ipc_hops, (.ranks[] | .ipc)] | all(. == null)'
 check "healthy --json: ranks sorted, networks joined per rank" jqt '[.communicators[1].ranks[] | [.rank, .network]] == [[0,"Socket"],[1,"Socket"],[2,"Socket"]] and [.communicators[0].ranks[].network] == ["IB","IB"]'
 check "healthy --json: rank fields" jqt '.communicators[1].ranks[1] | .host == "node2.cluster.local" and .pid == 901 and .tid == 911 and .comm == "0x2b00a0c0" and .api == "torch" and .role == "inference" and .purpose == "weight-update" and (.purpose_reason | length) > 0 and .action == "passthrough" and .duration_us == 1400000 and .result == 0 and .ops.Broadcast.count == 40'
 check "healthy --json: communicator aggregates" jqt '.communicators[1] | .purpose == "weight-update" and .nranks == 3 and .hosts == ["vm","node2.cluster.local"] and .apis == ["ctypes","torch"] and .network == "Socket" and .ops.Broadcast.bytes == 6442450944 and .problems == []'
@@ -106,13 +107,14 @@ printf '\000\001\377\376\n\211PNG\032\n' >"$TMP/bad/ncclshim.g.1.jsonl"
 head -c 3000 /dev/urandom | tr -d '{\n' >"$TMP/garbage.bin"
 run --json "$TMP/bad" "$TMP/garbage.bin" "$TMP/does-not-exist" "$TMP/emptydir"
 check "bad: exit 2 (an input could not be read)" test "$rc" -eq 2
-check "bad: 13 diagnostics on stderr" test "$(wc -l <"$TMP/err")" -eq 13
-check "bad: input_errors has the same 13" jqt '(.input_errors | length) == 13'
+check "bad: 15 diagnostics on stderr" test "$(wc -l <"$TMP/err")" -eq 15
+check "bad: input_errors has the same 15" jqt '(.input_errors | length) == 15'
 B="$TMP/bad/ncclshim"
 check "bad: invalid JSON with file:line" has "^$B\\.x\\.7\\.jsonl:2: invalid JSON: " err
 check "bad: non-object line" has "^$B\\.x\\.7\\.jsonl:3: record is an array, not a JSON object$" err
 check "bad: type not a string" has "^$B\\.x\\.7\\.jsonl:4: field 'type' is an integer, expected a string$" err
 check "bad: missing type, wrong-typed pid" eval "has '^$B\\.x\\.7\\.jsonl:5: record has no .type.\$' err && has '^$B\\.x\\.7\\.jsonl:6: field .pid. is a string, expected an integer\$' err"
+check "bad: comm_end's ipc with a string count, and with a negative one" eval "has '^$B\\.x\\.7\\.jsonl:11: field .ipc\\.in\\.push. is a string, expected an integer\$' err && has '^$B\\.x\\.7\\.jsonl:12: field .ipc. has a negative count\$' err"
 check "bad: truncated last line" has "^$B\\.x\\.8\\.jsonl:3: truncated last line \\(no newline\\): invalid JSON" err
 check "bad: 2 MiB line reported and skipped, following line kept" eval "has '^$B\\.y\\.9\\.jsonl:2: line longer than 1048576 bytes \\(2097[0-9]+\\), skipped\$' err && jqt '(.warnings | map({host,pid,what,message})) == [{\"host\":\"y\",\"pid\":9,\"what\":\"bad-setting\",\"message\":\"after the huge line\"}]'"
 check "bad: binary garbage in a record file: 2 lines reported" test "$(grep -c "^$B\\.g\\.1\\.jsonl:[12]: invalid JSON" "$TMP/err")" -eq 2
@@ -239,11 +241,14 @@ check "rv_ipc2: a clean ipc run passes --check" eval 'test $rc -eq 0 && ! has PR
 check "rv_ipc2: row shows action ipc, NET ipc, traffic from comm_end" has '^id:0x474f4f50 +weight-update +ipc +2/2 +vm +other +0 +ipc +- +AllGather:4/20Ki AllReduce:8/58B Bcast:10/243Ki Broadcast:10/243Ki Recv:3/293Ki Send:3/293Ki$'
 check "rv_ipc2: decided in 3 rounds" has '^  id:0x474f4f50: decided by root 127\.0\.0\.1:40957 \(0xc3209675\), 3 rounds: ipc$'
 check "rv_ipc2: the teardown warning is joined and marked after the rank's end" has '^warning vm:32722 ipc-peer-lost \(id:0x474f4f50 rank 1, after its end\): ipc communicator \(rank 1 of 2\)'
+check "rv_ipc2: how the broadcasts went, each hop once, staged explained" has "^  id:0x474f4f50: 14 hops: 0 pushed, 0 pulled, 14 staged \\(a buffer that could not be exported, e.g. PyTorch's expandable segments"
 run --json "$FX/rv_ipc2"
+check "rv_ipc2 --json: ipc_hops per communicator, comm_end's ipc per rank" jqt '.communicators[0].ipc_hops == {"push":0,"pull":0,"staged":14} and .communicators[0].ranks[0].ipc == {"first":8,"in":{"push":0,"pull":0,"staged":7},"out":{"push":0,"pull":0,"staged":7}} and .communicators[0].ranks[1].ipc.first == 6'
 check "rv_ipc2 --json: no NCCL pointer, the shim's handle, ops from comm_end" jqt '.communicators[0] | .action == "ipc" and .network == "ipc" and .ipc_peer_lost == false and .problems == [] and ([.ranks[] | [.comm, .handle, .["end"], .end_action]] == [[null,"0x7fa788000d00","destroy","ipc"],[null,"0x7fa144000d40","destroy","ipc"]]) and .ranks[0].ops.Send.count == 2 and .ranks[1].network == null and .ranks[0].decision.rounds == 3'
 check "rv_ipc2 --json: the warning names its communicator and rank" jqt '.warnings == [.warnings[0]] and (.warnings[0] | .what == "ipc-peer-lost" and .group == "id:0x474f4f501ab0b57b" and .rank == 1 and .after_end == true and .ts > 0)'
 run -v "$FX/rv_ipc2"
 check "rv_ipc2 -v: no comm pointer, the handle instead" has '^  rank 0: vm pid 32719 tid 32721 comm - handle 0x7fa788000d00 api other '
+check "rv_ipc2 -v: each rank's hops" eval "test \$(grep -cE '^          ipc: in push 0, pull 0, staged 7; out push 0, pull 0, staged 7; came first on [86]\$' $TMP/out) -eq 2"
 check "rv_ipc2 -v: the rank's ipc warning under it" has '^          warning ipc-peer-lost \(after this rank.s comm_end: its destroy.s teardown\): ipc communicator \(rank 1 of 2\)'
 # rv_ipc4: at the destroy the root records rank 3 leaving, two ranks warn after their end
 run --check "$FX/rv_ipc4"

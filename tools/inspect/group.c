@@ -278,6 +278,14 @@ static void summarize(communicator *c)
             op_stat *o, *tmp;
             HASH_ITER(hh, r->end->ops, o, tmp)
                 op_add(&c->ops, o->name, o->count, o->bytes);
+            if (r->end->ipc.present) {
+                c->hops.present = 1;
+                c->hops.first += r->end->ipc.first;
+                for (int k = 0; k < NHOPS; k++) {
+                    c->hops.in[k] += r->end->ipc.in[k];
+                    c->hops.out[k] += r->end->ipc.out[k];
+                }
+            }
         }
     }
     HASH_SORT(c->ops, op_cmp);

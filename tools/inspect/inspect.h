@@ -40,6 +40,15 @@ typedef struct process {
     UT_hash_handle hh;
 } process;
 
+/* How an ipc rank's broadcasts moved (comm_end's `ipc`): per hop kind. */
+enum { HOP_PUSH, HOP_PULL, HOP_STAGED, NHOPS };
+extern const char *const hop_names[NHOPS];
+
+typedef struct ipc_hops {
+    int present;
+    long long first, in[NHOPS], out[NHOPS];
+} ipc_hops;
+
 typedef struct comm_end_rec {
     char *host;
     long long pid;
@@ -50,6 +59,7 @@ typedef struct comm_end_rec {
     int has_rank;
     double ts;
     op_stat *ops;
+    ipc_hops ipc;           /* newer shims, ipc communicators */
     int used;
     struct comm_end_rec *next;
 } comm_end_rec;
@@ -217,6 +227,7 @@ typedef struct communicator {
     int ipc_lost;           /* a peer was lost while it ran (see group.c: join_ipc) */
     long long init_us;      /* max duration over ranks */
     op_stat *ops;           /* summed over ranks */
+    ipc_hops hops;          /* ipc: out-hops summed over ranks (each hop once) */
     strlist problems;
     UT_hash_handle hh;
 } communicator;

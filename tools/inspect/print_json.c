@@ -35,6 +35,23 @@ static json_t *jops(op_stat *ops)
     return o;
 }
 
+static json_t *jhopcounts(const long long *v)
+{
+    json_t *o = json_object();
+    for (int k = 0; k < NHOPS; k++)
+        json_object_set_new(o, hop_names[k], json_integer(v[k]));
+    return o;
+}
+
+/* comm_end's `ipc` as the shim wrote it; null for other communicators. */
+static json_t *jhops(const ipc_hops *h)
+{
+    if (!h->present)
+        return json_null();
+    return json_pack("{s:I,s:o,s:o}", "first", (json_int_t)h->first, "in", jhopcounts(h->in), "out",
+                     jhopcounts(h->out));
+}
+
 static json_t *jlist(const strlist *l)
 {
     json_t *a = json_array();
@@ -82,6 +99,7 @@ static json_t *jrank(rank_rec *r)
     json_object_set_new(o, "python", jstr(r->python0));
     json_object_set_new(o, "end", jstr(r->end ? (r->end->how ? r->end->how : "?") : NULL));
     json_object_set_new(o, "ops", r->end ? jops(r->end->ops) : json_object());
+    json_object_set_new(o, "ipc", r->end ? jhops(&r->end->ipc) : json_null());
     json_object_set_new(o, "end_action", jstr(r->end ? r->end->action : NULL));
     json_object_set_new(o, "end_decision_id", jstr(r->end ? r->end->decision_id : NULL));
     json_object_set_new(o, "file", jstr(r->file));
@@ -208,6 +226,8 @@ void inspect_print_json(inspect_state *st, FILE *out)
         json_object_set_new(o, "init_ms", json_real((double)c->init_us / 1000.0));
         json_object_set_new(o, "network", jstr(c->network));
         json_object_set_new(o, "ops", jops(c->ops));
+        /* each hop once: counted on its sender's side */
+        json_object_set_new(o, "ipc_hops", c->hops.present ? jhopcounts(c->hops.out) : json_null());
         json_object_set_new(o, "root", jstr(c->root));
         json_object_set_new(o, "decision_summary", jstr(c->decision_summary));
         json_object_set_new(o, "fell_back", json_boolean(c->fell_back));

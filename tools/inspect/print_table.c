@@ -159,6 +159,12 @@ static void print_ranks(communicator *c, FILE *out)
         }
         if (r->net_note)
             fprintf(out, "          net: %s (%s)\n", r->net ? r->net : "?", r->net_note);
+        if (r->end && r->end->ipc.present) {
+            const ipc_hops *h = &r->end->ipc;
+            fprintf(out, "          ipc: in push %lld, pull %lld, staged %lld; out push %lld, pull %lld, staged %lld; "
+                    "came first on %lld\n", h->in[HOP_PUSH], h->in[HOP_PULL], h->in[HOP_STAGED], h->out[HOP_PUSH],
+                    h->out[HOP_PULL], h->out[HOP_STAGED], h->first);
+        }
         for (size_t k = 0; k < c->ipc_warns.n; k++) {
             const warning_rec *w = c->ipc_warns.v[k];
             if (w->rank != r)
@@ -209,6 +215,21 @@ void inspect_print_table(inspect_state *st, FILE *out, int verbose)
         if (!any++)
             fputs("\ndecisions:\n", out);
         fprintf(out, "  %s: %s\n", c->short_group, c->decision_summary);
+    }
+    any = 0;
+    for (size_t i = 0; i < st->ncomms; i++) {
+        const communicator *c = st->sorted[i];
+        const ipc_hops *h = &c->hops;
+        if (!h->present)
+            continue;
+        if (!any++)
+            fputs("\nipc broadcasts (hops, each once):\n", out);
+        long long n = h->out[HOP_PUSH] + h->out[HOP_PULL] + h->out[HOP_STAGED];
+        fprintf(out, "  %s: %lld hop%s: %lld pushed, %lld pulled, %lld staged%s\n", c->short_group, n,
+                n == 1 ? "" : "s", h->out[HOP_PUSH], h->out[HOP_PULL], h->out[HOP_STAGED],
+                h->out[HOP_STAGED] ? " (a buffer that could not be exported, e.g. PyTorch's expandable segments: "
+                                     "slower, far slower while kernels fill the GPU; docs/records.md)"
+                                   : "");
     }
     any = 0;
     for (size_t i = 0; i < st->ncomms; i++) {

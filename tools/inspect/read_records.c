@@ -125,6 +125,32 @@ static int parse_ops(ctx *c, json_t *ops, op_stat **out)
     return 0;
 }
 
+const char *const hop_names[NHOPS] = {"push", "pull", "staged"};
+
+/* ipc: {"first":N,"in":{"push":N,"pull":N,"staged":N},"out":{...}}; kinds
+ * the shim may add later are ignored, counts must be integers >= 0. */
+static void parse_ipc(ctx *c, json_t *o, ipc_hops *h)
+{
+    c->prefix = "ipc.";
+    h->first = get_int(c, o, "first", 0, 0, NULL);
+    for (int way = 0; way < 2 && !c->bad; way++) {
+        json_t *w = get_obj(c, o, way ? "out" : "in");
+        c->prefix = way ? "ipc.out." : "ipc.in.";
+        for (int k = 0; w && k < NHOPS && !c->bad; k++)
+            (way ? h->out : h->in)[k] = get_int(c, w, hop_names[k], 0, 0, NULL);
+        c->prefix = "ipc.";
+    }
+    c->prefix = NULL;
+    int neg = h->first < 0;
+    for (int k = 0; k < NHOPS; k++)
+        neg |= h->in[k] < 0 || h->out[k] < 0;
+    if (!c->bad && neg) {
+        c->bad = 1;
+        inspect_error(c->st, c->file, c->line, 0, "field 'ipc' has a negative count");
+    }
+    h->present = !c->bad;
+}
+
 /* A decision id as a join key: the numeric value (norm_comm_ptr), NULL for
  * none or 0 (a rank that fell back before it heard the root). */
 static char *norm_id(const char *s)
@@ -242,6 +268,9 @@ static void feed_comm_end(ctx *c, json_t *o, const char *host, long long pid, do
     json_t *ops = get_obj(c, o, "ops");
     if (ops && !c->bad)
         parse_ops(c, ops, &e->ops);
+    json_t *ipc = c->bad ? NULL : get_obj(c, o, "ipc");
+    if (ipc && !c->bad)
+        parse_ipc(c, ipc, &e->ipc);
     if (!c->bad && !comm && !e->handle && !(e->group && e->has_rank)) {
         c->bad = 1;
         inspect_error(c->st, c->file, c->line, 0,
