@@ -80,8 +80,40 @@ static void config_warn(const char *fmt, const char *a, const char *b)
         snprintf(g_config_warnings[g_config_nwarnings++], sizeof(g_config_warnings[0]), fmt, a, b);
 }
 
+/*
+ * NCCLSHIM_* variables that are no setting of the shim: a misspelt name
+ * would otherwise be ignored without a word (NCCLSHIM_WEIGHT_UPDTE=ipc and
+ * every communicator passes through).  Our own tools' variables, the debug
+ * trace and retired settings are known.
+ */
+static void check_names(void)
+{
+    static const char *const tools[] = { "NCCLSHIM_IPC_TRACE", "NCCLSHIM_GPU_KEEP", "NCCLSHIM_TEST_KEEP", NULL };
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (strncmp(*e, "NCCLSHIM_", 9) != 0)
+            continue;
+        int known = 0;
+        for (const char *const *s = shim_setting_names; *s && !known; s++)
+            known = strlen(*s) == n && strncmp(*s, *e, n) == 0;
+        for (const char *const *s = tools; *s && !known; s++)
+            known = strlen(*s) == n && strncmp(*s, *e, n) == 0;
+        if (known)
+            continue;
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)(n < 60 ? n : 60), *e);
+        if (strcmp(name, "NCCLSHIM_IPC_STREAMS") == 0)
+            config_warn("%s is no longer used (an ipc broadcast runs on the caller's stream); unset it%s", name, "");
+        else
+            config_warn("%s is not a setting of ncclshim (misspelt? docs/policy.md lists them); ignored%s", name, "");
+    }
+}
+
 static void config_read(void)
 {
+    check_names();
+
     struct shim_config *c = &g_config;
     const char *v = getenv("NCCLSHIM_MODE");
     c->mode = MODE_ENFORCE;

@@ -22,6 +22,13 @@ run pushw NCCLSHIM_IPC_PUSH_WAIT_US=-5
 is "$(cat "$TMP/pushw/rc")" 0 "a bad NCCLSHIM_IPC_PUSH_WAIT_US does not harm the application"
 like "$(cat "$TMP/pushw/err")" "NCCLSHIM_IPC_PUSH_WAIT_US='-5' is not a number in 0..1000000; using 200" "stderr names the variable, its range and the default used"
 
+run names NCCLSHIM_WEIGHT_UPDTE=ipc NCCLSHIM_IPC_STREAMS=2 NCCLSHIM_IPC_TRACE=0
+is "$(cat "$TMP/names/rc")" 0 "unknown NCCLSHIM_ variables do not harm the application"
+like "$(cat "$TMP/names/err")" "NCCLSHIM_WEIGHT_UPDTE is not a setting of ncclshim \(misspelt\? docs/policy.md lists them\); ignored" "a misspelt variable's name is reported"
+like "$(cat "$TMP/names/err")" "NCCLSHIM_IPC_STREAMS is no longer used \(an ipc broadcast runs on the caller's stream\); unset it" "a retired one says so"
+is "$(grep -c 'NCCLSHIM_IPC_TRACE' "$TMP/names/err")" 0 "the debug trace switch is known"
+is "$(jqr "$TMP/names/rec" 'select(.type=="warning" and .what=="bad-setting") | .what' | wc -l)" 2 "both kept as bad-setting warning records"
+
 # observe: the root decides, and passes through all the same (its reason says what it would do).
 run obs NCCLSHIM_MODE=observe NCCLSHIM_RULES='*:drop'
 is "$(jqr "$TMP/obs/rec" 'select(.type=="comm" and .fn=="ncclCommInitRank") | .action')" '"passthrough"' "observe passes through what a rule would drop"
