@@ -79,9 +79,10 @@ def worker(args):
                               st(stream.cuda_stream))
         op()
         barrier()
-        # A first round untimed: right after set-up a GPU can be slow to
-        # react for about a millisecond (seen at 1 MiB: 5 GB/s in 1 run of 2,
-        # with either transport); kept in bw_cold.
+        # A first round untimed, kept in bw_cold: a process's first
+        # cuIpcOpenMemHandle of an application buffer takes ~9 ms
+        # (bench/first_ops.py), and falls into the first round of 1 MiB
+        # whenever the warm-up broadcast went the other way.
         t = timed(op, stream, iters(size))
         res.setdefault("bw_cold", {})[str(size)] = size / t / 1e9
         barrier()
@@ -205,7 +206,7 @@ def main():
         a, b, p = r_nccl[1]["bw"][k], r_ipc[1]["bw"][k], peer.get(k, float("nan"))
         print("%8d MiB %10.1f %10.1f %8.2f %10.1f %12.2f %11.1f" % (size >> 20, a, b, b / a, p, b / p,
                                                                     r_st[1]["bw"][k]))
-    print("the untimed first round of each size (right after set-up for 1 MiB):")
+    print("the untimed first round of each size (for 1 MiB, perhaps a process's first mapping of a buffer):")
     for name, rr in (("NCCL", r_nccl), ("ipc", r_ipc)):
         print("%-10s" % name + "".join(" %d MiB %.1f;" % (int(k) >> 20, v)
                                        for k, v in sorted(rr[1]["bw_cold"].items(), key=lambda kv: int(kv[0]))))

@@ -289,7 +289,10 @@ static int map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc
             c->capmap = cap;
         }
         CUdeviceptr p = 0;
+        uint64_t t0 = shim_mono_us();
         CUresult res = c->cu->cuIpcOpenMemHandle(&p, d->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        ipc_trace(c, "b %llu: opened rank %d's buffer (%llu bytes) in %llu us", (unsigned long long)b, r,
+                  (unsigned long long)d->alloc_size, (unsigned long long)(shim_mono_us() - t0));
         if (res != CUDA_SUCCESS) {
             char err[160];
             snprintf(why, whylen, "opening rank %d's buffer (%llu bytes) for broadcast %llu: %s", r,
@@ -525,6 +528,7 @@ int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, in
               size_t whylen)
 {
     struct plan p;
+    ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
     if (plan(c, j, &p, why, whylen) != 0)
         return -1;
     count(c, j, &p);
