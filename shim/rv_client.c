@@ -11,6 +11,7 @@
 #include "rv_io.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -80,8 +81,17 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
     fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
     if (fd < 0) {
-        fall_back(out, "rendezvous: %s (the root's process exited, or its listener expired: "
-                  "NCCLSHIM_RENDEZVOUS_IDLE_MS)%s: passthrough", err, "");
+        /* What the connect's failure says of the cause (docs/troubleshooting.md). */
+        int e = errno;
+        const char *why = e == ECONNREFUSED
+                              ? " (nothing listens there: the root's process exited, or its listener expired: "
+                                "NCCLSHIM_RENDEZVOUS_IDLE_MS)"
+                          : e == ETIMEDOUT ? " (no answer: a firewall drops the root's port, or the root's host is down)"
+                          : e == EHOSTUNREACH || e == ENETUNREACH
+                              ? " (the address NCCL put in the unique ID is not reachable from this host: "
+                                "NCCL_SOCKET_IFNAME)"
+                              : "";
+        fall_back(out, "rendezvous: %s%s: passthrough", err, why);
         goto done;
     }
     m->type = RV_HELLO;

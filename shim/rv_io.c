@@ -71,8 +71,10 @@ int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us,
     if (connect(fd, sa, salen) == 0)
         return fd;
     if (errno != EINPROGRESS && errno != EINTR) {
-        snprintf(err, errlen, "connect to the root's shim at %s: %s", where, strerror(errno));
+        int e = errno;
+        snprintf(err, errlen, "connect to the root's shim at %s: %s", where, strerror(e));
         close(fd);
+        errno = e;
         return -1;
     }
     int r = wait_fd(fd, POLLOUT, deadline_us);
@@ -80,11 +82,13 @@ int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us,
     socklen_t sl = sizeof(soerr);
     if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
         return fd;
+    int e = r == 0 ? ETIMEDOUT : r < 0 ? errno : soerr;
     if (r == 0)
         snprintf(err, errlen, "connect to the root's shim at %s: timed out", where);
     else
-        snprintf(err, errlen, "connect to the root's shim at %s: %s", where, strerror(r < 0 ? errno : soerr));
+        snprintf(err, errlen, "connect to the root's shim at %s: %s", where, strerror(e));
     close(fd);
+    errno = e; /* the caller explains by the cause */
     return -1;
 }
 

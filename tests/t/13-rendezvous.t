@@ -357,8 +357,8 @@ ok(cr and cr[0]["action"] == "passthrough" and "connection closed" in cr[0]["dec
    "and its record says the root's connection closed", cr)
 late = Proc("late", ["rank", "1", "2", hid], dict(env, NCCLSHIM_ROLE="inference"))
 late.wait()
-ok(late.elapsed < 5 and "refused" in json.dumps(comm_records(d)[-1]),
-   "a rank arriving after the root died: connection refused, passthrough", comm_records(d)[-1:])
+ok(late.elapsed < 5 and "refused (nothing listens there: the root's process exited" in json.dumps(comm_records(d)[-1]),
+   "a rank arriving after the root died: connection refused, passthrough, and the reason says why", comm_records(d)[-1:])
 
 # 14. Strangers on the port: garbage, a truncated frame, an oversized length, a wrong token,
 #     a silent connection.  The real ranks still get their decision.
