@@ -607,7 +607,9 @@ ok(procs[0].elapsed < 20 and "ASYNC 0 6" in out and " destroy=0" in out,
    "rank 1 exits after init: rank 0's transfers stop, GetAsyncError gives ncclRemoteError (6), destroy returns",
    (procs[0].elapsed, out[-400:], procs[0].err[-400:]))
 lost = [x for x in records(d + "/rec") if x.get("what") == "ipc-peer-lost"]
-ok(lost and "gone" in lost[0]["message"], "and a warning record says the peer is gone", lost[:1])
+ok(lost and "gone" in lost[0]["message"], "and a warning record says the peer is gone",
+   [lost[:1], procs[0].elapsed, [x for x in records(d + "/rec") if x.get("type") in ("warning", "ipc_peer_left")],
+    procs[0].err[-1500:]])
 
 # 30. Every record line of every scenario is valid JSON.
 bad = [x for sub in os.listdir(TMP) for x in records(os.path.join(TMP, sub, "rec")) if x.get("type") == "UNPARSABLE"]
