@@ -32,22 +32,10 @@ def worker(args):
     torch.cuda.init()
     torch.empty(1, device=dev)
     lib = ctypes_bcast.NCCLLibrary(common.nccl_so_path())
-    path = os.path.join(os.path.abspath(args["outdir"]), "ncclid.first")
-    if rank == 0:
-        uid = lib.ncclGetUniqueId()
-        common.put_file(path, bytes(uid.internal))
-    else:
-        uid = lib.unique_id_from_bytes(common.wait_file(path))
-    with torch.cuda.device(rank):
-        comm = lib.ncclCommInitRank(args["world"], uid, rank)
+    comm = ctypes_bcast.make_comm(lib, args, "first")
     vp, st = ctypes_bcast.buffer_type, ctypes_bcast.cudaStream_t
     stream = torch.cuda.current_stream()
-    one = torch.ones(1, dtype=torch.float32, device=dev)
-
-    def barrier():
-        lib.ncclAllReduce(vp(one.data_ptr()), vp(one.data_ptr()), 1, ctypes_bcast.ncclFloat32,
-                          ctypes_bcast.ncclSum, comm, st(stream.cuda_stream))
-        torch.cuda.synchronize()
+    barrier = ctypes_bcast.make_barrier(lib, comm, stream, dev)
 
     def phase(buf):
         barrier()

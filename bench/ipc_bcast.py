@@ -63,12 +63,7 @@ def worker(args):
     free1, _ = torch.cuda.mem_get_info(dev)
     vp, st = ctypes_bcast.buffer_type, ctypes_bcast.cudaStream_t
     stream = torch.cuda.current_stream()
-    one = torch.ones(1, dtype=torch.float32, device=dev)
-
-    def barrier():
-        lib.ncclAllReduce(vp(one.data_ptr()), vp(one.data_ptr()), 1, ctypes_bcast.ncclFloat32,
-                          ctypes_bcast.ncclSum, comm, st(stream.cuda_stream))
-        torch.cuda.synchronize()
+    barrier = ctypes_bcast.make_barrier(lib, comm, stream, dev)
 
     barrier()
     res = {"init_s": t_init, "init_wall": [w0, w1], "mem_mib": (free0 - free1) / 2**20, "bw": {}}

@@ -135,6 +135,19 @@ def make_comm(lib, args, tag):
         return lib.ncclCommInitRank(world, uid, rank)
 
 
+def make_barrier(lib, comm, stream, dev):
+    """A barrier of the communicator's ranks: a one-float all-reduce on `stream`, then the host
+    waits for the device."""
+    import torch
+    one = torch.ones(1, dtype=torch.float32, device=dev)
+
+    def barrier():
+        lib.ncclAllReduce(buffer_type(one.data_ptr()), buffer_type(one.data_ptr()), 1, ncclFloat32, ncclSum, comm,
+                          cudaStream_t(stream.cuda_stream))
+        torch.cuda.synchronize()
+    return barrier
+
+
 def payload(nbytes):
     """Seeded random bytes, made on the CPU (the same on every rank and every run)."""
     import torch
