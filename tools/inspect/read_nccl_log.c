@@ -199,7 +199,8 @@ static void bind_comm(inspect_state *st, const char *host, long long pid, long l
     free(norm);
 }
 
-static void note_plugin(inspect_state *st, const char *proc_key, const char *name, size_t n)
+/* The NCCL process `proc_key` (host:pid), created on first sight. */
+static nccl_proc *proc_get(inspect_state *st, const char *proc_key)
 {
     nccl_proc *np;
     HASH_FIND_STR(st->nccl_procs, proc_key, np);
@@ -209,6 +210,12 @@ static void note_plugin(inspect_state *st, const char *proc_key, const char *nam
         np->key = xstrdup(proc_key);
         HASH_ADD_KEYPTR(hh, st->nccl_procs, np->key, strlen(np->key), np);
     }
+    return np;
+}
+
+static void note_plugin(inspect_state *st, const char *proc_key, const char *name, size_t n)
+{
+    nccl_proc *np = proc_get(st, proc_key);
     char *s = xmalloc(n + 1);
     memcpy(s, name, n);
     s[n] = '\0';
@@ -238,14 +245,7 @@ static void bind_channel(inspect_state *st, const char *proc_key, const char *ti
 
 static void add_warn(inspect_state *st, const char *proc_key, const char *msg)
 {
-    nccl_proc *np;
-    HASH_FIND_STR(st->nccl_procs, proc_key, np);
-    if (!np) {
-        np = xmalloc(sizeof *np);
-        memset(np, 0, sizeof *np);
-        np->key = xstrdup(proc_key);
-        HASH_ADD_KEYPTR(hh, st->nccl_procs, np->key, strlen(np->key), np);
-    }
+    nccl_proc *np = proc_get(st, proc_key);
     if (np->nwarns < INSPECT_MAX_NCCL_WARNS) {
         /* abbreviated: a problem line, not a log dump */
         size_t n = strlen(msg);
