@@ -51,96 +51,22 @@ def set_title(title):
 
 
 # ---------------------------------------------------------------- the ctypes client
-ncclResult_t = ctypes.c_int
-ncclComm_t = ctypes.c_void_p
-buffer_type = ctypes.c_void_p
-cudaStream_t = ctypes.c_void_p
-ncclUint8, ncclFloat32, ncclSum = 1, 7, 0
-
-
-class ncclUniqueId(ctypes.Structure):
-    _fields_ = [("internal", ctypes.c_byte * 128)]
-
-
-class NCCLLibrary:
-    """Like vLLM's pynccl_wrapper.NCCLLibrary: CDLL (RTLD_LOCAL), one attribute lookup
-    (dlsym on the handle) per function, argtypes and restype set."""
-    exported_functions = [
-        ("ncclGetErrorString", ctypes.c_char_p, [ncclResult_t]),
-        ("ncclGetVersion", ncclResult_t, [ctypes.POINTER(ctypes.c_int)]),
-        ("ncclGetUniqueId", ncclResult_t, [ctypes.POINTER(ncclUniqueId)]),
-        ("ncclCommInitRank", ncclResult_t, [ctypes.POINTER(ncclComm_t), ctypes.c_int, ncclUniqueId, ctypes.c_int]),
-        ("ncclAllReduce", ncclResult_t,
-         [buffer_type, buffer_type, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ncclComm_t, cudaStream_t]),
-        ("ncclBroadcast", ncclResult_t,
-         [buffer_type, buffer_type, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ncclComm_t, cudaStream_t]),
-        ("ncclCommDestroy", ncclResult_t, [ncclComm_t]),
-    ]
-
-    def __init__(self, so_file):
-        self.lib = ctypes.CDLL(so_file)
-        self._funcs = {}
-        for name, restype, argtypes in self.exported_functions:
-            f = getattr(self.lib, name)
-            f.restype = restype
-            f.argtypes = argtypes
-            self._funcs[name] = f
-
-    def check(self, result, what):
-        if result != 0:
-            msg = self._funcs["ncclGetErrorString"](result)
-            raise RuntimeError("%s: NCCL error %d: %s" % (what, result, msg.decode(errors="replace") if msg else "?"))
-
-    def version(self):
-        v = ctypes.c_int()
-        self.check(self._funcs["ncclGetVersion"](ctypes.byref(v)), "ncclGetVersion")
-        return v.value
-
-    def unique_id(self):
-        uid = ncclUniqueId()
-        self.check(self._funcs["ncclGetUniqueId"](ctypes.byref(uid)), "ncclGetUniqueId")
-        return uid
-
-    def init_rank(self, world, uid, rank):
-        comm = ncclComm_t()
-        self.check(self._funcs["ncclCommInitRank"](ctypes.byref(comm), world, uid, rank), "ncclCommInitRank")
-        return comm
-
-    def all_reduce(self, t, comm, stream):
-        self.check(self._funcs["ncclAllReduce"](buffer_type(t.data_ptr()), buffer_type(t.data_ptr()), t.numel(),
-                                                ncclFloat32, ncclSum, comm, cudaStream_t(stream.cuda_stream)),
-                   "ncclAllReduce")
-
-    def broadcast(self, t, root, comm, stream):
-        self.check(self._funcs["ncclBroadcast"](buffer_type(t.data_ptr()), buffer_type(t.data_ptr()), t.numel(),
-                                                ncclUint8, root, comm, cudaStream_t(stream.cuda_stream)),
-                   "ncclBroadcast")
-
-    def destroy(self, comm):
-        self.check(self._funcs["ncclCommDestroy"](comm), "ncclCommDestroy")
-
-
-# torch's libnccl.so.2 (the nvidia-nccl wheel), found as the GPU tests find it.
+# The GPU tests' client, written like vLLM's pynccl_wrapper (CDLL with RTLD_LOCAL,
+# one dlsym per function); torch's libnccl.so.2 (the nvidia-nccl wheel), found as
+# the GPU tests find it; files between ranks as the GPU tests pass them.
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "gpu"))
-from common import nccl_so_path  # noqa: E402
+from common import nccl_so_path, put_file, wait_file  # noqa: E402
+from ctypes_bcast import NCCLLibrary, buffer_type, cudaStream_t, ncclFloat32, ncclSum, ncclUint8  # noqa: E402
 
 
-# ---------------------------------------------------------------- files between ranks
-def put_file(path, data):
-    tmp = "%s.tmp.%d" % (path, os.getpid())
-    with open(tmp, "wb") as f:
-        f.write(data)
-    os.replace(tmp, path)
+def all_reduce(lib, t, comm, stream):
+    lib.ncclAllReduce(buffer_type(t.data_ptr()), buffer_type(t.data_ptr()), t.numel(), ncclFloat32, ncclSum, comm,
+                      cudaStream_t(stream.cuda_stream))
 
 
-def wait_file(path, timeout):
-    deadline = time.monotonic() + timeout
-    while not os.path.exists(path):
-        if time.monotonic() > deadline:
-            raise TimeoutError("timed out after %.0f s waiting for %s" % (timeout, path))
-        time.sleep(0.02)
-    with open(path, "rb") as f:
-        return f.read()
+def broadcast(lib, t, root, comm, stream):
+    lib.ncclBroadcast(buffer_type(t.data_ptr()), buffer_type(t.data_ptr()), t.numel(), ncclUint8, root, comm,
+                      cudaStream_t(stream.cuda_stream))
 
 
 # ---------------------------------------------------------------- the weights
@@ -182,13 +108,11 @@ def init_collective(lib, a, world):
     group.  (The name matters: the shim's default call-site pattern '* init_collective'.)"""
     uid_path = os.path.join(a.dir, "weight_update.uid")
     if a.group_rank == 0:
-        uid = lib.unique_id()
+        uid = lib.ncclGetUniqueId()
         put_file(uid_path, bytes(uid.internal))
     else:
-        data = wait_file(uid_path, a.wait)
-        uid = ncclUniqueId()
-        ctypes.memmove(ctypes.addressof(uid.internal), data, 128)
-    return lib.init_rank(world, uid, a.group_rank)
+        uid = lib.unique_id_from_bytes(wait_file(uid_path, a.wait))
+    return lib.ncclCommInitRank(world, uid, a.group_rank)
 
 
 def run(a):
@@ -202,7 +126,7 @@ def run(a):
     world = 3
     step("load NCCL through ctypes")
     lib = NCCLLibrary(nccl_so_path())
-    res["nccl_version"] = lib.version()
+    res["nccl_version"] = lib.ncclGetVersion()
 
     step("init_collective: the weight-update communicator (3 ranks)")
     t0 = time.perf_counter()
@@ -211,7 +135,7 @@ def run(a):
     step("warm-up all-reduce of one float on the weight-update communicator")
     cur = torch.cuda.current_stream()
     one = torch.ones(1, dtype=torch.float32, device=dev)
-    lib.all_reduce(one, wu, cur)
+    all_reduce(lib, one, wu, cur)
     torch.cuda.synchronize()
     res["warmup"] = one.item()
     if res["warmup"] != float(world):
@@ -280,16 +204,16 @@ def run(a):
             torch.cuda.synchronize()
         step("refit %d: %d packed buffers, %d MiB, broadcast from rank 0 on 2 streams in turn"
              % (refit, len(sizes), sum(sizes) >> 20))
-        lib.all_reduce(one, wu, cur)  # every rank is here
+        all_reduce(lib, one, wu, cur)  # every rank is here
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for k, b in enumerate(bufs):
             s = streams[k % 2]
             s.wait_stream(cur)
-            lib.broadcast(b, 0, wu, s)
+            broadcast(lib, b, 0, wu, s)
         for s in streams:
             cur.wait_stream(s)
-        lib.all_reduce(one, wu, cur)  # every rank has received everything
+        all_reduce(lib, one, wu, cur)  # every rank has received everything
         torch.cuda.synchronize()
         dt = time.perf_counter() - t0
         step("refit %d: verify" % refit)
@@ -324,7 +248,7 @@ def run(a):
     if a.role == "trainer":
         import torch.distributed as dist
         dist.destroy_process_group()
-    lib.destroy(wu)
+    lib.ncclCommDestroy(wu)
     res["ok"] = True
     step("done")
     return res
