@@ -86,20 +86,21 @@ static void config_warn(const char *fmt, const char *a, const char *b)
  * every communicator passes through).  Our own tools' variables, the debug
  * trace and retired settings are known.
  */
+static int listed(const char *const *list, const char *name, size_t n)
+{
+    for (; *list; list++)
+        if (strlen(*list) == n && strncmp(*list, name, n) == 0)
+            return 1;
+    return 0;
+}
+
 static void check_names(void)
 {
     static const char *const tools[] = { "NCCLSHIM_IPC_TRACE", "NCCLSHIM_GPU_KEEP", "NCCLSHIM_TEST_KEEP", NULL };
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
         size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
-        if (strncmp(*e, "NCCLSHIM_", 9) != 0)
-            continue;
-        int known = 0;
-        for (const char *const *s = shim_setting_names; *s && !known; s++)
-            known = strlen(*s) == n && strncmp(*s, *e, n) == 0;
-        for (const char *const *s = tools; *s && !known; s++)
-            known = strlen(*s) == n && strncmp(*s, *e, n) == 0;
-        if (known)
+        if (strncmp(*e, "NCCLSHIM_", 9) != 0 || listed(shim_setting_names, *e, n) || listed(tools, *e, n))
             continue;
         char name[64];
         snprintf(name, sizeof(name), "%.*s", (int)(n < 60 ? n : 60), *e);

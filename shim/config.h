@@ -24,7 +24,7 @@ struct shim_config {
     struct policy policy;               /* NCCLSHIM_WEIGHT_UPDATE, NCCLSHIM_RULES, NCCLSHIM_STRICT */
     size_t ipc_chunk_bytes;             /* NCCLSHIM_IPC_CHUNK_BYTES: one staging slot */
     int ipc_slots;                      /* NCCLSHIM_IPC_SLOTS: slots per rank */
-    int ipc_push_wait_us;               /* NCCLSHIM_IPC_PUSH_WAIT_US: a sender's wait for a receiver one broadcast behind */
+    int ipc_push_wait_us;               /* NCCLSHIM_IPC_PUSH_WAIT_US: a sender's wait for a receiver a few broadcasts behind */
     struct policy_patterns patterns;    /* pointers into the environment */
 };
 

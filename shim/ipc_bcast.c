@@ -170,10 +170,10 @@ static void await_receiver(struct ipc_comm *c, uint64_t b)
     const _Atomic uint64_t *w = &c->shared[r]->ring[b % DRING].claim_in;
     if (!c->push_wait_us || atomic_load(w) >> 2 == b)
         return;
-    int close = 0;
-    for (uint64_t k = 1; k <= PUSH_BEHIND && k < b && !close; k++)
-        close = published(c, r, b - k);
-    if (!close)
+    int near = 0;
+    for (uint64_t k = 1; k <= PUSH_BEHIND && k < b && !near; k++)
+        near = published(c, r, b - k);
+    if (!near)
         return;
     uint64_t t0 = shim_mono_us(), until = t0 + (uint64_t)c->push_wait_us;
     while (atomic_load(w) >> 2 != b) {

@@ -70,23 +70,16 @@ int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us,
     (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     if (connect(fd, sa, salen) == 0)
         return fd;
-    if (errno != EINPROGRESS && errno != EINTR) {
-        int e = errno;
-        snprintf(err, errlen, "connect to the root's shim at %s: %s", where, strerror(e));
-        close(fd);
-        errno = e;
-        return -1;
+    int e = errno;
+    if (e == EINPROGRESS || e == EINTR) {
+        int r = wait_fd(fd, POLLOUT, deadline_us), soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+            return fd;
+        e = r == 0 ? ETIMEDOUT : r < 0 ? errno : soerr;
     }
-    int r = wait_fd(fd, POLLOUT, deadline_us);
-    int soerr = 0;
-    socklen_t sl = sizeof(soerr);
-    if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
-        return fd;
-    int e = r == 0 ? ETIMEDOUT : r < 0 ? errno : soerr;
-    if (r == 0)
-        snprintf(err, errlen, "connect to the root's shim at %s: timed out", where);
-    else
-        snprintf(err, errlen, "connect to the root's shim at %s: %s", where, strerror(e));
+    snprintf(err, errlen, "connect to the root's shim at %s: %s", where,
+             e == ETIMEDOUT ? "timed out" : strerror(e));
     close(fd);
     errno = e; /* the caller explains by the cause */
     return -1;
