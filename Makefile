@@ -9,6 +9,25 @@ CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Werror
 # uthash from Debian (uthash-dev) or a copy in .deps/include (GPU machine).
 UTHASH_INC := $(if $(wildcard /usr/include/uthash.h),,-I.deps/include)
+# Before compiling anything, check what the goals need (tools/bootstrap.sh: as root with apt
+# it installs the missing packages, saying so in one line); otherwise stop with one line
+# naming the command to run, instead of a wall of "uthash.h: No such file" from every file.
+# Only the top-level make checks: sub-makes (test-asan's) run after it.
+BOOTSTRAP_all := build
+BOOTSTRAP_test := test
+BOOTSTRAP_test-asan := test
+BOOTSTRAP_test-valgrind := test valgrind
+BOOTSTRAP_demo := demo
+BOOTSTRAP_fuzz := build fuzz
+BOOTSTRAP_fuzz-long := build fuzz
+BOOTSTRAP_wheel := wheel
+BOOTSTRAP_bench := build
+BOOTSTRAP_install := build
+BOOTSTRAP_FOR := $(sort $(foreach g,$(or $(MAKECMDGOALS),all),$(BOOTSTRAP_$(g))))
+ifeq ($(MAKELEVEL)$(if $(BOOTSTRAP_FOR),,none),0)
+BOOTSTRAP_FAIL := $(shell NCCLSHIM_BOOTSTRAP='$(NCCLSHIM_BOOTSTRAP)' CC='$(CC)' BOOTSTRAP_CPPFLAGS='$(UTHASH_INC)' tools/bootstrap.sh --stdout $(BOOTSTRAP_FOR))
+$(if $(BOOTSTRAP_FAIL),$(error $(BOOTSTRAP_FAIL)))
+endif
 SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(UTHASH_INC) $(CFLAGS)
 # libc, libdl and pthreads only: the real NCCL and CUDA are found at run time.
 SHIM_LDLIBS := -ldl -lpthread
