@@ -98,4 +98,4 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
 
 clean:
-	rm -rf $(BUILD) tools/ncclshim-inspect tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/cuda tests/fake/test_fake
+	rm -rf $(BUILD) tools/ncclshim-inspect tools/inspect/report_html.gen.h tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/cuda tests/fake/test_fake
