@@ -41,7 +41,7 @@ BUILD ?= build
 LIB := $(BUILD)/libncclshim.so
 MAP := $(BUILD)/ncclshim.map
 
-.PHONY: all test test-gpu test-asan test-valgrind demo install clean bench fuzz check-exports
+.PHONY: all test test-gpu test-asan test-valgrind demo install clean bench fuzz check-exports wheel
 all: $(LIB) tools/ncclshim-inspect fake-nccl tests-bin
 
 $(MAP): shim/exports.map.in shim/nccl_api.def
@@ -90,6 +90,13 @@ fuzz: fuzz-short
 bench: all
 	bench/forward_cost.sh 100000
 	bench/decision_cost.sh
+
+# A wheel with libncclshim.so and ncclshim-inspect (pip/uv-built images):
+# `python -m ncclshim --lib` prints the path for LD_PRELOAD.  Written to $(BUILD)/dist.
+NCCLSHIM_VERSION = $(shell sed -n 's/^\#define NCCLSHIM_VERSION "\(.*\)"/\1/p' shim/version.h)
+wheel: $(LIB) tools/ncclshim-inspect
+	$(PYTHON) tools/wheel/build_wheel.py --lib $(LIB) --inspect tools/ncclshim-inspect \
+	    --version $(NCCLSHIM_VERSION) --out $(BUILD)/dist
 
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/ncclshim

@@ -11,8 +11,10 @@
 # (e.g. "--refit-gib 2 --refits 2", "--qp-budget 24"); DEMO_CPU=1 forces the CPU path.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SHIM=$ROOT/build/libncclshim.so
-INSPECT=$ROOT/tools/ncclshim-inspect
+# DEMO_SHIM / DEMO_INSPECT: another build of the library and the tool (an installed wheel's:
+# tests/t/19-wheel.t runs the demo with `python -m ncclshim --lib`).
+SHIM=${DEMO_SHIM:-$ROOT/build/libncclshim.so}
+INSPECT=${DEMO_INSPECT:-$ROOT/tools/ncclshim-inspect}
 OUT=${DEMO_DIR:-$(mktemp -d /tmp/ncclshim-demo.XXXXXX)}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"

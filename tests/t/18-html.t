@@ -9,7 +9,7 @@ source "$(dirname "$0")/../tap.sh"
 FIX=$ROOT/tests/inspect/fixtures
 
 # 1. The demo's records and the report, without a browser.
-DEMO_CPU=1 DEMO_DIR=$TMP/demo tap_run 150 "$ROOT/tools/demo.sh" > "$TMP/demo.out" 2>&1
+DEMO_SHIM=$SHIM DEMO_CPU=1 DEMO_DIR=$TMP/demo tap_run 150 "$ROOT/tools/demo.sh" > "$TMP/demo.out" 2>&1
 st=$?
 is "$st" 0 "the CPU demo ran (exit $st)"
 [ "$st" -eq 0 ] || tail -20 "$TMP/demo.out" | sed 's/^/# /'
