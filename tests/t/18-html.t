@@ -46,6 +46,12 @@ import json,re,sys
 d=json.loads(re.search(r"id=\"data\">(.*?)</script>",open(sys.argv[1]).read(),re.S).group(1))
 print([p[2] for p in d["procs"]][0])' "$TMP/hostile.html")" "</script><img src=x onerror=alert(1)><!--" \
     "and it reads back intact"
+# Malformed record files: reported in the page as the table reports them, the rest kept.
+"$INSPECT" --html "$TMP/bad.html" "$FIX/bad" > /dev/null 2> "$TMP/bad.err"
+is "$(python3 -c '
+import json,re,sys
+d=json.loads(re.search(r"id=\"data\">(.*?)</script>",open(sys.argv[1]).read(),re.S).group(1))
+print(len(d["errors"]))' "$TMP/bad.html")" "$(grep -c . "$TMP/bad.err")" "the bad fixture: each input error the table gives is in the page"
 out=$("$INSPECT" --html - "${recs[@]}" 2> /dev/null)
 like "$(printf '%s' "$out" | head -1)" '^<!DOCTYPE html>' "--html -: the page on stdout, instead of the table"
 "$INSPECT" --html > /dev/null 2> "$TMP/err"

@@ -33,6 +33,25 @@ static void js(FILE *out, const char *s)
     putc('"', out);
 }
 
+/* The next element of an array: ",<string>". */
+static void jsc(FILE *out, const char *s)
+{
+    putc(',', out);
+    js(out, s);
+}
+
+/* [<string>,...] */
+static void js_list(FILE *out, const strlist *l)
+{
+    putc('[', out);
+    for (size_t k = 0; k < l->n; k++) {
+        if (k)
+            putc(',', out);
+        js(out, l->v[k]);
+    }
+    putc(']', out);
+}
+
 /* Seconds since the first timestamp, in ms with 3 decimals (1 us); null when the
  * fact has no time (NCCL-log-only ranks without a shim record). */
 static void jt(FILE *out, double ts, double t0)
@@ -120,36 +139,20 @@ static void write_comms(inspect_state *st, FILE *out)
         char *traffic = inspect_traffic_string(c->ops);
         fputs(i ? ",[" : "[", out);
         js(out, c->short_group);
+        jsc(out, c->purpose);
+        jsc(out, c->action);
+        jsc(out, c->network);
+        fprintf(out, ",%zu,%lld,", c->ranks_seen, c->nranks);
+        js_list(out, &c->hosts);
         putc(',', out);
-        js(out, c->purpose);
-        putc(',', out);
-        js(out, c->action);
-        putc(',', out);
-        js(out, c->network);
-        fprintf(out, ",%zu,%lld,[", c->ranks_seen, c->nranks);
-        for (size_t k = 0; k < c->hosts.n; k++) {
-            if (k)
-                putc(',', out);
-            js(out, c->hosts.v[k]);
-        }
-        fputs("],[", out);
-        for (size_t k = 0; k < c->apis.n; k++) {
-            if (k)
-                putc(',', out);
-            js(out, c->apis.v[k]);
-        }
-        fprintf(out, "],%.3f,", (double)c->init_us / 1000.0);
+        js_list(out, &c->apis);
+        fprintf(out, ",%.3f,", (double)c->init_us / 1000.0);
         js(out, traffic);
         fprintf(out, ",%llu,%llu,", calls, bytes);
         js(out, c->decision_summary);
-        fputs(",[", out);
-        for (size_t k = 0; k < c->problems.n; k++) {
-            if (k)
-                putc(',', out);
-            js(out, c->problems.v[k]);
-        }
-        fputs("],", out);
-        js(out, c->group);
+        putc(',', out);
+        js_list(out, &c->problems);
+        jsc(out, c->group);
         putc(']', out);
         free(traffic);
     }
@@ -177,12 +180,10 @@ static void write_ranks(inspect_state *st, FILE *out, double t0)
             jt(out, r->ts, t0);
             putc(',', out);
             jt(out, r->end ? r->end->ts : 0, t0);
-            putc(',', out);
-            js(out, r->end ? (r->end->how ? r->end->how : "?") : NULL);
+            jsc(out, r->end ? (r->end->how ? r->end->how : "?") : NULL);
             fprintf(out, ",%llu,%llu,", calls, bytes);
             js(out, r->action);
-            putc(',', out);
-            js(out, r->network);
+            jsc(out, r->network);
             fprintf(out, ",%lld,", r->has_decision ? r->dec_wait_us : -1);
             js(out, r->python0);
             putc(']', out);
@@ -236,14 +237,11 @@ static void write_decisions(inspect_state *st, FILE *out, double t0, comm_idx *h
         jt(out, d->ts, t0);
         fprintf(out, ",%lld,", d->wait_us);
         js(out, d->stage);
-        putc(',', out);
-        js(out, d->purpose);
-        putc(',', out);
-        js(out, d->action);
+        jsc(out, d->purpose);
+        jsc(out, d->action);
         fprintf(out, ",%lld,%lld,", d->arrived, d->nranks);
         js(out, d->missing);
-        putc(',', out);
-        js(out, d->action_reason);
+        jsc(out, d->action_reason);
         putc(']', out);
     }
     fputs("]", out);
@@ -263,8 +261,7 @@ static void write_events(inspect_state *st, FILE *out, double t0, comm_idx *h)
         jt(out, w->ts, t0);
         fputs(",", out);
         js(out, w->what);
-        putc(',', out);
-        js(out, w->message);
+        jsc(out, w->message);
         putc(']', out);
     }
     for (size_t i = 0; i < st->peer_left.n; i++) {
