@@ -304,6 +304,19 @@ static void write_notes(inspect_state *st, FILE *out)
         js(out, s);
         free(s);
     }
+    /* no time of their own (the record says how long the listener waited, not when it gave up) */
+    fputs("],\"expired\":[", out);
+    for (size_t i = 0; i < st->expired.n; i++) {
+        expired_rec *x = &st->expired.v[i];
+        char *s = xasprintf("rendezvous %s:%lld %s%s%s expired: no rank came within %lld ms "
+                            "(NCCLSHIM_RENDEZVOUS_IDLE_MS), %lld connection%s rejected", x->host, x->pid, x->listen,
+                            x->id_hash ? " for ID " : "", x->id_hash ? x->id_hash : "", x->idle_ms, x->rejected,
+                            x->rejected == 1 ? "" : "s");
+        if (i)
+            putc(',', out);
+        js(out, s);
+        free(s);
+    }
     fputs("]", out);
 }
 
