@@ -107,6 +107,9 @@ show other-host "the inference process as another host (NCCLSHIM_HOSTNAME=node-b
 
 echo
 echo "records and logs: $OUT"
+if "$INSPECT" --html "$OUT/report.html" "$OUT"/*/records > /dev/null 2>&1; then
+    echo "a picture of what happened: $OUT/report.html (open it in a browser: a timeline per process, the table beside it)"
+fi
 echo "the data path (queue pairs, training bandwidth, refits) needs a GPU: on a host with 3 GPUs,"
 echo "make demo runs tools/scenario/scenario.py (see docs/inspect.md, 'The scenario')."
 exit $fail

@@ -13,6 +13,9 @@ DEMO_SHIM=$SHIM DEMO_CPU=1 DEMO_DIR=$TMP/demo tap_run 150 "$ROOT/tools/demo.sh" 
 st=$?
 is "$st" 0 "the CPU demo ran (exit $st)"
 [ "$st" -eq 0 ] || tail -20 "$TMP/demo.out" | sed 's/^/# /'
+like "$(cat "$TMP/demo.out")" "a picture of what happened: $TMP/demo/report.html" "the demo writes the report and says where"
+cmp -s "$TMP/demo/report.html" <("$INSPECT" --html - "$TMP"/demo/*/records 2> /dev/null)
+ok $? "the demo's report is the one --html writes of its records"
 recs=("$TMP"/demo/*/records)
 tap_run 60 "$INSPECT" --html "$TMP/demo.html" "${recs[@]}" > "$TMP/table.out" 2> "$TMP/err"
 is "$?" 0 "--html FILE: exit 0"
