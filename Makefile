@@ -24,7 +24,8 @@ BOOTSTRAP_wheel := wheel
 BOOTSTRAP_bench := build
 BOOTSTRAP_install := build
 BOOTSTRAP_FOR := $(sort $(foreach g,$(or $(MAKECMDGOALS),all),$(BOOTSTRAP_$(g))))
-ifeq ($(MAKELEVEL)$(if $(BOOTSTRAP_FOR),,none),0)
+# (nor a dry run, `make -n`: it must not install anything)
+ifeq ($(MAKELEVEL)$(if $(BOOTSTRAP_FOR),,none)$(findstring n,$(firstword -$(MAKEFLAGS))),0)
 BOOTSTRAP_FAIL := $(shell NCCLSHIM_BOOTSTRAP='$(NCCLSHIM_BOOTSTRAP)' CC='$(CC)' BOOTSTRAP_CPPFLAGS='$(UTHASH_INC)' tools/bootstrap.sh --stdout $(BOOTSTRAP_FOR))
 $(if $(BOOTSTRAP_FAIL),$(error $(BOOTSTRAP_FAIL)))
 endif
