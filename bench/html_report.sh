@@ -14,14 +14,14 @@ CHROME=${CHROMIUM:-$(command -v chromium || command -v chromium-browser || comma
 D=$(mktemp -d "${TMPDIR:-/tmp}/ncclshim-htmlbench.XXXXXX")
 trap 'rm -rf "$D"' EXIT
 python3 "$ROOT/bench/html_scale.py" "$D" --procs "$PROCS" || exit 1
-echo "records: $(du -sh "$D/records" | cut -f1) in $(ls "$D/records" | wc -l) files"
-for i in $(seq "$RUNS"); do
+echo "records: $(du -sh "$D/records" | cut -f1) in $(find "$D/records" -name "*.jsonl" | wc -l) files"
+for _ in $(seq "$RUNS"); do
     /usr/bin/time -f "inspect --html: %e s, peak RSS %M KiB" "$ROOT/tools/ncclshim-inspect" --html "$D/r.html" \
         "$D/records" > /dev/null 2> "$D/time" || { cat "$D/time"; exit 1; }
     tail -1 "$D/time"
 done
 echo "page: $(stat -c %s "$D/r.html") bytes"
-for i in $(seq "$RUNS"); do
+for _ in $(seq "$RUNS"); do
     s=$(date +%s.%N)
     dom=$(timeout -k 5 300 "$CHROME" --headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run \
         --user-data-dir="$D/chrome" --window-size=1400,900 --dump-dom "file://$D/r.html" 2> /dev/null)

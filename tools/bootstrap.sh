@@ -30,18 +30,19 @@ missing_names=() deb=() rpm=()
 want() { # want NAME CHECK DEB RPM
     local i
     for i in "${missing_names[@]+"${missing_names[@]}"}"; do [ "$i" = "$1" ] && return; done
+    # shellcheck disable=SC2086 # "cmd NAME": two words
     check $2 && return
     missing_names+=("$1")
     deb+=("$3")
     rpm+=("$4")
 }
 
+# hdr: the compiler the build uses, with the build's include flags: the same lookup as the
+# build's own, so a header found here is found there.
+# shellcheck disable=SC2086
 check() { # check cmd NAME | check hdr HEADER
     case $1 in
     cmd) command -v "$2" > /dev/null 2>&1 ;;
-    # The compiler the build uses, with the build's include flags: the same lookup as the
-    # build's own, so a header found here is found there.
-    # shellcheck disable=SC2086
     hdr) printf '#include <%s>\n' "$2" | $CC ${BOOTSTRAP_CPPFLAGS:-} -E -x c - > /dev/null 2>&1 ;;
     esac
 }
@@ -86,11 +87,9 @@ if [ "$mode" != check ] && [ "$(id -u 2> /dev/null)" = 0 ] && command -v apt-get
     echo "ncclshim: missing ${names}: installing with: $apt_cmd" >&2
     log=$(mktemp "${TMPDIR:-/tmp}/ncclshim-bootstrap.XXXXXX") || exit 1
     # A fresh image has no package lists: update only when the install cannot find a package.
-    # shellcheck disable=SC2086
-    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${deb[*]} > "$log" 2>&1; then
-        # shellcheck disable=SC2086
+    if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${deb[@]}" > "$log" 2>&1; then
         { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
-          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq ${deb[*]}; } > "$log" 2>&1
+          DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${deb[@]}"; } > "$log" 2>&1
     fi
     last=$(grep -v '^\s*$' "$log" | tail -n 1)
     rm -f "$log"

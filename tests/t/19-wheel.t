@@ -3,7 +3,7 @@
 # fresh virtual environment, `python -m ncclshim --lib` names the library inside it, the
 # console script runs the tool, and the CPU demo runs with the printed path in LD_PRELOAD.
 source "$(dirname "$0")/../tap.sh"
-[ -f "$SHIM_LIB" ] && [ -x "$INSPECT" ] || skip_all "build/libncclshim.so or the inspect tool not built (make all)"
+{ [ -f "$SHIM_LIB" ] && [ -x "$INSPECT" ]; } || skip_all "build/libncclshim.so or the inspect tool not built (make all)"
 PY=${PYTHON:-python3}
 command -v "$PY" > /dev/null || skip_all "no $PY"
 tap_run 60 "$PY" -m venv "$TMP/venv" > "$TMP/venv.err" 2>&1 ||
