@@ -6,6 +6,7 @@
 #include "config.h"
 #include "cuda.h"
 #include "ipc.h"
+#include "net_env.h"
 #include "record.h"
 #include "version.h"
 
@@ -17,8 +18,6 @@
 
 /* ncclConfig_t.netName exists since NCCL 2.14. */
 #define NCCL_NETNAME_SINCE 21400
-/* What NCCL_CONFIG_INITIALIZER sets for the 2.28 layout of nccl_abi.h. */
-#define NCCL_ABI_VERSION 22809
 
 int plan_should_mark(enum api_family caller_api)
 {
@@ -77,7 +76,8 @@ static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t w
     c->version = NCCL_ABI_VERSION;
     int *ints[] = { &c->blocking, &c->cgaClusterSize, &c->minCTAs, &c->maxCTAs, &c->splitShare,
                     &c->trafficClass, &c->collnetEnable, &c->CTAPolicy, &c->shrinkShare, &c->nvlsCTAs,
-                    &c->nChannelsPerNetPeer, &c->nvlinkCentricSched };
+                    &c->nChannelsPerNetPeer, &c->nvlinkCentricSched, &c->graphUsageMode, &c->numRmaCtx,
+                    &c->maxP2pPeers, &c->graphStreamOrdering };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
         *ints[i] = NCCL_CONFIG_UNDEF_INT;
     if (user_ok) {
@@ -126,15 +126,14 @@ static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why
             snprintf(why, whylen, "the NCCL library (%s) lacks %s", in->slot->path, shim_fn_names[fn]);
             return -1;
         }
-        p->net_config = socket_config(in->config, why, whylen);
-        if (!p->net_config)
+        /* NCCL_NET would override the config's netName: the init hides it
+         * (shim/net_env.c) where that is sure to work; otherwise every rank
+         * passes through, rather than one silently leaving Socket. */
+        const char *env = net_env_value();
+        if (env && strcasecmp(env, "Socket") != 0 && !net_env_can_hide(in->slot->version, why, whylen))
             return -1;
-        const char *env = getenv("NCCL_NET");
-        if (env && *env && strcasecmp(env, "Socket") != 0)
-            snprintf(p->net_note, sizeof(p->net_note),
-                     "NCCL_NET=%.40s is set in this process and overrides the config's netName: NCCL will not "
-                     "use Socket; unset NCCL_NET in the weight-update processes", env);
-        return 0;
+        p->net_config = socket_config(in->config, why, whylen);
+        return p->net_config ? 0 : -1;
     }
     snprintf(why, whylen, "action %s cannot be set up by this version of the shim", action_name((enum action)action));
     return -1;

@@ -21,6 +21,14 @@ static inline const char *missing_string(void)
     return "ncclshim: this function is not in the loaded NCCL library";
 }
 #define MISSING(ret) _Generic((ret)0, const char *: missing_string, default: missing_result)()
+/* What a wrapper returns for a shim-only handle already destroyed (reported by
+ * vcomm_stale): what NCCL returns for a communicator it does not know. */
+static inline const char *stale_string(const char *fn)
+{
+    vcomm_stale(fn);
+    return "ncclshim: invalid communicator (a shim-only communicator already destroyed)";
+}
+#define STALE(ret, fn) _Generic((ret)0, const char *: stale_string, default: vcomm_stale)(fn)
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -73,6 +81,7 @@ static void *const *const g_wrapper_tables[SHIM_NSLOTS] = {
 #define NCCL_COMM(ret, name, params, args) ALIAS(name)
 #define NCCL_DATA(name, op, params, args, count, dtype) ALIAS(name)
 #define NCCL_LIFE(ret, name, params, args) ALIAS(name)
+#define NCCL_VOID(name, params, args) ALIAS(name)
 #include "nccl_api.def"
 
 void *shim_wrapper(const struct shim_slot *slot, enum fn_index fn)
@@ -84,6 +93,7 @@ void *shim_wrapper(const struct shim_slot *slot, enum fn_index fn)
 #define NCCL_COMM(ret, name, params, args) [FN_##name] = #name,
 #define NCCL_DATA(name, op, params, args, count, dtype) [FN_##name] = #name,
 #define NCCL_LIFE(ret, name, params, args) [FN_##name] = #name,
+#define NCCL_VOID(name, params, args) [FN_##name] = #name,
 const char *const shim_fn_names[FN_COUNT] = {
 #include "nccl_api.def"
 };

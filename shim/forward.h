@@ -20,6 +20,7 @@ enum fn_index {
 #define NCCL_COMM(ret, name, params, args) FN_##name,
 #define NCCL_DATA(name, op, params, args, count, dtype) FN_##name,
 #define NCCL_LIFE(ret, name, params, args) FN_##name,
+#define NCCL_VOID(name, params, args) FN_##name,
 #include "nccl_api.def"
     FN_COUNT
 };

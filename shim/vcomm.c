@@ -1,5 +1,5 @@
 /*
- * What a shim-only communicator (action drop) answers.  It has a rank, a size
+ * What a shim-only communicator (actions drop and ipc) answers.  It has a rank, a size
  * and a device, no errors, and data operations that complete at once without
  * touching memory; each is counted, so that records show the data that did
  * not arrive (docs/policy.md, "drop").  Functions not here are refused by
@@ -15,14 +15,33 @@
 #include <stdatomic.h>
 
 /* One warning per function and process: an application that retries an
- * unsupported call in a loop must not flood its log.  Bit i = fn_index i. */
-static atomic_uint_fast64_t g_warned;
+ * unsupported call in a loop must not flood its log.  Bit i%64 of word i/64
+ * = fn_index i; [0] stale handles, [1] refusals, [2] suspended communicators. */
+#define WARN_WORDS ((FN_COUNT + 63) / 64)
+static atomic_uint_fast64_t g_warned[3][WARN_WORDS];
+
+/* 1 the first time `fn` is reported in `kind`; unknown names always are. */
+static int first_warning(int kind, const char *fn)
+{
+    int i = shim_fn_lookup(fn);
+    if (i < 0)
+        return 1;
+    uint_fast64_t bit = (uint_fast64_t)1 << (i % 64);
+    return !(atomic_fetch_or(&g_warned[kind][i / 64], bit) & bit);
+}
+
+ncclResult_t vcomm_stale(const char *fn)
+{
+    if (first_warning(0, fn))
+        shim_warn("stale-comm", "%s on a communicator this shim dropped or ran over CUDA IPC and the application "
+                  "has already destroyed: the call returns ncclInvalidArgument (as NCCL does for a destroyed "
+                  "communicator); the application uses a communicator after ncclCommDestroy", fn);
+    return ncclInvalidArgument;
+}
 
 ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
 {
-    int i = shim_fn_lookup(fn);
-    uint_fast64_t bit = (i >= 0 && i < 64) ? (uint_fast64_t)1 << i : 0;
-    if (!bit || !(atomic_fetch_or(&g_warned, bit) & bit)) {
+    if (first_warning(1, fn)) {
         if (h->ipc)
             shim_warn("ipc-comm-call",
                       "%s on communicator %s (rank %d of %d), which this shim runs over CUDA IPC "
@@ -40,8 +59,19 @@ ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
     return ncclInvalidUsage;
 }
 
+/* NCCL refuses operations on a suspended communicator; so does the shim. */
+static ncclResult_t refuse_suspended(struct shim_comm *h, const char *fn)
+{
+    if (first_warning(2, fn))
+        shim_warn("suspended-comm", "%s on communicator %s (rank %d of %d), suspended by ncclCommSuspend: the call "
+              "returns ncclInvalidUsage; call ncclCommResume first", fn, h->group, h->rank, h->nranks);
+    return ncclInvalidUsage;
+}
+
 ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype, const char *fn)
 {
+    if (atomic_load_explicit(&h->suspended, memory_order_relaxed))
+        return refuse_suspended(h, fn);
     if (h->ipc)
         return vcomm_unsupported(h, fn);
     shim_count(h, op, count, dtype);
@@ -64,6 +94,8 @@ static ncclResult_t ipc_result(struct shim_comm *h, const char *fn, ncclResult_t
 static ncclResult_t ipc_begin(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype,
                               const char *fn, size_t *bytes)
 {
+    if (atomic_load_explicit(&h->suspended, memory_order_relaxed))
+        return refuse_suspended(h, fn);
     size_t es = shim_dtype_size_checked(dtype);
     if (!es)
         return ipc_result(h, fn, ncclInvalidArgument, "not an NCCL datatype");
@@ -250,4 +282,52 @@ ncclResult_t vcomm_ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
     (void)op;
     (void)comm;
     return ncclSuccess;
+}
+
+/*
+ * NCCL 2.29's suspend, resume and memory statistics.  A dropped communicator
+ * has nothing to give back; an ipc one gives back what one rank can
+ * (shim/ipc_suspend.c).  Operations on a suspended communicator are refused,
+ * as NCCL refuses them ("the communicator cannot be used while suspended").
+ */
+ncclResult_t vcomm_ncclCommSuspend(ncclComm_t comm, int flags)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    (void)flags;
+    if (h->ipc) {
+        char why[256] = "";
+        if (ipc_suspend(h->ipc, why, sizeof(why)) != 0)
+            return ipc_result(h, "ncclCommSuspend", ncclInternalError, why);
+    }
+    atomic_store(&h->suspended, 1);
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommResume(ncclComm_t comm)
+{
+    atomic_store(&((struct shim_comm *)comm)->suspended, 0);
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!value || (unsigned)stat > ncclStatGpuMemTotal)
+        return ncclInvalidArgument;
+    uint64_t v[4] = { 0, (uint64_t)atomic_load(&h->suspended), 0, 0 };
+    if (h->ipc)
+        ipc_mem_stats(h->ipc, v[ncclStatGpuMemSuspended] != 0, v);
+    *value = v[stat];
+    return ncclSuccess;
+}
+
+/* One-sided puts move data into a window the peer registered with NCCL;
+ * neither action has one (window registration is refused too). */
+ncclResult_t vcomm_ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
+                                 ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
+                                 ncclComm_t comm, cudaStream_t stream)
+{
+    (void)localbuff, (void)count, (void)datatype, (void)peer, (void)peerWin, (void)peerWinOffset;
+    (void)sigIdx, (void)ctx, (void)flags, (void)stream;
+    return vcomm_unsupported((struct shim_comm *)comm, "ncclPutSignal");
 }

@@ -23,4 +23,9 @@ ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, nccl
 /* The refusal of the functions vcomm.c does not answer. */
 ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn);
 
+/* A call on a shim-only handle already destroyed: reported once per
+ * function, ncclInvalidArgument (what NCCL says of a communicator it does
+ * not know); never forwarded. */
+ncclResult_t vcomm_stale(const char *fn);
+
 #endif
