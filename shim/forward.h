@@ -14,6 +14,8 @@
 #include <stdatomic.h>
 
 #define SHIM_NSLOTS 4
+/* The newest NCCL whose every function nccl_api.def holds (2.30.x). */
+#define SHIM_TABLE_NEWEST 23099
 
 enum fn_index {
 #define NCCL_PLAIN(ret, name, params, args) FN_##name,

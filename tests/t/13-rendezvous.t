@@ -226,10 +226,25 @@ inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRankConfig" in l
 ok(len(inits) == 2 and all("netName=Socket blocking=1" in l for l in inits),
    "InitRankConfig: the caller's blocking=1 is kept, netName becomes Socket", inits)
 
-# 3. NCCL_NET set: the redirect cannot take effect, and the record says so.
+# 3. NCCL_NET set: hidden from the redirected init (NCCL reads it there and would
+# let it win over netName), and the record says which network NCCL was told and why.
 d, procs, ids = scenario("ncclnet", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCL_NET": "IB"}, roles(1))
-ok(all("NCCL_NET=IB" in c.get("net_note", "") for c in comm_records(d)),
-   "NCCL_NET set: each rank records that it overrides the Socket redirect", comm_records(d))
+inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRankConfig" in l]
+ok(len(inits) == 2 and all(" net=Socket " in l for l in inits),
+   "NCCL_NET=IB set: NCCL still picks Socket on both ranks (it reads NCCL_NET at init)", inits)
+ok(all(c["action"] == "socket" and c["net"] == "Socket" and "NCCL_NET=IB was hidden" in c["net_by"]
+       for c in comm_records(d)), "each rank records net Socket, and that NCCL_NET=IB was hidden", comm_records(d))
+# ... but where that cannot be guaranteed (an NCCL newer than the shim knows),
+# every rank passes through and the reason says why, never a silent half-redirect.
+d, procs, ids = scenario("ncclnetnew", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCL_NET": "IB",
+                                           "FAKE_NCCL_VERSION": "23100"}, roles(1))
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "passthrough" and "newer than the releases whose reading of NCCL_NET"
+                        in c["action_reason"] and c["net"] == "IB" for c in cr),
+   "NCCL 2.31 with NCCL_NET set: both ranks pass through, the reason names NCCL_NET, the record net IB", cr)
+inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank" in l]
+ok(len(inits) == 2 and all(" net=IB " in l and "netName=Socket" not in l for l in inits),
+   "and NCCL was called as without the shim on both", inits)
 
 # 4. drop: no NCCL communicator, the shim answers, traffic is counted.
 d, procs, ids = scenario("drop", 2, {"NCCLSHIM_WEIGHT_UPDATE": "drop"}, roles(1), root_args=["ops=3"],
