@@ -24,11 +24,11 @@ const char *const op_kind_names[OP_COUNT] = {
 
 /* The shim-only handles (comm.h).  A slot is taken while its magic is set;
  * taking and giving back happen under g_lock. */
-__attribute__((visibility("hidden"))) struct shim_comm g_vcomms[SHIM_MAX_VCOMMS];
+struct shim_comm g_vcomms[SHIM_MAX_VCOMMS];
 
 /* The table readers scan (comm.h); replaced, under g_lock, by a larger or
  * cleaner copy. */
-__attribute__((visibility("hidden"))) _Atomic(struct comm_table *) g_comm_table;
+_Atomic(struct comm_table *) g_comm_table;
 
 /*
  * g_lock serialises every writer of the table, the arena and the recycled
@@ -55,12 +55,11 @@ static struct comm_table *table_rebuilt(const struct comm_table *old, size_t slo
     if (!t)
         return NULL;
     t->mask = slots - 1;
-    t->shift = 64 - (unsigned)__builtin_ctzll(slots);
     for (size_t i = 0; old && i <= old->mask; i++) {
         uintptr_t k = atomic_load_explicit(&old->e[i].key, memory_order_relaxed);
         if (k == COMM_KEY_EMPTY || k == COMM_KEY_GONE)
             continue;
-        size_t j = (size_t)((k * 0x9e3779b97f4a7c15ull) >> t->shift);
+        size_t j = comm_slot_of(k, t->mask);
         while (atomic_load_explicit(&t->e[j].key, memory_order_relaxed) != COMM_KEY_EMPTY)
             j = (j + 1) & t->mask;
         atomic_store_explicit(&t->e[j].val, atomic_load_explicit(&old->e[i].val, memory_order_relaxed),
@@ -78,8 +77,10 @@ static int table_reserve_locked(void)
     if (t && 2 * (g_used + 1) <= slots_of(t))
         return 0;
     size_t slots = 64;
-    while (slots < 4 * (g_live + 1))
+    while (slots < 4 * (g_live + 1) && slots < ((size_t)1 << 24))
         slots *= 2;
+    if (2 * (g_live + 1) > slots)
+        return -1; /* 8 million communicators: never */
     struct comm_table *n = table_rebuilt(t, slots);
     if (!n)
         return -1;
@@ -138,7 +139,7 @@ int shim_comm_register(struct shim_comm *h)
         return -1;
     }
     struct comm_table *t = atomic_load_explicit(&g_comm_table, memory_order_relaxed);
-    size_t i = (size_t)((k * 0x9e3779b97f4a7c15ull) >> t->shift), gone = SIZE_MAX;
+    size_t i = comm_slot_of(k, t->mask), gone = SIZE_MAX;
     for (;; i = (i + 1) & t->mask) {
         uintptr_t key = atomic_load_explicit(&t->e[i].key, memory_order_relaxed);
         if (key == k) { /* NCCL reused the address of a communicator whose destroy has not unregistered yet */
@@ -171,7 +172,7 @@ int shim_comm_unregister(struct shim_comm *h)
     pthread_mutex_lock(&g_lock);
     struct comm_table *t = atomic_load_explicit(&g_comm_table, memory_order_relaxed);
     if (t) {
-        size_t i = (size_t)((k * 0x9e3779b97f4a7c15ull) >> t->shift);
+        size_t i = comm_slot_of(k, t->mask);
         for (;; i = (i + 1) & t->mask) {
             uintptr_t key = atomic_load_explicit(&t->e[i].key, memory_order_relaxed);
             if (key == COMM_KEY_EMPTY)

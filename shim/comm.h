@@ -59,7 +59,7 @@ struct shim_comm {
 /* The arena of shim-only handles: an application's handle of one is an
  * address inside it.  Hidden, so that the check is one address computation
  * relative to this library, no load. */
-extern struct shim_comm g_vcomms[SHIM_MAX_VCOMMS];
+extern __attribute__((visibility("hidden"))) struct shim_comm g_vcomms[SHIM_MAX_VCOMMS];
 
 static inline int shim_is_vcomm(const void *comm)
 {
@@ -91,11 +91,18 @@ struct comm_entry {
     _Atomic(struct shim_comm *) val;
 };
 struct comm_table {
-    unsigned shift;                     /* 64 - log2(slots) */
-    size_t mask;                        /* slots - 1 */
+    size_t mask;                        /* slots - 1 (slots: a power of two, at most 2^24) */
     struct comm_entry e[];
 };
-extern _Atomic(struct comm_table *) g_comm_table;
+extern __attribute__((visibility("hidden"))) _Atomic(struct comm_table *) g_comm_table;
+
+/* Where a key's probe starts: Fibonacci hashing, the product's high bits by a
+ * constant shift (a variable one would take %cl, the wrappers' 4th argument,
+ * and cost them a saved register), then masked. */
+static inline size_t comm_slot_of(uintptr_t k, size_t mask)
+{
+    return (size_t)((k * 0x9e3779b97f4a7c15ull) >> 40) & mask;
+}
 
 /* The state of a communicator NCCL made, from NCCL's pointer; NULL if the shim
  * did not see it made.  Lock-free: the hot path of every data operation. */
@@ -105,7 +112,7 @@ static inline struct shim_comm *shim_comm_find(const void *comm)
     if (!t)
         return NULL;
     uintptr_t k = (uintptr_t)comm;
-    size_t i = (size_t)((k * 0x9e3779b97f4a7c15ull) >> t->shift); /* Fibonacci hashing: high bits */
+    size_t i = comm_slot_of(k, t->mask);
     for (;;) {
         uintptr_t key = atomic_load_explicit(&t->e[i].key, memory_order_acquire);
         if (key == k)
