@@ -351,6 +351,7 @@ static void *run_one(void *arg)
     cfg.cgaClusterSize = cfg.minCTAs = cfg.maxCTAs = cfg.splitShare = cfg.trafficClass = NCCL_CONFIG_UNDEF_INT;
     cfg.collnetEnable = cfg.CTAPolicy = cfg.shrinkShare = cfg.nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
     cfg.nChannelsPerNetPeer = cfg.nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
+    cfg.graphUsageMode = cfg.numRmaCtx = cfg.maxP2pPeers = cfg.graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
     if (g_fn == FN_CONFIG)
         rc = ncclCommInitRankConfig(&comm, g_nranks, g_ids[i], g_rank, &cfg);
     else if (g_fn == FN_SCALABLE)

@@ -256,6 +256,14 @@ static void log_config(struct line *L, const char *key, ncclConfig_t *c)
         line_add(L, " blocking=%d", c->blocking);
     else
         line_add(L, " blocking=(null)");
+    /* A 2.29+ caller's config: every field as NCCL got it (size, version,
+     * then the ints and commName in declaration order). */
+    if (c && config_ok(c) && c->version >= 22900 && CFG_HAS(c, graphStreamOrdering))
+        line_add(L, " cfg=%zu,%u,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d", c->size, c->version,
+                 c->cgaClusterSize, c->minCTAs, c->maxCTAs, c->splitShare, c->trafficClass,
+                 c->collnetEnable, c->commName ? c->commName : "(null)", c->CTAPolicy, c->shrinkShare,
+                 c->nvlsCTAs, c->nChannelsPerNetPeer, c->nvlinkCentricSched, c->graphUsageMode, c->numRmaCtx,
+                 c->maxP2pPeers, c->graphStreamOrdering, c->blocking);
 }
 
 static void log_team(struct line *L, const char *key, ncclTeam_t t)
