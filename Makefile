@@ -58,7 +58,7 @@ test-valgrind: all
 	prove -v tests/valgrind/run.sh
 
 # GPU tests: real NCCL and torch on 2 GPUs (skipped, with a reason, without them).
-test-gpu: $(LIB)
+test-gpu: $(LIB) fabric
 	NCCL_NVLS_ENABLE=0 prove -v tests/gpu/run.sh
 
 demo: all
@@ -79,4 +79,4 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
 
 clean:
-	rm -rf $(BUILD) tools/ncclshim-inspect tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/cuda tests/fake/test_fake
+	rm -rf $(BUILD) tools/ncclshim-inspect tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/new tests/fake/cuda tests/fake/test_fake

@@ -133,6 +133,21 @@ for action in socket drop; do
         launch "decide-$action" decisions.py shim
     import_checks < <(timeout -k 5 120 "$PY" "$HERE/decisions.py" --check "$WORK/decide-$action.shim" "$action" 2>&1)
 done
+# (d2) socket while the container sets NCCL_NET, as EFA images do (here the EFASim plugin of
+# tools/fabric stands in for the fabric): NCCL lets NCCL_NET override the config's netName,
+# so the shim hides it from the redirected init only; the weight-update communicator must
+# get Socket, the torch training communicator beside it the container's EFASim.
+if [ -f "$ROOT/build/libnccl-net-efasim.so" ]; then
+    EFASIM_STATE=/efasim-gputest-$$ NCCL_NET=EFASim NCCL_NET_PLUGIN=efasim NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 \
+        NCCL_SHM_DISABLE=1 LD_LIBRARY_PATH="$ROOT/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        NCCLSHIM_WEIGHT_UPDATE=socket NCCLSHIM_TRAINING_TITLES='*decisions.py --worker --rank 0 *' \
+        NCCLSHIM_INFERENCE_TITLES='*decisions.py --worker --rank 1 *' NCCL_DEBUG_SUBSYS=INIT,NET,ENV \
+        launch decide-ncclnet decisions.py shim
+    import_checks < <(timeout -k 5 120 "$PY" "$HERE/decisions.py" --check "$WORK/decide-ncclnet.shim" socket-ncclnet 2>&1)
+    rm -f "/dev/shm/efasim-gputest-$$"
+else
+    ok 1 "the EFASim plugin is built (make fabric): needed for the NCCL_NET check"
+fi
 if [ -x "$ROOT/tools/ncclshim-inspect" ]; then
     "$ROOT/tools/ncclshim-inspect" --check "$WORK/decide-drop.shim/records" > "$WORK/decide-drop.check" 2>&1
     rc=$?
