@@ -69,6 +69,16 @@ static struct comm_table *table_rebuilt(const struct comm_table *old, size_t slo
     return t;
 }
 
+/* Keeps a replaced table (its own memory holds the link). */
+static void retire_locked(struct comm_table *t)
+{
+    if (!t)
+        return;
+    struct retired *r = (struct retired *)t;
+    r->next = g_retired;
+    g_retired = r;
+}
+
 /* Room for one more entry, at most half full (so that a probe always meets
  * an EMPTY slot); under g_lock.  -1 on out of memory. */
 static int table_reserve_locked(void)
@@ -87,11 +97,7 @@ static int table_reserve_locked(void)
     /* The new table is complete before readers can see it (release). */
     atomic_store_explicit(&g_comm_table, n, memory_order_release);
     g_used = g_live;
-    if (t) {
-        struct retired *r = (struct retired *)t; /* the old table's own memory holds the link */
-        r->next = g_retired;
-        g_retired = r;
-    }
+    retire_locked(t);
     return 0;
 }
 
@@ -293,6 +299,7 @@ void shim_comm_after_fork_child(void)
     /* NCCL communicators do not survive fork: the child starts with none.  The
      * parent's structs stay allocated (the child may still hold pointers); a
      * shim-only handle the child still holds is refused as destroyed. */
+    retire_locked(atomic_load_explicit(&g_comm_table, memory_order_relaxed));
     atomic_store_explicit(&g_comm_table, NULL, memory_order_relaxed);
     g_used = g_live = 0;
     g_created = 0;
