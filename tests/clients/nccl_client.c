@@ -13,6 +13,7 @@
 #define NCCL_API_SINCE(version) ((version) <= 22809)
 #include "nccl_abi.h"
 #include "nccl_decls.h"
+#include "check.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -31,18 +32,6 @@ struct api {
 };
 
 static struct api A;
-static int failures;
-
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        int ok_ = (cond);                                                                    \
-        printf("CHECK %s ", ok_ ? "ok" : "fail");                                            \
-        printf(__VA_ARGS__);                                                                 \
-        printf("\n");                                                                        \
-        fflush(stdout);                                                                      \
-        if (!ok_)                                                                            \
-            failures++;                                                                      \
-    } while (0)
 
 #ifndef NO_LINK
 static void load_linked(void)

@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "nccl_abi.h"
 #include "nccl_decls.h"
+#include "check.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
@@ -40,18 +41,6 @@ struct api {
 };
 
 static struct api A;
-static int failures;
-
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        int ok_ = (cond);                                                                    \
-        printf("CHECK %s ", ok_ ? "ok" : "fail");                                            \
-        printf(__VA_ARGS__);                                                                 \
-        printf("\n");                                                                        \
-        fflush(stdout);                                                                      \
-        if (!ok_)                                                                            \
-            failures++;                                                                      \
-    } while (0)
 
 #ifndef NO_LINK
 ncclResult_t ncclCommFutureQuery(ncclComm_t comm, int *out);
