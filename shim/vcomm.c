@@ -1,5 +1,6 @@
 /*
- * What a shim-only communicator (actions drop and ipc) answers.  It has a rank, a size
+ * What a shim-only communicator (actions drop and ipc) answers, but for its
+ * data operations (shim/vcomm_ops.c).  It has a rank, a size
  * and a device, no errors, and data operations that complete at once without
  * touching memory; each is counted, so that records show the data that did
  * not arrive (docs/policy.md, "drop").  Functions not here are refused by
@@ -8,7 +9,6 @@
 #include "vcomm.h"
 
 #include "forward.h"
-#include "group.h"
 #include "ipc.h"
 #include "record.h"
 
@@ -59,138 +59,12 @@ ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
     return ncclInvalidUsage;
 }
 
-/* NCCL refuses operations on a suspended communicator; so does the shim. */
-static ncclResult_t refuse_suspended(struct shim_comm *h, const char *fn)
+ncclResult_t vcomm_refuse_suspended(struct shim_comm *h, const char *fn)
 {
     if (first_warning(2, fn))
         shim_warn("suspended-comm", "%s on communicator %s (rank %d of %d), suspended by ncclCommSuspend: the call "
-              "returns ncclInvalidUsage; call ncclCommResume first", fn, h->group, h->rank, h->nranks);
+                  "returns ncclInvalidUsage; call ncclCommResume first", fn, h->group, h->rank, h->nranks);
     return ncclInvalidUsage;
-}
-
-ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype, const char *fn)
-{
-    if (atomic_load_explicit(&h->suspended, memory_order_relaxed))
-        return refuse_suspended(h, fn);
-    if (h->ipc)
-        return vcomm_unsupported(h, fn);
-    shim_count(h, op, count, dtype);
-    return ncclSuccess;
-}
-
-/* An ipc operation's failure: recorded with its reason (every time: each is a
- * lost or refused transfer), the result returned. */
-static ncclResult_t ipc_result(struct shim_comm *h, const char *fn, ncclResult_t r, const char *why)
-{
-    if (r != ncclSuccess)
-        shim_warn("ipc", "%s on ipc communicator %s (rank %d of %d) returns %d: %s", fn, h->group, h->rank, h->nranks,
-                  (int)r, why);
-    return r;
-}
-
-/* The start of every data operation on an ipc communicator: its size in
- * bytes, and its traffic counted; an error (recorded) for a datatype that is
- * not NCCL's. */
-static ncclResult_t ipc_begin(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype,
-                              const char *fn, size_t *bytes)
-{
-    if (atomic_load_explicit(&h->suspended, memory_order_relaxed))
-        return refuse_suspended(h, fn);
-    size_t es = shim_dtype_size_checked(dtype);
-    if (!es)
-        return ipc_result(h, fn, ncclInvalidArgument, "not an NCCL datatype");
-    shim_count(h, op, count, dtype);
-    *bytes = count * es;
-    return ncclSuccess;
-}
-
-ncclResult_t vcomm_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                 int root, ncclComm_t comm, cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_BROADCAST, count, datatype, "ncclBroadcast");
-    char why[512] = "";
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, OP_BROADCAST, count, datatype, "ncclBroadcast", &bytes);
-    if (r == ncclSuccess)
-        r = ipc_result(h, "ncclBroadcast",
-                       ipc_broadcast(h->ipc, sendbuff, recvbuff, bytes, root, stream, why, sizeof(why)), why);
-    return r;
-}
-
-ncclResult_t vcomm_ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                             cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_BCAST, count, datatype, "ncclBcast");
-    char why[512] = "";
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, OP_BCAST, count, datatype, "ncclBcast", &bytes);
-    if (r == ncclSuccess)
-        r = ipc_result(h, "ncclBcast", ipc_broadcast(h->ipc, buff, buff, bytes, root, stream, why, sizeof(why)), why);
-    return r;
-}
-
-ncclResult_t vcomm_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
-                                 ncclComm_t comm, cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_ALLGATHER, sendcount, datatype, "ncclAllGather");
-    char why[512] = "";
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, OP_ALLGATHER, sendcount, datatype, "ncclAllGather", &bytes);
-    if (r == ncclSuccess)
-        r = ipc_result(h, "ncclAllGather", ipc_allgather(h->ipc, sendbuff, recvbuff, bytes, stream, why, sizeof(why)),
-                       why);
-    return r;
-}
-
-/* Send and Recv: queued until the end of their group (shim/group.c). */
-static ncclResult_t ipc_p2p_one(struct shim_comm *h, int send, void *buf, size_t count, ncclDataType_t datatype,
-                                int peer, cudaStream_t stream, const char *fn)
-{
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, send ? OP_SEND : OP_RECV, count, datatype, fn, &bytes);
-    if (r != ncclSuccess)
-        return r;
-    struct ipc_p2p op = { send, buf, bytes, peer, (CUstream)stream };
-    return group_ipc_p2p(h, &op, fn);
-}
-
-ncclResult_t vcomm_ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                            cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_SEND, count, datatype, "ncclSend");
-    return ipc_p2p_one(h, 1, (void *)sendbuff, count, datatype, peer, stream, "ncclSend");
-}
-
-ncclResult_t vcomm_ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                            cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_RECV, count, datatype, "ncclRecv");
-    return ipc_p2p_one(h, 0, recvbuff, count, datatype, peer, stream, "ncclRecv");
-}
-
-ncclResult_t vcomm_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_ALLREDUCE, count, datatype, "ncclAllReduce");
-    char why[512] = "";
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, OP_ALLREDUCE, count, datatype, "ncclAllReduce", &bytes);
-    if (r == ncclSuccess)
-        r = ipc_result(h, "ncclAllReduce",
-                       ipc_allreduce(h->ipc, sendbuff, recvbuff, count, datatype, op, stream, why, sizeof(why)), why);
-    return r;
 }
 
 ncclResult_t vcomm_ncclCommCount(ncclComm_t comm, int *count)
@@ -296,8 +170,11 @@ ncclResult_t vcomm_ncclCommSuspend(ncclComm_t comm, int flags)
     (void)flags;
     if (h->ipc) {
         char why[256] = "";
-        if (ipc_suspend(h->ipc, why, sizeof(why)) != 0)
-            return ipc_result(h, "ncclCommSuspend", ncclInternalError, why);
+        if (ipc_suspend(h->ipc, why, sizeof(why)) != 0) {
+            shim_warn("ipc", "ncclCommSuspend on ipc communicator %s (rank %d of %d) returns %d: %s", h->group,
+                      h->rank, h->nranks, (int)ncclInternalError, why);
+            return ncclInternalError;
+        }
     }
     atomic_store(&h->suspended, 1);
     return ncclSuccess;
@@ -319,15 +196,4 @@ ncclResult_t vcomm_ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uin
         ipc_mem_stats(h->ipc, v[ncclStatGpuMemSuspended] != 0, v);
     *value = v[stat];
     return ncclSuccess;
-}
-
-/* One-sided puts move data into a window the peer registered with NCCL;
- * neither action has one (window registration is refused too). */
-ncclResult_t vcomm_ncclPutSignal(const void *localbuff, size_t count, ncclDataType_t datatype, int peer,
-                                 ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx, unsigned int flags,
-                                 ncclComm_t comm, cudaStream_t stream)
-{
-    (void)localbuff, (void)count, (void)datatype, (void)peer, (void)peerWin, (void)peerWinOffset;
-    (void)sigIdx, (void)ctx, (void)flags, (void)stream;
-    return vcomm_unsupported((struct shim_comm *)comm, "ncclPutSignal");
 }
