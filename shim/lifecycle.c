@@ -192,47 +192,49 @@ static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
     return v;
 }
 
-/*
- * After the real call: register what was made and record it.  `out` is
- * where the caller receives the communicator: NCCL's own pointer, left as it
- * is, or for drop and ipc the shim-only handle, stored there.
- */
-static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t *out)
+/* The decision's part of a comm record: purpose, action, network, rendezvous. */
+static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *config, int nccl_made)
+{
+    jw_str(w, "purpose", purpose_name(p->purpose));
+    jw_str(w, "purpose_reason", p->purpose_reason);
+    jw_str(w, "local_purpose", purpose_name(p->local_purpose));
+    jw_str(w, "local_purpose_reason", p->local_purpose_reason);
+    jw_str(w, "action", action_name(p->action));
+    jw_str(w, "action_reason", p->action_reason);
+    if (nccl_made || p->action == ACTION_SOCKET) {
+        /* The network NCCL was told to use, and by what: for socket the
+         * config, NCCL_NET hidden from this init; else whatever NCCL reads. */
+        char net_by[256];
+        const char *net = net_env_told(p->action == ACTION_SOCKET, config, net_by, sizeof(net_by));
+        jw_str(w, "net", net);
+        jw_str(w, "net_by", net_by);
+    }
+    if (p->marked) {
+        jw_open(w, "decision", '{');
+        jw_str(w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
+        jw_hex64(w, "id", p->rv.v.decision_id);
+        jw_str(w, "root", p->rv.root);
+        jw_int(w, "rounds", p->rv.rounds);
+        jw_u64(w, "wait_us", p->rv.wait_us);
+        jw_int(w, "hosts", p->rv.v.nhosts);
+        if (p->rv.fallback[0])
+            jw_str(w, "fallback", p->rv.fallback);
+        jw_close(w, '}');
+    }
+}
+
+/* The comm record of a creation: what was asked, what was decided and why,
+ * what was made (`real`: NCCL's pointer, `handle`: what the application holds). */
+static void record_creation(const struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t real,
+                            ncclComm_t handle, int cuda_device)
 {
     const struct creator *cr = &c->cr;
-    struct plan *p = &c->plan;
-    ncclComm_t real = (out && p->action != ACTION_DROP && p->action != ACTION_IPC &&
-                       (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
-    struct shim_comm *h = NULL;
-    int cuda_device = -1;
-    if ((p->action == ACTION_DROP || p->action == ACTION_IPC) && r == ncclSuccess) {
-        h = p->vcomm; /* taken: plan_release leaves it */
-        p->vcomm = NULL;
-        cuda_device = p->cuda_device;
-        if (p->action == ACTION_IPC) {
-            h->ipc = p->ipc;
-            p->ipc = NULL;
-            cuda_device = ipc_device(h->ipc);
-        }
-    } else if (real) {
-        h = shim_comm_new(real, c->slot);
-        if (!h)
-            shim_warn("memory", "out of memory for a communicator's state; %s's communicator %p works, but its "
-                      "traffic is not counted", c->fn, (void *)real);
-    }
-    if (real && r == ncclSuccess) {
-        cuda_device = ask_int(c->slot, FN_ncclCommCuDevice, real);
-        if (c->rank < 0)
-            c->rank = ask_int(c->slot, FN_ncclCommUserRank, real);
-        if (c->nranks < 0)
-            c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
-    }
-
+    const struct plan *p = &c->plan;
     struct jw w;
     jw_begin(&w, "comm");
     jw_str(&w, "fn", c->fn);
     jw_ptr(&w, "comm", real);
-    jw_ptr(&w, "handle", h ? shim_comm_handle(h) : real);
+    jw_ptr(&w, "handle", handle);
     jw_str(&w, "group", c->group);
     if (c->has_id)
         jw_hex64(&w, "id_hash", c->id_hash);
@@ -267,49 +269,67 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
     }
     jw_str(&w, "role", role_name((enum role)cr->role.value));
     jw_str(&w, "role_reason", cr->role.reason);
-    jw_str(&w, "purpose", purpose_name(p->purpose));
-    jw_str(&w, "purpose_reason", p->purpose_reason);
-    jw_str(&w, "local_purpose", purpose_name(p->local_purpose));
-    jw_str(&w, "local_purpose_reason", p->local_purpose_reason);
-    jw_str(&w, "action", action_name(p->action));
-    jw_str(&w, "action_reason", p->action_reason);
-    if (real || p->action == ACTION_SOCKET) {
-        /* The network NCCL was told to use, and by what: for socket the
-         * config, NCCL_NET hidden from this init; else whatever NCCL reads. */
-        char net_by[256];
-        const char *net = net_env_told(p->action == ACTION_SOCKET, c->config, net_by, sizeof(net_by));
-        jw_str(&w, "net", net);
-        jw_str(&w, "net_by", net_by);
-    }
-    if (p->marked) {
-        jw_open(&w, "decision", '{');
-        jw_str(&w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
-        jw_hex64(&w, "id", p->rv.v.decision_id);
-        jw_str(&w, "root", p->rv.root);
-        jw_int(&w, "rounds", p->rv.rounds);
-        jw_u64(&w, "wait_us", p->rv.wait_us);
-        jw_int(&w, "hosts", p->rv.v.nhosts);
-        if (p->rv.fallback[0])
-            jw_str(&w, "fallback", p->rv.fallback);
-        jw_close(&w, '}');
-    }
+    record_plan(&w, p, c->config, real != NULL);
     jw_emit(&w);
+}
 
-    if (h) {
-        h->action = p->action;
-        h->decision_id = p->marked ? p->rv.v.decision_id : 0;
-        if (p->action == ACTION_SOCKET) {
-            h->net_config = p->net_config; /* NCCL may keep reading it: it lives as long as the communicator */
-            p->net_config = NULL;
+/* The state of what was made, findable from here on by the application's pointer. */
+static void register_creation(struct creation *c, struct shim_comm *h, int cuda_device)
+{
+    struct plan *p = &c->plan;
+    h->action = p->action;
+    h->decision_id = p->marked ? p->rv.v.decision_id : 0;
+    if (p->action == ACTION_SOCKET) {
+        h->net_config = p->net_config; /* NCCL may keep reading it: it lives as long as the communicator */
+        p->net_config = NULL;
+    }
+    h->rank = c->rank;
+    h->nranks = c->nranks;
+    h->cuda_device = cuda_device;
+    h->id_hash = c->id_hash;
+    memcpy(h->group, c->group, sizeof(h->group));
+    if (shim_comm_register(h) != 0)
+        shim_warn("memory", "out of memory for the table of communicators: %s's communicator %s works, but "
+                  "its traffic is not counted", c->fn, c->group);
+}
+
+/*
+ * After the real call: register what was made and record it.  `out` is
+ * where the caller receives the communicator: NCCL's own pointer, left as it
+ * is, or for drop and ipc the shim-only handle, stored there.
+ */
+static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t *out)
+{
+    struct plan *p = &c->plan;
+    ncclComm_t real = (out && p->action != ACTION_DROP && p->action != ACTION_IPC &&
+                       (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
+    struct shim_comm *h = NULL;
+    int cuda_device = -1;
+    if ((p->action == ACTION_DROP || p->action == ACTION_IPC) && r == ncclSuccess) {
+        h = p->vcomm; /* taken: plan_release leaves it */
+        p->vcomm = NULL;
+        cuda_device = p->cuda_device;
+        if (p->action == ACTION_IPC) {
+            h->ipc = p->ipc;
+            p->ipc = NULL;
+            cuda_device = ipc_device(h->ipc);
         }
-        h->rank = c->rank;
-        h->nranks = c->nranks;
-        h->cuda_device = cuda_device;
-        h->id_hash = c->id_hash;
-        memcpy(h->group, c->group, sizeof(h->group));
-        if (shim_comm_register(h) != 0)
-            shim_warn("memory", "out of memory for the table of communicators: %s's communicator %s works, but "
-                      "its traffic is not counted", c->fn, c->group);
+    } else if (real) {
+        h = shim_comm_new(real, c->slot);
+        if (!h)
+            shim_warn("memory", "out of memory for a communicator's state; %s's communicator %p works, but its "
+                      "traffic is not counted", c->fn, (void *)real);
+    }
+    if (real && r == ncclSuccess) {
+        cuda_device = ask_int(c->slot, FN_ncclCommCuDevice, real);
+        if (c->rank < 0)
+            c->rank = ask_int(c->slot, FN_ncclCommUserRank, real);
+        if (c->nranks < 0)
+            c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
+    }
+    record_creation(c, r, dur_us, real, h ? shim_comm_handle(h) : real, cuda_device);
+    if (h) {
+        register_creation(c, h, cuda_device);
         if (!real)
             *out = (ncclComm_t)h;
     }
