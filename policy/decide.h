@@ -16,6 +16,11 @@ enum action { ACTION_PASSTHROUGH = 0, ACTION_SOCKET, ACTION_DROP, ACTION_IPC, AC
 /* NCCLSHIM_WEIGHT_UPDATE */
 enum wu_policy { WU_AUTO = 0, WU_IPC, WU_SOCKET, WU_DROP, WU_PASSTHROUGH };
 
+/* The most ranks the shim's ipc chain takes (shim/rv_wire.h RV_MAX_PEERS: a
+ * counter per peer; shim/rv_server.c asserts they agree).  auto chooses socket
+ * for more ranks on one host. */
+#define POLICY_IPC_MAX_RANKS 64
+
 #define POLICY_MAX_RULES 32
 #define POLICY_MAX_CONDS 8
 #define POLICY_VALUE_LEN 256

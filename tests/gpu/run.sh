@@ -193,11 +193,12 @@ import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc.shim"
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
     NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank 1 *' launch ipc-staged ipc.py shim
 import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc-staged.shim" 2>&1)
-# ... and a chain through 4 GPUs, where there are 4.
+# ... and a chain through 4 GPUs, where there are 4: a trainer and an inference engine of 3
+# ranks, which auto sends along the chain.
 if [ "$ngpu" -ge 4 ]; then
     rm -rf "$WORK/ipc4.shim"
     mkdir -p "$WORK/ipc4.shim/records"
-    NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
+    NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
         NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank [123] *' \
         NCCLSHIM_LOG_DIR="$WORK/ipc4.shim/records" NCCL_DEBUG=INFO \
         NCCL_DEBUG_FILE="$WORK/ipc4.shim/nccl.%h.%p.log" timeout -k 5 200 "$PY" "$HERE/ipc.py" --outdir "$WORK/ipc4.shim" \
