@@ -99,8 +99,10 @@ def pattern(k, n):
 
 
 class FakeDevice:
-    """Buffers and streams from a libcuda loaded the way an application's CUDA runtime
-    loads the driver (RTLD_GLOBAL, before NCCL: the shim finds it already loaded)."""
+    """Buffers and streams from the tests' fake libcuda, loaded the way an application's
+    CUDA runtime loads the driver (RTLD_GLOBAL, before NCCL: the shim finds it already
+    loaded).  Its device pointers are host memory, which the checks read directly: with a
+    real libcuda they could not."""
 
     def __init__(self, path):
         self.cu = ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
