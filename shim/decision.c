@@ -89,12 +89,18 @@ static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t w
     return c;
 }
 
+/* What the rendezvous's callbacks work on (rv_setup.ctx). */
+struct setup_ctx {
+    const struct plan_input *in;
+    struct plan *plan;
+};
+
 /* Round 2: can this rank carry out `action`?  Sets it up if so. */
 static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why, size_t whylen)
 {
-    void **args = ctx;
-    const struct plan_input *in = args[0];
-    struct plan *p = args[1];
+    const struct setup_ctx *sc = ctx;
+    const struct plan_input *in = sc->in;
+    struct plan *p = sc->plan;
     *bloblen = 0;
     if (action == ACTION_IPC) {
         p->vcomm = shim_comm_new(NULL, in->slot);
@@ -142,8 +148,7 @@ static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why
 /* Round 3 (ipc): open the peers' memory. */
 static int connect_peers(void *ctx, const struct rv_peers *peers, char *why, size_t whylen)
 {
-    void **args = ctx;
-    struct plan *p = args[1];
+    struct plan *p = ((const struct setup_ctx *)ctx)->plan;
     if (!p->ipc) {
         snprintf(why, whylen, "nothing was set up in round 2");
         return -1;
@@ -217,8 +222,8 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         return;
     }
     fill_facts(in, p, f);
-    const void *ctx[2] = { in, p };
-    struct rv_setup setup = { prepare, connect_peers, (void *)ctx };
+    struct setup_ctx ctx = { in, p };
+    struct rv_setup setup = { prepare, connect_peers, &ctx };
     rv_client_run(in->id, &mark, f, cfg->rendezvous_timeout_ms, &setup, &p->rv);
     free(f);
     p->action = (enum action)p->rv.v.action;
