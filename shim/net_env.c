@@ -6,7 +6,7 @@
 #define _GNU_SOURCE
 #include "net_env.h"
 
-#include "dlsym.h"
+#include "loader.h"
 
 #include <dlfcn.h>
 #include <stdatomic.h>

@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "evidence.h"
 
-#include "dlsym.h"
+#include "loader.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

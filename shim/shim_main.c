@@ -5,7 +5,7 @@
 #define _GNU_SOURCE
 #include "comm.h"
 #include "config.h"
-#include "dlsym.h"
+#include "loader.h"
 #include "net_env.h"
 #include "evidence.h"
 #include "record.h"

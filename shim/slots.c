@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 #include "forward.h"
 
-#include "dlsym.h"
+#include "loader.h"
 #include "record.h"
 
 #include <dlfcn.h>

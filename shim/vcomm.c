@@ -8,7 +8,7 @@
  */
 #include "vcomm.h"
 
-#include "forward.h"
+#include "nccl_api.h"
 #include "ipc.h"
 #include "record.h"
 
