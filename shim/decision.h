@@ -9,7 +9,7 @@
 #define NCCLSHIM_DECISION_H
 
 #include "../policy/decide.h"
-#include "evidence.h"
+#include "creator.h"
 #include "forward.h"
 #include "rendezvous.h"
 

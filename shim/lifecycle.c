@@ -15,7 +15,7 @@
 #include "config.h"
 #include "decision.h"
 #include "ipc.h"
-#include "evidence.h"
+#include "creator.h"
 #include "net_env.h"
 #include "record.h"
 #include "vcomm.h"

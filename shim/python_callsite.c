@@ -6,7 +6,7 @@
  * interpreter lock is taken (callers guarantee it: see evidence_gather).
  */
 #define _GNU_SOURCE
-#include "evidence.h"
+#include "creator.h"
 
 #include "loader.h"
 

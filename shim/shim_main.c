@@ -7,7 +7,7 @@
 #include "config.h"
 #include "loader.h"
 #include "net_env.h"
-#include "evidence.h"
+#include "creator.h"
 #include "record.h"
 #include "ipc.h"
 #include "rendezvous.h"
