@@ -9,6 +9,26 @@ CFLAGS ?= -O2 -g
 WARN := -Wall -Wextra -Werror
 # uthash from Debian (uthash-dev) or a copy in .deps/include (GPU machine).
 UTHASH_INC := $(if $(wildcard /usr/include/uthash.h),,-I.deps/include)
+# Before compiling anything, check what the goals need (tools/bootstrap.sh: as root with apt
+# it installs the missing packages, saying so in one line); otherwise stop with one line
+# naming the command to run, instead of a wall of "uthash.h: No such file" from every file.
+# Only the top-level make checks: sub-makes (test-asan's) run after it.
+BOOTSTRAP_all := build
+BOOTSTRAP_test := test
+BOOTSTRAP_test-asan := test
+BOOTSTRAP_test-valgrind := test valgrind
+BOOTSTRAP_demo := demo
+BOOTSTRAP_fuzz := build fuzz
+BOOTSTRAP_fuzz-long := build fuzz
+BOOTSTRAP_wheel := wheel
+BOOTSTRAP_bench := build
+BOOTSTRAP_install := build
+BOOTSTRAP_FOR := $(sort $(foreach g,$(or $(MAKECMDGOALS),all),$(BOOTSTRAP_$(g))))
+# (nor a dry run, `make -n`: it must not install anything)
+ifeq ($(MAKELEVEL)$(if $(BOOTSTRAP_FOR),,none)$(findstring n,$(firstword -$(MAKEFLAGS))),0)
+BOOTSTRAP_FAIL := $(shell NCCLSHIM_BOOTSTRAP='$(NCCLSHIM_BOOTSTRAP)' CC='$(CC)' BOOTSTRAP_CPPFLAGS='$(UTHASH_INC)' tools/bootstrap.sh --stdout $(BOOTSTRAP_FOR))
+$(if $(BOOTSTRAP_FAIL),$(error $(BOOTSTRAP_FAIL)))
+endif
 SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(UTHASH_INC) $(CFLAGS)
 # libc, libdl and pthreads only: the real NCCL and CUDA are found at run time.
 SHIM_LDLIBS := -ldl -lpthread
@@ -22,7 +42,7 @@ BUILD ?= build
 LIB := $(BUILD)/libncclshim.so
 MAP := $(BUILD)/ncclshim.map
 
-.PHONY: all test test-gpu test-asan test-valgrind demo install clean bench fuzz check-exports
+.PHONY: all test test-gpu test-asan test-valgrind demo install clean bench fuzz check-exports wheel
 all: $(LIB) tools/ncclshim-inspect fake-nccl tests-bin
 
 $(MAP): shim/exports.map.in shim/nccl_api.def
@@ -72,6 +92,13 @@ bench: all
 	bench/forward_cost.sh 100000
 	bench/decision_cost.sh
 
+# A wheel with libncclshim.so and ncclshim-inspect (pip/uv-built images):
+# `python -m ncclshim --lib` prints the path for LD_PRELOAD.  Written to $(BUILD)/dist.
+NCCLSHIM_VERSION = $(shell sed -n 's/^\#define NCCLSHIM_VERSION "\(.*\)"/\1/p' shim/version.h)
+wheel: $(LIB) tools/ncclshim-inspect
+	$(PYTHON) tools/wheel/build_wheel.py --lib $(LIB) --inspect tools/ncclshim-inspect \
+	    --version $(NCCLSHIM_VERSION) --out $(BUILD)/dist
+
 install: all
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/ncclshim
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libncclshim.so
@@ -79,4 +106,4 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
 
 clean:
-	rm -rf $(BUILD) tools/ncclshim-inspect tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/new tests/fake/cuda tests/fake/test_fake
+	rm -rf $(BUILD) tools/ncclshim-inspect tools/inspect/report_html.gen.h tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/new tests/fake/cuda tests/fake/test_fake

@@ -11,8 +11,10 @@
 # (e.g. "--refit-gib 2 --refits 2", "--qp-budget 24"); DEMO_CPU=1 forces the CPU path.
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
-SHIM=$ROOT/build/libncclshim.so
-INSPECT=$ROOT/tools/ncclshim-inspect
+# DEMO_SHIM / DEMO_INSPECT: another build of the library and the tool (an installed wheel's:
+# tests/t/19-wheel.t runs the demo with `python -m ncclshim --lib`).
+SHIM=${DEMO_SHIM:-$ROOT/build/libncclshim.so}
+INSPECT=${DEMO_INSPECT:-$ROOT/tools/ncclshim-inspect}
 OUT=${DEMO_DIR:-$(mktemp -d /tmp/ncclshim-demo.XXXXXX)}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
@@ -110,6 +112,9 @@ show other-host "the inference process as another host (NCCLSHIM_HOSTNAME=node-b
 
 echo
 echo "records and logs: $OUT"
+if "$INSPECT" --html "$OUT/report.html" "$OUT"/*/records > /dev/null 2>&1; then
+    echo "a picture of what happened: $OUT/report.html (open it in a browser: a timeline per process, the table beside it)"
+fi
 echo "the data path (queue pairs, training bandwidth, refits) needs a GPU: on a host with 3 GPUs,"
 echo "make demo runs tools/scenario/scenario.py (see docs/inspect.md, 'The scenario')."
 exit $fail

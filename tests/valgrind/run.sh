@@ -53,4 +53,10 @@ timeout -k 5 300 $VG "$INSPECT" "$TMP/rec" > "$TMP/out" 2> "$TMP/err"
 rc=$?
 ok $([ $rc -le 2 ] && echo 0 || echo 1) "ncclshim-inspect over those records (rc=$rc)"
 [ $rc -le 2 ] || sed 's/^/#   /' "$TMP/err" | head -40
+# --html over the same records and fixtures with every kind of problem (decisions, peers lost, drops)
+timeout -k 5 300 $VG "$INSPECT" --html "$TMP/r.html" "$TMP/rec" "$ROOT/tests/inspect/fixtures/rv_ipc_dead_peer" \
+    "$ROOT/tests/inspect/fixtures/rv_drop" "$ROOT/tests/inspect/fixtures/efasim_passthrough" > /dev/null 2> "$TMP/err"
+rc=$?
+ok $([ $rc -le 2 ] && [ -s "$TMP/r.html" ] && echo 0 || echo 1) "ncclshim-inspect --html (rc=$rc)"
+[ $rc -le 2 ] || sed 's/^/#   /' "$TMP/err" | head -40
 done_testing

@@ -325,5 +325,7 @@ size_t inspect_check(inspect_state *st);
 char *inspect_traffic_string(op_stat *ops);
 void inspect_print_table(inspect_state *st, FILE *out, int verbose);
 void inspect_print_json(inspect_state *st, FILE *out);
+/* print_html.c: the self-contained page (report.html with the facts inside) */
+void inspect_print_html(inspect_state *st, FILE *out);
 
 #endif

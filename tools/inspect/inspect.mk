@@ -6,8 +6,9 @@ CFLAGS ?= -O2 -g -Wall -Wextra -Werror
 INSPECT_CFLAGS = -std=c11 -D_DEFAULT_SOURCE
 INSPECT_SRCS = tools/inspect/util.c tools/inspect/state.c tools/inspect/read_records.c \
                tools/inspect/read_nccl_log.c tools/inspect/read_input.c tools/inspect/join.c \
-               tools/inspect/check.c tools/inspect/print_table.c tools/inspect/print_json.c
-INSPECT_HDRS = tools/inspect/inspect.h
+               tools/inspect/check.c tools/inspect/print_table.c tools/inspect/print_json.c \
+               tools/inspect/print_html.c
+INSPECT_HDRS = tools/inspect/inspect.h tools/inspect/report_html.gen.h
 
 # Static jansson so the binary runs on nodes without libjansson installed.
 INSPECT_JANSSON_A := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libjansson.a) \
@@ -17,6 +18,10 @@ INSPECT_LIBS ?= $(INSPECT_JANSSON_A)
 else
 INSPECT_LIBS ?= -ljansson
 endif
+
+# --html's page, compiled in as two C strings (before and after the data).
+tools/inspect/report_html.gen.h: tools/inspect/report.html tools/inspect/html_to_c.awk
+	awk -f tools/inspect/html_to_c.awk $< > $@.tmp && mv $@.tmp $@
 
 tools/ncclshim-inspect: $(INSPECT_SRCS) tools/inspect/main.c $(INSPECT_HDRS)
 	$(CC) $(CFLAGS) $(INSPECT_CFLAGS) -o $@ $(INSPECT_SRCS) tools/inspect/main.c $(LDFLAGS) $(INSPECT_LIBS)
