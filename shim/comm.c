@@ -126,9 +126,9 @@ struct shim_comm *shim_comm_new(ncclComm_t real, struct shim_slot *slot)
         h = malloc(sizeof(*h));
     if (!h)
         return NULL;
-    uint64_t magic = atomic_load_explicit(&h->magic, memory_order_relaxed);
     memset((void *)h, 0, sizeof(*h));
-    atomic_store_explicit(&h->magic, real ? 0 : magic, memory_order_relaxed);
+    /* A shim-only slot stays taken (its magic set) through the clearing. */
+    atomic_store_explicit(&h->magic, real ? 0 : SHIM_VCOMM_MAGIC, memory_order_relaxed);
     h->real = real;
     h->slot = slot;
     h->rank = h->nranks = h->cuda_device = -1;
