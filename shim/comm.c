@@ -12,6 +12,7 @@
 #include "../policy/decide.h"
 
 #include <pthread.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -126,9 +127,12 @@ struct shim_comm *shim_comm_new(ncclComm_t real, struct shim_slot *slot)
         h = malloc(sizeof(*h));
     if (!h)
         return NULL;
-    memset((void *)h, 0, sizeof(*h));
-    /* A shim-only slot stays taken (its magic set) through the clearing. */
-    atomic_store_explicit(&h->magic, real ? 0 : SHIM_VCOMM_MAGIC, memory_order_relaxed);
+    /* Everything but the magic: a shim-only slot must stay taken (its magic
+     * set) while it is cleared, or another creation could take it too. */
+    _Static_assert(offsetof(struct shim_comm, magic) == 0, "the magic comes first");
+    memset((char *)h + sizeof(h->magic), 0, sizeof(*h) - sizeof(h->magic));
+    if (real)
+        atomic_store_explicit(&h->magic, 0, memory_order_relaxed);
     h->real = real;
     h->slot = slot;
     h->rank = h->nranks = h->cuda_device = -1;
