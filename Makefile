@@ -33,9 +33,9 @@ SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(UTHASH_INC) $(CFLA
 # libc, libdl and pthreads only: the real NCCL and CUDA are found at run time.
 SHIM_LDLIBS := -ldl -lpthread
 
-SHIM_SRCS := shim/forward.c shim/slots.c shim/dlsym.c shim/comm.c shim/lifecycle.c shim/decision.c \
-             shim/vcomm.c shim/vcomm_default.c shim/uid_mark.c shim/rv_server.c shim/rv_client.c \
-             shim/rv_io.c shim/rv_wire.c shim/ipc.c shim/ipc_ops.c shim/ipc_monitor.c shim/ipc_reaper.c shim/ipc_bcast.c shim/cuda.c shim/reduce.c shim/group.c shim/worker.c shim/evidence.c shim/python_callsite.c shim/record.c shim/config.c \
+SHIM_SRCS := shim/nccl_api.c shim/loader.c shim/forward.c shim/slots.c shim/dlsym.c shim/comm.c shim/lifecycle.c shim/decision.c \
+             shim/vcomm.c shim/vcomm_ops.c shim/vcomm_default.c shim/uid_mark.c shim/rv_server.c shim/rv_client.c \
+             shim/rv_io.c shim/rv_wire.c shim/ipc.c shim/ipc_ops.c shim/ipc_monitor.c shim/ipc_reaper.c shim/ipc_bcast.c shim/ipc_suspend.c shim/net_env.c shim/cuda.c shim/reduce.c shim/group.c shim/worker.c shim/creator.c shim/python_callsite.c shim/record.c shim/config.c \
              shim/shim_main.c policy/classify.c policy/pattern.c policy/decide.c policy/rules.c
 SHIM_HDRS := $(wildcard shim/*.h shim/*.def shim/*.inc policy/*.h)
 BUILD ?= build
@@ -78,7 +78,7 @@ test-valgrind: all
 	prove -v tests/valgrind/run.sh
 
 # GPU tests: real NCCL and torch on 2 GPUs (skipped, with a reason, without them).
-test-gpu: $(LIB)
+test-gpu: $(LIB) fabric
 	NCCL_NVLS_ENABLE=0 prove -v tests/gpu/run.sh
 
 demo: all
@@ -106,4 +106,4 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
 
 clean:
-	rm -rf $(BUILD) tools/ncclshim-inspect tools/inspect/report_html.gen.h tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/cuda tests/fake/test_fake
+	rm -rf $(BUILD) tools/ncclshim-inspect tools/inspect/report_html.gen.h tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/new tests/fake/cuda tests/fake/test_fake

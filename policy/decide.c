@@ -326,25 +326,49 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
 
 /* ---- action ---- */
 
-/* NCCLSHIM_WEIGHT_UPDATE=auto, also a rule's "auto". */
+/*
+ * NCCLSHIM_WEIGHT_UPDATE=auto, also a rule's "auto".  Where the ranks are
+ * chooses, not how many inference ranks there are: a weight-update group is a
+ * trainer and an engine of any tensor-parallel width.  An inference rank beside
+ * ranks that are not inference is what confirms that shape, so that a call-site
+ * match alone, or an engine's own group under a rule's auto, is never redirected
+ * (their all-reduces would lose NCCL).  Ranks of unknown role go with the others:
+ * the action is carried out by every rank, whatever its role, and a rank that
+ * cannot carry it out vetoes.
+ */
 static enum action auto_action(const struct decision *d, const struct rank_facts *facts, int nranks, struct sb *b)
 {
-    if (d->ninference != 1) {
-        if (d->ninference == 0)
-            sb_add(b, "no inference rank: auto redirects only a single inference rank");
-        else
-            sb_addf(b, "%d inference ranks: auto redirects only a single inference rank", d->ninference);
+    struct selector inf = { SEL_ROLE, ROLE_INFERENCE, NULL }, unk = { SEL_ROLE, ROLE_UNKNOWN, NULL };
+    if (d->ninference == 0) {
+        sb_add(b, "no inference rank: auto redirects only a group of inference and other ranks");
         return ACTION_PASSTHROUGH;
     }
-    int inf = 0;
-    while (inf < nranks && role_of(&facts[inf]) != ROLE_INFERENCE)
-        inf++;
-    if (d->nhosts == 1) {
-        sb_addf(b, "one inference rank (rank %d), all ranks on one host: ipc", inf);
-        return ACTION_IPC;
+    if (d->ninference == nranks) {
+        sb_addf(b, "every rank runs inference (%d rank%s), an engine's own group: auto redirects only a group of "
+                "inference and other ranks", nranks, nranks > 1 ? "s" : "");
+        return ACTION_PASSTHROUGH;
     }
-    sb_addf(b, "one inference rank (rank %d), ranks on %d hosts: socket", inf, d->nhosts);
-    return ACTION_SOCKET;
+    sb_addf(b, "%d inference rank%s (", d->ninference, d->ninference > 1 ? "s" : "");
+    sb_ranks(b, &inf, facts, nranks, d->ninference, 48);
+    sb_add(b, ")");
+    if (d->nunknown > 0) {
+        sb_add(b, ", ");
+        sb_ranks(b, &unk, facts, nranks, d->nunknown, 48);
+        sb_add(b, " of unknown role, going with the others");
+    }
+    if (d->nhosts != 1) {
+        sb_addf(b, ", ranks on %d hosts: socket", d->nhosts);
+        return ACTION_SOCKET;
+    }
+    if (nranks > POLICY_IPC_MAX_RANKS) {
+        /* Socket rather than passthrough: on one host NCCL keeps its own paths
+         * (NVLink, shared memory) either way, and should it take a network it
+         * is not the fabric's. */
+        sb_addf(b, ", all %d ranks on one host, more than the ipc chain's %d: socket", nranks, POLICY_IPC_MAX_RANKS);
+        return ACTION_SOCKET;
+    }
+    sb_addf(b, ", all %d ranks on one host: ipc", nranks);
+    return ACTION_IPC;
 }
 
 static const char *wu_name(enum wu_policy w)

@@ -4,6 +4,8 @@
  * communicator.  docs/policy.md documents the grammar and every message.
  */
 #define _GNU_SOURCE
+#include "rules.h"
+
 #include "decide.h"
 
 #include <fnmatch.h>

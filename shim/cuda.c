@@ -1,7 +1,7 @@
 #define _GNU_SOURCE
 #include "cuda.h"
 
-#include "dlsym.h"
+#include "loader.h"
 
 #include <dlfcn.h>
 #include <pthread.h>

@@ -6,6 +6,7 @@
 #include "config.h"
 #include "cuda.h"
 #include "ipc.h"
+#include "net_env.h"
 #include "record.h"
 #include "version.h"
 
@@ -17,8 +18,6 @@
 
 /* ncclConfig_t.netName exists since NCCL 2.14. */
 #define NCCL_NETNAME_SINCE 21400
-/* What NCCL_CONFIG_INITIALIZER sets for the 2.28 layout of nccl_abi.h. */
-#define NCCL_ABI_VERSION 22809
 
 int plan_should_mark(enum api_family caller_api)
 {
@@ -77,7 +76,8 @@ static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t w
     c->version = NCCL_ABI_VERSION;
     int *ints[] = { &c->blocking, &c->cgaClusterSize, &c->minCTAs, &c->maxCTAs, &c->splitShare,
                     &c->trafficClass, &c->collnetEnable, &c->CTAPolicy, &c->shrinkShare, &c->nvlsCTAs,
-                    &c->nChannelsPerNetPeer, &c->nvlinkCentricSched };
+                    &c->nChannelsPerNetPeer, &c->nvlinkCentricSched, &c->graphUsageMode, &c->numRmaCtx,
+                    &c->maxP2pPeers, &c->graphStreamOrdering };
     for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
         *ints[i] = NCCL_CONFIG_UNDEF_INT;
     if (user_ok) {
@@ -89,12 +89,18 @@ static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t w
     return c;
 }
 
+/* What the rendezvous's callbacks work on (rv_setup.ctx). */
+struct setup_ctx {
+    const struct plan_input *in;
+    struct plan *plan;
+};
+
 /* Round 2: can this rank carry out `action`?  Sets it up if so. */
 static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why, size_t whylen)
 {
-    void **args = ctx;
-    const struct plan_input *in = args[0];
-    struct plan *p = args[1];
+    const struct setup_ctx *sc = ctx;
+    const struct plan_input *in = sc->in;
+    struct plan *p = sc->plan;
     *bloblen = 0;
     if (action == ACTION_IPC) {
         p->vcomm = shim_comm_new(NULL, in->slot);
@@ -126,15 +132,14 @@ static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why
             snprintf(why, whylen, "the NCCL library (%s) lacks %s", in->slot->path, shim_fn_names[fn]);
             return -1;
         }
-        p->net_config = socket_config(in->config, why, whylen);
-        if (!p->net_config)
+        /* NCCL_NET would override the config's netName: the init hides it
+         * (shim/net_env.c) where that is sure to work; otherwise every rank
+         * passes through, rather than one silently leaving Socket. */
+        const char *env = net_env_value();
+        if (env && strcasecmp(env, "Socket") != 0 && !net_env_can_hide(in->slot->version, why, whylen))
             return -1;
-        const char *env = getenv("NCCL_NET");
-        if (env && *env && strcasecmp(env, "Socket") != 0)
-            snprintf(p->net_note, sizeof(p->net_note),
-                     "NCCL_NET=%.40s is set in this process and overrides the config's netName: NCCL will not "
-                     "use Socket; unset NCCL_NET in the weight-update processes", env);
-        return 0;
+        p->net_config = socket_config(in->config, why, whylen);
+        return p->net_config ? 0 : -1;
     }
     snprintf(why, whylen, "action %s cannot be set up by this version of the shim", action_name((enum action)action));
     return -1;
@@ -143,8 +148,7 @@ static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why
 /* Round 3 (ipc): open the peers' memory. */
 static int connect_peers(void *ctx, const struct rv_peers *peers, char *why, size_t whylen)
 {
-    void **args = ctx;
-    struct plan *p = args[1];
+    struct plan *p = ((const struct setup_ctx *)ctx)->plan;
     if (!p->ipc) {
         snprintf(why, whylen, "nothing was set up in round 2");
         return -1;
@@ -218,8 +222,8 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         return;
     }
     fill_facts(in, p, f);
-    const void *ctx[2] = { in, p };
-    struct rv_setup setup = { prepare, connect_peers, (void *)ctx };
+    struct setup_ctx ctx = { in, p };
+    struct rv_setup setup = { prepare, connect_peers, &ctx };
     rv_client_run(in->id, &mark, f, cfg->rendezvous_timeout_ms, &setup, &p->rv);
     free(f);
     p->action = (enum action)p->rv.v.action;

@@ -9,7 +9,7 @@
 #define NCCLSHIM_DECISION_H
 
 #include "../policy/decide.h"
-#include "evidence.h"
+#include "creator.h"
 #include "forward.h"
 #include "rendezvous.h"
 
@@ -39,7 +39,6 @@ struct plan {
     struct shim_comm *vcomm;            /* drop, ipc: the shim-only handle */
     struct ipc_comm *ipc;               /* ipc: the transport */
     ncclConfig_t *net_config;           /* socket: the caller's config with netName "Socket" */
-    char net_note[256];                 /* socket: why it may not take effect (NCCL_NET), or "" */
 };
 
 void plan_creation(const struct plan_input *in, struct plan *out);

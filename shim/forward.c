@@ -21,6 +21,14 @@ static inline const char *missing_string(void)
     return "ncclshim: this function is not in the loaded NCCL library";
 }
 #define MISSING(ret) _Generic((ret)0, const char *: missing_string, default: missing_result)()
+/* What a wrapper returns for a shim-only handle already destroyed (reported by
+ * vcomm_stale): what NCCL returns for a communicator it does not know. */
+static inline const char *stale_string(const char *fn)
+{
+    vcomm_stale(fn);
+    return "ncclshim: invalid communicator (a shim-only communicator already destroyed)";
+}
+#define STALE(ret, fn) _Generic((ret)0, const char *: stale_string, default: vcomm_stale)(fn)
 
 #define CAT_(a, b) a##b
 #define CAT(a, b) CAT_(a, b)
@@ -73,31 +81,10 @@ static void *const *const g_wrapper_tables[SHIM_NSLOTS] = {
 #define NCCL_COMM(ret, name, params, args) ALIAS(name)
 #define NCCL_DATA(name, op, params, args, count, dtype) ALIAS(name)
 #define NCCL_LIFE(ret, name, params, args) ALIAS(name)
+#define NCCL_VOID(name, params, args) ALIAS(name)
 #include "nccl_api.def"
 
 void *shim_wrapper(const struct shim_slot *slot, enum fn_index fn)
 {
     return g_wrapper_tables[slot->index][fn];
-}
-
-#define NCCL_PLAIN(ret, name, params, args) [FN_##name] = #name,
-#define NCCL_COMM(ret, name, params, args) [FN_##name] = #name,
-#define NCCL_DATA(name, op, params, args, count, dtype) [FN_##name] = #name,
-#define NCCL_LIFE(ret, name, params, args) [FN_##name] = #name,
-const char *const shim_fn_names[FN_COUNT] = {
-#include "nccl_api.def"
-};
-
-/* A linear scan: dlsym of an NCCL name is rare (once per name per client),
- * and a constant table needs no initialisation, whoever calls first. */
-int shim_fn_lookup(const char *name)
-{
-    if (name[0] == 'p')
-        name++;
-    if (strncmp(name, "nccl", 4) != 0)
-        return -1;
-    for (int i = 0; i < FN_COUNT; i++)
-        if (strcmp(name + 4, shim_fn_names[i] + 4) == 0)
-            return i;
-    return -1;
 }

@@ -8,23 +8,15 @@
 #ifndef NCCLSHIM_FORWARD_H
 #define NCCLSHIM_FORWARD_H
 
-#include "nccl_abi.h"
+#include "nccl_api.h"
 
 #include <limits.h>
 #include <stdatomic.h>
 
 #define SHIM_NSLOTS 4
+/* The newest NCCL whose every function nccl_api.def holds (2.30.x). */
+#define SHIM_TABLE_NEWEST 23099
 
-enum fn_index {
-#define NCCL_PLAIN(ret, name, params, args) FN_##name,
-#define NCCL_COMM(ret, name, params, args) FN_##name,
-#define NCCL_DATA(name, op, params, args, count, dtype) FN_##name,
-#define NCCL_LIFE(ret, name, params, args) FN_##name,
-#include "nccl_api.def"
-    FN_COUNT
-};
-
-extern const char *const shim_fn_names[FN_COUNT];
 
 struct shim_slot {
     _Atomic(void *) fn[FN_COUNT];   /* real functions; NULL until resolved or if absent */
@@ -59,8 +51,5 @@ struct shim_slot *shim_slot_for_library(const void *base, const char *path, cons
 
 /* The shim's wrapper for `fn` in `slot`, as returned by dlsym. */
 void *shim_wrapper(const struct shim_slot *slot, enum fn_index fn);
-
-/* The table index of an NCCL function name ("nccl..." or "pnccl..."), or -1. */
-__attribute__((no_sanitize("address", "undefined"))) int shim_fn_lookup(const char *name);
 
 #endif

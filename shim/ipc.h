@@ -47,6 +47,12 @@ void ipc_free(struct ipc_comm *c);
 
 int ipc_device(const struct ipc_comm *c);
 
+/* shim/ipc_suspend.c.  ncclCommSuspend: this rank's operations done, the
+ * mappings of its peers' buffers given back (0, or -1 with the reason).
+ * ncclCommMemStats: out[ncclCommMemStat_t] for this rank's memory. */
+int ipc_suspend(struct ipc_comm *c, char *why, size_t whylen);
+void ipc_mem_stats(const struct ipc_comm *c, int suspended, uint64_t out[4]);
+
 /* How this rank's broadcasts went, for its comm_end record: on how many
  * hops it came first (and took the passive half); how the data came in and
  * went out (indexed by IPC_HOP_*; ipc_hop_names). */

@@ -2,9 +2,10 @@
  * Creation and destruction of communicators: the evidence is gathered, the
  * action decided (shim/decision.c: the rendezvous for a marked ID) and
  * carried out here (passthrough: the real init; socket: the real init with
- * netName "Socket"; drop: a shim-only handle, no NCCL; ipc: a shim-only handle
- * over the CUDA IPC transport, shim/ipc.c; fail), the shim's
- * handle replaces the real ncclComm_t on the way out, and a record is written.
+ * netName "Socket", NCCL_NET hidden from it (shim/net_env.c); drop: a
+ * shim-only handle, no NCCL; ipc: a shim-only handle over the CUDA IPC
+ * transport, shim/ipc.c; fail), the communicator is registered (shim/comm.c:
+ * the application keeps NCCL's own ncclComm_t) and a record is written.
  */
 #define _GNU_SOURCE
 #include "lifecycle.h"
@@ -14,7 +15,8 @@
 #include "config.h"
 #include "decision.h"
 #include "ipc.h"
-#include "evidence.h"
+#include "creator.h"
+#include "net_env.h"
 #include "record.h"
 #include "vcomm.h"
 
@@ -56,7 +58,7 @@ static const char *result_name(ncclResult_t r)
 {
     static const char *const names[] = { "ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
                                          "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
-                                         "ncclRemoteError", "ncclInProgress" };
+                                         "ncclRemoteError", "ncclInProgress", "ncclTimeout" };
     return (unsigned)r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
 }
 
@@ -117,7 +119,7 @@ struct creation {
     uint64_t id_hash;
     const ncclConfig_t *config;
     char group[sizeof(((struct shim_comm *)0)->group)];
-    /* Splits and shrinks. */
+    /* Splits, shrinks and grows. */
     struct shim_comm *parent;
     int is_split, color, key;
     const int *exclude;
@@ -170,6 +172,12 @@ static void record_config(struct jw *w, const ncclConfig_t *c)
     INT_FIELD(CTAPolicy);
     INT_FIELD(shrinkShare);
     INT_FIELD(nvlsCTAs);
+    INT_FIELD(nChannelsPerNetPeer);
+    INT_FIELD(nvlinkCentricSched);
+    INT_FIELD(graphUsageMode);
+    INT_FIELD(numRmaCtx);
+    INT_FIELD(maxP2pPeers);
+    INT_FIELD(graphStreamOrdering);
 #undef INT_FIELD
     jw_close(w, '}');
 }
@@ -184,47 +192,49 @@ static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
     return v;
 }
 
-/*
- * After the real call: wrap what NCCL made in a shim handle and record it.
- * `out` is where the caller receives the communicator; on return it holds the
- * shim handle (or, if memory is short, the real one: fail open).
- */
-static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t *out)
+/* The decision's part of a comm record: purpose, action, network, rendezvous. */
+static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *config, int nccl_made)
+{
+    jw_str(w, "purpose", purpose_name(p->purpose));
+    jw_str(w, "purpose_reason", p->purpose_reason);
+    jw_str(w, "local_purpose", purpose_name(p->local_purpose));
+    jw_str(w, "local_purpose_reason", p->local_purpose_reason);
+    jw_str(w, "action", action_name(p->action));
+    jw_str(w, "action_reason", p->action_reason);
+    if (nccl_made || p->action == ACTION_SOCKET) {
+        /* The network NCCL was told to use, and by what: for socket the
+         * config, NCCL_NET hidden from this init; else whatever NCCL reads. */
+        char net_by[256];
+        const char *net = net_env_told(p->action == ACTION_SOCKET, config, net_by, sizeof(net_by));
+        jw_str(w, "net", net);
+        jw_str(w, "net_by", net_by);
+    }
+    if (p->marked) {
+        jw_open(w, "decision", '{');
+        jw_str(w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
+        jw_hex64(w, "id", p->rv.v.decision_id);
+        jw_str(w, "root", p->rv.root);
+        jw_int(w, "rounds", p->rv.rounds);
+        jw_u64(w, "wait_us", p->rv.wait_us);
+        jw_int(w, "hosts", p->rv.v.nhosts);
+        if (p->rv.fallback[0])
+            jw_str(w, "fallback", p->rv.fallback);
+        jw_close(w, '}');
+    }
+}
+
+/* The comm record of a creation: what was asked, what was decided and why,
+ * what was made (`real`: NCCL's pointer, `handle`: what the application holds). */
+static void record_creation(const struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t real,
+                            ncclComm_t handle, int cuda_device)
 {
     const struct creator *cr = &c->cr;
-    struct plan *p = &c->plan;
-    ncclComm_t real = (out && p->action != ACTION_DROP && p->action != ACTION_IPC &&
-                       (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
-    struct shim_comm *h = NULL;
-    int cuda_device = -1;
-    if ((p->action == ACTION_DROP || p->action == ACTION_IPC) && r == ncclSuccess) {
-        h = p->vcomm; /* taken: plan_release leaves it */
-        p->vcomm = NULL;
-        cuda_device = p->cuda_device;
-        if (p->action == ACTION_IPC) {
-            h->ipc = p->ipc;
-            p->ipc = NULL;
-            cuda_device = ipc_device(h->ipc);
-        }
-    } else if (real) {
-        h = shim_comm_new(real, c->slot);
-        if (!h)
-            shim_warn("memory", "out of memory for a communicator handle; %s's communicator %p passes through "
-                      "unobserved", c->fn, (void *)real);
-    }
-    if (real && r == ncclSuccess) {
-        cuda_device = ask_int(c->slot, FN_ncclCommCuDevice, real);
-        if (c->rank < 0)
-            c->rank = ask_int(c->slot, FN_ncclCommUserRank, real);
-        if (c->nranks < 0)
-            c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
-    }
-
+    const struct plan *p = &c->plan;
     struct jw w;
     jw_begin(&w, "comm");
     jw_str(&w, "fn", c->fn);
     jw_ptr(&w, "comm", real);
-    jw_ptr(&w, "handle", h);
+    jw_ptr(&w, "handle", handle);
     jw_str(&w, "group", c->group);
     if (c->has_id)
         jw_hex64(&w, "id_hash", c->id_hash);
@@ -259,45 +269,69 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
     }
     jw_str(&w, "role", role_name((enum role)cr->role.value));
     jw_str(&w, "role_reason", cr->role.reason);
-    jw_str(&w, "purpose", purpose_name(p->purpose));
-    jw_str(&w, "purpose_reason", p->purpose_reason);
-    jw_str(&w, "local_purpose", purpose_name(p->local_purpose));
-    jw_str(&w, "local_purpose_reason", p->local_purpose_reason);
-    jw_str(&w, "action", action_name(p->action));
-    jw_str(&w, "action_reason", p->action_reason);
-    if (p->action == ACTION_SOCKET) {
-        jw_str(&w, "net", "Socket");
-        if (p->net_note[0])
-            jw_str(&w, "net_note", p->net_note);
-    }
-    if (p->marked) {
-        jw_open(&w, "decision", '{');
-        jw_str(&w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
-        jw_hex64(&w, "id", p->rv.v.decision_id);
-        jw_str(&w, "root", p->rv.root);
-        jw_int(&w, "rounds", p->rv.rounds);
-        jw_u64(&w, "wait_us", p->rv.wait_us);
-        jw_int(&w, "hosts", p->rv.v.nhosts);
-        if (p->rv.fallback[0])
-            jw_str(&w, "fallback", p->rv.fallback);
-        jw_close(&w, '}');
-    }
+    record_plan(&w, p, c->config, real != NULL);
     jw_emit(&w);
+}
 
-    if (h) {
-        h->action = p->action;
-        h->decision_id = p->marked ? p->rv.v.decision_id : 0;
-        if (p->action == ACTION_SOCKET) {
-            h->net_config = p->net_config; /* NCCL may keep reading it: it lives as long as the handle */
-            p->net_config = NULL;
+/* The state of what was made, findable from here on by the application's pointer. */
+static void register_creation(struct creation *c, struct shim_comm *h, int cuda_device)
+{
+    struct plan *p = &c->plan;
+    h->action = p->action;
+    h->decision_id = p->marked ? p->rv.v.decision_id : 0;
+    if (p->action == ACTION_SOCKET) {
+        h->net_config = p->net_config; /* NCCL may keep reading it: it lives as long as the communicator */
+        p->net_config = NULL;
+    }
+    h->rank = c->rank;
+    h->nranks = c->nranks;
+    h->cuda_device = cuda_device;
+    h->id_hash = c->id_hash;
+    memcpy(h->group, c->group, sizeof(h->group));
+    if (shim_comm_register(h) != 0)
+        shim_warn("memory", "out of memory for the table of communicators: %s's communicator %s works, but "
+                  "its traffic is not counted", c->fn, c->group);
+}
+
+/*
+ * After the real call: register what was made and record it.  `out` is
+ * where the caller receives the communicator: NCCL's own pointer, left as it
+ * is, or for drop and ipc the shim-only handle, stored there.
+ */
+static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t *out)
+{
+    struct plan *p = &c->plan;
+    ncclComm_t real = (out && p->action != ACTION_DROP && p->action != ACTION_IPC &&
+                       (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
+    struct shim_comm *h = NULL;
+    int cuda_device = -1;
+    if ((p->action == ACTION_DROP || p->action == ACTION_IPC) && r == ncclSuccess) {
+        h = p->vcomm; /* taken: plan_release leaves it */
+        p->vcomm = NULL;
+        cuda_device = p->cuda_device;
+        if (p->action == ACTION_IPC) {
+            h->ipc = p->ipc;
+            p->ipc = NULL;
+            cuda_device = ipc_device(h->ipc);
         }
-        h->rank = c->rank;
-        h->nranks = c->nranks;
-        h->cuda_device = cuda_device;
-        h->id_hash = c->id_hash;
-        memcpy(h->group, c->group, sizeof(h->group));
-        shim_comm_register(h);
-        *out = (ncclComm_t)h;
+    } else if (real) {
+        h = shim_comm_new(real, c->slot);
+        if (!h)
+            shim_warn("memory", "out of memory for a communicator's state; %s's communicator %p works, but its "
+                      "traffic is not counted", c->fn, (void *)real);
+    }
+    if (real && r == ncclSuccess) {
+        cuda_device = ask_int(c->slot, FN_ncclCommCuDevice, real);
+        if (c->rank < 0)
+            c->rank = ask_int(c->slot, FN_ncclCommUserRank, real);
+        if (c->nranks < 0)
+            c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
+    }
+    record_creation(c, r, dur_us, real, h ? shim_comm_handle(h) : real, cuda_device);
+    if (h) {
+        register_creation(c, h, cuda_device);
+        if (!real)
+            *out = (ncclComm_t)h;
     }
 }
 
@@ -355,6 +389,20 @@ static ncclConfig_t *config_for(struct creation *c, ncclConfig_t *config)
     return c->plan.action == ACTION_SOCKET ? c->plan.net_config : config;
 }
 
+/* Around the real init: for socket, NCCL_NET is hidden from it (and from
+ * nothing else: shim/net_env.c). */
+static void redirect_begin(const struct creation *c)
+{
+    if (c->plan.action == ACTION_SOCKET)
+        net_env_hide();
+}
+
+static void redirect_end(const struct creation *c)
+{
+    if (c->plan.action == ACTION_SOCKET)
+        net_env_show();
+}
+
 /* After the real call: wrap and record what it made (`out`: where it is returned; NULL if nothing). */
 static ncclResult_t end_creation(struct creation *c, ncclResult_t r, ncclComm_t *out)
 {
@@ -376,10 +424,13 @@ ncclResult_t life_ncclCommInitRank(struct shim_slot *slot, const void *caller, n
     begin_creation(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL);
     ncclResult_t r;
     if (!carried_out_by_shim(&c, newcomm, &r)) {
-        if (c.plan.action == ACTION_SOCKET) /* only InitRankConfig takes a netName; prepared in round 2 */
+        if (c.plan.action == ACTION_SOCKET) { /* only InitRankConfig takes a netName; prepared in round 2 */
+            redirect_begin(&c);
             r = REAL(slot, ncclCommInitRankConfig, caller)(newcomm, nranks, commId, rank, c.plan.net_config);
-        else
+            redirect_end(&c);
+        } else {
             r = f(newcomm, nranks, commId, rank);
+        }
     }
     return end_creation(&c, r, newcomm);
 }
@@ -395,8 +446,11 @@ ncclResult_t life_ncclCommInitRankConfig(struct shim_slot *slot, const void *cal
     struct creation c;
     begin_creation(&c, "ncclCommInitRankConfig", slot, caller, rank, nranks, &commId, config);
     ncclResult_t r;
-    if (!carried_out_by_shim(&c, newcomm, &r))
+    if (!carried_out_by_shim(&c, newcomm, &r)) {
+        redirect_begin(&c);
         r = f(newcomm, nranks, commId, rank, config_for(&c, config));
+        redirect_end(&c);
+    }
     return end_creation(&c, r, newcomm);
 }
 
@@ -413,8 +467,11 @@ ncclResult_t life_ncclCommInitRankScalable(struct shim_slot *slot, const void *c
     begin_creation(&c, "ncclCommInitRankScalable", slot, caller, myrank, nranks,
                    (nId > 0 && commIds) ? &commIds[0] : NULL, config);
     ncclResult_t r;
-    if (!carried_out_by_shim(&c, newcomm, &r))
+    if (!carried_out_by_shim(&c, newcomm, &r)) {
+        redirect_begin(&c);
         r = f(newcomm, nranks, myrank, nId, commIds, config_for(&c, config));
+        redirect_end(&c);
+    }
     return end_creation(&c, r, newcomm);
 }
 
@@ -444,13 +501,27 @@ ncclResult_t life_ncclCommInitAll(struct shim_slot *slot, const void *caller, nc
     return r;
 }
 
-/* A dropped communicator has no NCCL to split: the ranks' colors are not
- * exchanged, so the child's size is unknown.  Refused, and recorded. */
+/* A shim-only communicator has no NCCL to split, shrink or grow: the ranks'
+ * colors are not exchanged, so the child's size is unknown.  Refused with
+ * the action named, and recorded. */
 static ncclResult_t shim_only_child(ncclComm_t comm, ncclComm_t *newcomm, const char *fn)
 {
     if (newcomm)
         *newcomm = NULL;
-    return vcomm_unsupported(shim_vcomm_of(comm), fn);
+    struct shim_comm *v = shim_vcomm_of(comm);
+    return v ? vcomm_unsupported(v, fn) : vcomm_stale(fn);
+}
+
+/* The parent's part of a split, shrink or grow: its state, and the name of
+ * the child (every rank makes its parent's children in the same order, so
+ * the sequence number names the child alike on every rank). */
+static void begin_child(struct creation *c, const char *fn, struct shim_slot *slot, const void *caller,
+                        struct shim_comm *parent, atomic_uint *seq, const char *kind, const ncclConfig_t *config)
+{
+    unsigned n = atomic_fetch_add(seq, 1);
+    begin_creation(c, fn, slot, caller, -1, -1, NULL, config);
+    c->parent = parent;
+    snprintf(c->group, sizeof(c->group), "%.100s/%s%u", parent->group, kind, n);
 }
 
 ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, ncclComm_t comm, int color, int key,
@@ -459,23 +530,21 @@ ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, nccl
     __typeof__(&ncclCommSplit) f = REAL(slot, ncclCommSplit, caller);
     if (!f)
         return ncclInternalError;
-    if (shim_vcomm_of(comm))
+    if (shim_is_vcomm(comm))
         return shim_only_child(comm, newcomm, "ncclCommSplit");
-    struct shim_comm *parent = shim_comm_of(comm);
+    struct shim_comm *parent = shim_comm_find(comm);
     if (!observing() || !parent)
-        return f(shim_unwrap(comm), color, key, newcomm, config);
-    /* Every rank splits its parent in the same order: the sequence number names the child. */
-    unsigned seq = atomic_fetch_add(&parent->splits, 1);
+        return f(comm, color, key, newcomm, config);
     struct creation c;
-    begin_creation(&c, "ncclCommSplit", slot, caller, -1, -1, NULL, config);
-    c.parent = parent;
+    begin_child(&c, "ncclCommSplit", slot, caller, parent, &parent->splits, "split", config);
     c.is_split = 1;
     c.color = color;
     c.key = key;
-    snprintf(c.group, sizeof(c.group), "%.100s/split%u:color%d", parent->group, seq, color);
-    ncclResult_t r = f(parent->real, color, key, newcomm, config);
+    snprintf(c.group + strlen(c.group), sizeof(c.group) - strlen(c.group), ":color%d", color);
+    ncclResult_t r = f(comm, color, key, newcomm, config);
     /* NCCL_SPLIT_NOCOLOR: this rank is in no child, and there is nothing to record. */
     if (r == ncclSuccess && !(newcomm && *newcomm)) {
+        plan_release(&c.plan);
         t_depth--;
         return r;
     }
@@ -489,54 +558,89 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
     __typeof__(&ncclCommShrink) f = REAL(slot, ncclCommShrink, caller);
     if (!f)
         return ncclInternalError;
-    if (shim_vcomm_of(comm))
+    if (shim_is_vcomm(comm))
         return shim_only_child(comm, newcomm, "ncclCommShrink");
-    struct shim_comm *parent = shim_comm_of(comm);
+    struct shim_comm *parent = shim_comm_find(comm);
     if (!observing() || !parent)
-        return f(shim_unwrap(comm), excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
-    unsigned seq = atomic_fetch_add(&parent->shrinks, 1);
+        return f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
     struct creation c;
-    begin_creation(&c, "ncclCommShrink", slot, caller, -1, -1, NULL, config);
-    c.parent = parent;
+    begin_child(&c, "ncclCommShrink", slot, caller, parent, &parent->shrinks, "shrink", config);
     c.exclude = excludeRanksList;
     c.nexclude = excludeRanksList ? excludeRanksCount : 0;
-    snprintf(c.group, sizeof(c.group), "%.100s/shrink%u", parent->group, seq);
-    return end_creation(&c, f(parent->real, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags),
-                        newcomm);
+    return end_creation(&c, f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags), newcomm);
+}
+
+/*
+ * NCCL 2.29's grow: the ranks of `comm` (rank -1) and the new ranks (comm
+ * NULL) make a larger communicator from an ID of ncclCommGetUniqueId.  The
+ * existing ranks' child is named after its parent, like a split's; a new
+ * rank's after the ID, like an init's.  Either is decided on this rank's
+ * evidence (the ID carries no mark: NCCL made it from the communicator).
+ */
+ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclComm_t comm, int nRanks,
+                               const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    __typeof__(&ncclCommGrow) f = REAL(slot, ncclCommGrow, caller);
+    if (!f)
+        return ncclInternalError;
+    if (shim_is_vcomm(comm))
+        return shim_only_child(comm, newcomm, "ncclCommGrow");
+    struct shim_comm *parent = comm ? shim_comm_find(comm) : NULL;
+    if (!observing() || (comm && !parent))
+        return f(comm, nRanks, uniqueId, rank, newcomm, config);
+    struct creation c;
+    if (parent) {
+        begin_child(&c, "ncclCommGrow", slot, caller, parent, &parent->grows, "grow", config);
+        c.nranks = nRanks;
+    } else {
+        begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config);
+    }
+    return end_creation(&c, f(comm, nRanks, uniqueId, rank, newcomm, config), newcomm);
 }
 
 ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, ncclComm_t comm)
 {
     __typeof__(&ncclCommFinalize) f = REAL(slot, ncclCommFinalize, caller);
-    if (shim_vcomm_of(comm))
-        return ncclSuccess; /* nothing in flight on a dropped communicator */
+    if (shim_is_vcomm(comm)) /* nothing in flight that a finalize would wait for */
+        return shim_vcomm_of(comm) ? ncclSuccess : vcomm_stale("ncclCommFinalize");
     if (!f)
         return ncclInternalError;
-    return f(shim_unwrap(comm));
+    return f(comm);
 }
 
-/* Destroy and abort: NCCL frees its communicator, then the shim its handle. */
-static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, const char *how)
+/*
+ * Destroy and abort.  A communicator NCCL made leaves the table before NCCL
+ * frees it: once NCCL has, it may hand the same address to a communicator
+ * another thread is creating.  A shim-only one is claimed by one caller
+ * (its magic), so that a second destroy of it is refused, never freed twice.
+ */
+static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, const char *fn, const char *how)
 {
-    struct shim_comm *h = shim_handle_of(comm);
-    if (!h)
-        return f(comm);
-    int registered = shim_comm_unregister(h);
-    /* A dropped communicator has no NCCL behind it: nothing to free there. */
-    ncclResult_t r = h->real ? f(h->real) : ncclSuccess;
-    if (registered && shim_config()->mode != MODE_OFF)
-        shim_comm_record_end(h, how, r);
-    /* Free only what this call removed from the registry: a concurrent second
-     * destroy of the same handle must not free it twice. */
-    if (registered)
+    if (shim_is_vcomm(comm)) {
+        struct shim_comm *v = (struct shim_comm *)comm;
+        uint64_t alive = SHIM_VCOMM_MAGIC;
+        if (!atomic_compare_exchange_strong(&v->magic, &alive, SHIM_VCOMM_MAGIC ^ 1))
+            return vcomm_stale(fn);
+        shim_comm_unregister(v);
+        if (shim_config()->mode != MODE_OFF)
+            shim_comm_record_end(v, how, ncclSuccess);
+        shim_comm_free(v);
+        return ncclSuccess;
+    }
+    struct shim_comm *h = f ? shim_comm_find(comm) : NULL;
+    int registered = h && shim_comm_unregister(h);
+    ncclResult_t r = f ? f(comm) : ncclInternalError;
+    if (registered) {
+        if (shim_config()->mode != MODE_OFF)
+            shim_comm_record_end(h, how, r);
         shim_comm_free(h);
+    }
     return r;
 }
 
 ncclResult_t life_ncclCommDestroy(struct shim_slot *slot, const void *caller, ncclComm_t comm)
 {
-    __typeof__(&ncclCommDestroy) f = REAL(slot, ncclCommDestroy, caller);
-    return f ? end_comm(f, comm, "destroy") : ncclInternalError;
+    return end_comm(REAL(slot, ncclCommDestroy, caller), comm, "ncclCommDestroy", "destroy");
 }
 
 ncclResult_t life_ncclCommAbort(struct shim_slot *slot, const void *caller, ncclComm_t comm)
@@ -544,6 +648,5 @@ ncclResult_t life_ncclCommAbort(struct shim_slot *slot, const void *caller, nccl
     struct shim_comm *v = shim_vcomm_of(comm);
     if (v && v->ipc)
         ipc_abort(v->ipc); /* destroy then skips waiting for the peers */
-    __typeof__(&ncclCommAbort) f = REAL(slot, ncclCommAbort, caller);
-    return f ? end_comm(f, comm, "abort") : ncclInternalError;
+    return end_comm(REAL(slot, ncclCommAbort, caller), comm, "ncclCommAbort", "abort");
 }

@@ -11,6 +11,7 @@
 #define NCCLSHIM_NCCL_ABI_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct ncclComm *ncclComm_t;
 typedef struct ncclWindow_vidmem *ncclWindow_t;
@@ -28,7 +29,8 @@ typedef enum {
     ncclInvalidUsage = 5,
     ncclRemoteError = 6,
     ncclInProgress = 7,
-    ncclNumResults = 8
+    ncclTimeout = 8,                    /* since 2.30 */
+    ncclNumResults = 9
 } ncclResult_t;
 
 /* Values up to ncclNumOps are built in; larger ones are made by
@@ -48,8 +50,12 @@ typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarRes
 /*
  * ncclConfig_t grows with NCCL versions; callers fill `size` and `version`.
  * The shim reads a field only when `size` says the caller's struct has it.
- * Layout of NCCL 2.28 (ncclConfig_v22800); older versions are prefixes.
+ * Layout of NCCL 2.30 (ncclConfig_v23000); older versions are prefixes
+ * (tests/t/09-abi.t checks every header we have: 2.18, 2.28, 2.29, 2.30).
+ * NCCL copies min(size, its own sizeof) bytes, so a larger config is safe
+ * on an older NCCL.
  */
+#define NCCL_ABI_VERSION 23007          /* the nccl.h this layout is taken from */
 #define NCCL_CONFIG_MAGIC 0xcafebeefu
 #define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
 typedef struct {
@@ -68,8 +74,12 @@ typedef struct {
     int CTAPolicy;
     int shrinkShare;
     int nvlsCTAs;
-    int nChannelsPerNetPeer;
+    int nChannelsPerNetPeer;            /* 2.28 */
     int nvlinkCentricSched;
+    int graphUsageMode;                 /* 2.29 */
+    int numRmaCtx;
+    int maxP2pPeers;                    /* 2.30 */
+    int graphStreamOrdering;
 } ncclConfig_t;
 
 typedef struct {
@@ -86,5 +96,16 @@ typedef struct ncclDevComm ncclDevComm_t;
 typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
 typedef struct { int nRanks, rank, stride; } ncclTeam_t;
+
+/* NCCL 2.29: suspend/resume, memory statistics, signals; 2.30: parameters. */
+#define NCCL_SUSPEND_MEM 0x01
+typedef enum {
+    ncclStatGpuMemSuspend = 0,          /* bytes that ncclCommSuspend releases */
+    ncclStatGpuMemSuspended = 1,        /* 1 while suspended */
+    ncclStatGpuMemPersist = 2,          /* bytes that stay */
+    ncclStatGpuMemTotal = 3
+} ncclCommMemStat_t;
+typedef struct { int opCnt, peer, sigIdx, ctx; } ncclWaitSignalDesc_t;
+typedef struct ncclParamHandle *ncclParamHandle_t;
 
 #endif

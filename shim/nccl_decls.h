@@ -8,6 +8,7 @@
 #define NCCL_COMM(ret, name, params, args) ret name params;
 #define NCCL_DATA(name, op, params, args, count, dtype) ncclResult_t name params;
 #define NCCL_LIFE(ret, name, params, args) ret name params;
+#define NCCL_VOID(name, params, args) void name params;
 #include "nccl_api.def"
 
 #endif

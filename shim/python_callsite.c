@@ -6,9 +6,9 @@
  * interpreter lock is taken (callers guarantee it: see evidence_gather).
  */
 #define _GNU_SOURCE
-#include "evidence.h"
+#include "creator.h"
 
-#include "dlsym.h"
+#include "loader.h"
 
 #include <dlfcn.h>
 #include <stdio.h>

@@ -241,6 +241,8 @@ static void fall_back(struct rv_session *s, enum rv_type type, const char *why)
     finish(s);
 }
 
+_Static_assert(POLICY_IPC_MAX_RANKS == RV_MAX_PEERS, "auto's ipc limit is the chain's");
+
 /* The action the policy chose, as this build and mode can carry it out. */
 static void adjust_action(struct rv_verdict *v, int nranks)
 {

@@ -5,8 +5,9 @@
 #define _GNU_SOURCE
 #include "comm.h"
 #include "config.h"
-#include "dlsym.h"
-#include "evidence.h"
+#include "loader.h"
+#include "net_env.h"
+#include "creator.h"
 #include "record.h"
 #include "ipc.h"
 #include "rendezvous.h"
@@ -63,6 +64,7 @@ __attribute__((constructor)) static void shim_load(void)
     /* Resolve glibc's dlsym now, while the process is still single-threaded. */
     shim_real_dlsym();
     shim_self_base();
+    net_env_init();
     if (shim_config()->mode == MODE_OFF)
         return;
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);

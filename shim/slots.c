@@ -10,7 +10,7 @@
 #define _GNU_SOURCE
 #include "forward.h"
 
-#include "dlsym.h"
+#include "loader.h"
 #include "record.h"
 
 #include <dlfcn.h>
@@ -78,6 +78,24 @@ static void write_library_record(const struct shim_slot *s, const char *how, int
     jw_emit(&w);
 }
 
+/*
+ * An NCCL newer than the table: once per process.  Communicators NCCL makes
+ * stay safe whatever it adds (the application holds NCCL's own pointer);
+ * a shim-only one (drop, ipc) given to a function the table lacks would
+ * reach NCCL, which is what the warning says.
+ */
+static void warn_if_newer(const struct shim_slot *s)
+{
+    static atomic_int warned; /* once per process, whichever slot */
+    if (s->version <= SHIM_TABLE_NEWEST || atomic_exchange(&warned, 1))
+        return;
+    shim_warn("nccl-newer", "%s is NCCL %d.%d.%d, newer than the newest NCCL whose functions this shim knows "
+              "(2.30): communicators NCCL makes work as without the shim, but a communicator the shim dropped "
+              "or runs over CUDA IPC must not be passed to a function NCCL added since; if the application "
+              "does, use a newer ncclshim or NCCLSHIM_WEIGHT_UPDATE=passthrough", s->path, s->version / 10000,
+              s->version / 100 % 100, s->version % 100);
+}
+
 /* Resolves every function of the table in the claimed slot, then publishes it. */
 static void fill_slot(struct shim_slot *s, const char *how)
 {
@@ -97,6 +115,10 @@ static void fill_slot(struct shim_slot *s, const char *how)
             nfound++;
         atomic_store_explicit(&s->fn[i], f, memory_order_release);
     }
+    /* The names an older NCCL lacks left an error for dlerror(): the
+     * application's own lookup, which brought us here, succeeded. */
+    if (h)
+        dlerror();
     s->handle = h;
     ncclResult_t (*get_version)(int *) =
         (ncclResult_t(*)(int *))atomic_load_explicit(&s->fn[FN_ncclGetVersion], memory_order_relaxed);
@@ -106,6 +128,7 @@ static void fill_slot(struct shim_slot *s, const char *how)
     if (!h)
         shim_warn("library", "cannot reopen %s (dlopen RTLD_NOLOAD: %s); its calls fail", s->path, dlerror());
     write_library_record(s, how, nfound);
+    warn_if_newer(s);
 }
 
 struct loaded_nccl { char path[PATH_MAX]; const void *base; };

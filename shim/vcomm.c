@@ -1,5 +1,6 @@
 /*
- * What a shim-only communicator (action drop) answers.  It has a rank, a size
+ * What a shim-only communicator (actions drop and ipc) answers, but for its
+ * data operations (shim/vcomm_ops.c).  It has a rank, a size
  * and a device, no errors, and data operations that complete at once without
  * touching memory; each is counted, so that records show the data that did
  * not arrive (docs/policy.md, "drop").  Functions not here are refused by
@@ -7,22 +8,40 @@
  */
 #include "vcomm.h"
 
-#include "forward.h"
-#include "group.h"
+#include "nccl_api.h"
 #include "ipc.h"
 #include "record.h"
 
 #include <stdatomic.h>
 
 /* One warning per function and process: an application that retries an
- * unsupported call in a loop must not flood its log.  Bit i = fn_index i. */
-static atomic_uint_fast64_t g_warned;
+ * unsupported call in a loop must not flood its log.  Bit i%64 of word i/64
+ * = fn_index i; [0] stale handles, [1] refusals, [2] suspended communicators. */
+#define WARN_WORDS ((FN_COUNT + 63) / 64)
+static atomic_uint_fast64_t g_warned[3][WARN_WORDS];
+
+/* 1 the first time `fn` is reported in `kind`; unknown names always are. */
+static int first_warning(int kind, const char *fn)
+{
+    int i = shim_fn_lookup(fn);
+    if (i < 0)
+        return 1;
+    uint_fast64_t bit = (uint_fast64_t)1 << (i % 64);
+    return !(atomic_fetch_or(&g_warned[kind][i / 64], bit) & bit);
+}
+
+ncclResult_t vcomm_stale(const char *fn)
+{
+    if (first_warning(0, fn))
+        shim_warn("stale-comm", "%s on a communicator this shim dropped or ran over CUDA IPC and the application "
+                  "has already destroyed: the call returns ncclInvalidArgument (as NCCL does for a destroyed "
+                  "communicator); the application uses a communicator after ncclCommDestroy", fn);
+    return ncclInvalidArgument;
+}
 
 ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
 {
-    int i = shim_fn_lookup(fn);
-    uint_fast64_t bit = (i >= 0 && i < 64) ? (uint_fast64_t)1 << i : 0;
-    if (!bit || !(atomic_fetch_or(&g_warned, bit) & bit)) {
+    if (first_warning(1, fn)) {
         if (h->ipc)
             shim_warn("ipc-comm-call",
                       "%s on communicator %s (rank %d of %d), which this shim runs over CUDA IPC "
@@ -40,125 +59,12 @@ ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn)
     return ncclInvalidUsage;
 }
 
-ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype, const char *fn)
+ncclResult_t vcomm_refuse_suspended(struct shim_comm *h, const char *fn)
 {
-    if (h->ipc)
-        return vcomm_unsupported(h, fn);
-    shim_count(h, op, count, dtype);
-    return ncclSuccess;
-}
-
-/* An ipc operation's failure: recorded with its reason (every time: each is a
- * lost or refused transfer), the result returned. */
-static ncclResult_t ipc_result(struct shim_comm *h, const char *fn, ncclResult_t r, const char *why)
-{
-    if (r != ncclSuccess)
-        shim_warn("ipc", "%s on ipc communicator %s (rank %d of %d) returns %d: %s", fn, h->group, h->rank, h->nranks,
-                  (int)r, why);
-    return r;
-}
-
-/* The start of every data operation on an ipc communicator: its size in
- * bytes, and its traffic counted; an error (recorded) for a datatype that is
- * not NCCL's. */
-static ncclResult_t ipc_begin(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype,
-                              const char *fn, size_t *bytes)
-{
-    size_t es = shim_dtype_size_checked(dtype);
-    if (!es)
-        return ipc_result(h, fn, ncclInvalidArgument, "not an NCCL datatype");
-    shim_count(h, op, count, dtype);
-    *bytes = count * es;
-    return ncclSuccess;
-}
-
-ncclResult_t vcomm_ncclBroadcast(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                 int root, ncclComm_t comm, cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_BROADCAST, count, datatype, "ncclBroadcast");
-    char why[512] = "";
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, OP_BROADCAST, count, datatype, "ncclBroadcast", &bytes);
-    if (r == ncclSuccess)
-        r = ipc_result(h, "ncclBroadcast",
-                       ipc_broadcast(h->ipc, sendbuff, recvbuff, bytes, root, stream, why, sizeof(why)), why);
-    return r;
-}
-
-ncclResult_t vcomm_ncclBcast(void *buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-                             cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_BCAST, count, datatype, "ncclBcast");
-    char why[512] = "";
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, OP_BCAST, count, datatype, "ncclBcast", &bytes);
-    if (r == ncclSuccess)
-        r = ipc_result(h, "ncclBcast", ipc_broadcast(h->ipc, buff, buff, bytes, root, stream, why, sizeof(why)), why);
-    return r;
-}
-
-ncclResult_t vcomm_ncclAllGather(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
-                                 ncclComm_t comm, cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_ALLGATHER, sendcount, datatype, "ncclAllGather");
-    char why[512] = "";
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, OP_ALLGATHER, sendcount, datatype, "ncclAllGather", &bytes);
-    if (r == ncclSuccess)
-        r = ipc_result(h, "ncclAllGather", ipc_allgather(h->ipc, sendbuff, recvbuff, bytes, stream, why, sizeof(why)),
-                       why);
-    return r;
-}
-
-/* Send and Recv: queued until the end of their group (shim/group.c). */
-static ncclResult_t ipc_p2p_one(struct shim_comm *h, int send, void *buf, size_t count, ncclDataType_t datatype,
-                                int peer, cudaStream_t stream, const char *fn)
-{
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, send ? OP_SEND : OP_RECV, count, datatype, fn, &bytes);
-    if (r != ncclSuccess)
-        return r;
-    struct ipc_p2p op = { send, buf, bytes, peer, (CUstream)stream };
-    return group_ipc_p2p(h, &op, fn);
-}
-
-ncclResult_t vcomm_ncclSend(const void *sendbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                            cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_SEND, count, datatype, "ncclSend");
-    return ipc_p2p_one(h, 1, (void *)sendbuff, count, datatype, peer, stream, "ncclSend");
-}
-
-ncclResult_t vcomm_ncclRecv(void *recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
-                            cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_RECV, count, datatype, "ncclRecv");
-    return ipc_p2p_one(h, 0, recvbuff, count, datatype, peer, stream, "ncclRecv");
-}
-
-ncclResult_t vcomm_ncclAllReduce(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                 ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream)
-{
-    struct shim_comm *h = (struct shim_comm *)comm;
-    if (!h->ipc)
-        return vcomm_data(h, OP_ALLREDUCE, count, datatype, "ncclAllReduce");
-    char why[512] = "";
-    size_t bytes;
-    ncclResult_t r = ipc_begin(h, OP_ALLREDUCE, count, datatype, "ncclAllReduce", &bytes);
-    if (r == ncclSuccess)
-        r = ipc_result(h, "ncclAllReduce",
-                       ipc_allreduce(h->ipc, sendbuff, recvbuff, count, datatype, op, stream, why, sizeof(why)), why);
-    return r;
+    if (first_warning(2, fn))
+        shim_warn("suspended-comm", "%s on communicator %s (rank %d of %d), suspended by ncclCommSuspend: the call "
+                  "returns ncclInvalidUsage; call ncclCommResume first", fn, h->group, h->rank, h->nranks);
+    return ncclInvalidUsage;
 }
 
 ncclResult_t vcomm_ncclCommCount(ncclComm_t comm, int *count)
@@ -249,5 +155,45 @@ ncclResult_t vcomm_ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 {
     (void)op;
     (void)comm;
+    return ncclSuccess;
+}
+
+/*
+ * NCCL 2.29's suspend, resume and memory statistics.  A dropped communicator
+ * has nothing to give back; an ipc one gives back what one rank can
+ * (shim/ipc_suspend.c).  Operations on a suspended communicator are refused,
+ * as NCCL refuses them ("the communicator cannot be used while suspended").
+ */
+ncclResult_t vcomm_ncclCommSuspend(ncclComm_t comm, int flags)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    (void)flags;
+    if (h->ipc) {
+        char why[256] = "";
+        if (ipc_suspend(h->ipc, why, sizeof(why)) != 0) {
+            shim_warn("ipc", "ncclCommSuspend on ipc communicator %s (rank %d of %d) returns %d: %s", h->group,
+                      h->rank, h->nranks, (int)ncclInternalError, why);
+            return ncclInternalError;
+        }
+    }
+    atomic_store(&h->suspended, 1);
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommResume(ncclComm_t comm)
+{
+    atomic_store(&((struct shim_comm *)comm)->suspended, 0);
+    return ncclSuccess;
+}
+
+ncclResult_t vcomm_ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!value || (unsigned)stat > ncclStatGpuMemTotal)
+        return ncclInvalidArgument;
+    uint64_t v[4] = { 0, (uint64_t)atomic_load(&h->suspended), 0, 0 };
+    if (h->ipc)
+        ipc_mem_stats(h->ipc, v[ncclStatGpuMemSuspended] != 0, v);
+    *value = v[stat];
     return ncclSuccess;
 }

@@ -1,8 +1,9 @@
 /*
  * Shim-only communicators (actions drop and ipc): every NCCL function that takes a
  * communicator has an answer here, so that a shim handle never reaches the
- * real NCCL.  shim/vcomm.c answers the ones that have a meaningful answer;
- * shim/vcomm_default.c refuses the rest with ncclInvalidUsage and a record.
+ * real NCCL.  shim/vcomm.c answers the ones that have a meaningful answer,
+ * shim/vcomm_ops.c the data operations (one dispatch); shim/vcomm_default.c
+ * refuses the rest with ncclInvalidUsage and a record.
  */
 #ifndef NCCLSHIM_VCOMM_H
 #define NCCLSHIM_VCOMM_H
@@ -20,7 +21,15 @@
  * (all but Broadcast, Bcast and AllReduce) are refused. */
 ncclResult_t vcomm_data(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t dtype, const char *fn);
 
+/* An operation on a suspended communicator (reported once per function). */
+ncclResult_t vcomm_refuse_suspended(struct shim_comm *h, const char *fn);
+
 /* The refusal of the functions vcomm.c does not answer. */
 ncclResult_t vcomm_unsupported(struct shim_comm *h, const char *fn);
+
+/* A call on a shim-only handle already destroyed: reported once per
+ * function, ncclInvalidArgument (what NCCL says of a communicator it does
+ * not know); never forwarded. */
+ncclResult_t vcomm_stale(const char *fn);
 
 #endif

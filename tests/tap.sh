@@ -48,3 +48,17 @@ import_checks() { # import_checks <file>
 record_file() { ls "$1"/ncclshim.*.jsonl 2>/dev/null | head -1; }
 # jq over the records of a dir: jqr <dir> <filter>
 jqr() { cat "$1"/ncclshim.*.jsonl 2>/dev/null | jq -c "$2"; }
+
+# The nccl* names of nccl_api.def whose release group satisfies <cond on v>,
+# in table order: table_names '(v) > 22809' lists the functions newer than 2.28.9.
+table_names() {
+    cpp -P -I "$ROOT/shim" -x c - <<X | tr -s ' \n' '\n' | grep -v '^$'
+#define NCCL_API_SINCE(v) ($1)
+#define NCCL_PLAIN(ret, name, params, args) name
+#define NCCL_COMM(ret, name, params, args) name
+#define NCCL_DATA(name, op, params, args, count, dtype) name
+#define NCCL_LIFE(ret, name, params, args) name
+#define NCCL_VOID(name, params, args) name
+#include "nccl_api.def"
+X
+}

@@ -5,11 +5,11 @@ tests-bin: tests/bin/client_linked tests/bin/client_dlopen tests/bin/client_dlop
            tests/bin/dl_lookup tests/fake/test_fake
 
 # Linked against fake "a" like torch is against libnccl (found through its rpath).
-tests/bin/client_linked: tests/clients/nccl_client.c shim/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/client_linked: tests/clients/nccl_client.c tests/clients/check.h shim/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
-tests/bin/client_dlopen: tests/clients/nccl_client.c shim/nccl_api.def
+tests/bin/client_dlopen: tests/clients/nccl_client.c tests/clients/check.h shim/nccl_api.def
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DNO_LINK -o $@ $< -ldl -lpthread
 
@@ -62,3 +62,13 @@ tests-bin: tests/bin/test_reduce
 tests/bin/test_reduce: tests/unit/test_reduce.c shim/reduce.c shim/reduce.h shim/nccl_abi.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_reduce.c shim/reduce.c
+
+# NCCL 2.29/2.30's functions and one of a later release (tests/t/17-identity.t):
+# linked against the fake NCCL 2.30.7, and the dlopen build.
+tests-bin: tests/bin/newer_linked tests/bin/newer_dlopen
+tests/bin/newer_linked: tests/clients/newer_client.c tests/clients/check.h shim/nccl_api.def shim/nccl_abi.h tests/fake/new/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/new -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/new' -ldl -lpthread
+tests/bin/newer_dlopen: tests/clients/newer_client.c tests/clients/check.h shim/nccl_api.def shim/nccl_abi.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -DNO_LINK -o $@ $< -ldl -lpthread

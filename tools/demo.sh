@@ -3,9 +3,9 @@
 # shim does about it.
 #   With 3 GPUs or more: tools/scenario/scenario.py, on real NCCL (torch's) with the
 #   EFASim net plugin (build/libnccl-net-efasim.so) as the fabric: a trainer of 2 ranks
-#   and an inference process, without the shim, with it (NCCLSHIM_WEIGHT_UPDATE=auto)
-#   and with the inference process presented as another host (NCCLSHIM_HOSTNAME=node-b,
-#   test-only), side by side.
+#   and an inference engine (1 rank; with 4 GPUs or more, 2), without the shim, with it
+#   (NCCLSHIM_WEIGHT_UPDATE=auto: ipc) and with the inference processes presented as
+#   another host (NCCLSHIM_HOSTNAME=node-b, test-only: auto chooses socket), side by side.
 #   With fewer: the shim's decisions on the fake NCCL of the test suite (no data path).
 # DEMO_DIR=<dir> keeps the output there; DEMO_ARGS="..." passes options to the scenario
 # (e.g. "--refit-gib 2 --refits 2", "--qp-budget 24"); DEMO_CPU=1 forces the CPU path.
@@ -27,11 +27,16 @@ if [ -z "${DEMO_CPU:-}" ] && timeout -k 5 60 nvidia-smi -L > /dev/null 2>&1; the
 fi
 
 if [ "$gpus" -ge 3 ]; then
-    echo "== $gpus GPUs: the scenario on real NCCL with the EFASim fabric (3 runs; a few minutes)"
+    # 4 GPUs or more: the inference engine has 2 ranks (tensor parallelism 2, GPUs 2 and 3)
+    inf=1
+    [ "$gpus" -ge 4 ] && inf=2
+    echo "== $gpus GPUs: the scenario on real NCCL with the EFASim fabric, a trainer of 2 ranks and an" \
+         "inference engine of $inf (3 runs; a few minutes)"
     # The scenario bounds every run itself (--timeout per run) and kills its ranks; this
     # outer bound is for the scenario as a whole.
     # shellcheck disable=SC2086
-    timeout -k 10 1800 "$PY" "$ROOT/tools/scenario/scenario.py" --outdir "$OUT" --python "$PY" ${DEMO_ARGS:-}
+    timeout -k 10 1800 "$PY" "$ROOT/tools/scenario/scenario.py" --outdir "$OUT" --python "$PY" \
+        --inference-ranks "$inf" ${DEMO_ARGS:-}
     st=$?
     [ $st -eq 124 ] && echo "demo: the scenario ran past 30 minutes and was stopped; see $OUT" >&2
     exit $st

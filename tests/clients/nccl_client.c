@@ -8,11 +8,16 @@
  * Scenarios: basic, threads, reenter.
  */
 #define _GNU_SOURCE
+/* NCCL 2.28's functions: the linked build links against the fake 2.28.9
+ * (tests/clients/newer_client.c calls the later ones). */
+#define NCCL_API_SINCE(version) ((version) <= 22809)
 #include "nccl_abi.h"
 #include "nccl_decls.h"
+#include "check.h"
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,18 +32,6 @@ struct api {
 };
 
 static struct api A;
-static int failures;
-
-#define CHECK(cond, ...)                                                                     \
-    do {                                                                                     \
-        int ok_ = (cond);                                                                    \
-        printf("CHECK %s ", ok_ ? "ok" : "fail");                                            \
-        printf(__VA_ARGS__);                                                                 \
-        printf("\n");                                                                        \
-        fflush(stdout);                                                                      \
-        if (!ok_)                                                                            \
-            failures++;                                                                      \
-    } while (0)
 
 #ifndef NO_LINK
 static void load_linked(void)
@@ -122,11 +115,13 @@ static void scenario_basic(void)
     A.ncclRecv(big, 8, ncclFloat64, 0, comm, NULL);
     A.ncclGroupEnd();
 
-    ncclConfig_t cfg = { sizeof(ncclConfig_t), NCCL_CONFIG_MAGIC, 22809, NCCL_CONFIG_UNDEF_INT,
+    /* A 2.28 caller's config: its size ends at nvlinkCentricSched. */
+    ncclConfig_t cfg = { offsetof(ncclConfig_t, graphUsageMode), NCCL_CONFIG_MAGIC, 22809, NCCL_CONFIG_UNDEF_INT,
                          NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, "Socket",
                          NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, "my-comm", NCCL_CONFIG_UNDEF_INT,
                          NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
-                         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT };
+                         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
+                         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT };
     ncclComm_t child = NULL;
     CHECK(A.ncclCommSplit(comm, 0, 0, &child, &cfg) == ncclSuccess && child, "ncclCommSplit of a handle");
     ncclComm_t nochild = (ncclComm_t)(uintptr_t)1;

@@ -14,6 +14,9 @@
  *   options: fn=initrank|config|scalable  delay_ms=N (before the inits)
  *            ops=N (AllReduce + Broadcast pairs on each comm)
  *            allapi=1 (call every function that takes a communicator)
+ *            suspend=1 (NCCL 2.29's ncclCommSuspend, MemStats and Resume, looked up
+ *            with dlsym(RTLD_DEFAULT): "SUSPEND i found=1 persist=<bytes> rc=<r>
+ *            suspended=<n> refused=<r> resume=<r> after=<r>")
  *            leaks=1 (print sockets, pipes and threads before and after: "LEAKS ...")
  *            vanish=1 (after init, the process exits at once: a dead peer)
  *            xfer=1 (after init: broadcasts of odd sizes from every root, on
@@ -45,7 +48,7 @@
 
 #define MAX_IDS 16
 
-static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish;
+static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend;
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
 
@@ -337,6 +340,30 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
     return NULL;
 }
 
+/* Looked up, not linked: the fake NCCL this client links against is 2.28. */
+static void suspend_resume(ncclComm_t comm, int i)
+{
+    ncclResult_t (*suspend)(ncclComm_t, int), (*resume)(ncclComm_t);
+    ncclResult_t (*stats)(ncclComm_t, ncclCommMemStat_t, uint64_t *);
+    *(void **)&suspend = dlsym(RTLD_DEFAULT, "ncclCommSuspend");
+    *(void **)&resume = dlsym(RTLD_DEFAULT, "ncclCommResume");
+    *(void **)&stats = dlsym(RTLD_DEFAULT, "ncclCommMemStats");
+    if (!suspend || !resume || !stats) {
+        printf("SUSPEND %d found=0\n", i);
+        return;
+    }
+    uint64_t persist = 0, suspended = 0;
+    float data[64] = { 0 };
+    stats(comm, ncclStatGpuMemPersist, &persist);
+    ncclResult_t rc = suspend(comm, NCCL_SUSPEND_MEM);
+    stats(comm, ncclStatGpuMemSuspended, &suspended);
+    ncclResult_t refused = ncclBroadcast(data, data, 64, ncclFloat32, 0, comm, NULL);
+    ncclResult_t resumed = resume(comm);
+    ncclResult_t after = ncclBroadcast(data, data, 64, ncclFloat32, 0, comm, NULL);
+    printf("SUSPEND %d found=1 persist=%llu rc=%d suspended=%llu refused=%d resume=%d after=%d\n", i,
+           (unsigned long long)persist, rc, (unsigned long long)suspended, refused, resumed, after);
+}
+
 static void *run_one(void *arg)
 {
     int i = (int)(intptr_t)arg;
@@ -351,6 +378,7 @@ static void *run_one(void *arg)
     cfg.cgaClusterSize = cfg.minCTAs = cfg.maxCTAs = cfg.splitShare = cfg.trafficClass = NCCL_CONFIG_UNDEF_INT;
     cfg.collnetEnable = cfg.CTAPolicy = cfg.shrinkShare = cfg.nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
     cfg.nChannelsPerNetPeer = cfg.nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
+    cfg.graphUsageMode = cfg.numRmaCtx = cfg.maxP2pPeers = cfg.graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
     if (g_fn == FN_CONFIG)
         rc = ncclCommInitRankConfig(&comm, g_nranks, g_ids[i], g_rank, &cfg);
     else if (g_fn == FN_SCALABLE)
@@ -383,6 +411,8 @@ static void *run_one(void *arg)
         }
         if (g_allapi)
             call_all(comm, i);
+        if (g_suspend)
+            suspend_resume(comm, i);
         destroy = ncclCommDestroy(comm);
     }
     printf("COMM %d rc=%d count=%d rank=%d dev=%d ops=%d destroy=%d\n", i, rc, count, rank, dev, ops, destroy);
@@ -405,6 +435,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             g_xfer = atoi(argv[i] + 5);
         else if (strncmp(argv[i], "allapi=", 7) == 0)
             g_allapi = atoi(argv[i] + 7);
+        else if (strncmp(argv[i], "suspend=", 8) == 0)
+            g_suspend = atoi(argv[i] + 8);
         else if (strncmp(argv[i], "leaks=", 6) == 0)
             *leaks = atoi(argv[i] + 6);
     }

@@ -114,63 +114,27 @@
 #endif
 
 /*
- * VERSION FACTS: the only place that knows what NCCL 2.18 lacks.
+ * VERSION FACTS.  Which functions a release exports comes from the version
+ * groups of nccl_api.def (NCCL_API_SINCE): a fake of release V exports the
+ * groups of releases up to V.  Data types: ncclFloat8e4m3 and ncclFloat8e5m2
+ * (10, 11) exist since 2.24, so 2.18 accepts datatypes 0..9 only.
  *
- * Functions of nccl_api.def that NCCL 2.18.5 does not export, by the
- * release that added them.  A function listed here as FAKE_PROBE is not
- * built into the FAKE_NCCL_OLD library (neither nccl* nor pnccl*).
- *   2.19  ncclMemAlloc ncclMemFree ncclCommRegister ncclCommDeregister
- *   2.22  ncclGroupSimulateEnd
- *   2.23  ncclCommInitRankScalable
- *   2.27  ncclCommShrink ncclCommWindowRegister ncclCommWindowDeregister
- *   2.28  ncclCommRevoke ncclDevCommCreate ncclDevCommDestroy
- *         ncclGinBarrierCreateRequirement ncclAlltoAll ncclGather ncclScatter
- * Data types: ncclFloat8e4m3 and ncclFloat8e5m2 (10, 11) exist since 2.24,
- * so 2.18 accepts datatypes 0..9 only.
+ *   old/  2.18.5        a/, b/  2.28.9        new/  2.30.7, and one function
+ *                                             of a release the shim has never
+ *                                             seen (ncclCommFutureQuery)
  */
-#ifdef FAKE_NCCL_OLD
+#if defined(FAKE_NCCL_OLD)
 #define FAKE_VERSION 21805
 #define FAKE_NUM_TYPES 10
+#elif defined(FAKE_NCCL_NEW)
+#define FAKE_VERSION 23007
+#define FAKE_NUM_TYPES 12
 #else
 #define FAKE_VERSION 22809
 #define FAKE_NUM_TYPES 12
 #endif
-#define FAKE_NEW_ncclMemAlloc FAKE_PROBE
-#define FAKE_NEW_ncclMemFree FAKE_PROBE
-#define FAKE_NEW_ncclCommRegister FAKE_PROBE
-#define FAKE_NEW_ncclCommDeregister FAKE_PROBE
-#define FAKE_NEW_ncclGroupSimulateEnd FAKE_PROBE
-#define FAKE_NEW_ncclCommInitRankScalable FAKE_PROBE
-#define FAKE_NEW_ncclCommShrink FAKE_PROBE
-#define FAKE_NEW_ncclCommWindowRegister FAKE_PROBE
-#define FAKE_NEW_ncclCommWindowDeregister FAKE_PROBE
-#define FAKE_NEW_ncclCommRevoke FAKE_PROBE
-#define FAKE_NEW_ncclDevCommCreate FAKE_PROBE
-#define FAKE_NEW_ncclDevCommDestroy FAKE_PROBE
-#define FAKE_NEW_ncclGinBarrierCreateRequirement FAKE_PROBE
-#define FAKE_NEW_ncclAlltoAll FAKE_PROBE
-#define FAKE_NEW_ncclGather FAKE_PROBE
-#define FAKE_NEW_ncclScatter FAKE_PROBE
-
-/* FAKE_AFTER_2_18(name): 1 if listed above, else 0 (the "probe" idiom:
- * a listed name expands to two arguments and shifts the 1 into place). */
-#define FAKE_PROBE ~, 1
-#define FAKE_SECOND_(a, b, ...) b
-#define FAKE_SECOND(...) FAKE_SECOND_(__VA_ARGS__)
-#define FAKE_AFTER_2_18(name) FAKE_SECOND(FAKE_NEW_##name, 0, ~)
-#ifdef FAKE_NCCL_OLD
-#define FAKE_BUILT(name) FAKE_NOT(FAKE_AFTER_2_18(name))
-#else
-#define FAKE_BUILT(name) 1
-#endif
-#define FAKE_NOT(x) FAKE_CAT(FAKE_NOT_, x)
-#define FAKE_NOT_0 1
-#define FAKE_NOT_1 0
-#define FAKE_CAT_(a, b) a##b
-#define FAKE_CAT(a, b) FAKE_CAT_(a, b)
-#define FAKE_IF(cond) FAKE_CAT(FAKE_IF_, cond)
-#define FAKE_IF_1(...) __VA_ARGS__
-#define FAKE_IF_0(...)
+/* nccl_api.def's version groups are release codes (22900: 2.29.0). */
+#define FAKE_HAS(since) ((since) <= FAKE_VERSION)
 
 #define IMPL static __attribute__((unused))
 #define EXPORT __attribute__((visibility("default")))
@@ -292,6 +256,14 @@ static void log_config(struct line *L, const char *key, ncclConfig_t *c)
         line_add(L, " blocking=%d", c->blocking);
     else
         line_add(L, " blocking=(null)");
+    /* A 2.29+ caller's config: every field as NCCL got it (size, version,
+     * then the ints and commName in declaration order). */
+    if (c && config_ok(c) && c->version >= 22900 && CFG_HAS(c, graphStreamOrdering))
+        line_add(L, " cfg=%zu,%u,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d", c->size, c->version,
+                 c->cgaClusterSize, c->minCTAs, c->maxCTAs, c->splitShare, c->trafficClass,
+                 c->collnetEnable, c->commName ? c->commName : "(null)", c->CTAPolicy, c->shrinkShare,
+                 c->nvlsCTAs, c->nChannelsPerNetPeer, c->nvlinkCentricSched, c->graphUsageMode, c->numRmaCtx,
+                 c->maxP2pPeers, c->graphStreamOrdering, c->blocking);
 }
 
 static void log_team(struct line *L, const char *key, ncclTeam_t t)
@@ -314,10 +286,14 @@ static void log_team(struct line *L, const char *key, ncclTeam_t t)
 #define FE_6(m, a, ...) m(a) FE_5(m, __VA_ARGS__)
 #define FE_7(m, a, ...) m(a) FE_6(m, __VA_ARGS__)
 #define FE_8(m, a, ...) m(a) FE_7(m, __VA_ARGS__)
-#define FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, N, ...) N
+#define FE_9(m, a, ...) m(a) FE_8(m, __VA_ARGS__)
+#define FE_10(m, a, ...) m(a) FE_9(m, __VA_ARGS__)
+#define FE_11(m, a, ...) m(a) FE_10(m, __VA_ARGS__)
+#define FE_12(m, a, ...) m(a) FE_11(m, __VA_ARGS__)
+#define FE_PICK(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, _11, _12, N, ...) N
 #define FOR_EACH(m, ...)                                                      \
-    FE_PICK(__VA_ARGS__ __VA_OPT__(, ) FE_8, FE_7, FE_6, FE_5, FE_4, FE_3,     \
-            FE_2, FE_1, FE_0)(m __VA_OPT__(, ) __VA_ARGS__)
+    FE_PICK(__VA_ARGS__ __VA_OPT__(, ) FE_12, FE_11, FE_10, FE_9, FE_8, FE_7, \
+            FE_6, FE_5, FE_4, FE_3, FE_2, FE_1, FE_0)(m __VA_OPT__(, ) __VA_ARGS__)
 #define LOG_ARGS(...) FOR_EACH(LOG_ARG, __VA_ARGS__)
 #define COMMA_ARGS(...) __VA_OPT__(, ) __VA_ARGS__
 
@@ -354,6 +330,7 @@ struct ncclComm {
     uint64_t magic;
     int rank, nranks, device;
     int destroyed, finalized, revoked;
+    int suspended;               /* 1: suspended with NCCL_SUSPEND_MEM, 2: without */
     ncclResult_t asyncError;
     long inProgressPolls;        /* GetAsyncError calls left reporting InProgress */
     uint64_t userOps;            /* live ncclRedOpCreatePreMulSum ops: bit i = op 5+i */
@@ -459,6 +436,19 @@ static ncclResult_t comm_publish(struct ncclComm *c, const ncclConfig_t *config)
     }
     comm_insert(c);
     return r;
+}
+
+/* The network the comm uses, as NCCL picks it at init (init.cc,
+ * envConfigOverride): NCCL_NET from the environment, read with getenv on the
+ * calling thread, else the config's netName, else "default".  Logged as
+ * net=<name>, after *newcomm. */
+static void log_net(struct line *L, const ncclConfig_t *config)
+{
+    const char *env = getenv("NCCL_NET");
+    const char *net = env ? env
+                      : (config && config_ok(config) && CFG_HAS(config, netName) && config->netName)
+                          ? config->netName : "default";
+    line_add(L, " net=%s", net);
 }
 
 static ncclResult_t check_config(const ncclConfig_t *config)
@@ -679,6 +669,7 @@ static ncclResult_t init_one(struct line *L, ncclComm_t *newcomm, int nranks, in
     ncclResult_t r = comm_publish(c, config);
     *newcomm = c;
     log_ptr(L, "*newcomm", c);
+    log_net(L, config);
     return r;
 }
 
@@ -1023,6 +1014,270 @@ IMPL ncclResult_t impl_ncclGinBarrierCreateRequirement(struct line *L, ncclComm_
 }
 
 /* ------------------------------------------------------------------------
+ * NCCL 2.29: grow, suspend/resume, memory statistics, windows' user
+ * pointers and signals.  Each checks that the communicator is one this
+ * library made (INVALID-COMM otherwise), as real NCCL would crash instead.
+ */
+#define FAKE_SUSPENDABLE_BYTES (64u << 20) /* what a suspend would give back */
+static ncclResult_t data_check(struct line *L, ncclComm_t comm, ncclDataType_t datatype, int checkOp, ncclRedOp_t op,
+                               int checkRoot, int root, struct ncclComm *c);
+#define FAKE_PERSIST_BYTES (8u << 20)
+
+IMPL ncclResult_t impl_ncclCommGetUniqueId(struct line *L, ncclComm_t comm, ncclUniqueId *uniqueId)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!uniqueId)
+        return fail(ncclInvalidArgument, "uniqueId is NULL");
+    make_unique_id(uniqueId);
+    log_id_bytes(L, uniqueId);
+    return ncclSuccess;
+}
+
+/* Existing ranks: comm, rank -1; new ranks: comm NULL, rank >= old size. */
+IMPL ncclResult_t impl_ncclCommGrow(struct line *L, ncclComm_t comm, int nRanks, const ncclUniqueId *uniqueId,
+                                    int rank, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    if (!newcomm || !uniqueId || check_config(config) != ncclSuccess || nRanks < 1)
+        return fail(ncclInvalidArgument, "invalid grow arguments");
+    struct ncclComm p;
+    int myrank = rank, device = (int)env_long("FAKE_NCCL_DEVICE", 0);
+    if (comm) {
+        if (!comm_snapshot(L, comm, &p))
+            return fail(ncclInvalidArgument, "invalid communicator");
+        if (rank != -1 || nRanks <= p.nranks)
+            return fail(ncclInvalidArgument, "an existing rank grows with rank -1 to a larger size");
+        myrank = p.rank;
+        device = p.device;
+    } else if (rank < 0 || rank >= nRanks) {
+        return fail(ncclInvalidArgument, "invalid rank for a new rank");
+    }
+    struct ncclComm *c = comm_new(myrank, nRanks, device, uniqueId);
+    if (!c)
+        return fail(ncclSystemError, "out of memory");
+    ncclResult_t r = comm_publish(c, config);
+    *newcomm = c;
+    log_ptr(L, "*newcomm", c);
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclCommSuspend(struct line *L, ncclComm_t comm, int flags)
+{
+    struct ncclComm *c = comm_acquire(L, comm);
+    if (!c)
+        return fail(ncclInvalidArgument, "invalid communicator");
+    ncclResult_t r = ncclSuccess;
+    if (c->suspended)
+        r = fail(ncclInvalidUsage, "already suspended");
+    else
+        c->suspended = (flags & NCCL_SUSPEND_MEM) ? 1 : 2;
+    comm_release();
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclCommResume(struct line *L, ncclComm_t comm)
+{
+    struct ncclComm *c = comm_acquire(L, comm);
+    if (!c)
+        return fail(ncclInvalidArgument, "invalid communicator");
+    ncclResult_t r = c->suspended ? ncclSuccess : fail(ncclInvalidUsage, "not suspended");
+    c->suspended = 0;
+    comm_release();
+    return r;
+}
+
+IMPL ncclResult_t impl_ncclCommMemStats(struct line *L, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t *value)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!value)
+        return fail(ncclInvalidArgument, "value is NULL");
+    int mem_out = c.suspended == 1;
+    switch (stat) {
+    case ncclStatGpuMemSuspend: *value = mem_out ? 0 : FAKE_SUSPENDABLE_BYTES; break;
+    case ncclStatGpuMemSuspended: *value = mem_out; break;
+    case ncclStatGpuMemPersist: *value = FAKE_PERSIST_BYTES; break;
+    case ncclStatGpuMemTotal: *value = FAKE_PERSIST_BYTES + (mem_out ? 0 : FAKE_SUSPENDABLE_BYTES); break;
+    default: return fail(ncclInvalidArgument, "invalid stat");
+    }
+    line_add(L, " *value=%" PRIu64, *value);
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclWinGetUserPtr(struct line *L, ncclComm_t comm, ncclWindow_t win, void **outUserPtr)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!win || !outUserPtr)
+        return fail(ncclInvalidArgument, "win or outUserPtr is NULL");
+    *outUserPtr = NULL; /* windows are tokens here: no user buffer is kept */
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclPutSignal(struct line *L, const void *localbuff, size_t count, ncclDataType_t datatype,
+                                     int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+                                     unsigned int flags, ncclComm_t comm, cudaStream_t stream)
+{
+    (void)peerWinOffset, (void)sigIdx, (void)ctx, (void)flags, (void)stream;
+    struct ncclComm c;
+    ncclResult_t r = data_check(L, comm, datatype, 0, 0, 1, peer, &c);
+    if (r)
+        return r;
+    return (count && !localbuff) || !peerWin ? fail(ncclInvalidArgument, "NULL buffer or window") : ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclSignal(struct line *L, int peer, int sigIdx, int ctx, unsigned int flags, ncclComm_t comm,
+                                  cudaStream_t stream)
+{
+    (void)sigIdx, (void)ctx, (void)flags, (void)stream;
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    return peer < 0 || peer >= c.nranks ? fail(ncclInvalidArgument, "invalid peer") : ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclWaitSignal(struct line *L, int nDesc, ncclWaitSignalDesc_t *signalDescs, ncclComm_t comm,
+                                      cudaStream_t stream)
+{
+    (void)stream;
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    return nDesc < 0 || (nDesc > 0 && !signalDescs) ? fail(ncclInvalidArgument, "invalid descriptors") : ncclSuccess;
+}
+
+/* ------------------------------------------------------------------------
+ * NCCL 2.30: the parameter API, over the environment (no nccl.conf here).
+ */
+static const char *const param_keys[] = { "NCCL_NET", "NCCL_DEBUG", "NCCL_SOCKET_IFNAME" };
+#define NPARAM_KEYS ((int)(sizeof(param_keys) / sizeof(param_keys[0])))
+
+IMPL ncclResult_t impl_ncclParamBind(struct line *L, ncclParamHandle_t *out, const char *key)
+{
+    (void)L;
+    if (!out || !key)
+        return fail(ncclInvalidArgument, "out or key is NULL");
+    for (int i = 0; i < NPARAM_KEYS; i++)
+        if (strcmp(key, param_keys[i]) == 0) {
+            *out = (ncclParamHandle_t)&param_keys[i];
+            return ncclSuccess;
+        }
+    return fail(ncclInvalidArgument, "unknown parameter");
+}
+
+static const char *param_value(ncclParamHandle_t h)
+{
+    for (int i = 0; i < NPARAM_KEYS; i++)
+        if (h == (ncclParamHandle_t)&param_keys[i])
+            return getenv(param_keys[i]);
+    return NULL;
+}
+
+static int param_ok(ncclParamHandle_t h)
+{
+    for (int i = 0; i < NPARAM_KEYS; i++)
+        if (h == (ncclParamHandle_t)&param_keys[i])
+            return 1;
+    return 0;
+}
+
+#define PARAM_INT(suffix, type)                                                           \
+    IMPL ncclResult_t impl_ncclParamGet##suffix(struct line *L, ncclParamHandle_t h, type *out) \
+    {                                                                                     \
+        (void)L;                                                                          \
+        if (!param_ok(h) || !out)                                                         \
+            return fail(ncclInvalidArgument, "invalid handle or out");                   \
+        const char *v = param_value(h);                                                   \
+        *out = (type)(v ? strtoll(v, NULL, 0) : 0);                                       \
+        return ncclSuccess;                                                               \
+    }
+PARAM_INT(I8, int8_t)
+PARAM_INT(I16, int16_t)
+PARAM_INT(I32, int32_t)
+PARAM_INT(I64, int64_t)
+PARAM_INT(U8, uint8_t)
+PARAM_INT(U16, uint16_t)
+PARAM_INT(U32, uint32_t)
+PARAM_INT(U64, uint64_t)
+
+IMPL ncclResult_t impl_ncclParamGetStr(struct line *L, ncclParamHandle_t h, const char **out)
+{
+    (void)L;
+    if (!param_ok(h) || !out)
+        return fail(ncclInvalidArgument, "invalid handle or out");
+    const char *v = param_value(h);
+    *out = v ? v : "";
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclParamGet(struct line *L, ncclParamHandle_t h, void *out, int maxLen, int *len)
+{
+    (void)L;
+    if (!param_ok(h) || !out || maxLen < 0 || !len)
+        return fail(ncclInvalidArgument, "invalid arguments");
+    const char *v = param_value(h);
+    int n = v ? (int)strlen(v) + 1 : 1;
+    if (n > maxLen)
+        return fail(ncclInvalidArgument, "buffer too small");
+    memcpy(out, v ? v : "", (size_t)n);
+    *len = n;
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclParamGetParameter(struct line *L, const char *key, const char **value, int *valueLen)
+{
+    ncclParamHandle_t h;
+    if (!value || !valueLen || impl_ncclParamBind(L, &h, key) != ncclSuccess)
+        return fail(ncclInvalidArgument, "invalid arguments");
+    const char *v = param_value(h);
+    *value = v ? v : "";
+    *valueLen = (int)strlen(*value);
+    return ncclSuccess;
+}
+
+IMPL ncclResult_t impl_ncclParamGetAllParameterKeys(struct line *L, const char ***table, int *tableLen)
+{
+    (void)L;
+    if (!table || !tableLen)
+        return fail(ncclInvalidArgument, "invalid arguments");
+    *table = (const char **)param_keys;
+    *tableLen = NPARAM_KEYS;
+    return ncclSuccess;
+}
+
+IMPL void impl_ncclParamDumpAll(struct line *L)
+{
+    for (int i = 0; i < NPARAM_KEYS; i++)
+        line_add(L, " %s=%s", param_keys[i], getenv(param_keys[i]) ? getenv(param_keys[i]) : "(unset)");
+}
+
+#ifdef FAKE_NCCL_NEW
+/* A function of an NCCL release the shim has never seen: it must receive
+ * NCCL's own communicator, whoever looks it up (linked or dlsym). */
+EXPORT ncclResult_t pncclCommFutureQuery(ncclComm_t comm, int *out);
+EXPORT ncclResult_t pncclCommFutureQuery(ncclComm_t comm, int *out)
+{
+    struct line L;
+    line_start(&L, "ncclCommFutureQuery");
+    log_ptr(&L, "comm", comm);
+    log_ptr(&L, "out", out);
+    struct ncclComm c;
+    ncclResult_t r = !comm_snapshot(&L, comm, &c) ? fail(ncclInvalidArgument, "invalid communicator")
+                     : !out ? fail(ncclInvalidArgument, "out is NULL") : ncclSuccess;
+    if (r == ncclSuccess) {
+        *out = c.nranks;
+        line_add(&L, " *out=%d", *out);
+    }
+    line_end(&L, r);
+    return r;
+}
+EXPORT extern __typeof__(pncclCommFutureQuery) ncclCommFutureQuery __attribute__((weak, alias("pncclCommFutureQuery")));
+#endif
+
+/* ------------------------------------------------------------------------
  * Data operations
  */
 static size_t type_size(ncclDataType_t t)
@@ -1187,23 +1442,34 @@ IMPL ncclResult_t impl_ncclRecv(struct line *L, void *recvbuff, size_t count,
  * impl_nccl<X>; nccl<X> is a weak alias of it, as in real NCCL.
  */
 #define FAKE_EXPORT(ret, name, params, args)                                  \
-    FAKE_IF(FAKE_BUILT(name))(                                                \
-        EXPORT ret p##name params;                                            \
-        EXPORT ret p##name params                                             \
-        {                                                                     \
-            struct line L;                                                    \
-            line_start(&L, #name);                                            \
-            LOG_ARGS args                                                     \
-            ret r = impl_##name(&L COMMA_ARGS args);                          \
-            line_end(&L, r);                                                  \
-            return r;                                                         \
-        }                                                                     \
-        EXPORT extern __typeof__(p##name) name                                \
-            __attribute__((weak, alias("p" #name)));)
+    EXPORT ret p##name params;                                                \
+    EXPORT ret p##name params                                                 \
+    {                                                                         \
+        struct line L;                                                        \
+        line_start(&L, #name);                                                \
+        LOG_ARGS args                                                         \
+        ret r = impl_##name(&L COMMA_ARGS args);                              \
+        line_end(&L, r);                                                      \
+        return r;                                                             \
+    }                                                                         \
+    EXPORT extern __typeof__(p##name) name __attribute__((weak, alias("p" #name)));
 
+#define NCCL_API_SINCE(since) FAKE_HAS(since)
 #define NCCL_PLAIN(ret, name, params, args) FAKE_EXPORT(ret, name, params, args)
 #define NCCL_COMM(ret, name, params, args) FAKE_EXPORT(ret, name, params, args)
 #define NCCL_LIFE(ret, name, params, args) FAKE_EXPORT(ret, name, params, args)
 #define NCCL_DATA(name, op, params, args, count, dtype)                       \
     FAKE_EXPORT(ncclResult_t, name, params, args)
+#define NCCL_VOID(name, params, args)                                         \
+    EXPORT void p##name params;                                               \
+    EXPORT void p##name params                                                \
+    {                                                                         \
+        struct line L;                                                        \
+        line_start(&L, #name);                                                \
+        impl_##name(&L COMMA_ARGS args);                                      \
+        line_add(&L, " ->");                                                  \
+        line_write(&L);                                                       \
+    }                                                                         \
+    EXPORT extern __typeof__(p##name) name __attribute__((weak, alias("p" #name)));
 #include "nccl_api.def"
+#undef NCCL_API_SINCE

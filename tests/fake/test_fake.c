@@ -112,31 +112,48 @@ static void *stress(void *arg)
     return NULL;
 }
 
-static const char *const api_names[] = {
+/* The table's functions, and those of each release the fakes stand for
+ * (nccl_api.def's version groups: the fakes export exactly these). */
 #define NAME(name) #name,
+static const char *const api_names[] = {
 #define NCCL_PLAIN(ret, name, params, args) NAME(name)
 #define NCCL_COMM(ret, name, params, args) NAME(name)
 #define NCCL_LIFE(ret, name, params, args) NAME(name)
 #define NCCL_DATA(name, op, params, args, count, dtype) NAME(name)
+#define NCCL_VOID(name, params, args) NAME(name)
 #include "nccl_api.def"
+};
+#define NCCL_API_SINCE(v) ((v) <= 21805)
+static const char *const api_2_18[] = {
+#define NCCL_PLAIN(ret, name, params, args) NAME(name)
+#define NCCL_COMM(ret, name, params, args) NAME(name)
+#define NCCL_LIFE(ret, name, params, args) NAME(name)
+#define NCCL_DATA(name, op, params, args, count, dtype) NAME(name)
+#define NCCL_VOID(name, params, args) NAME(name)
+#include "nccl_api.def"
+};
+#undef NCCL_API_SINCE
+#define NCCL_API_SINCE(v) ((v) <= 22809)
+static const char *const api_2_28[] = {
+#define NCCL_PLAIN(ret, name, params, args) NAME(name)
+#define NCCL_COMM(ret, name, params, args) NAME(name)
+#define NCCL_LIFE(ret, name, params, args) NAME(name)
+#define NCCL_DATA(name, op, params, args, count, dtype) NAME(name)
+#define NCCL_VOID(name, params, args) NAME(name)
+#include "nccl_api.def"
+};
+#undef NCCL_API_SINCE
 #undef NAME
-};
 #define N_API (sizeof api_names / sizeof api_names[0])
+struct release { const char *const *names; size_t n; };
+static const struct release rel_2_18 = { api_2_18, sizeof api_2_18 / sizeof api_2_18[0] };
+static const struct release rel_2_28 = { api_2_28, sizeof api_2_28 / sizeof api_2_28[0] };
+static const struct release rel_2_30 = { api_names, N_API };
 
-/* NCCL 2.18 lacks these (the fake's VERSION FACTS) */
-static const char *const newer_than_2_18[] = {
-    "ncclMemAlloc", "ncclMemFree", "ncclCommRegister", "ncclCommDeregister",
-    "ncclGroupSimulateEnd", "ncclCommInitRankScalable", "ncclCommShrink",
-    "ncclCommWindowRegister", "ncclCommWindowDeregister", "ncclCommRevoke",
-    "ncclDevCommCreate", "ncclDevCommDestroy", "ncclGinBarrierCreateRequirement",
-    "ncclAlltoAll", "ncclGather", "ncclScatter",
-};
-#define N_NEWER (sizeof newer_than_2_18 / sizeof newer_than_2_18[0])
-
-static int is_newer(const char *name)
+static int in_release(const struct release *r, const char *name)
 {
-    for (size_t i = 0; i < N_NEWER; i++)
-        if (!strcmp(name, newer_than_2_18[i]))
+    for (size_t i = 0; i < r->n; i++)
+        if (!strcmp(name, r->names[i]))
             return 1;
     return 0;
 }
@@ -151,22 +168,22 @@ static void *open_lib(const char *dir, const char *variant, int flags)
     return h;
 }
 
-static void check_exports(void *h, const char *variant, int old)
+static void check_exports(void *h, const char *variant, const struct release *rel)
 {
     int good = 1;
     for (size_t i = 0; i < N_API; i++) {
         char pname[128];
         snprintf(pname, sizeof pname, "p%s", api_names[i]);
         void *n = dlsym(h, api_names[i]), *p = dlsym(h, pname);
-        int want = !(old && is_newer(api_names[i]));
+        int want = in_release(rel, api_names[i]);
         if (want ? !(n && p && n == p) : (n || p)) {
             fprintf(stderr, "# %s: %s %s\n", variant, api_names[i],
                     want ? "missing or not an alias of pnccl*" : "exported but too new");
             good = 0;
         }
     }
-    ok(good, "%s: the %zu functions of nccl_api.def%s, each nccl* an alias of pnccl*", variant,
-       N_API, old ? " less the 2.19+ ones" : "");
+    ok(good, "%s: the %zu functions of its release in nccl_api.def (of %zu), each nccl* an alias of pnccl*",
+       variant, rel->n, N_API);
 }
 
 int main(int argc, char **argv)
@@ -204,7 +221,7 @@ int main(int argc, char **argv)
     unsetenv("FAKE_NCCL_SPLIT_NRANKS");
     unsetenv("FAKE_NCCL_INPROGRESS_POLLS");
 
-    printf("1..30\n");
+    printf("1..32\n");
     char line[4096], prefix[64];
     int pid = (int)getpid();
 
@@ -215,7 +232,7 @@ int main(int argc, char **argv)
         unlink(log_path);
         return 1;
     }
-    check_exports(a, "a", 0);
+    check_exports(a, "a", &rel_2_28);
 
     int v = 0;
     ncclResult_t r = SYM(a, getVersion_t, "ncclGetVersion")(&v);
@@ -269,7 +286,7 @@ int main(int argc, char **argv)
     for (int i = 0; i < 8; i++)
         sprintf(want + strlen(want), "%02x", (unsigned char)id1.internal[i]);
     snprintf(want + strlen(want), sizeof want - strlen(want),
-             " idtail=1 rank=0 *newcomm=0x%" PRIxPTR " -> 0", (uintptr_t)comm);
+             " idtail=1 rank=0 *newcomm=0x%" PRIxPTR " net=default -> 0", (uintptr_t)comm);
     ok(last_line(prefix, line, sizeof line) && strstr(line, want), "a: logged as %s", line);
 
     ncclComm_t bad = NULL;
@@ -430,9 +447,19 @@ int main(int argc, char **argv)
            !dlsym(old, "ncclCommShrink") && !dlsym(old, "pncclCommShrink"),
        "old: version 21805, no ncclCommShrink");
     if (old)
-        check_exports(old, "old", 1);
+        check_exports(old, "old", &rel_2_18);
     else
         ok(0, "old: exports");
+
+    /* the new variant: NCCL 2.30.7, and a function of a later release */
+    void *nw = open_lib(dir, "new", RTLD_NOW | RTLD_LOCAL);
+    v = 0;
+    ok(nw && SYM(nw, getVersion_t, "ncclGetVersion")(&v) == 0 && v == 23007 && dlsym(nw, "ncclCommFutureQuery"),
+       "new: version 23007, and ncclCommFutureQuery");
+    if (nw)
+        check_exports(nw, "new", &rel_2_30);
+    else
+        ok(0, "new: exports");
 
     /* the b variant: same process, its own log name */
     void *b = open_lib(dir, "b", RTLD_NOW | RTLD_LOCAL);

@@ -55,7 +55,10 @@ def worker(args):
 
 
 def check(outdir, mode):
+    """mode: socket, drop, or socket-ncclnet (socket while NCCL_NET=EFASim is set)."""
     out = []
+    ncclnet = mode == "socket-ncclnet"
+    mode = "socket" if ncclnet else mode
 
     def chk(cond, what):
         out.append("CHECK %s %s: %s" % ("ok" if cond else "fail", mode, what))
@@ -110,6 +113,12 @@ def check(outdir, mode):
         chk(len(ends) == 2 and all(e["ops"].get("Broadcast", {}).get("bytes") == BCAST_BYTES for e in ends),
             "comm_end records count the dropped broadcast's bytes")
     chk(all(real(c) in inits for c in tr), "NCCL's log has the torch communicator on both ranks")
+    if ncclnet:
+        chk(all(c.get("net") == "Socket" and "NCCL_NET=EFASim was hidden" in c.get("net_by", "") for c in wu),
+            "with NCCL_NET=EFASim set: the records say NCCL was told Socket, NCCL_NET hidden from that init")
+        got = [inits.get(real(c)) for c in tr]
+        chk(all(g and g[1] == "EFASim" for g in got),
+            "with NCCL_NET=EFASim set: the torch communicator uses the container's EFASim %s" % got)
     print("\n".join(out))
 
 

@@ -1,6 +1,6 @@
 """GPU test (e): the ipc action on real GPUs.  A ctypes (vLLM pynccl style)
 weight-update communicator between a trainer (rank 0) and an inference process
-(rank 1), decided `ipc` (auto: one inference rank, one host), beside a torch
+(rank 1), decided `ipc` (auto: inference ranks, one host), beside a torch
 training communicator.  Warm-up all-reduce of one float, then broadcasts of
 seeded random bytes from each root, odd sizes, issued on 3 streams in turn
 without synchronising in between, then NeMo-RL's refit pattern: 2 GiB of packed
@@ -9,8 +9,8 @@ buffers on 2 streams in turn.  Every buffer is compared with its expected hash.
     python3 tests/gpu/ipc.py --outdir DIR [--preload SHIM] [--world N]
     python3 tests/gpu/ipc.py --check DIR        (CHECK lines)
 
-With N > 2 ranks (one per GPU) the broadcasts form a chain through every GPU;
-run.sh sets NCCLSHIM_WEIGHT_UPDATE=ipc then (auto redirects one inference rank only).
+With N > 2 ranks (one per GPU: a trainer and an inference engine of N - 1 ranks)
+the broadcasts form a chain through every GPU, again decided by auto.
 """
 import glob
 import json
@@ -151,6 +151,10 @@ def check(outdir):
     main = [c for c in wu if c.get("decision", {}).get("id") == wu[0].get("decision", {}).get("id")] if wu else []
     chk(len(main) == world and all(c["action"] == "ipc" and c["comm"] is None for c in wu),
         "the ctypes communicators are ipc on every rank, with no NCCL communicator")
+    want = "NCCLSHIM_WEIGHT_UPDATE=auto: %d inference rank" % (world - 1)
+    chk(wu and all(want in c["action_reason"] and "all %d ranks on one host: ipc" % world in c["action_reason"]
+                   for c in wu),
+        "auto chose it: '%s ... all %d ranks on one host: ipc' (%s)" % (want, world, wu[0]["action_reason"] if wu else "-"))
     inits = []
     for f in glob.glob(os.path.join(outdir, "nccl.*.log")):
         inits += [l for l in open(f, errors="replace") if re.search(r"Init COMPLETE", l)]

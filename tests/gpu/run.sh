@@ -1,10 +1,10 @@
 #!/bin/bash
-# GPU tests of ncclshim (TAP): real NCCL (torch's wheel) on 2 GPUs, without and
-# with the shim preloaded.  Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
+# GPU tests of ncclshim (TAP): real NCCL (torch's wheel), without and with the shim
+# preloaded: the one-GPU tests wherever there is a GPU, then those of 2 (and 4) GPUs.  Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
 #   SHIM=<libncclshim.so>     default build/libncclshim.so
 #   PYTHON=<python>           default python3 (needs torch with CUDA)
 #   NCCLSHIM_GPU_KEEP=<dir>   keep every run's files (records, NCCL logs, stderr) in <dir>
-# Skips (1..0) without 2 GPUs.  Every process runs under `timeout -k 5`.
+# Skips (1..0) without a GPU; the tests of 2 GPUs are skipped, with a reason, on one.  Every process runs under `timeout -k 5`.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE=$ROOT/tests/gpu
@@ -39,8 +39,8 @@ if ! timeout -k 5 60 nvidia-smi -L >/dev/null 2>&1; then
 fi
 ngpu=$(timeout -k 5 120 "$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null | tail -n 1)
 case $ngpu in '' | *[!0-9]*) ngpu=0 ;; esac
-if [ "$ngpu" -lt 2 ]; then
-    echo "1..0 # SKIP no 2 GPUs (torch sees $ngpu)"
+if [ "$ngpu" -lt 1 ]; then
+    echo "1..0 # SKIP no GPU (torch sees $ngpu)"
     exit 0
 fi
 if [ ! -f "$SHIM" ]; then
@@ -108,6 +108,35 @@ check() { # check.py <args>: CHECK lines -> TAP, bounded like everything else
     import_checks < <(timeout -k 5 120 "$PY" "$HERE/check.py" "$@" 2>&1)
 }
 
+# --- one GPU -----------------------------------------------------------------
+# (i) the application holds NCCL's own communicator, and NCCL_NET (the container's,
+# here EFASim standing in for the fabric) is hidden from a socket-redirected init only,
+# while another thread creates a passthrough communicator at the same moment.
+if [ -f "$ROOT/build/libnccl-net-efasim.so" ]; then
+    dir=$WORK/identity
+    rm -rf "$dir"
+    mkdir -p "$dir/records"
+    EFASIM_STATE=/efasim-gputest-id-$$ NCCL_NET=EFASim NCCL_NET_PLUGIN=efasim NCCL_IB_DISABLE=1 \
+        LD_LIBRARY_PATH="$ROOT/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCLSHIM_RULES='nranks=1:socket' \
+        NCCLSHIM_LOG_DIR="$dir/records" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV \
+        NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" LD_PRELOAD="$SHIM" \
+        timeout -k 5 200 "$PY" "$HERE/identity.py" "$dir" > "$dir/out" 2> "$dir/err"
+    ok $? "identity.py: ran and exited 0"
+    import_checks < "$dir/out"
+    [ -s "$dir/err" ] && tail -n 20 "$dir/err" | diag
+    rm -f "/dev/shm/efasim-gputest-id-$$"
+else
+    ok 1 "the EFASim plugin is built (make fabric): needed for identity.py"
+fi
+
+if [ "$ngpu" -lt 2 ]; then
+    echo "# the tests of 2 GPUs are skipped: torch sees $ngpu GPU"
+    echo "1..$n"
+    [ "$nfail" -eq 0 ]
+    exit
+fi
+
+# --- two GPUs ------------------------------------------------------------------
 # (a) torch.distributed all-reduce
 launch torch torch_allreduce.py noshim
 launch torch torch_allreduce.py shim
@@ -133,6 +162,21 @@ for action in socket drop; do
         launch "decide-$action" decisions.py shim
     import_checks < <(timeout -k 5 120 "$PY" "$HERE/decisions.py" --check "$WORK/decide-$action.shim" "$action" 2>&1)
 done
+# (d2) socket while the container sets NCCL_NET, as EFA images do (here the EFASim plugin of
+# tools/fabric stands in for the fabric): NCCL lets NCCL_NET override the config's netName,
+# so the shim hides it from the redirected init only; the weight-update communicator must
+# get Socket, the torch training communicator beside it the container's EFASim.
+if [ -f "$ROOT/build/libnccl-net-efasim.so" ]; then
+    EFASIM_STATE=/efasim-gputest-$$ NCCL_NET=EFASim NCCL_NET_PLUGIN=efasim NCCL_IB_DISABLE=1 NCCL_P2P_DISABLE=1 \
+        NCCL_SHM_DISABLE=1 LD_LIBRARY_PATH="$ROOT/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+        NCCLSHIM_WEIGHT_UPDATE=socket NCCLSHIM_TRAINING_TITLES='*decisions.py --worker --rank 0 *' \
+        NCCLSHIM_INFERENCE_TITLES='*decisions.py --worker --rank 1 *' NCCL_DEBUG_SUBSYS=INIT,NET,ENV \
+        launch decide-ncclnet decisions.py shim
+    import_checks < <(timeout -k 5 120 "$PY" "$HERE/decisions.py" --check "$WORK/decide-ncclnet.shim" socket-ncclnet 2>&1)
+    rm -f "/dev/shm/efasim-gputest-$$"
+else
+    ok 1 "the EFASim plugin is built (make fabric): needed for the NCCL_NET check"
+fi
 if [ -x "$ROOT/tools/ncclshim-inspect" ]; then
     "$ROOT/tools/ncclshim-inspect" --check "$WORK/decide-drop.shim/records" > "$WORK/decide-drop.check" 2>&1
     rc=$?
@@ -149,11 +193,12 @@ import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc.shim"
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
     NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank 1 *' launch ipc-staged ipc.py shim
 import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc-staged.shim" 2>&1)
-# ... and a chain through 4 GPUs, where there are 4.
+# ... and a chain through 4 GPUs, where there are 4: a trainer and an inference engine of 3
+# ranks, which auto sends along the chain.
 if [ "$ngpu" -ge 4 ]; then
     rm -rf "$WORK/ipc4.shim"
     mkdir -p "$WORK/ipc4.shim/records"
-    NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
+    NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
         NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank [123] *' \
         NCCLSHIM_LOG_DIR="$WORK/ipc4.shim/records" NCCL_DEBUG=INFO \
         NCCL_DEBUG_FILE="$WORK/ipc4.shim/nccl.%h.%p.log" timeout -k 5 200 "$PY" "$HERE/ipc.py" --outdir "$WORK/ipc4.shim" \

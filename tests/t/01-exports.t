@@ -1,6 +1,6 @@
 #!/bin/bash
 # The exported symbol set is the API: every function of NCCL's nccl.h, its pnccl
-# alias, dlsym, and nothing else.  And the library depends on libc alone.
+# alias, dlsym and getenv, and nothing else.  And the library depends on libc alone.
 . "$(dirname "$0")/../tap.sh"
 
 exports=$(nm -D --defined-only "$SHIM_LIB" | awk '{print $3}' | sort)
@@ -9,17 +9,19 @@ table=$(cpp -P -I "$ROOT/shim" -x c - <<'X' | tr -s ' \n' '\n' | grep -v '^$' | 
 #define NCCL_COMM(ret, name, params, args) name p##name
 #define NCCL_DATA(name, op, params, args, count, dtype) name p##name
 #define NCCL_LIFE(ret, name, params, args) name p##name
+#define NCCL_VOID(name, params, args) name p##name
 #include "nccl_api.def"
 dlsym
+getenv
 X
 )
-is "$exports" "$table" "exported symbols are exactly the table's functions, their pnccl aliases and dlsym"
+is "$exports" "$table" "exported symbols are exactly the table's functions, their pnccl aliases, dlsym and getenv"
 
 # Every function NCCL's own header declares is wrapped (where a header is installed).
 hdr=""
 for h in /usr/local/cuda/include/nccl.h /usr/include/nccl.h; do [ -f "$h" ] && hdr=$h && break; done
 if [ -n "$hdr" ]; then
-    declared=$(grep -Eo '^(ncclResult_t|const char\*) +nccl[A-Za-z]+\(' "$hdr" | grep -Eo 'nccl[A-Za-z]+\(' | tr -d '(' | sort -u)
+    declared=$(grep -Eo '^(ncclResult_t|const char\*) +nccl[A-Za-z0-9]+\(' "$hdr" | grep -Eo 'nccl[A-Za-z0-9]+\(' | tr -d '(' | sort -u)
     missing=$(comm -23 <(echo "$declared") <(echo "$exports"))
     is "$missing" "" "every function of $hdr is wrapped"
     ok $([ "$(echo "$declared" | wc -l)" -ge 40 ] && echo 0 || echo 1) "the header declares the whole API ($(echo "$declared" | wc -l) functions)"
@@ -27,6 +29,19 @@ else
     ok 0 "# SKIP no nccl.h installed"
     ok 0 "# SKIP no nccl.h installed"
 fi
+
+# And every function of every newer header we have (../shared/nccl-headers).
+HEADERS=${NCCL_HEADERS_DIR:-$ROOT/../shared/nccl-headers}
+for h in "$HEADERS"/2.29.7/nccl.h "$HEADERS"/2.30.7/nccl.h; do
+    if [ -f "$h" ]; then
+        declared=$(grep -Eo '^(ncclResult_t|const char ?\*|void) +nccl[A-Za-z0-9]+\(' "$h" | grep -Eo 'nccl[A-Za-z0-9]+\(' | tr -d '(' | sort -u)
+        missing=$(comm -23 <(echo "$declared") <(echo "$exports"))
+        [ "$h" = "$HEADERS/2.29.7/nccl.h" ] && missing=$(echo "$missing" | grep -vx ncclResetDebugInit) # gone in 2.30
+        is "$missing" "" "every function of NCCL $(basename "$(dirname "$h")")'s nccl.h is wrapped, with its pnccl alias"
+    else
+        ok 0 "# SKIP $h not found (NCCL_HEADERS_DIR)"
+    fi
+done
 
 needed=$(readelf -d "$SHIM_LIB" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | sort | tr '\n' ' ')
 [ -n "${SHIM_PRELOAD_EXTRA:-}" ] && needed=$(echo "$needed" | tr ' ' '\n' | grep -Ev 'lib(asan|ubsan|stdc\+\+|m|gcc_s)\.' | grep -v '^$' | tr '\n' ' ')

@@ -226,10 +226,25 @@ inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRankConfig" in l
 ok(len(inits) == 2 and all("netName=Socket blocking=1" in l for l in inits),
    "InitRankConfig: the caller's blocking=1 is kept, netName becomes Socket", inits)
 
-# 3. NCCL_NET set: the redirect cannot take effect, and the record says so.
+# 3. NCCL_NET set: hidden from the redirected init (NCCL reads it there and would
+# let it win over netName), and the record says which network NCCL was told and why.
 d, procs, ids = scenario("ncclnet", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCL_NET": "IB"}, roles(1))
-ok(all("NCCL_NET=IB" in c.get("net_note", "") for c in comm_records(d)),
-   "NCCL_NET set: each rank records that it overrides the Socket redirect", comm_records(d))
+inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRankConfig" in l]
+ok(len(inits) == 2 and all(" net=Socket " in l for l in inits),
+   "NCCL_NET=IB set: NCCL still picks Socket on both ranks (it reads NCCL_NET at init)", inits)
+ok(all(c["action"] == "socket" and c["net"] == "Socket" and "NCCL_NET=IB was hidden" in c["net_by"]
+       for c in comm_records(d)), "each rank records net Socket, and that NCCL_NET=IB was hidden", comm_records(d))
+# ... but where that cannot be guaranteed (an NCCL newer than the shim knows),
+# every rank passes through and the reason says why, never a silent half-redirect.
+d, procs, ids = scenario("ncclnetnew", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCL_NET": "IB",
+                                           "FAKE_NCCL_VERSION": "23100"}, roles(1))
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "passthrough" and "newer than the releases whose reading of NCCL_NET"
+                        in c["action_reason"] and c["net"] == "IB" for c in cr),
+   "NCCL 2.31 with NCCL_NET set: both ranks pass through, the reason names NCCL_NET, the record net IB", cr)
+inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank" in l]
+ok(len(inits) == 2 and all(" net=IB " in l and "netName=Socket" not in l for l in inits),
+   "and NCCL was called as without the shim on both", inits)
 
 # 4. drop: no NCCL communicator, the shim answers, traffic is counted.
 d, procs, ids = scenario("drop", 2, {"NCCLSHIM_WEIGHT_UPDATE": "drop"}, roles(1), root_args=["ops=3"],
@@ -577,6 +592,19 @@ ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and count
    sum(e["ipc"]["out"].get("push", 0) for e in ends) >= sum(sum(e["ipc"]["out"].values()) for e in ends) - 1,
    "ipc-push2: the senders waited for their receivers: every hop pushed but perhaps the first, all exact",
    [(e["rank"], e.get("ipc")) for e in ends] + xfer)
+
+# 25b. NCCL 2.29's suspend/resume on an ipc communicator (the fake NCCL 2.30.7, found
+#      before the 2.28 one the client links): answered by the shim, operations refused
+#      in between, the rank's own staging reported as persistent.
+d, procs, ids = scenario("ipcsuspend", 2, dict(IPC_ENV, LD_LIBRARY_PATH=os.path.join(ROOT, "tests/fake/new")),
+                         roles(1), root_args=["ops=1", "suspend=1"], rank_args=["ops=1", "suspend=1"])
+sus = [l for p in procs for l in p.wait().splitlines() if l.startswith("SUSPEND")]
+ok(len(sus) == 2 and all("found=1" in l and " rc=0 suspended=1 refused=5 resume=0 after=0" in l for l in sus),
+   "ipc: ncclCommSuspend succeeds, MemStats says suspended, a broadcast is refused, Resume, then it works", sus)
+ok(all(int(l.split("persist=")[1].split()[0]) > 2 * 4096 for l in sus),
+   "ipc: MemStats reports the rank's own allocation as persistent", sus)
+ok(not [l for l in fake_lines(d + "/fake.log") if "Suspend" in l or "MemStats" in l or "Resume" in l],
+   "ipc: none of them reached NCCL", fake_lines(d + "/fake.log"))
 
 # 26. Four ipc communicators at once in each of two processes.
 d, procs, ids = scenario("ipc-concurrent", 2, IPC_ENV, roles(1), k=4, root_args=["xfer=1", "leaks=1"],

@@ -237,32 +237,134 @@ static void test_purpose(void)
     ok(D.nhosts == 3, "nhosts: host_id compared exactly (case matters)");
 }
 
+/*
+ * A weight-update group of `ntrain` trainer ranks (torch-made titles, ctypes
+ * client), then `ninf` inference ranks, then `nunk` ranks of unknown role;
+ * rank r on host "h<host(r)>".  Returns nranks.
+ */
+static int group_shape(int ntrain, int ninf, int nunk, int (*host)(int))
+{
+    int n = 0;
+    char h[16];
+    for (int i = 0; i < ntrain + ninf + nunk; i++, n++) {
+        snprintf(h, sizeof(h), "h%d", host ? host(i) : 0);
+        set_rank(i, i < ntrain ? ROLE_TRAINING : i < ntrain + ninf ? ROLE_INFERENCE : ROLE_UNKNOWN, API_CTYPES, h,
+                 i < ntrain ? "ray::DTensorPolicyWorker" : i < ntrain + ninf ? "ray::VllmGenerationWorker" : "python3");
+    }
+    return n;
+}
+
+static int trainers_apart(int r) { return r < 2 ? 0 : 1; }  /* ranks 0-1 on h0, the rest on h1 */
+static int each_apart(int r) { return r; }                  /* every rank a host of its own */
+static int one_apart(int r) { return r == 1 ? 1 : 0; }       /* rank 1 alone on h1 */
+
+/* auto for every shape of weight-update group: 1, 2 and 7 inference ranks (a
+ * vLLM engine of that tensor-parallel width), on one host and on several, with
+ * ranks of unknown role among them. */
+static void test_auto_shapes(void)
+{
+    struct {
+        int ntrain, ninf, nunk;
+        int (*host)(int);
+        enum action want;
+        const char *reason;
+    } cases[] = {
+        { 1, 1, 0, NULL, ACTION_IPC, "1 inference rank (rank 1), all 2 ranks on one host: ipc" },
+        { 2, 1, 0, NULL, ACTION_IPC, "1 inference rank (rank 2), all 3 ranks on one host: ipc" },
+        { 2, 2, 0, NULL, ACTION_IPC, "2 inference ranks (ranks 2-3), all 4 ranks on one host: ipc" },
+        { 1, 7, 0, NULL, ACTION_IPC, "7 inference ranks (ranks 1-7), all 8 ranks on one host: ipc" },
+        { 2, 1, 0, trainers_apart, ACTION_SOCKET, "1 inference rank (rank 2), ranks on 2 hosts: socket" },
+        { 2, 2, 0, trainers_apart, ACTION_SOCKET, "2 inference ranks (ranks 2-3), ranks on 2 hosts: socket" },
+        { 1, 7, 0, each_apart, ACTION_SOCKET, "7 inference ranks (ranks 1-7), ranks on 8 hosts: socket" },
+        { 2, 7, 0, one_apart, ACTION_SOCKET, "7 inference ranks (ranks 2-8), ranks on 2 hosts: socket" },
+        /* unknown roles go with the others */
+        { 2, 2, 1, NULL, ACTION_IPC,
+          "2 inference ranks (ranks 2-3), rank 4 of unknown role, going with the others, all 5 ranks on one host: ipc" },
+        { 1, 7, 2, trainers_apart, ACTION_SOCKET,
+          "7 inference ranks (ranks 1-7), ranks 8-9 of unknown role, going with the others, ranks on 2 hosts: socket" },
+        /* no trainer recognised: the engine and unknown ranks, weight-update by its call site */
+        { 0, 2, 1, NULL, ACTION_IPC, "2 inference ranks (ranks 0-1), rank 2 of unknown role" },
+        { 0, 1, 1, each_apart, ACTION_SOCKET, "1 inference rank (rank 0), rank 1 of unknown role, going with the "
+                                              "others, ranks on 2 hosts: socket" },
+    };
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        char what[256];
+        parse(NULL, NULL, NULL);
+        int nr = group_shape(cases[k].ntrain, cases[k].ninf, cases[k].nunk, cases[k].host);
+        if (cases[k].ntrain == 0)
+            add_frame(0, "/x/nemo_rl/vllm_backend.py:120 init_collective");
+        run(nr);
+        snprintf(what, sizeof(what), "auto: %d training, %d inference, %d unknown on %d host(s) -> %s", cases[k].ntrain,
+                 cases[k].ninf, cases[k].nunk, D.nhosts, action_name(cases[k].want));
+        ok(D.purpose == PURPOSE_WEIGHT_UPDATE && D.action == cases[k].want &&
+               has(D.action_reason, "purpose weight-update, NCCLSHIM_WEIGHT_UPDATE=auto: ") &&
+               has(D.action_reason, cases[k].reason),
+           what);
+    }
+    diag("reason", D.action_reason);
+
+    /* More ranks on one host than the ipc chain takes: socket, and the reason says why. */
+    parse(NULL, NULL, NULL);
+    int nr = group_shape(1, POLICY_IPC_MAX_RANKS, 0, NULL);
+    run(nr);
+    ok(D.action == ACTION_SOCKET && has(D.action_reason, "all 65 ranks on one host, more than the ipc chain's 64: socket"),
+       "auto: 65 ranks on one host, beyond the ipc chain -> socket, reason says why");
+    run(POLICY_IPC_MAX_RANKS);
+    ok(D.action == ACTION_IPC && has(D.action_reason, "all 64 ranks on one host: ipc"),
+       "auto: 64 ranks on one host, the chain's limit -> ipc");
+
+    /* A rank without a host identity is a host of its own: never ipc. */
+    group_shape(2, 2, 0, NULL);
+    F[3].host_id[0] = '\0';
+    run(4);
+    ok(D.action == ACTION_SOCKET && has(D.action_reason, "ranks on 2 hosts: socket"),
+       "auto: an inference rank with no host identity -> socket");
+
+    /* Inference and unknown ranks without a weight-update call site: purpose unknown, auto not consulted. */
+    group_shape(0, 2, 1, NULL);
+    run(3);
+    ok(D.purpose == PURPOSE_UNKNOWN && D.action == ACTION_PASSTHROUGH &&
+           has(D.action_reason, "purpose unknown: only weight-update communicators are redirected"),
+       "inference + unknown ranks, no call site: purpose unknown, passthrough");
+    /* ... but a rule's auto redirects them like any group of inference and other ranks. */
+    parse(NULL, "purpose=unknown,inference>0:auto", NULL);
+    run(3);
+    ok(D.rule == 0 && D.action == ACTION_IPC && has(D.action_reason, "2 inference ranks (ranks 0-1), rank 2 of unknown"),
+       "rule auto, inference + unknown ranks on one host -> ipc");
+    /* An engine's own group (every rank inference) under a rule's auto: passthrough, at any width. */
+    parse(NULL, "*:auto", NULL);
+    for (int w = 1; w <= 8; w *= 2) {
+        char what[128];
+        group_shape(0, w, 0, NULL);
+        run(w);
+        snprintf(what, sizeof(what), "rule auto, an engine's own group of %d inference rank(s) -> passthrough", w);
+        ok(D.purpose == PURPOSE_INFERENCE && D.action == ACTION_PASSTHROUGH &&
+               has(D.action_reason, "every rank runs inference"),
+           what);
+    }
+}
+
 static void test_actions(void)
 {
     parse(NULL, NULL, NULL);
     nemo_rl("h1");
     run(3);
     ok(D.action == ACTION_IPC && D.rule == -1 && has(D.action_reason, "NCCLSHIM_WEIGHT_UPDATE=auto") &&
-           has(D.action_reason, "one inference rank (rank 2), all ranks on one host: ipc"),
+           has(D.action_reason, "1 inference rank (rank 2), all 3 ranks on one host: ipc"),
        "auto: one inference rank on one host -> ipc");
     diag("reason", D.action_reason);
     nemo_rl("h2");
     run(3);
     ok(D.action == ACTION_SOCKET && D.nhosts == 2 && has(D.action_reason, "ranks on 2 hosts: socket"),
        "auto: one inference rank, two hosts -> socket");
-    set_rank(3, ROLE_INFERENCE, API_CTYPES, "h2", "ray::VllmGenerationWorker");
-    run(4);
-    ok(D.action == ACTION_PASSTHROUGH &&
-           has(D.action_reason, "2 inference ranks: auto redirects only a single inference rank"),
-       "auto: two inference ranks -> passthrough, reason says why");
     for (int i = 0; i < 3; i++)
         set_rank(i, ROLE_TRAINING, API_CTYPES, "h1", "t");
     add_frame(0, "x.py:1 update_weights");
     run(3);
     ok(D.purpose == PURPOSE_WEIGHT_UPDATE && D.action == ACTION_PASSTHROUGH &&
-           has(D.action_reason, "no inference rank: auto redirects only a single inference rank"),
-       "auto: no inference rank -> passthrough");
-
+           has(D.action_reason, "no inference rank: auto redirects only a group of inference and other ranks"),
+       "auto: no inference rank (weight-update by call site only) -> passthrough");
+    test_auto_shapes();
     struct { const char *v; enum wu_policy wu; enum action a; } wus[] = {
         { "ipc", WU_IPC, ACTION_IPC },
         { "socket", WU_SOCKET, ACTION_SOCKET },
@@ -347,10 +449,12 @@ static void test_rules(void)
 
     parse(NULL, "*:auto", NULL);
     ok(P.ok && P.rules[0].action == ACTION_COUNT, "auto stored as ACTION_COUNT");
-    set_rank(0, ROLE_INFERENCE, API_TORCH, "h1", "ray::VllmGenerationWorker");
-    run(1);
-    ok(D.purpose == PURPOSE_INFERENCE && D.action == ACTION_IPC && D.rule == 0 &&
-           has(D.action_reason, "(purpose inference): auto: one inference rank (rank 0)"),
+    /* purpose unknown (no trainer recognised, no call site): the rule's auto still applies */
+    set_rank(0, ROLE_UNKNOWN, API_CTYPES, "h1", "python3");
+    set_rank(1, ROLE_INFERENCE, API_CTYPES, "h1", "ray::VllmGenerationWorker");
+    run(2);
+    ok(D.purpose == PURPOSE_UNKNOWN && D.action == ACTION_IPC && D.rule == 0 &&
+           has(D.action_reason, "(purpose unknown): auto: 1 inference rank (rank 1)"),
        "rule action auto applies the auto logic regardless of purpose");
     nemo_rl("h2");
     run(3);
@@ -359,8 +463,8 @@ static void test_rules(void)
     nemo_rl("h1");
     set_rank(3, ROLE_INFERENCE, API_CTYPES, "h1", "ray::VllmGenerationWorker");
     run(4);
-    ok(D.action == ACTION_PASSTHROUGH && D.rule == 0 && has(D.action_reason, "2 inference ranks"),
-       "rule auto, two inference ranks -> passthrough (NCCLSHIM_WEIGHT_UPDATE not consulted)");
+    ok(D.action == ACTION_IPC && D.rule == 0 && has(D.action_reason, "2 inference ranks (ranks 2-3), all 4 ranks"),
+       "rule auto, two inference ranks -> ipc (NCCLSHIM_WEIGHT_UPDATE=drop not consulted)");
 
     parse(NULL, "  PURPOSE = Weight-Update ,\tNRanks >= 2 :  DROP  ;  ", NULL);
     ok(P.ok && P.nrules == 1 && P.rules[0].ncond == 2 && P.rules[0].action == ACTION_DROP &&

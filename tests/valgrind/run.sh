@@ -19,6 +19,9 @@ FAKE_NCCL_REENTER=1 vg "re-entrant init" "$BIN/client_linked" linked reenter
 vg "dlsym lookups" "$BIN/dl_lookup" "$FAKE/a/libnccl.so.2" "$FAKE/b/libnccl.so.2" "$FAKE/old/libnccl.so.2"
 vg "fork" "$BIN/fork_client"
 LD_LIBRARY_PATH="$FAKE/old" vg "missing function" "$BIN/client_linked" linked shrink
+vg "NCCL 2.29/2.30 functions on NCCL's communicator" "$BIN/newer_linked" linked nccl
+NCCLSHIM_RULES='nranks=1:drop' vg "NCCL 2.29/2.30 functions on a dropped one" "$BIN/newer_linked" linked shim
+vg "communicator table across 200 creations and destroys" "$BIN/newer_linked" linked reuse 200
 # The rendezvous: root and rank of a 2-rank communicator, both under memcheck
 # (the root's serving thread, both rounds, the socket and drop actions).
 rv_pair() { # rv_pair <description> <extra args> <env...>

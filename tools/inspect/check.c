@@ -624,7 +624,7 @@ static int lost_peer_failure(const communicator *c, const warning_rec *w)
 }
 
 /*
- * A rank of an ipc communicator left while it ran (group.c: join_ipc decides
+ * A rank of an ipc communicator left while it ran (join.c: join_ipc decides
  * that); say which rank, how it ended, who noticed, and what it cost.
  */
 static void rule_ipc_peer_lost(inspect_state *st, communicator *c)

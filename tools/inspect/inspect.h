@@ -142,7 +142,7 @@ typedef struct net_entry {
     char *host, *comm, *fn, *commid, *parent;
     long long pid, tid, rank, nranks, cuda_dev;
     long seq;               /* state-wide NCCL line number of its first Init line */
-    int joined;             /* a shim record joined it (group.c) */
+    int joined;             /* a shim record joined it (join.c) */
     UT_hash_handle hh;
 } net_entry;
 
@@ -224,7 +224,7 @@ typedef struct communicator {
     int ipc;                /* some rank's action is ipc (no NCCL communicator) */
     struct { warning_rec **v; size_t n, cap; } ipc_warns;   /* ipc-* warnings joined to it */
     struct { peer_left_rec **v; size_t n, cap; } peer_left; /* ipc_peer_left records joined to it */
-    int ipc_lost;           /* a peer was lost while it ran (see group.c: join_ipc) */
+    int ipc_lost;           /* a peer was lost while it ran (see join.c: join_ipc) */
     long long init_us;      /* max duration over ranks */
     op_stat *ops;           /* summed over ranks */
     ipc_hops hops;          /* ipc: out-hops summed over ranks (each hop once) */
@@ -310,7 +310,7 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len);
 enum input_kind { INPUT_AUTO, INPUT_RECORDS, INPUT_NCCL_LOG };
 void inspect_read_path(inspect_state *st, const char *path, enum input_kind kind);
 
-/* group.c */
+/* join.c */
 void inspect_group(inspect_state *st);
 /* The root timed out with ranks missing (from its record, or from what it told the ranks). */
 int inspect_root_gave_up(const communicator *c);

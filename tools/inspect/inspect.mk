@@ -5,7 +5,7 @@ CC ?= cc
 CFLAGS ?= -O2 -g -Wall -Wextra -Werror
 INSPECT_CFLAGS = -std=c11 -D_DEFAULT_SOURCE
 INSPECT_SRCS = tools/inspect/util.c tools/inspect/state.c tools/inspect/read_records.c \
-               tools/inspect/read_nccl_log.c tools/inspect/read_input.c tools/inspect/group.c \
+               tools/inspect/read_nccl_log.c tools/inspect/read_input.c tools/inspect/join.c \
                tools/inspect/check.c tools/inspect/print_table.c tools/inspect/print_json.c \
                tools/inspect/print_html.c
 INSPECT_HDRS = tools/inspect/inspect.h tools/inspect/report_html.gen.h

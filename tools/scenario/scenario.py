@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The queue-pair starvation scenario, on one host with 3 GPUs (run by `make demo`).
+"""The queue-pair starvation scenario, on one host with 3 or 4 GPUs (run by `make demo`).
 
 NeMo-RL creates its weight-update communicator (trainer + vLLM) before the
 training communicator.  On an EFA instance with few NICs the first takes the
@@ -12,15 +12,17 @@ NCCL_SHM_DISABLE=1, NCCL_IB_DISABLE=1) so that every communicator crosses the
 
     trainer rank 0 (GPU 0), trainer rank 1 (GPU 1): torch.distributed, NCCL backend
     inference (GPU 2): a ctypes NCCL client written like vLLM's pynccl
+    --inference-ranks 2 (4 GPUs): an inference engine of 2 ranks (tensor parallelism 2,
+    GPUs 2 and 3, processes inference0 and inference1), each rank receiving every buffer
 
 Three runs, side by side:
     noshim   without the shim: the weight-update communicator takes the budget,
              the training communicator lands on Socket
-    ipc      the shim, NCCLSHIM_WEIGHT_UPDATE=auto: one inference rank on the
-             trainer's host, so the weight update goes over CUDA IPC and the
-             training communicator gets EFASim
-    socket   the same, with the inference process presented as another host
-             (NCCLSHIM_HOSTNAME=node-b on it only: a test-only override of the
+    ipc      the shim, NCCLSHIM_WEIGHT_UPDATE=auto: every rank on the trainer's
+             host, so the weight update goes along the shim's chain over CUDA IPC
+             and the training communicator gets EFASim
+    socket   the same, with the inference processes presented as another host
+             (NCCLSHIM_HOSTNAME=node-b on them only: a test-only override of the
              host identity): auto moves the weight update to Socket, the
              training communicator again gets EFASim
 
@@ -31,7 +33,7 @@ when fewer than EFASIM_QPS_PER_CONN QPs are left).  NCCL_RUNTIME_CONNECT=0 makes
 NCCL connect everything at init, so the figure does not depend on which
 collectives ran.  --qp-budget N skips the calibration.
 
-    python3 tools/scenario/scenario.py --outdir DIR [--runs noshim,ipc,socket]
+    python3 tools/scenario/scenario.py --outdir DIR [--runs noshim,ipc,socket] [--inference-ranks 1|2]
         [--refit-gib 3] [--buffer-mib 1024] [--refits 3] [--allreduce-mib 256]
         [--iters 5] [--qp-budget N] [--timeout 420] [--python PY]
 
@@ -169,21 +171,26 @@ def base_env(a, records, state, budget):
     return env
 
 
-def rank_specs():
-    # (name, role, trainer rank, weight-update rank, GPU, title)
-    return [("trainer0", "trainer", 0, 0, 0, TRAINER_TITLE),
-            ("trainer1", "trainer", 1, 1, 1, TRAINER_TITLE),
-            ("inference", "inference", 0, 2, 2, INFERENCE_TITLE)]
+def rank_specs(ninf):
+    """(name, role, trainer or engine rank, weight-update rank, GPU, title) of every rank: 2
+    trainer ranks, then the inference engine's `ninf` ranks (one process, GPU and
+    weight-update rank each, as vLLM's tensor-parallel workers join NeMo-RL's group)."""
+    specs = [("trainer0", "trainer", 0, 0, 0, TRAINER_TITLE),
+             ("trainer1", "trainer", 1, 1, 1, TRAINER_TITLE)]
+    for k in range(ninf):
+        specs.append(("inference" if ninf == 1 else "inference%d" % k, "inference", k, 2 + k, 2 + k, INFERENCE_TITLE))
+    return specs
 
 
 def launch(a, name, rundir, env_of, worker_args, timeout):
-    """Starts the 3 ranks; waits (bounded); returns {rank name: result}; raises ScenarioError
+    """Starts every rank; waits (bounded); returns {rank name: result}; raises ScenarioError
     with the failing step and the tails of the logs."""
     procs = []
-    for rname, role, rank, grank, gpu, title in rank_specs():
+    specs = rank_specs(a.inference_ranks)
+    for rname, role, rank, grank, gpu, title in specs:
         env = env_of(rname)
         cmd = [a.python, WORKER, "--role", role, "--rank", str(rank), "--group-rank", str(grank), "--gpu", str(gpu),
-               "--dir", rundir, "--title", title, "--wait", str(timeout)] + worker_args
+               "--world", str(len(specs)), "--dir", rundir, "--title", title, "--wait", str(timeout)] + worker_args
         out = open(os.path.join(rundir, rname + ".out"), "wb")
         err = open(os.path.join(rundir, rname + ".err"), "wb")
         p = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, stdin=subprocess.DEVNULL, start_new_session=True)
@@ -324,8 +331,8 @@ def one_run(a, name, budget):
             e["LD_PRELOAD"] = SHIM
             e["NCCLSHIM_LOG_DIR"] = records
             e["NCCLSHIM_WEIGHT_UPDATE"] = "auto"
-            if name == "socket" and rname == "inference":
-                # test-only: the inference process counts as another host (docs: NCCLSHIM_HOSTNAME)
+            if name == "socket" and rname.startswith("inference"):
+                # test-only: the inference processes count as another host (docs: NCCLSHIM_HOSTNAME)
                 e["NCCLSHIM_HOSTNAME"] = "node-b"
         return e
 
@@ -357,10 +364,11 @@ def one_run(a, name, budget):
         f.write(p.stdout + p.stderr)
     check_rc = p.returncode
     check_problems = [l for l in p.stderr.splitlines() if l.startswith("PROBLEM ")]
-    return summarize(name, res, insp, check_rc, check_problems, stat_figures(after) if after else None, wall)
+    return summarize(name, res, insp, check_rc, check_problems, stat_figures(after) if after else None, wall,
+                     len(rank_specs(a.inference_ranks)))
 
 
-def summarize(name, res, insp, check_rc, problems, stat_after, wall):
+def summarize(name, res, insp, check_rc, problems, stat_after, wall, world):
     comms = insp.get("communicators", [])
 
     def pick(pred):
@@ -368,17 +376,19 @@ def summarize(name, res, insp, check_rc, problems, stat_after, wall):
             if pred(c):
                 return c
         return None
-    wu = pick(lambda c: c.get("purpose") == "weight-update") or pick(lambda c: c.get("nranks") == 3)
+    wu = pick(lambda c: c.get("purpose") == "weight-update") or pick(lambda c: c.get("nranks") == world)
     tr = pick(lambda c: c.get("purpose") == "training") or pick(lambda c: c.get("nranks") == 2)
-    t0, inf = res.get("trainer0") or {}, res.get("inference") or {}
+    t0 = res.get("trainer0") or {}
     refits0 = t0.get("refits", [])
-    receivers = [res.get(r) or {} for r in ("trainer1", "inference")]
-    exact = all(e.get("bit_exact") for r in receivers for e in r.get("refits", [])) and bool(refits0)
+    # every receiver, each inference rank included, must have every buffer of every refit
+    receivers = [v or {} for k, v in sorted(res.items()) if k != "trainer0"]
+    exact = all(e.get("bit_exact") for r in receivers for e in r.get("refits", [])) and bool(refits0) and \
+        all(len(r.get("refits", [])) == len(refits0) for r in receivers)
     sums = all(e.get("checksums_equal") for r in receivers for e in r.get("refits", [])) and bool(refits0)
     secs = [e["seconds"] for e in refits0]
     nbytes = t0.get("refit_bytes", 0)
     return {
-        "run": name, "label": RUNS[name], "wall_s": wall,
+        "run": name, "label": RUNS[name], "wall_s": wall, "world": world,
         "wu_group": wu and wu.get("group"), "wu_action": (wu and wu.get("action")) or "-",
         "wu_network": (wu and wu.get("network")) or "-",
         "train_group": tr and tr.get("group"), "train_network": (tr and tr.get("network")) or "-",
@@ -428,9 +438,10 @@ def table(rows, cal):
     if rows:
         r0 = rows[0]
         out.append("")
-        out.append("(training all-reduce: %d MiB fp32, 2 ranks; refit: %.2f GiB in %s packed buffers, 2 streams in turn;"
-                   " %s)" % (r0["train_allreduce_MiB"], (r0["refit_bytes"] or 0) / 2**30, r0["refit_buffers"],
-                             cal.get("note", "") if cal else ""))
+        out.append("(weight-update group: %d ranks, 2 trainer + %d inference; training all-reduce: %d MiB fp32, 2 ranks;"
+                   " refit: %.2f GiB in %s packed buffers, 2 streams in turn, to every other rank; %s)"
+                   % (r0["world"], r0["world"] - 2, r0["train_allreduce_MiB"], (r0["refit_bytes"] or 0) / 2**30,
+                      r0["refit_buffers"], cal.get("note", "") if cal else ""))
     return "\n".join(out)
 
 
@@ -462,7 +473,9 @@ def main():
     ap.add_argument("--allreduce-mib", type=int, default=256)
     ap.add_argument("--iters", type=int, default=5)
     ap.add_argument("--qp-budget", type=int, default=0, help="skip the calibration, use this budget")
-    ap.add_argument("--timeout", type=float, default=420.0, help="seconds per run (all 3 processes)")
+    ap.add_argument("--timeout", type=float, default=420.0, help="seconds per run (all its processes)")
+    ap.add_argument("--inference-ranks", type=int, default=1, choices=(1, 2),
+                    help="ranks of the inference engine (GPUs 2..): 1, or 2 on 4 GPUs")
     ap.add_argument("--python", default=sys.executable)
     a = ap.parse_args()
     signal.signal(signal.SIGTERM, stop_all)
@@ -480,7 +493,7 @@ def main():
         return 1
     summary = {"runs": [], "calibration": None, "errors": [], "outdir": a.outdir,
                "settings": {k: getattr(a, k) for k in ("refit_gib", "buffer_mib", "refits", "allreduce_mib",
-                                                       "iters", "qp_budget", "timeout")}}
+                                                       "iters", "qp_budget", "timeout", "inference_ranks")}}
     rows = []
     try:
         if a.qp_budget > 0:
@@ -501,6 +514,14 @@ def main():
         log(str(e))
         summary["errors"].append(str(e))
         cal = None
+    # the runs' EFASim state segments (POSIX shm), also those of a run that failed before
+    # removing its own
+    for name in os.listdir("/dev/shm") if os.path.isdir("/dev/shm") else []:
+        if name.startswith("efasim-scenario-%d-" % os.getpid()):
+            try:
+                os.unlink(os.path.join("/dev/shm", name))
+            except OSError as e:
+                log("scenario: cannot remove /dev/shm/%s: %s" % (name, e))
     summary["runs"] = rows
     exp = expectations(rows)
     summary["expect"] = [{"run": n, "what": w, "ok": bool(ok)} for n, w, ok in exp]

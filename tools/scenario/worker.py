@@ -1,17 +1,19 @@
-"""One rank of the scenario (tools/scenario/scenario.py starts three of them).
+"""One rank of the scenario (tools/scenario/scenario.py starts 2 trainer ranks and 1 or 2
+inference ranks).
 
     python3 worker.py --role trainer|inference --rank R --gpu G --dir RUNDIR --title TITLE [...]
 
 Roles, in NeMo-RL's order:
   trainer rank 0 and 1 (a DTensorPolicyWorker):
-    1. init_collective: the weight-update communicator (3 ranks) through a ctypes
+    1. init_collective: the weight-update communicator (all ranks) through a ctypes
        client written like vLLM's pynccl; rank 0 makes the unique ID
        (ncclGetUniqueId through ctypes, so the shim marks it) and writes it to a file
     2. warm-up: all-reduce of one float on it (vLLM's PyNcclCommunicator does this)
     3. torch.distributed (NCCL backend) between the 2 trainers, then a timed all-reduce
     4. refits: packed buffers of seeded random bytes, broadcast from rank 0 on 2 streams
        in turn (NeMo-RL's packed_broadcast_producer / _consumer)
-  inference (a VllmGenerationWorker): 1, 2 and 4, receiving; checks every byte.
+  inference (a VllmGenerationWorker, each rank of a tensor-parallel engine): 1, 2 and 4,
+    receiving every buffer whole; checks every byte.
 
 Prints `STEP <name>` lines on stderr as it goes and one `RESULT <json>` line on stdout.
 Only this file imports torch; scenario.py (the launcher) does not.
@@ -123,12 +125,12 @@ def run(a):
     import torch
     torch.cuda.set_device(a.gpu)
     dev = torch.device("cuda", a.gpu)
-    world = 3
+    world = a.world
     step("load NCCL through ctypes")
     lib = NCCLLibrary(nccl_so_path())
     res["nccl_version"] = lib.ncclGetVersion()
 
-    step("init_collective: the weight-update communicator (3 ranks)")
+    step("init_collective: the weight-update communicator (%d ranks)" % world)
     t0 = time.perf_counter()
     wu = init_collective(lib, a, world)
     res["wu_init_s"] = time.perf_counter() - t0
@@ -239,7 +241,7 @@ def run(a):
     torch.cuda.synchronize()
 
     # every rank is done before any destroys (and, in the calibration, the QPs of
-    # all three stay held until trainer rank 0 has read the figures)
+    # all ranks stay held until trainer rank 0 has read the figures)
     step("barrier before destroy")
     put_file(os.path.join(a.dir, "exit.%d" % a.group_rank), b"1")
     for r in range(world):
@@ -257,8 +259,9 @@ def run(a):
 def main():
     p = argparse.ArgumentParser()
     p.add_argument("--role", choices=("trainer", "inference"), required=True)
-    p.add_argument("--rank", type=int, required=True, help="trainer rank (0, 1); 0 for inference")
+    p.add_argument("--rank", type=int, required=True, help="trainer rank (0, 1); the engine's rank for inference")
     p.add_argument("--group-rank", type=int, required=True, help="rank in the weight-update communicator")
+    p.add_argument("--world", type=int, default=3, help="ranks in the weight-update communicator")
     p.add_argument("--gpu", type=int, required=True)
     p.add_argument("--dir", required=True)
     p.add_argument("--title", required=True)

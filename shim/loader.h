@@ -1,6 +1,6 @@
-/* The real dlsym, and facts about the shim's own mapping. */
-#ifndef NCCLSHIM_DLSYM_H
-#define NCCLSHIM_DLSYM_H
+/* Where the shim finds glibc's dlsym, and its own mapping: shim/loader.c. */
+#ifndef NCCLSHIM_LOADER_H
+#define NCCLSHIM_LOADER_H
 
 typedef void *(*dlsym_fn_t)(void *, const char *);
 

@@ -1,6 +1,6 @@
-/* Gathering the evidence about a communicator's creator (policy/ decides on it). */
-#ifndef NCCLSHIM_EVIDENCE_H
-#define NCCLSHIM_EVIDENCE_H
+/* Where the evidence about a communicator's creator is gathered (policy/evidence.h: what policy/ decides on). */
+#ifndef NCCLSHIM_CREATOR_H
+#define NCCLSHIM_CREATOR_H
 
 #include "../policy/evidence.h"
 

@@ -1,5 +1,5 @@
 #define _GNU_SOURCE
-#include "evidence.h"
+#include "creator.h"
 
 #include "../policy/classify.h"
 #include "config.h"

@@ -1,0 +1,90 @@
+#!/bin/bash
+# DESIGN D10/D11 (issue 13): the application holds NCCL's own communicator
+# whenever NCCL made one, so that NCCL 2.29/2.30's functions, and functions of
+# releases the shim has never seen, always get a pointer NCCL made; shim-only
+# communicators answer every function of the table themselves; the table
+# stays right across destroy and address reuse; NCCL_NET cannot undo a socket
+# redirect, and is hidden from nothing else.  Against the fake NCCL 2.30.7
+# (tests/fake/new), which rejects every communicator it did not make.
+. "$(dirname "$0")/../tap.sh"
+NEW=$FAKE/new/libnccl.so.2
+
+run() { # run <dir> <client...>: the client under the shim, with its call log and records in <dir>
+    local d=$TMP/$1; shift
+    mkdir -p "$d"
+    env FAKE_NCCL_LOG="$d/fake.log" NCCLSHIM_LOG_DIR="$d/rec" LD_PRELOAD="$SHIM" \
+        timeout -k 5 60 "$@" > "$d/out" 2> "$d/err"
+    echo $? > "$d/rc"
+}
+newcomm() { sed -n 's/.*ncclCommInitRank[A-Za-z]* .* \*newcomm=\(0x[0-9a-f]*\) .*/\1/p' "$1" | head -1; }
+
+# --- NCCL's communicators: passthrough and socket, linked and dlsym callers ---
+for how in linked dlopen; do
+    if [ $how = linked ]; then client=("$BIN/newer_linked" linked); else client=("$BIN/newer_dlopen" dlopen "$NEW"); fi
+    for action in passthrough socket; do
+        d=$how-$action
+        rules=""; [ $action = socket ] && rules='nranks=1:socket'
+        NCCLSHIM_RULES=$rules run $d "${client[@]}" nccl
+        is "$(cat "$TMP/$d/rc")" 0 "$how, $action: the client's calls all succeed"
+        import_checks "$TMP/$d/out"
+        unlike "$(cat "$TMP/$d/fake.log")" 'INVALID-COMM' "$how, $action: NCCL never got a pointer it did not make"
+        is "$(sed -n 's/^HANDLE //p' "$TMP/$d/out")" "$(newcomm "$TMP/$d/fake.log")" \
+            "$how, $action: the application holds NCCL's own communicator"
+        is "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | .action' | tr -d '"')" "$action" \
+            "$how, $action: recorded as $action"
+        is "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn=="ncclCommGrow") | [.group, .parent, .nranks, .action]')" \
+            "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.group + "/grow0", .group, 2, "passthrough"]')" \
+            "$how, $action: ncclCommGrow recorded like a split: parent, ranks, action"
+        is "$(jqr "$TMP/$d/rec" 'select(.type=="comm_end") | .ops.AllReduce.count // 0' | sort | tr '\n' ' ')" "0 1 " \
+            "$how, $action: both communicators end, the grown one with its all-reduce counted"
+    done
+done
+init=$(grep ncclCommInitRankConfig "$TMP/linked-socket/fake.log")
+like "$init" 'netName=Socket blocking=1 cfg=96,23007,2,3,5,1,6,0,newer,1,1,7,8,1,1,9,10,0,1 ' \
+    "socket: NCCL got the caller's 2.30 config with every field kept, netName Socket"
+like "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.net, .net_by]')" \
+    '^\["Socket","the socket action: config netName \\"Socket\\""\]$' "socket: the record says which network NCCL was told, and why"
+
+# --- a communicator the shim dropped: the shim answers every function -------
+for how in linked dlopen; do
+    if [ $how = linked ]; then client=("$BIN/newer_linked" linked); else client=("$BIN/newer_dlopen" dlopen "$NEW"); fi
+    d=$how-drop
+    NCCLSHIM_RULES='nranks=1:drop' run $d "${client[@]}" shim
+    is "$(cat "$TMP/$d/rc")" 0 "$how, drop: the client's expectations hold"
+    import_checks "$TMP/$d/out"
+    is "$(grep -c -E 'ncclComm(Init|Suspend|Resume|MemStats|GetUniqueId|Grow)|ncclWinGetUserPtr|Signal' "$TMP/$d/fake.log")" 0 \
+        "$how, drop: none of the table's calls reached NCCL"
+    like "$(cat "$TMP/$d/err")" 'ncclCommGrow on communicator .* which this shim dropped' \
+        "$how, drop: a refused grow is reported, naming the action"
+    like "$(cat "$TMP/$d/err")" 'ncclCommCount on a communicator .* already destroyed' \
+        "$how, drop: a destroyed handle is reported as such"
+done
+
+# --- address reuse: NCCL hands a freed address to the next communicator ----
+# (Under test-asan, no quarantine: freed memory is handed out again at once, as glibc does.)
+ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0" run reuse "$BIN/newer_linked" linked reuse 300
+is "$(cat "$TMP/reuse/rc")" 0 "300 communicators made, used and destroyed"
+reused=$(awk '/^REUSE/ {print $3}' "$TMP/reuse/out" | sort | uniq -d | wc -l)
+ok $([ "$reused" -gt 0 ] && echo 0 || echo 1) "NCCL reused addresses ($reused of them)"
+is "$(jqr "$TMP/reuse/rec" 'select(.type=="comm_end") | [.comm, (.ops.AllReduce.count // 0)] | map(tostring) | join(" ")' | tr -d '"')" \
+   "$(awk '/^REUSE/ {print $3" "$4}' "$TMP/reuse/out")" \
+   "each communicator's end record carries its own traffic, whatever address it had"
+
+# --- NCCL_NET: hidden from the socket inits only, even when they race -------
+NCCL_NET=IB FAKE_NCCL_INIT_DELAY_MS=3 NCCLSHIM_RULES='nranks=1:socket' run netrace "$BIN/newer_linked" linked netrace 25
+is "$(cat "$TMP/netrace/rc")" 0 "25 socket and 25 passthrough inits in two threads at once"
+sock=$(grep -c 'ncclCommInitRankConfig .* netName=Socket .* net=Socket ' "$TMP/netrace/fake.log")
+plain=$(grep -c 'ncclCommInitRank .* net=IB ' "$TMP/netrace/fake.log")
+is "$sock $plain" "25 25" "every redirected init used Socket, every other one the container's NCCL_NET=IB"
+is "$(jqr "$TMP/netrace/rec" 'select(.type=="comm") | .net' | sort | uniq -c | awk '{print $2":"$1}' | tr '\n' ' ')" \
+   '"IB":25 "Socket":25 ' "and the records say so"
+NCCL_NET=IB NCCL_ENV_PLUGIN=myenv NCCLSHIM_RULES='nranks=1:socket' run envplugin "$BIN/newer_linked" linked nccl
+like "$(jqr "$TMP/envplugin/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | .action_reason')" \
+    'env plugin .*NCCL_ENV_PLUGIN=myenv' "an NCCL env plugin with NCCL_NET set: passthrough, and the reason says why"
+
+# --- an NCCL newer than the table: one warning per process -----------------
+FAKE_NCCL_VERSION=23100 run newer "$BIN/newer_linked" linked nccl
+is "$(cat "$TMP/newer/rc")" 0 "NCCL 2.31: NCCL's communicators work as before"
+is "$(grep -c 'newer than the newest NCCL whose functions this shim knows' "$TMP/newer/err")" 1 \
+    "NCCL 2.31: one warning, naming the risk for shim-only communicators"
+done_testing
