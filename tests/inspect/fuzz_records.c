@@ -33,6 +33,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (devnull) {
         inspect_print_table(st, devnull, 1);
         inspect_print_json(st, devnull);
+        inspect_print_html(st, devnull);
     }
     inspect_free(st);
     return 0;
