@@ -250,6 +250,18 @@ struct ipc_comm {
     uint64_t map_used_us;               /* shim_mono_us() when a mapping was last used */
     /* How the broadcasts went (ipc_get_stats), counted as they are enqueued. */
     atomic_ullong stat_first, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
+    /* Hops (in and out) whose copies ran on the SMs (the copy kernel) or on
+     * copy engines. */
+    atomic_ullong stat_sm, stat_ce;
+    /* Every rank's device, from its export (NULL until connected). */
+    int *peer_dev;
+    /* The copy kernel (shim/ipc_kernel.c), loaded at connect when a peer
+     * shares this rank's device and NCCLSHIM_IPC_COPY allows it; else NULL
+     * and copy_note says why (empty: no peer on this device). */
+    CUmodule kmod;
+    CUfunction kfn;
+    int sms;
+    char copy_note[200];
     struct ipc_exported exported[EXPORT_CACHE];
 };
 
@@ -311,6 +323,16 @@ void ipc_unwatch(struct ipc_comm *c);
 
 /* A copy on `stream` (copy engines where the driver lets us ask). */
 CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream);
+
+/* shim/ipc_kernel.c: the copy kernel for hops between processes on one
+ * GPU.  ipc_kernel_load: 0, or -1 with the reason (copies then stay on copy
+ * engines); ipc_kernel_usable: whether a copy between this rank and rank r
+ * at dst and src goes to the kernel (same device, kernel loaded, both
+ * 16-byte aligned); ipc_kernel_copy enqueues it on s. */
+int ipc_kernel_load(struct ipc_comm *c, char *why, size_t whylen);
+void ipc_kernel_unload(struct ipc_comm *c);
+int ipc_kernel_usable(const struct ipc_comm *c, int r, CUdeviceptr dst, CUdeviceptr src);
+CUresult ipc_kernel_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s);
 
 /* shim/ipc_bcast.c: one broadcast, enqueued whole on the caller's stream
  * `s` (qlock held): 0 and the fence in *off and *val (*off < 0: it moved
