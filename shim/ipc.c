@@ -370,6 +370,7 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
         c->cu->cuMemcpyHtoD(page + F_RECVD + 8 * q, &v, sizeof(v));
     }
     c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
+    c->cu->cuMemcpyHtoD(page + F_TAKEN_MINE, &v, sizeof(v));
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
     /* A host wait for a neighbour's descriptor looks at `failed` as it polls. */

@@ -459,14 +459,29 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
     int me = c->rank, pred = pred_of(c), succ = succ_of(c);
     const uint64_t base = j->base;
     const size_t bytes = j->bytes, sch = c->chunk;
+    /* After the operation before (on another stream): its fence; or, for
+     * the last receiver of a pushed broadcast after another, only that
+     * one's TAKEN write ("Receivers run ahead", ipc_internal.h). */
+    if (j->fence_val) {
+        if (bytes && p->in == HOP_PUSH && !p->producer && j->fence_off == F_AVAIL)
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN_MINE), base, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+        else
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+    }
     if (!bytes)
         return 0;
     if (p->pos == 0 && j->recv != j->send)
         CU(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync");
     /* This rank's buffer may be written from now on. */
-    if (p->in == HOP_PUSH)
+    if (p->in == HOP_PUSH) {
         CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
            "cuStreamWriteValue64");
+        if (!p->producer)
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+    }
     /* The successor's may be, once it has reached this broadcast. */
     if (p->out == HOP_PUSH)
         CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),

@@ -28,6 +28,8 @@
  *                of this page says so (the fence, below)
  *   AR, AR2      (this rank, from the host) all-reduce arrival and departure
  *   EXIT         (this rank) set at destroy
+ *   TAKEN_MINE   (this rank) the TAKEN it last wrote as the last receiver
+ *                of a pushed broadcast: see "Receivers run ahead" below
  *
  * Broadcast is a chain along the ring root, root+1, ..., root-1.  Each rank
  * but the root receives its data from its predecessor, and each hop moves
@@ -75,6 +77,17 @@
  * the value that says it is over), and an operation on another stream than
  * the one before waits for it.  On one stream, the order is the stream's.
  *
+ * Receivers run ahead.  A pushed broadcast's last receiver does nothing but
+ * say its buffer may be written (TAKEN) and wait for AVAIL, and AVAIL only
+ * grows in the order of the broadcasts, so reaching it says every earlier
+ * one arrived too.  Such a broadcast that follows another such on another
+ * stream waits, instead of the fence (the earlier one's data), only for the
+ * earlier one's TAKEN write (TAKEN_MINE, on its own page: TAKEN stays in
+ * order).  A refit on 2 streams in turn then has the next broadcast's TAKEN
+ * on the sender's page while the sender still copies the one before; with
+ * the fence, every broadcast waited for a round trip between the two
+ * processes (on one GPU, ~20 us each, two contexts time-sharing it).
+ *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
  * operations as the application calls them), ipc_bcast.c (the broadcast),
  * ipc_reaper.c (gives back idle mappings), ipc_monitor.c (watching for a
@@ -98,10 +111,11 @@
 #define F_AR 192
 #define F_AR2 256
 #define F_EXIT 320
+#define F_TAKEN_MINE 384                /* this rank: the last TAKEN it wrote as a broadcast's last receiver */
 #define F_SENT 1024                     /* + 8 * peer, written by that peer: chunks it sent here */
 #define F_RECVD 2048                    /* + 8 * peer, written by that peer: chunks it took from here */
 #define MAX_PEERS 64
-_Static_assert(F_EXIT + 8 <= F_SENT && F_SENT + 8 * MAX_PEERS <= F_RECVD && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES,
+_Static_assert(F_TAKEN_MINE + 8 <= F_SENT && F_SENT + 8 * MAX_PEERS <= F_RECVD && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES,
                "the counters fit their page");
 _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 /* Send/Recv: each rank has, for each peer, P2P_SLOTS slots of p2p_chunk
@@ -176,6 +190,10 @@ struct ipc_bcast_args {
     size_t bytes;
     int root;
     CUdeviceptr send, recv;
+    /* The operation before, if it ran on another stream (fence_val 0: on
+     * this one, or none): this one waits for it (or see "Receivers run ahead"). */
+    int fence_off;
+    uint64_t fence_val;
 };
 
 /* A neighbour's allocation as mapped here (under qlock). */
