@@ -274,8 +274,8 @@ struct ipc_comm {
     /* Every rank's device, from its export (NULL until connected). */
     int *peer_dev;
     /* The copy kernel (shim/ipc_kernel.c), loaded at connect when a peer
-     * shares this rank's device and NCCLSHIM_IPC_COPY allows it; else NULL
-     * and copy_note says why (empty: no peer on this device). */
+     * shares this rank's device and NCCLSHIM_IPC_COPY=sm; else NULL, and
+     * copy_note says why if it was asked for and did not load. */
     CUmodule kmod;
     CUfunction kfn;
     int sms;

@@ -2,14 +2,18 @@
  * The ipc transport's copy kernel, for hops between two processes on one GPU
  * (colocated RL: trainer and inference engine time-sharing a GPU).
  *
- * Why a kernel: a copy engine reading or writing memory another process
- * exported (cuIpcOpenMemHandle) of the same device runs at a copy engine's
- * rate, far below what the SMs copy (measured on H200 and H100:
- * docs/benchmarks.md, "Colocated"), while cuMemcpyDtoDAsync between two
- * buffers of one process runs as a kernel at the memory's rate.  Between GPUs
- * the copy engines stay: there the link is the limit and the SMs are the
- * application's.  On one GPU the trainer and the inference engine both wait
- * for the refit, so the SMs are free to take.
+ * Why it exists, and why it is not the default: the issue that asked for it
+ * (14) measured a colocated refit at a fifth of the GPU's copy rate and
+ * suspected copy engines on IPC-mapped memory of their own GPU.  Measured
+ * since (H100 and H200, driver 580, bench/colocated.py): copy engines move
+ * that memory at 0.9x a plain in-process copy at 256 MiB, and this kernel,
+ * though within 4% of cuMemcpyDtoDAsync in one process (bench/copy_kernel.py),
+ * is slower than the copy engines between two processes (0.81x against
+ * 0.89-0.90x): while the two processes time-share the GPU, a kernel needs the
+ * SMs of its own context, a copy engine does not.  The time had gone to
+ * round trips between the two processes (ipc_internal.h, "Receivers run
+ * ahead").  So NCCLSHIM_IPC_COPY=auto keeps copy engines; =sm selects this,
+ * for GPUs or drivers where a copy engine is slow on such memory.
  *
  * The shim has no CUDA runtime and no build-time CUDA (DESIGN D6): the kernel
  * is PTX, compiled by the driver (cuModuleLoadData) once per communicator

@@ -1,10 +1,12 @@
 #!/bin/bash
 # GPU tests of ncclshim (TAP): real NCCL (torch's wheel) on 2 GPUs, without and
-# with the shim preloaded.  Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
+# with the shim preloaded, and the colocated case (two processes on one GPU)
+# wherever there is one.  Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
 #   SHIM=<libncclshim.so>     default build/libncclshim.so
 #   PYTHON=<python>           default python3 (needs torch with CUDA)
 #   NCCLSHIM_GPU_KEEP=<dir>   keep every run's files (records, NCCL logs, stderr) in <dir>
-# Skips (1..0) without 2 GPUs.  Every process runs under `timeout -k 5`.
+# Skips (1..0) without a GPU; with one, only the colocated case runs.  Every
+# process runs under `timeout -k 5`.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE=$ROOT/tests/gpu
@@ -34,13 +36,13 @@ import_checks() { # CHECK lines of check.py -> TAP; the rest (diagnostics) as is
 
 # --- skip without 2 GPUs ---------------------------------------------------
 if ! timeout -k 5 60 nvidia-smi -L >/dev/null 2>&1; then
-    echo "1..0 # SKIP no 2 GPUs (nvidia-smi -L failed)"
+    echo "1..0 # SKIP no GPU (nvidia-smi -L failed)"
     exit 0
 fi
 ngpu=$(timeout -k 5 120 "$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null | tail -n 1)
 case $ngpu in '' | *[!0-9]*) ngpu=0 ;; esac
-if [ "$ngpu" -lt 2 ]; then
-    echo "1..0 # SKIP no 2 GPUs (torch sees $ngpu)"
+if [ "$ngpu" -lt 1 ]; then
+    echo "1..0 # SKIP no GPU (torch sees $ngpu)"
     exit 0
 fi
 if [ ! -f "$SHIM" ]; then
@@ -107,6 +109,31 @@ check() { # check.py <args>: CHECK lines -> TAP, bounded like everything else
     # Process substitution, not a pipe: import_checks must run in this shell to count.
     import_checks < <(timeout -k 5 120 "$PY" "$HERE/check.py" "$@" 2>&1)
 }
+
+# (f) colocated: trainer and inference process on one GPU (the last one), which
+# NCCL refuses and the shim's ipc transport carries: copy engines (auto), the
+# copy kernel (NCCLSHIM_IPC_COPY=sm), and the staged path (expandable segments).
+export COLOCATED_DEVICE=$((ngpu - 1))
+launch colocated colocated.py noshim
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/colocated.py" --check "$WORK/colocated.noshim" noshim 2>&1)
+for colo in shim sm staged; do
+    (
+        export NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_TRAINING_TITLES='*colocated.py --worker --rank 0 *'
+        export NCCLSHIM_INFERENCE_TITLES='*colocated.py --worker --rank 1 *'
+        [ $colo = sm ] && export NCCLSHIM_IPC_COPY=sm
+        [ $colo = staged ] && export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+        launch "colocated-$colo" colocated.py shim
+        echo "n=$n nfail=$nfail" > "$WORK/colocated-$colo.count"
+    )
+    . "$WORK/colocated-$colo.count" # the subshell's counts (it keeps the exports to itself)
+    import_checks < <(timeout -k 5 120 "$PY" "$HERE/colocated.py" --check "$WORK/colocated-$colo.shim" $colo 2>&1)
+done
+if [ "$ngpu" -lt 2 ]; then
+    echo "# the tests of 2 GPUs or more skipped: $ngpu GPU here"
+    echo "1..$n"
+    [ "$nfail" -eq 0 ]
+    exit
+fi
 
 # (a) torch.distributed all-reduce
 launch torch torch_allreduce.py noshim
