@@ -451,6 +451,23 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
     return c->nranks == 2 ? bytes : c->chunk * (size_t)c->nslots;
 }
 
+/* Whether broadcast j may copy before the one before it is over ("Senders
+ * overlap", ipc_internal.h): two ranks, this one the root pushing in place,
+ * after a broadcast that did the same into memory this one does not touch.
+ * Remembers this one for the next. */
+static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p)
+{
+    int push_only = c->nranks == 2 && j->bytes && p->pos == 0 && p->out == HOP_PUSH && j->recv == j->send;
+    int ok = push_only && c->last_push_only && j->fence_val && j->fence_off == F_DONE &&
+             (p->to + j->bytes <= c->push_to || c->push_to + c->push_len <= p->to);
+    if (j->bytes) {
+        c->last_push_only = push_only;
+        c->push_to = p->to;
+        c->push_len = j->bytes;
+    }
+    return ok;
+}
+
 /* The broadcast's copies and counter operations, on stream s. */
 static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p, CUstream s, char *why,
                    size_t whylen)
@@ -462,7 +479,8 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
     /* After the operation before (on another stream): its fence; or, for
      * the last receiver of a pushed broadcast after another, only that
      * one's TAKEN write ("Receivers run ahead", ipc_internal.h). */
-    if (j->fence_val) {
+    int overlap = senders_overlap(c, j, p);
+    if (j->fence_val && !overlap) {
         if (bytes && p->in == HOP_PUSH && !p->producer && j->fence_off == F_AVAIL)
             CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN_MINE), base, CU_STREAM_WAIT_VALUE_GEQ),
                "cuStreamWaitValue64");
@@ -505,6 +523,9 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
         if (p->out == HOP_PUSH) {
             CU(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
                p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
+            if (overlap) /* AVAIL in order ("Senders overlap") */
+                CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+                   "cuStreamWaitValue64");
             CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
         } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {

@@ -88,6 +88,12 @@
  * the fence, every broadcast waited for a round trip between the two
  * processes (on one GPU, ~20 us each, two contexts time-sharing it).
  *
+ * Senders overlap.  Between two ranks, a root whose broadcast follows one
+ * that only pushed out of its own buffer (it wrote nothing of its own) into
+ * a disjoint part of its successor's memory, on another stream, copies at
+ * once and waits for the fence only before it says AVAIL: AVAIL and DONE stay
+ * in order, the copies overlap each other's counter waits and writes.
+ *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
  * operations as the application calls them), ipc_bcast.c (the broadcast),
  * ipc_reaper.c (gives back idle mappings), ipc_monitor.c (watching for a
@@ -248,6 +254,12 @@ struct ipc_comm {
      * needs no fence.  The application's thread's. */
     unsigned long long last_sid;
     int last_sid_known;
+    /* The operation before was a broadcast that this rank's stream only
+     * pushed out of its own buffer into its successor's, there at
+     * [push_to, push_to + push_len): "Senders overlap".  The application's thread's. */
+    int last_push_only;
+    CUdeviceptr push_to;
+    size_t push_len;
     /* The reaper thread, started at the first broadcast: it gives back
      * mappings nobody used for MAP_IDLE_MS.  `stop` and the fence are under
      * qlock; `reaper_started` is the application's thread's. */

@@ -244,6 +244,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
      * over, so its successor reads nothing more from its slots before this
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
     CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
     if (bytes)
         CU(ipc_copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
            "cuMemcpyDtoDAsync");
@@ -329,6 +330,7 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     unsigned long long sid;
     int known;
     CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
     /* One chunk of each operation in turn: a group's sends and receives
      * between two ranks progress together, so neither waits on the other's
      * full slots for ever. */
