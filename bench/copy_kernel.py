@@ -69,52 +69,6 @@ def main():
         for per_sm in (2, 4, 8, 16, 0):
             rows.append(("kernel %4d thr, %s" % (threads, "%2d/SM" % per_sm if per_sm else "all"),
                          lambda n, t=threads, p=per_sm: kernel(t, p, n)))
-    # Copy engines within one GPU: cuMemcpyBatchAsync (12.8 signature, through
-    # cuGetProcAddress as the shim does) with the overlap-with-compute hint, which
-    # keeps a same-device copy off the SMs; split over k streams (forked and joined
-    # with events) to see whether several copy engines together reach the SMs' rate.
-    class Loc(ctypes.Structure):
-        _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
-
-    class Attr(ctypes.Structure):
-        _fields_ = [("srcAccessOrder", ctypes.c_int), ("src", Loc), ("dst", Loc), ("flags", ctypes.c_uint)]
-    fnp, status = ctypes.c_void_p(), ctypes.c_int()
-    gp = cu.cuGetProcAddress_v2
-    gp.argtypes = [ctypes.c_char_p, ctypes.POINTER(ctypes.c_void_p), ctypes.c_int, ctypes.c_uint64,
-                   ctypes.POINTER(ctypes.c_int)]
-    if gp(b"cuMemcpyBatchAsync", ctypes.byref(fnp), 12080, 0, ctypes.byref(status)) == 0 and fnp.value:
-        U64P, SZP = ctypes.POINTER(ctypes.c_uint64), ctypes.POINTER(ctypes.c_size_t)
-        batch = ctypes.CFUNCTYPE(ctypes.c_int, U64P, U64P, SZP, ctypes.c_size_t, ctypes.POINTER(Attr), SZP,
-                                 ctypes.c_size_t, SZP, ctypes.c_void_p)(fnp.value)
-        side = [torch.cuda.Stream() for _ in range(3)]
-
-        def ce(k):
-            def mk(n):
-                part = (n // k + 4095) & ~4095
-                calls = []
-                for i in range(k):
-                    off = i * part
-                    ln = max(0, min(part, n - off))
-                    d, sr, z = (ctypes.c_uint64 * 1)(dst.data_ptr() + off), (ctypes.c_uint64 * 1)(
-                        src.data_ptr() + off), (ctypes.c_size_t * 1)(ln)
-                    a = Attr(1, Loc(1, 0), Loc(1, 0), 1)
-                    calls.append((d, sr, z, a, (ctypes.c_size_t * 1)(0), (ctypes.c_size_t * 1)(0)))
-
-                def op():
-                    ev = torch.cuda.Event()
-                    ev.record(stream)
-                    for i, (d, sr, z, a, idx, fail) in enumerate(calls):
-                        s = stream if i == 0 else side[i - 1]
-                        if i:
-                            s.wait_event(ev)
-                        batch(d, sr, z, 1, ctypes.byref(a), idx, 1, fail, s.cuda_stream)
-                    for i in range(1, k):
-                        e = torch.cuda.Event()
-                        e.record(side[i - 1])
-                        stream.wait_event(e)
-                return op
-            return mk
-        rows += [("copy engine x%d (streams)" % k, ce(k)) for k in (1, 2, 3)]
     for name, mk in rows:
         cells = []
         for n in sizes:
