@@ -260,6 +260,12 @@ void shim_comm_record_end(struct shim_comm *h, const char *how, int result)
                 jw_u64(&w, ipc_hop_names[k], d ? st.out[k] : st.in[k]);
             jw_close(&w, '}');
         }
+        jw_open(&w, "copy", '{');
+        jw_u64(&w, "sm", st.sm);
+        jw_u64(&w, "ce", st.ce);
+        if (st.copy_note[0])
+            jw_str(&w, "note", st.copy_note);
+        jw_close(&w, '}');
         jw_close(&w, '}');
     }
     jw_emit(&w);

@@ -17,7 +17,7 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
     "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
     "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
-    "NCCLSHIM_IPC_PUSH_WAIT_US", NULL,
+    "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", NULL,
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -74,7 +74,10 @@ static void read_host_id(char *buf, size_t len, const char *fallback)
         buf[n] = '\0';
 }
 
-static void config_warn(const char *fmt, const char *a, const char *b)
+/* Not inlined: inlined into config_read, gcc's truncation analysis of the
+ * formats (checked by -Wformat-truncation) depends on how many calls there
+ * are; a warning cut at its buffer's end is acceptable. */
+static __attribute__((noinline)) void config_warn(const char *fmt, const char *a, const char *b)
 {
     if (g_config_nwarnings < (int)(sizeof(g_config_warnings) / sizeof(g_config_warnings[0])))
         snprintf(g_config_warnings[g_config_nwarnings++], sizeof(g_config_warnings[0]), fmt, a, b);
@@ -186,6 +189,19 @@ static void config_read(void)
      * Python and ctypes (tens of us); short beside the copy it saves time
      * on (64 MiB: 180 us). */
     c->ipc_push_wait_us = (int)config_number("NCCLSHIM_IPC_PUSH_WAIT_US", 200, 0, 1000000, 1);
+    /* auto and ce: copy engines on every hop, also between processes on
+     * one GPU, where they measured faster than the shim's copy kernel (H100
+     * and H200, driver 580: docs/benchmarks.md, "Colocated"); sm: the kernel
+     * for those hops.  auto is what the shim finds best, ce pins copy
+     * engines whatever a later version finds. */
+    c->ipc_copy_sm = 0;
+    v = getenv("NCCLSHIM_IPC_COPY");
+    if (v && *v) {
+        if (strcasecmp(v, "sm") == 0)
+            c->ipc_copy_sm = 1;
+        else if (strcasecmp(v, "auto") != 0 && strcasecmp(v, "ce") != 0)
+            config_warn("NCCLSHIM_IPC_COPY='%.60s' is not one of auto|ce|sm; using auto%s", v, "");
+    }
 
     policy_parse(&c->policy, getenv("NCCLSHIM_WEIGHT_UPDATE"), getenv("NCCLSHIM_RULES"), getenv("NCCLSHIM_STRICT"));
     if (!c->policy.ok)

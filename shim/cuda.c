@@ -68,6 +68,17 @@ static int cuda_load(void)
         fn = NULL;
         if (getproc("cuStreamGetId", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
             memcpy(&g_cuda.cuStreamGetId, &fn, sizeof(fn));
+        void *mod[4] = { NULL, NULL, NULL, NULL };
+        const char *names[4] = { "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel" };
+        int all = 1;
+        for (int i = 0; i < 4; i++)
+            all &= getproc(names[i], &mod[i], SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && mod[i];
+        if (all) {
+            memcpy(&g_cuda.cuModuleLoadData, &mod[0], sizeof(void *));
+            memcpy(&g_cuda.cuModuleGetFunction, &mod[1], sizeof(void *));
+            memcpy(&g_cuda.cuModuleUnload, &mod[2], sizeof(void *));
+            memcpy(&g_cuda.cuLaunchKernel, &mod[3], sizeof(void *));
+        }
     }
     /* The handle stays open: the functions must outlive this call. */
     return CUDA_OK;

@@ -15,12 +15,15 @@ typedef unsigned long long CUdeviceptr;
 typedef struct CUctx_st *CUcontext;
 typedef struct CUstream_st *CUstream;
 typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
 typedef struct { char reserved[64]; } CUipcMemHandle;
 
 #define CUDA_SUCCESS 0
 #define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
 #define CU_STREAM_WAIT_VALUE_GEQ 0x0
 #define CU_STREAM_WRITE_VALUE_DEFAULT 0x0
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
 #define CU_STREAM_NON_BLOCKING 0x1
 #define CU_EVENT_DISABLE_TIMING 0x2
@@ -83,6 +86,13 @@ struct shim_cuda {
     CUresult (*cuStreamCreateWithPriority)(CUstream *stream, unsigned int flags, int priority);
     /* Optional (CUDA 12.0+): a stream's id, unique in the context for its life and never reused. */
     CUresult (*cuStreamGetId)(CUstream stream, unsigned long long *id);
+    /* Optional: the ipc transport's copy kernel (shim/ipc_kernel.c), for
+     * copies between processes on one GPU.  All four, or none. */
+    CUresult (*cuModuleLoadData)(CUmodule *module, const void *image);
+    CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule module, const char *name);
+    CUresult (*cuModuleUnload)(CUmodule module);
+    CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shared, CUstream stream, void **params, void **extra);
 };
 
 /*

@@ -127,9 +127,12 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         return -1;
     struct ipc_comm *c = calloc(1, sizeof(*c));
     if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer))) ||
-        !(c->shared = calloc((size_t)nranks, sizeof(*c->shared)))) {
-        if (c)
+        !(c->shared = calloc((size_t)nranks, sizeof(*c->shared))) ||
+        !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev)))) {
+        if (c) {
             free(c->peer);
+            free(c->shared);
+        }
         free(c);
         snprintf(why, whylen, "out of memory");
         return -1;
@@ -200,6 +203,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     memcpy(blob, &e, sizeof(e));
     *bloblen = (int)sizeof(e);
     c->peer[rank] = c->base;
+    c->peer_dev[rank] = c->device;
     *out = c;
     return 0;
 fail:
@@ -209,8 +213,28 @@ fail:
     free(c->sent);
     free(c->recvd);
     free(c->peer);
+    free(c->peer_dev);
     free(c);
     return -1;
+}
+
+/* With a peer on this rank's own GPU and NCCLSHIM_IPC_COPY=sm, the copy
+ * kernel for the hops to it (shim/ipc_kernel.c); failing to load it only
+ * means copy engines, so it is noted, warned about, and not an error. */
+static void load_kernel(struct ipc_comm *c)
+{
+    int shared = 0;
+    for (int r = 0; r < c->nranks; r++)
+        shared |= r != c->rank && c->peer_dev[r] == c->device;
+    if (!shared || !shim_config()->ipc_copy_sm)
+        return;
+    char why[160];
+    if (ipc_kernel_load(c, why, sizeof(why)) != 0) {
+        snprintf(c->copy_note, sizeof(c->copy_note), "no copy kernel: %s", why);
+        shim_warn("ipc-copy", "ipc communicator (rank %d of %d): ranks share GPU %d but the shim's copy kernel "
+                  "did not load (%s): those hops use copy engines (NCCLSHIM_IPC_COPY=sm asked for it)", c->rank, c->nranks,
+                  c->device, why);
+    }
 }
 
 int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen)
@@ -233,6 +257,7 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
         }
         if (p->rank == c->rank)
             continue;
+        c->peer_dev[p->rank] = e.device;
         if (e.pid == (uint32_t)getpid()) {
             snprintf(why, whylen, "ranks %d and %d are in one process: CUDA IPC cannot map memory of its own process",
                      c->rank, p->rank);
@@ -257,6 +282,7 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
         snprintf(why, whylen, "%d of %d peers' exports received", seen, c->nranks - 1);
         return -1;
     }
+    load_kernel(c);
     return 0;
 }
 
@@ -340,6 +366,7 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
         c->cu->cuMemcpyHtoD(page + F_RECVD + 8 * q, &v, sizeof(v));
     }
     c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
+    c->cu->cuMemcpyHtoD(page + F_TAKEN_MINE, &v, sizeof(v));
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
     /* A host wait for a neighbour's descriptor looks at `failed` as it polls. */
@@ -404,6 +431,7 @@ void ipc_free(struct ipc_comm *c)
     }
     ipc_reaper_stop(c);
     ipc_unwatch(c);
+    ipc_kernel_unload(c);
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])
             cu->cuIpcCloseMemHandle(c->peer[r]);
@@ -415,6 +443,7 @@ void ipc_free(struct ipc_comm *c)
     free(c->sent);
     free(c->recvd);
     free(c->peer);
+    free(c->peer_dev);
     free(c);
 }
 

@@ -61,6 +61,8 @@ extern const char *const ipc_hop_names[IPC_HOPS];
 struct ipc_stats {
     unsigned long long first;
     unsigned long long in[IPC_HOPS], out[IPC_HOPS];
+    unsigned long long sm, ce;          /* hops copied by the SMs (same GPU), by copy engines */
+    const char *copy_note;              /* why no hop may use the SMs ("" if none shares the GPU); owned by c */
 };
 void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st);
 size_t ipc_host_reduce_max(const struct ipc_comm *c);

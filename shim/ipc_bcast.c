@@ -320,7 +320,29 @@ struct plan {
     CUdeviceptr from;                   /* PULL in: the predecessor's data, mapped here */
     CUdeviceptr to;                     /* PUSH out: the successor's buffer, mapped here */
     int first_in, first_out;            /* this rank came first on the hop */
+    int sm_in, sm_out;                  /* this rank's copy of the hop runs on the SMs (hop_copy) */
 };
+
+/* Which of this rank's copies run on the SMs (the hop's two ranks on one
+ * GPU, the kernel loaded, the addresses aligned: ipc_kernel_usable), and
+ * counts them for the records. */
+static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, struct plan *p)
+{
+    int pred = pred_of(c), succ = succ_of(c), copies = 0;
+    if (p->in == HOP_PULL || p->in == HOP_STAGED) {
+        CUdeviceptr src = p->in == HOP_PULL ? p->from : slot(c, pred, 0);
+        p->sm_in = ipc_kernel_usable(c, pred, j->recv, src);
+        copies++;
+    }
+    if (p->out == HOP_PUSH || p->out == HOP_STAGED) {
+        CUdeviceptr dst = p->out == HOP_PUSH ? p->to : slot(c, c->rank, 0);
+        p->sm_out = ipc_kernel_usable(c, succ, dst, p->mine);
+        copies++;
+    }
+    unsigned sm = (unsigned)p->sm_in + (unsigned)p->sm_out;
+    atomic_fetch_add_explicit(&c->stat_sm, sm, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stat_ce, (unsigned)copies - sm, memory_order_relaxed);
+}
 
 /*
  * Settles both of this rank's hops.  Publish, then count in on each hop: the
@@ -376,6 +398,7 @@ static int plan(struct ipc_comm *c, const struct ipc_bcast_args *j, struct plan 
  * slot k % S once the successor has taken chunk k - S out of it. */
 struct staging {
     struct ipc_comm *c;
+    int sm;                             /* the successor shares this GPU: the kernel copies (plan_copies) */
     CUdeviceptr data;
     size_t bytes;
     uint64_t base;                      /* bytes broadcast before this one */
@@ -395,7 +418,10 @@ static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, s
         if (st->next >= S)
             CU(cu->cuStreamWaitValue64(s, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch,
                                        CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-        CU(ipc_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
+        if (st->sm)
+            CU(ipc_kernel_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuLaunchKernel");
+        else
+            CU(ipc_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
         CU(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
                                     CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
     }
@@ -404,10 +430,15 @@ fail:
     return -1;
 }
 
-/* A copy between this GPU and a neighbour's: always on a copy engine, so
- * without the hints ipc_copy gives copies within one GPU. */
-static CUresult peer_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s)
+/* A hop's copy, to or from neighbour r's memory: between GPUs on a copy
+ * engine (without the hints ipc_copy gives copies within one GPU); between
+ * processes on one GPU with the copy kernel where plan_copies chose it
+ * (`sm`): a copy engine moves IPC-mapped memory of its own GPU at a fifth
+ * of the SMs' rate (docs/benchmarks.md, "Colocated"). */
+static CUresult hop_copy(const struct ipc_comm *c, int sm, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s)
 {
+    if (sm)
+        return ipc_kernel_copy(c, dst, src, len, s);
     return c->cu->cuMemcpyDtoDAsync(dst, src, len, s);
 }
 
@@ -420,6 +451,23 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
     return c->nranks == 2 ? bytes : c->chunk * (size_t)c->nslots;
 }
 
+/* Whether broadcast j may copy before the one before it is over ("Senders
+ * overlap", ipc_internal.h): two ranks, this one the root pushing in place,
+ * after a broadcast that did the same into memory this one does not touch.
+ * Remembers this one for the next. */
+static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p)
+{
+    int push_only = c->nranks == 2 && j->bytes && p->pos == 0 && p->out == HOP_PUSH && j->recv == j->send;
+    int ok = push_only && c->last_push_only && j->fence_val && j->fence_off == F_DONE &&
+             (p->to + j->bytes <= c->push_to || c->push_to + c->push_len <= p->to);
+    if (j->bytes) {
+        c->last_push_only = push_only;
+        c->push_to = p->to;
+        c->push_len = j->bytes;
+    }
+    return ok;
+}
+
 /* The broadcast's copies and counter operations, on stream s. */
 static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p, CUstream s, char *why,
                    size_t whylen)
@@ -428,19 +476,35 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
     int me = c->rank, pred = pred_of(c), succ = succ_of(c);
     const uint64_t base = j->base;
     const size_t bytes = j->bytes, sch = c->chunk;
+    /* After the operation before (on another stream): its fence; or, for
+     * the last receiver of a pushed broadcast after another, only that
+     * one's TAKEN write ("Receivers run ahead", ipc_internal.h). */
+    int overlap = senders_overlap(c, j, p);
+    if (j->fence_val && !overlap) {
+        if (bytes && p->in == HOP_PUSH && !p->producer && j->fence_off == F_AVAIL)
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN_MINE), base, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+        else
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+    }
     if (!bytes)
         return 0;
     if (p->pos == 0 && j->recv != j->send)
         CU(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync");
     /* This rank's buffer may be written from now on. */
-    if (p->in == HOP_PUSH)
+    if (p->in == HOP_PUSH) {
         CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
            "cuStreamWriteValue64");
+        if (!p->producer)
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+    }
     /* The successor's may be, once it has reached this broadcast. */
     if (p->out == HOP_PUSH)
         CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
            "cuStreamWaitValue64");
-    struct staging st = { c, p->mine, bytes, base, 0, p->out == HOP_STAGED ? (bytes + sch - 1) / sch : 0 };
+    struct staging st = { c, p->sm_out, p->mine, bytes, base, 0, p->out == HOP_STAGED ? (bytes + sch - 1) / sch : 0 };
     /* In the steps of the data's arrival here (the root's is all there). */
     size_t step = step_of(c, p->consumer ? p->in : p->out, bytes);
     for (size_t off = 0; off < bytes; off += step) {
@@ -451,13 +515,17 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
                "cuStreamWaitValue64");
             if (p->in != HOP_PUSH) {
                 CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
-                CU(peer_copy(c, j->recv + off, src, len, s), "cuMemcpyDtoDAsync");
+                CU(hop_copy(c, p->sm_in, j->recv + off, src, len, s), p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
                 CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
                    "cuStreamWriteValue64");
             }
         }
         if (p->out == HOP_PUSH) {
-            CU(peer_copy(c, p->to + off, p->mine + off, len, s), "cuMemcpyDtoDAsync");
+            CU(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
+               p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
+            if (overlap) /* AVAIL in order ("Senders overlap") */
+                CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+                   "cuStreamWaitValue64");
             CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
         } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
@@ -485,6 +553,9 @@ void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
         st->in[h] = atomic_load_explicit(&c->stat_in[h], memory_order_relaxed);
         st->out[h] = atomic_load_explicit(&c->stat_out[h], memory_order_relaxed);
     }
+    st->sm = atomic_load_explicit(&c->stat_sm, memory_order_relaxed);
+    st->ce = atomic_load_explicit(&c->stat_ce, memory_order_relaxed);
+    st->copy_note = c->copy_note;
 }
 
 static int tracing(void)
@@ -532,6 +603,8 @@ int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, in
     if (plan(c, j, &p, why, whylen) != 0)
         return -1;
     count(c, j, &p);
+    if (j->bytes)
+        plan_copies(c, j, &p);
     if (enqueue(c, j, &p, s, why, whylen) != 0)
         return -1;
     *off = -1; /* nothing moved: the fence before it stands */

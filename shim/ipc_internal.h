@@ -28,6 +28,8 @@
  *                of this page says so (the fence, below)
  *   AR, AR2      (this rank, from the host) all-reduce arrival and departure
  *   EXIT         (this rank) set at destroy
+ *   TAKEN_MINE   (this rank) the TAKEN it last wrote as the last receiver
+ *                of a pushed broadcast: see "Receivers run ahead" below
  *
  * Broadcast is a chain along the ring root, root+1, ..., root-1.  Each rank
  * but the root receives its data from its predecessor, and each hop moves
@@ -75,6 +77,23 @@
  * the value that says it is over), and an operation on another stream than
  * the one before waits for it.  On one stream, the order is the stream's.
  *
+ * Receivers run ahead.  A pushed broadcast's last receiver does nothing but
+ * say its buffer may be written (TAKEN) and wait for AVAIL, and AVAIL only
+ * grows in the order of the broadcasts, so reaching it says every earlier
+ * one arrived too.  Such a broadcast that follows another such on another
+ * stream waits, instead of the fence (the earlier one's data), only for the
+ * earlier one's TAKEN write (TAKEN_MINE, on its own page: TAKEN stays in
+ * order).  A refit on 2 streams in turn then has the next broadcast's TAKEN
+ * on the sender's page while the sender still copies the one before; with
+ * the fence, every broadcast waited for a round trip between the two
+ * processes (on one GPU, ~20 us each, two contexts time-sharing it).
+ *
+ * Senders overlap.  Between two ranks, a root whose broadcast follows one
+ * that only pushed out of its own buffer (it wrote nothing of its own) into
+ * a disjoint part of its successor's memory, on another stream, copies at
+ * once and waits for the fence only before it says AVAIL: AVAIL and DONE stay
+ * in order, the copies overlap each other's counter waits and writes.
+ *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
  * operations as the application calls them), ipc_bcast.c (the broadcast),
  * ipc_reaper.c (gives back idle mappings), ipc_monitor.c (watching for a
@@ -98,10 +117,11 @@
 #define F_AR 192
 #define F_AR2 256
 #define F_EXIT 320
+#define F_TAKEN_MINE 384                /* this rank: the last TAKEN it wrote as a broadcast's last receiver */
 #define F_SENT 1024                     /* + 8 * peer, written by that peer: chunks it sent here */
 #define F_RECVD 2048                    /* + 8 * peer, written by that peer: chunks it took from here */
 #define MAX_PEERS 64
-_Static_assert(F_EXIT + 8 <= F_SENT && F_SENT + 8 * MAX_PEERS <= F_RECVD && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES,
+_Static_assert(F_TAKEN_MINE + 8 <= F_SENT && F_SENT + 8 * MAX_PEERS <= F_RECVD && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES,
                "the counters fit their page");
 _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 /* Send/Recv: each rank has, for each peer, P2P_SLOTS slots of p2p_chunk
@@ -176,6 +196,10 @@ struct ipc_bcast_args {
     size_t bytes;
     int root;
     CUdeviceptr send, recv;
+    /* The operation before, if it ran on another stream (fence_val 0: on
+     * this one, or none): this one waits for it (or see "Receivers run ahead"). */
+    int fence_off;
+    uint64_t fence_val;
 };
 
 /* A neighbour's allocation as mapped here (under qlock). */
@@ -230,6 +254,12 @@ struct ipc_comm {
      * needs no fence.  The application's thread's. */
     unsigned long long last_sid;
     int last_sid_known;
+    /* The operation before was a broadcast that this rank's stream only
+     * pushed out of its own buffer into its successor's, there at
+     * [push_to, push_to + push_len): "Senders overlap".  The application's thread's. */
+    int last_push_only;
+    CUdeviceptr push_to;
+    size_t push_len;
     /* The reaper thread, started at the first broadcast: it gives back
      * mappings nobody used for MAP_IDLE_MS.  `stop` and the fence are under
      * qlock; `reaper_started` is the application's thread's. */
@@ -250,6 +280,18 @@ struct ipc_comm {
     uint64_t map_used_us;               /* shim_mono_us() when a mapping was last used */
     /* How the broadcasts went (ipc_get_stats), counted as they are enqueued. */
     atomic_ullong stat_first, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
+    /* Hops (in and out) whose copies ran on the SMs (the copy kernel) or on
+     * copy engines. */
+    atomic_ullong stat_sm, stat_ce;
+    /* Every rank's device, from its export (NULL until connected). */
+    int *peer_dev;
+    /* The copy kernel (shim/ipc_kernel.c), loaded at connect when a peer
+     * shares this rank's device and NCCLSHIM_IPC_COPY=sm; else NULL, and
+     * copy_note says why if it was asked for and did not load. */
+    CUmodule kmod;
+    CUfunction kfn;
+    int sms;
+    char copy_note[200];
     struct ipc_exported exported[EXPORT_CACHE];
 };
 
@@ -311,6 +353,16 @@ void ipc_unwatch(struct ipc_comm *c);
 
 /* A copy on `stream` (copy engines where the driver lets us ask). */
 CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream);
+
+/* shim/ipc_kernel.c: the copy kernel for hops between processes on one
+ * GPU.  ipc_kernel_load: 0, or -1 with the reason (copies then stay on copy
+ * engines); ipc_kernel_usable: whether a copy between this rank and rank r
+ * at dst and src goes to the kernel (same device, kernel loaded, both
+ * 16-byte aligned); ipc_kernel_copy enqueues it on s. */
+int ipc_kernel_load(struct ipc_comm *c, char *why, size_t whylen);
+void ipc_kernel_unload(struct ipc_comm *c);
+int ipc_kernel_usable(const struct ipc_comm *c, int r, CUdeviceptr dst, CUdeviceptr src);
+CUresult ipc_kernel_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s);
 
 /* shim/ipc_bcast.c: one broadcast, enqueued whole on the caller's stream
  * `s` (qlock held): 0 and the fence in *off and *val (*off < 0: it moved

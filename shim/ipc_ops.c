@@ -63,11 +63,11 @@ CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, si
 }
 
 /*
- * Orders an operation on stream s after the one before: on the same stream
- * the stream does; on another, s waits for the last operation's fence.
+ * Whether an operation on stream s must wait for the one before: not on the
+ * same stream (the stream orders them), nor when nothing came before.
  * Returns s's id (and whether it is known) for set_fence.
  */
-static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *sid, int *known)
+static int needs_fence(struct ipc_comm *c, CUstream s, unsigned long long *sid, int *known)
 {
     const struct shim_cuda *cu = c->cu;
     *sid = 0;
@@ -75,10 +75,16 @@ static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *
     ipc_trace(c, "op %llu stream %llu (known %d) last %llu (known %d) fence %d>=%llu", (unsigned long long)c->ops,
               *sid, *known, c->last_sid, c->last_sid_known, c->fence_off, (unsigned long long)c->fence_val);
     if (*known && c->last_sid_known && *sid == c->last_sid)
+        return 0;
+    return c->fence_val != 0; /* read without qlock: only this thread writes it */
+}
+
+/* Orders an operation on stream s after the one before (needs_fence). */
+static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *sid, int *known)
+{
+    if (!needs_fence(c, s, sid, known))
         return CUDA_SUCCESS;
-    if (!c->fence_val) /* read without qlock: only this thread writes it */
-        return CUDA_SUCCESS;
-    return cu->cuStreamWaitValue64(s, flag(c, c->rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+    return c->cu->cuStreamWaitValue64(s, flag(c, c->rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 /* The operation just enqueued on stream `sid` is over once this rank's
@@ -125,7 +131,12 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     unsigned long long sid;
     int known;
     CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
-    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    /* A broadcast between ranks orders itself (ipc_bcast: it may wait for
+     * less than the fence). */
+    int fence = needs_fence(c, s, &sid, &known);
+    if (c->nranks == 1 && fence)
+        CU(cu->cuStreamWaitValue64(s, flag(c, me, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
     if (c->nranks == 1) {
         if (recv != send && bytes) {
             CU(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync");
@@ -135,7 +146,8 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
             val = op + 1;
         }
     } else {
-        struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv };
+        struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv,
+                                    fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
         if (ipc_reaper_start(c, why, whylen) != 0)
             goto fail;
         pthread_mutex_lock(&c->qlock);
@@ -232,6 +244,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
      * over, so its successor reads nothing more from its slots before this
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
     CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
     if (bytes)
         CU(ipc_copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
            "cuMemcpyDtoDAsync");
@@ -317,6 +330,7 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     unsigned long long sid;
     int known;
     CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
     /* One chunk of each operation in turn: a group's sends and receives
      * between two ranks progress together, so neither waits on the other's
      * full slots for ever. */

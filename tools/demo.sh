@@ -6,7 +6,12 @@
 #   and an inference engine (1 rank; with 4 GPUs or more, 2), without the shim, with it
 #   (NCCLSHIM_WEIGHT_UPDATE=auto: ipc) and with the inference processes presented as
 #   another host (NCCLSHIM_HOSTNAME=node-b, test-only: auto chooses socket), side by side.
-#   With fewer: the shim's decisions on the fake NCCL of the test suite (no data path).
+#   With 1 or 2: the colocated story (bench/colocated.py): a trainer and an inference
+#   process on one GPU, which NCCL refuses; the shim's ipc transport carries their
+#   refit (4.3 GB in 45 packed broadcasts, 2 streams in turn), bit-exact, timed against
+#   a plain copy on that GPU and the usual torch CUDA-IPC alternative; its records
+#   shown by ncclshim-inspect.
+#   Without a GPU: the shim's decisions on the fake NCCL of the test suite (no data path).
 # DEMO_DIR=<dir> keeps the output there; DEMO_ARGS="..." passes options to the scenario
 # (e.g. "--refit-gib 2 --refits 2", "--qp-budget 24"); DEMO_CPU=1 forces the CPU path.
 set -u
@@ -42,7 +47,23 @@ if [ "$gpus" -ge 3 ]; then
     exit $st
 fi
 
-echo "== $gpus GPU(s) here (the scenario needs 3): the shim's decisions on the fake NCCL of the test suite."
+if [ "$gpus" -ge 1 ]; then
+    echo "== $gpus GPU(s) here (the queue-pair scenario needs 3): colocated RL on one GPU, for real"
+    echo "   rank 0 trains, rank 1 serves, both on GPU 0; a vLLM-style ctypes NCCL client; a few minutes"
+    timeout -k 10 900 "$PY" "$ROOT/bench/colocated.py" --outdir "$OUT" --preload "$SHIM" --cases nccl,shim,torch-ipc
+    st=$?
+    echo
+    echo "== ncclshim-inspect $OUT/shim/records (the shim's run)"
+    "$INSPECT" "$OUT/shim/records" | sed 's/^/   /'
+    "$INSPECT" --check "$OUT/shim/records" > /dev/null 2> "$OUT/check.err"
+    echo "   ncclshim-inspect --check: exit status $?"
+    sed 's/^/   /' "$OUT/check.err"
+    echo
+    echo "records and logs: $OUT (per case: rank*.err, records/)"
+    exit $st
+fi
+
+echo "== no GPU here: the shim's decisions on the fake NCCL of the test suite."
 echo "   The data path (training all-reduce, refits, EFASim's queue pairs) needs a GPU host with 3 GPUs."
 FAKE=$ROOT/tests/fake/a/libnccl.so.2
 FAKECUDA=$ROOT/tests/fake/cuda/libcuda.so.1
@@ -115,6 +136,6 @@ echo "records and logs: $OUT"
 if "$INSPECT" --html "$OUT/report.html" "$OUT"/*/records > /dev/null 2>&1; then
     echo "a picture of what happened: $OUT/report.html (open it in a browser: a timeline per process, the table beside it)"
 fi
-echo "the data path (queue pairs, training bandwidth, refits) needs a GPU: on a host with 3 GPUs,"
+echo "the data path needs a GPU: on a host with 1 or 2, make demo runs the colocated refit (bench/colocated.py); with 3,"
 echo "make demo runs tools/scenario/scenario.py (see docs/inspect.md, 'The scenario')."
 exit $fail

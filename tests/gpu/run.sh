@@ -1,10 +1,13 @@
 #!/bin/bash
 # GPU tests of ncclshim (TAP): real NCCL (torch's wheel), without and with the shim
-# preloaded: the one-GPU tests wherever there is a GPU, then those of 2 (and 4) GPUs.  Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
+# preloaded: the one-GPU tests wherever there is a GPU (identity handles and NCCL_NET;
+# the colocated case, two processes on one GPU), then those of 2 (and 4) GPUs.
+# Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
 #   SHIM=<libncclshim.so>     default build/libncclshim.so
 #   PYTHON=<python>           default python3 (needs torch with CUDA)
 #   NCCLSHIM_GPU_KEEP=<dir>   keep every run's files (records, NCCL logs, stderr) in <dir>
-# Skips (1..0) without a GPU; the tests of 2 GPUs are skipped, with a reason, on one.  Every process runs under `timeout -k 5`.
+# Skips (1..0) without a GPU; the tests of 2 GPUs are skipped, with a reason, on one.
+# Every process runs under `timeout -k 5`.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 HERE=$ROOT/tests/gpu
@@ -34,7 +37,7 @@ import_checks() { # CHECK lines of check.py -> TAP; the rest (diagnostics) as is
 
 # --- skip without 2 GPUs ---------------------------------------------------
 if ! timeout -k 5 60 nvidia-smi -L >/dev/null 2>&1; then
-    echo "1..0 # SKIP no 2 GPUs (nvidia-smi -L failed)"
+    echo "1..0 # SKIP no GPU (nvidia-smi -L failed)"
     exit 0
 fi
 ngpu=$(timeout -k 5 120 "$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null | tail -n 1)
@@ -129,8 +132,26 @@ else
     ok 1 "the EFASim plugin is built (make fabric): needed for identity.py"
 fi
 
+# (f) colocated: trainer and inference process on one GPU (the last one), which
+# NCCL refuses and the shim's ipc transport carries: copy engines (auto), the
+# copy kernel (NCCLSHIM_IPC_COPY=sm), and the staged path (expandable segments).
+export COLOCATED_DEVICE=$((ngpu - 1))
+launch colocated colocated.py noshim
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/colocated.py" --check "$WORK/colocated.noshim" noshim 2>&1)
+for colo in shim sm staged; do
+    (
+        export NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_TRAINING_TITLES='*colocated.py --worker --rank 0 *'
+        export NCCLSHIM_INFERENCE_TITLES='*colocated.py --worker --rank 1 *'
+        [ $colo = sm ] && export NCCLSHIM_IPC_COPY=sm
+        [ $colo = staged ] && export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+        launch "colocated-$colo" colocated.py shim
+        echo "n=$n nfail=$nfail" > "$WORK/colocated-$colo.count"
+    )
+    . "$WORK/colocated-$colo.count" # the subshell's counts (it keeps the exports to itself)
+    import_checks < <(timeout -k 5 120 "$PY" "$HERE/colocated.py" --check "$WORK/colocated-$colo.shim" $colo 2>&1)
+done
 if [ "$ngpu" -lt 2 ]; then
-    echo "# the tests of 2 GPUs are skipped: torch sees $ngpu GPU"
+    echo "# the tests of 2 GPUs or more skipped: $ngpu GPU here"
     echo "1..$n"
     [ "$nfail" -eq 0 ]
     exit

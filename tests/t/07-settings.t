@@ -22,6 +22,14 @@ run pushw NCCLSHIM_IPC_PUSH_WAIT_US=-5
 is "$(cat "$TMP/pushw/rc")" 0 "a bad NCCLSHIM_IPC_PUSH_WAIT_US does not harm the application"
 like "$(cat "$TMP/pushw/err")" "NCCLSHIM_IPC_PUSH_WAIT_US='-5' is not a number in 0..1000000; using 200" "stderr names the variable, its range and the default used"
 
+run copy NCCLSHIM_IPC_COPY=kernel
+is "$(cat "$TMP/copy/rc")" 0 "a bad NCCLSHIM_IPC_COPY does not harm the application"
+like "$(cat "$TMP/copy/err")" "NCCLSHIM_IPC_COPY='kernel' is not one of auto\|ce\|sm; using auto" "stderr names the variable, its values and the default used"
+for v in auto ce sm CE; do
+    run "copy-$v" NCCLSHIM_IPC_COPY=$v
+    is "$(grep -c 'NCCLSHIM_IPC_COPY' "$TMP/copy-$v/err")" 0 "NCCLSHIM_IPC_COPY=$v is accepted quietly"
+done
+
 run names NCCLSHIM_WEIGHT_UPDTE=ipc NCCLSHIM_IPC_STREAMS=2 NCCLSHIM_IPC_TRACE=0
 is "$(cat "$TMP/names/rc")" 0 "unknown NCCLSHIM_ variables do not harm the application"
 like "$(cat "$TMP/names/err")" "NCCLSHIM_WEIGHT_UPDTE is not a setting of ncclshim \(misspelt\? docs/policy.md lists them\); ignored" "a misspelt variable's name is reported"

@@ -47,6 +47,10 @@ extern const char *const hop_names[NHOPS];
 typedef struct ipc_hops {
     int present;
     long long first, in[NHOPS], out[NHOPS];
+    /* Newer shims: this rank's hop copies by the SMs (the copy kernel, one
+     * GPU) and by copy engines; has_copy 0 for older records. */
+    int has_copy;
+    long long sm, ce;
 } ipc_hops;
 
 typedef struct comm_end_rec {

@@ -281,6 +281,9 @@ static void summarize(communicator *c)
             if (r->end->ipc.present) {
                 c->hops.present = 1;
                 c->hops.first += r->end->ipc.first;
+                c->hops.has_copy |= r->end->ipc.has_copy;
+                c->hops.sm += r->end->ipc.sm;
+                c->hops.ce += r->end->ipc.ce;
                 for (int k = 0; k < NHOPS; k++) {
                     c->hops.in[k] += r->end->ipc.in[k];
                     c->hops.out[k] += r->end->ipc.out[k];

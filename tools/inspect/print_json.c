@@ -48,8 +48,11 @@ static json_t *jhops(const ipc_hops *h)
 {
     if (!h->present)
         return json_null();
-    return json_pack("{s:I,s:o,s:o}", "first", (json_int_t)h->first, "in", jhopcounts(h->in), "out",
-                     jhopcounts(h->out));
+    json_t *o = json_pack("{s:I,s:o,s:o}", "first", (json_int_t)h->first, "in", jhopcounts(h->in), "out",
+                          jhopcounts(h->out));
+    if (h->has_copy)
+        json_object_set_new(o, "copy", json_pack("{s:I,s:I}", "sm", (json_int_t)h->sm, "ce", (json_int_t)h->ce));
+    return o;
 }
 
 static json_t *jlist(const strlist *l)

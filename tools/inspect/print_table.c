@@ -164,6 +164,9 @@ static void print_ranks(communicator *c, FILE *out)
             fprintf(out, "          ipc: in push %lld, pull %lld, staged %lld; out push %lld, pull %lld, staged %lld; "
                     "came first on %lld\n", h->in[HOP_PUSH], h->in[HOP_PULL], h->in[HOP_STAGED], h->out[HOP_PUSH],
                     h->out[HOP_PULL], h->out[HOP_STAGED], h->first);
+            if (h->has_copy)
+                fprintf(out, "          ipc copies: %lld by copy engines, %lld by the SMs (same GPU, NCCLSHIM_IPC_COPY=sm)\n",
+                        h->ce, h->sm);
         }
         for (size_t k = 0; k < c->ipc_warns.n; k++) {
             const warning_rec *w = c->ipc_warns.v[k];
@@ -230,6 +233,9 @@ void inspect_print_table(inspect_state *st, FILE *out, int verbose)
                 h->out[HOP_STAGED] ? " (a buffer that could not be exported, e.g. PyTorch's expandable segments: "
                                      "slower, far slower while kernels fill the GPU; docs/records.md)"
                                    : "");
+        if (h->has_copy)
+            fprintf(out, "    copies: %lld by copy engines, %lld by the SMs (the copy kernel, ranks on one GPU)\n", h->ce,
+                    h->sm);
     }
     any = 0;
     for (size_t i = 0; i < st->ncomms; i++) {

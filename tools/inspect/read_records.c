@@ -140,8 +140,15 @@ static void parse_ipc(ctx *c, json_t *o, ipc_hops *h)
             (way ? h->out : h->in)[k] = get_int(c, w, hop_names[k], 0, 0, NULL);
         c->prefix = "ipc.";
     }
+    json_t *cp = c->bad ? NULL : get_obj(c, o, "copy");
+    if (cp) {
+        c->prefix = "ipc.copy.";
+        h->has_copy = 1;
+        h->sm = get_int(c, cp, "sm", 0, 0, NULL);
+        h->ce = get_int(c, cp, "ce", 0, 0, NULL);
+    }
     c->prefix = NULL;
-    int neg = h->first < 0;
+    int neg = h->first < 0 || h->sm < 0 || h->ce < 0;
     for (int k = 0; k < NHOPS; k++)
         neg |= h->in[k] < 0 || h->out[k] < 0;
     if (!c->bad && neg) {

@@ -1,0 +1,437 @@
+"""Colocated refit: trainer and inference engine as two processes on ONE GPU
+(rank 0 trains, rank 1 serves), weights shipped as NeMo-RL does: ~4.3 GB in
+45 broadcasts of packed buffers (up to 256 MiB), 2 CUDA streams in turn,
+through a ctypes NCCL client written like vLLM's pynccl (tests/gpu/ctypes_bcast.py).
+
+In one run (each case a fresh pair of processes):
+  plain     one process copies the same 45 pieces on the same GPU with
+            cuMemcpyDtoDAsync (2 streams in turn): the limit, and the baseline
+            of every ratio (measured in rank 0 of every case; the first case's is shown)
+  nccl      NCCL alone (no shim): it refuses two ranks on one GPU
+  shim      the shim's ipc communicator, NCCLSHIM_IPC_COPY=auto (the copy kernel)
+  shim-ce   the same with NCCLSHIM_IPC_COPY=ce (copy engines only)
+  staged-N  PyTorch's expandable segments (not exportable: the staged path),
+            NCCLSHIM_IPC_CHUNK_BYTES=N MiB pieces
+  torch-ipc the usual hand-written alternative, no NCCL: torch CUDA-IPC handles of
+            2 staging buffers (256 MiB) in the inference process and interprocess
+            events; the trainer copies into them, the inference process out of them
+For each: the first refit (right after the communicator's warm-up) and warm
+ones (rank 1's host time from a common start to its streams' end), bit-exact
+checks, and single broadcasts of 4 KiB to 256 MiB against a plain copy of the
+same size.
+
+    python3 bench/colocated.py --outdir DIR --preload build/libncclshim.so [--cases shim,shim-ce,...]
+
+JSON in DIR/colocated.json; a table on stdout.
+"""
+import ctypes
+import json
+import os
+import pickle
+import statistics
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(HERE, "..", "tests", "gpu"))
+import common  # noqa: E402
+import ctypes_bcast as cb  # noqa: E402
+
+MiB = 1 << 20
+# 4100 MiB (4.30 GB) in 45 broadcasts: 14 full 256 MiB buffers, then smaller
+# ones (the last of each group of tensors, norms, biases).
+LAYOUT = [256 * MiB] * 14 + [32 * MiB] * 14 + [4 * MiB] * 17
+SIZES = [4096, MiB, 16 * MiB, 64 * MiB, 256 * MiB]
+REFITS = 6
+CASES = ["nccl", "shim", "shim-ce", "staged-8", "staged-64", "torch-ipc"]
+DEV = int(os.environ.get("COLOCATED_DEVICE", "0"))
+
+
+def offsets():
+    out, off = [], 0
+    for sz in LAYOUT:
+        out.append((off, sz))
+        off += sz
+    return out, off
+
+
+def fill(n, seed):
+    import torch
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randint(0, 256, (n,), dtype=torch.uint8, device="cuda", generator=g)
+
+
+class Barrier:
+    """Both ranks through a file each (no port); spins with 50 us sleeps, so
+    that the two leave within ~0.1 ms of each other."""
+
+    def __init__(self, outdir, rank):
+        self.dir, self.rank, self.n = outdir, rank, 0
+
+    def __call__(self):
+        self.n += 1
+        common.put_file(os.path.join(self.dir, "bar.%d.%d" % (self.n, self.rank)), b"1")
+        other = os.path.join(self.dir, "bar.%d.%d" % (self.n, 1 - self.rank))
+        deadline = time.monotonic() + 120
+        while not os.path.exists(other):
+            if time.monotonic() > deadline:
+                raise TimeoutError("barrier %d: the other rank did not come" % self.n)
+            time.sleep(5e-5)
+
+
+def libcuda():
+    lib = ctypes.CDLL("libcuda.so.1")
+    f = lib.cuMemcpyDtoDAsync_v2
+    f.argtypes = [ctypes.c_uint64, ctypes.c_uint64, ctypes.c_size_t, ctypes.c_void_p]
+    f.restype = ctypes.c_int
+    return f
+
+
+def plain(W, streams):
+    """The plain copy in this process: the refit's pieces, and the single sizes."""
+    import torch
+    cp = libcuda()
+    pieces, total = offsets()
+    D = torch.empty(total, dtype=torch.uint8, device="cuda")
+
+    def refit():
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for i, (off, sz) in enumerate(pieces):
+            assert cp(D.data_ptr() + off, W.data_ptr() + off, sz, streams[i % 2].cuda_stream) == 0
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+    times = [refit() for _ in range(REFITS)]
+    exact = bool(torch.equal(D, W))
+    sizes = {}
+    for sz in SIZES:
+        n = max(5, min(200, (4 << 30) // sz))
+        s = streams[0]
+        cp(D.data_ptr(), W.data_ptr(), sz, s.cuda_stream)
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            cp(D.data_ptr(), W.data_ptr(), sz, s.cuda_stream)
+        torch.cuda.synchronize()
+        sizes[str(sz)] = (time.perf_counter() - t0) / n
+    del D
+    return {"first_s": times[0], "warm_s": statistics.median(times[1:]), "all_s": times, "exact": exact,
+            "size_s": sizes}
+
+
+def make_comm(lib, outdir, rank):
+    path = os.path.join(outdir, "ncclid")
+    if rank == 0:
+        uid = lib.ncclGetUniqueId()
+        common.put_file(path, bytes(uid.internal))
+    else:
+        uid = lib.unique_id_from_bytes(common.wait_file(path))
+    return lib.ncclCommInitRank(2, uid, rank)
+
+
+def worker_nccl_like(args, W, D, streams, barrier, res):
+    """The ctypes client: init, warm-up all-reduce, refits, single sizes."""
+    import torch
+    rank = args["rank"]
+    lib = cb.NCCLLibrary(common.nccl_so_path())
+    t0 = time.perf_counter()
+    try:
+        comm = make_comm(lib, args["outdir"], rank)
+    except RuntimeError as e:
+        res["init_error"] = str(e)
+        return
+    res["init_s"] = time.perf_counter() - t0
+    vp, st = cb.buffer_type, cb.cudaStream_t
+    one = torch.ones(1, dtype=torch.float32, device="cuda")
+    lib.ncclAllReduce(vp(one.data_ptr()), vp(one.data_ptr()), 1, cb.ncclFloat32, cb.ncclSum, comm,
+                      st(streams[0].cuda_stream))
+    torch.cuda.synchronize()
+    res["warmup"] = one.item()
+    pieces, total = offsets()
+    buf = W if rank == 0 else D
+
+    def refit():
+        torch.cuda.synchronize()
+        barrier()
+        t0 = time.perf_counter()
+        for i, (off, sz) in enumerate(pieces):
+            p = vp(buf.data_ptr() + off)
+            lib.ncclBroadcast(p, p, sz, cb.ncclUint8, 0, comm, st(streams[i % 2].cuda_stream))
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0, t1 - t0
+    times, enq, exact = [], [], []
+    for k in range(REFITS):
+        check = rank == 1 and k in (0, REFITS - 1)
+        if check:
+            D.zero_()
+        t, e = refit()
+        times.append(t)
+        enq.append(e)
+        if check:
+            exact.append(bool(torch.equal(D, fill(total, 1))))
+    res.update(first_s=times[0], warm_s=statistics.median(times[1:]), all_s=times, enqueue_s=enq, exact=exact)
+    sizes = {}
+    for sz in SIZES:
+        n = max(5, min(200, (4 << 30) // sz))
+        p = vp(buf.data_ptr())
+
+        def op():
+            lib.ncclBroadcast(p, p, sz, cb.ncclUint8, 0, comm, st(streams[0].cuda_stream))
+        op()
+        torch.cuda.synchronize()
+        barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            op()
+        torch.cuda.synchronize()
+        sizes[str(sz)] = (time.perf_counter() - t0) / n
+    res["size_s"] = sizes
+    # The same sizes on 2 streams in turn (a refit's pattern): a broadcast's
+    # round trip between the processes overlaps the one before.
+    sizes2 = {}
+    for sz in SIZES:
+        n = max(6, min(200, (4 << 30) // sz)) // 2 * 2
+        p = vp(buf.data_ptr())
+        torch.cuda.synchronize()
+        barrier()
+        t0 = time.perf_counter()
+        for i in range(n):
+            lib.ncclBroadcast(p, p, sz, cb.ncclUint8, 0, comm, st(streams[i % 2].cuda_stream))
+        torch.cuda.synchronize()
+        sizes2[str(sz)] = (time.perf_counter() - t0) / n
+    res["size2_s"] = sizes2
+    barrier()
+    lib.ncclCommDestroy(comm)
+
+
+def worker_torch_ipc(args, W, D, streams, barrier, res):
+    """The hand-written alternative: 2 staging buffers of the inference process,
+    shared with torch's CUDA IPC, and interprocess events; host counters in a
+    shared file say when a record may be waited for."""
+    import mmap
+    import torch
+    from torch.multiprocessing.reductions import reduce_tensor
+    rank, outdir = args["rank"], args["outdir"]
+    cpath = os.path.join(outdir, "counters")
+    if rank == 1:
+        with open(cpath + ".tmp", "wb") as f:
+            f.write(b"\0" * 4096)
+        os.replace(cpath + ".tmp", cpath)
+        staging = [torch.empty(max(LAYOUT), dtype=torch.uint8, device="cuda") for _ in range(2)]
+        evs = [torch.cuda.Event(interprocess=True) for _ in range(2)]
+        common.put_file(os.path.join(outdir, "share.1"),
+                        pickle.dumps(([reduce_tensor(s) for s in staging], [e.ipc_handle() for e in evs])))
+        peer = pickle.loads(common.wait_file(os.path.join(outdir, "share.0")))
+        pevs = [torch.cuda.Event.from_ipc_handle(torch.device("cuda", DEV), h) for h in peer]
+    else:
+        evs = [torch.cuda.Event(interprocess=True) for _ in range(2)]
+        common.put_file(os.path.join(outdir, "share.0"), pickle.dumps([e.ipc_handle() for e in evs]))
+        t0 = time.perf_counter()
+        shared, peer = pickle.loads(common.wait_file(os.path.join(outdir, "share.1")))
+        staging = [f(*a) for f, a in shared]
+        res["open_s"] = time.perf_counter() - t0
+        pevs = [torch.cuda.Event.from_ipc_handle(torch.device("cuda", DEV), h) for h in peer]
+    common.wait_file(cpath)
+    fd = os.open(cpath, os.O_RDWR)
+    mm = mmap.mmap(fd, 4096)
+    os.close(fd)
+    cnt = ctypes.c_uint64.from_buffer(mm, 0 if rank == 0 else 64)       # this rank's count
+    other = ctypes.c_uint64.from_buffer(mm, 64 if rank == 0 else 0)     # the other's
+    pieces, total = offsets()
+    state = {"n": 0}  # broadcasts so far, the same on both ranks
+
+    def wait_other(v):
+        deadline = time.monotonic() + 60
+        while other.value < v:
+            if time.monotonic() > deadline:
+                raise TimeoutError("torch-ipc: the other rank stopped at %d (want %d)" % (other.value, v))
+
+    def one(off, sz, i):
+        g = state["n"]  # global sequence number of this broadcast
+        slot, s = g % 2, streams[i % 2]
+        if rank == 0:
+            if g >= 2:
+                wait_other(g - 1)  # the consumer recorded its copy-out of g - 2
+                s.wait_event(pevs[slot])
+            with torch.cuda.stream(s):
+                staging[slot][:sz].copy_(W[off:off + sz], non_blocking=True)
+            evs[slot].record(s)
+        else:
+            wait_other(g + 1)
+            s.wait_event(pevs[slot])
+            with torch.cuda.stream(s):
+                D[off:off + sz].copy_(staging[slot][:sz], non_blocking=True)
+            evs[slot].record(s)
+        state["n"] = g + 1
+        cnt.value = g + 1
+
+    def refit():
+        torch.cuda.synchronize()
+        barrier()
+        t0 = time.perf_counter()
+        for i, (off, sz) in enumerate(pieces):
+            one(off, sz, i)
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0, t1 - t0
+    times, enq, exact = [], [], []
+    for k in range(REFITS):
+        check = rank == 1 and k in (0, REFITS - 1)
+        if check:
+            D.zero_()
+        t, e = refit()
+        times.append(t)
+        enq.append(e)
+        if check:
+            exact.append(bool(torch.equal(D, fill(total, 1))))
+    res.update(first_s=times[0], warm_s=statistics.median(times[1:]), all_s=times, enqueue_s=enq, exact=exact)
+    sizes = {}
+    for sz in SIZES:
+        n = max(5, min(200, (4 << 30) // sz))
+        one(0, sz, 0)
+        torch.cuda.synchronize()
+        barrier()
+        t0 = time.perf_counter()
+        for _ in range(n):
+            one(0, sz, 0)
+        torch.cuda.synchronize()
+        sizes[str(sz)] = (time.perf_counter() - t0) / n
+    res["size_s"] = sizes
+    barrier()
+    del cnt, other
+    torch.cuda.synchronize()
+
+
+def worker(args):
+    import torch
+    torch.cuda.set_device(DEV)  # both ranks on one GPU
+    rank = args["rank"]
+    res = {"gpu": torch.cuda.get_device_name(DEV), "case": os.environ.get("COLOCATED_CASE")}
+    _, total = offsets()
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    barrier = Barrier(os.path.abspath(args["outdir"]), rank)
+    W = D = None
+    if rank == 0:
+        W = fill(total, 1)
+        torch.cuda.synchronize()
+        res["plain"] = plain(W, streams)
+    else:
+        D = torch.zeros(total, dtype=torch.uint8, device="cuda")
+    torch.cuda.synchronize()
+    barrier()
+    if res["case"] == "torch-ipc":
+        worker_torch_ipc(args, W, D, streams, barrier, res)
+    else:
+        worker_nccl_like(args, W, D, streams, barrier, res)
+    return res
+
+
+def run_case(out, preload, case):
+    d = os.path.join(out, case)
+    os.makedirs(os.path.join(d, "records"), exist_ok=True)
+    for name in os.listdir(d):
+        if name.startswith(("bar.", "ncclid", "share.", "counters")):
+            os.unlink(os.path.join(d, name))
+    env = dict(os.environ, COLOCATED_CASE=case, COLOCATED_CHILD="1", NCCLSHIM_LOG_DIR=os.path.join(d, "records"),
+               NCCL_DEBUG="WARN")
+    cmd = [sys.executable, os.path.abspath(__file__), "--outdir", d, "--timeout", "150"]
+    if case.startswith(("shim", "staged")):
+        env.update(NCCLSHIM_WEIGHT_UPDATE="auto",
+                   NCCLSHIM_TRAINING_TITLES="*colocated.py --worker --rank 0 *",
+                   NCCLSHIM_INFERENCE_TITLES="*colocated.py --worker --rank 1 *")
+        cmd += ["--preload", preload]
+    if case == "shim-ce":
+        env["NCCLSHIM_IPC_COPY"] = "ce"
+    if case.startswith("staged-"):
+        env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+        env["NCCLSHIM_IPC_CHUNK_BYTES"] = str(int(case.split("-")[1]) * MiB)
+    t0 = time.monotonic()
+    subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL)
+    s = json.load(open(os.path.join(d, "summary.json")))
+    s["wall_s"] = time.monotonic() - t0
+    return s
+
+
+def main():
+    if "--worker" in sys.argv:
+        # Not common.main: it puts rank r on GPU r.
+        args = common.parse_args(sys.argv)
+        res = worker(args)
+        res["rank"], res["pid"] = args["rank"], os.getpid()
+        common.emit_result(res)
+        return 0
+    cases = CASES
+    if "--cases" in sys.argv:
+        i = sys.argv.index("--cases")
+        cases = sys.argv[i + 1].split(",")
+        del sys.argv[i:i + 2]
+    args = common.parse_args(sys.argv)
+    if os.environ.get("COLOCATED_CHILD"):
+        s = common.launch(__file__, args)
+        print(json.dumps(s, sort_keys=True))
+        return 0 if s["ok"] else 1
+    out = os.path.abspath(args["outdir"])
+    preload = os.path.abspath(args["preload"]) if args["preload"] else None
+    results = {}
+    for case in cases:
+        if case.startswith(("shim", "staged")) and not preload:
+            continue
+        results[case] = run_case(out, preload, case)
+    common.put_file(os.path.join(out, "colocated.json"), json.dumps(results, indent=1, sort_keys=True).encode())
+    report(results)
+    return 0 if all(case == "nccl" or s["ok"] for case, s in results.items()) else 1
+
+
+def report(results):
+    pl = None
+    for case, s in results.items():
+        r = [x["result"] for x in s["ranks"]]
+        if r and r[0] and "plain" in r[0]:
+            pl = r[0]["plain"]
+            gpu = r[0]["gpu"]
+            break
+    if not pl:
+        print("no plain copy measured; errors: %s" % {c: s["errors"] for c, s in results.items()})
+        return
+    GB = sum(LAYOUT) / 1e9
+    print("colocated refit on one %s: %.2f GB in %d broadcasts (2 streams in turn); rank 1's time, ms" % (
+        gpu, GB, len(LAYOUT)))
+    print("plain copy (one process, cuMemcpyDtoDAsync): warm %.2f ms (%.0f GB/s), first %.2f ms; exact %s" % (
+        pl["warm_s"] * 1e3, GB / pl["warm_s"], pl["first_s"] * 1e3, pl["exact"]))
+    print("%-10s %9s %9s %8s %9s %10s %10s %s" % ("case", "warm ms", "GB/s", "x plain", "first ms", "first/warm",
+                                                  "enq0 ms", "bit-exact / note"))
+    for case, s in results.items():
+        r = [x["result"] for x in s["ranks"]]
+        r1 = r[1] if len(r) > 1 else None
+        if not r1 or "warm_s" not in r1:
+            why = (r1 or {}).get("init_error") or (r[0] or {}).get("init_error") if r else None
+            print("%-10s %s" % (case, "init failed: %s" % why if why else "FAILED: %s" % s["errors"][:3]))
+            continue
+        r0 = r[0]
+        print("%-10s %9.2f %9.0f %8.2f %9.2f %10.2f %10.2f %s" % (
+            case, r1["warm_s"] * 1e3, GB / r1["warm_s"], r1["warm_s"] / pl["warm_s"], r1["first_s"] * 1e3,
+            r1["first_s"] / r1["warm_s"], statistics.median(r0.get("enqueue_s", [0])[1:]) * 1e3,
+            r1["exact"]))
+    print("single broadcasts back to back (same buffer, one stream), rank 1's time per broadcast: us, and x the "
+          "plain copy's rate")
+    print("%-10s" % "case" + "".join("%18s" % ("%d KiB" % (sz >> 10) if sz < MiB else "%d MiB" % (sz >> 20))
+                                     for sz in SIZES))
+    print("%-10s" % "plain" + "".join("%10.1f us %5s" % (pl["size_s"][str(sz)] * 1e6, "") for sz in SIZES))
+    rows = [(case, "size_s") for case in results] + [(case + " 2s", "size2_s") for case in results]
+    for label, key in rows:
+        s = results[label.split()[0]]
+        r = [x["result"] for x in s["ranks"]]
+        r1 = r[1] if len(r) > 1 else None
+        if not r1 or key not in r1:
+            continue
+        case = label
+        print("%-10s" % case + "".join("%10.1f us %5.2f" % (r1[key][str(sz)] * 1e6,
+                                                             pl["size_s"][str(sz)] / r1[key][str(sz)])
+                                       for sz in SIZES))
+    print("(\"2s\": the same broadcasts on 2 streams in turn, as in a refit; the plain copy on one stream)")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,148 @@
+"""GPU test (f): colocated RL, trainer (rank 0) and inference process (rank 1)
+on ONE GPU, which NCCL refuses (two ranks of a communicator on one device) and
+the shim's ipc transport carries.  A ctypes (vLLM pynccl style) weight-update
+communicator, roles from the process titles, NCCLSHIM_WEIGHT_UPDATE=auto.
+Warm-up all-reduce of one float, broadcasts of seeded random bytes from each
+root (odd sizes, 3 streams in turn, no synchronisation in between), then a
+refit: packed buffers on 2 streams in turn.  Every buffer against its hash.
+
+    python3 tests/gpu/colocated.py --outdir DIR [--preload SHIM]
+    python3 tests/gpu/colocated.py --check DIR noshim|shim|sm|staged   (CHECK lines)
+
+Both ranks use GPU $COLOCATED_DEVICE (default 0): it runs wherever there is one GPU.
+"""
+import glob
+import json
+import os
+import sys
+
+import common
+import ctypes_bcast as cb
+
+SIZES = [1, 4097, (4 << 20) + 3, (64 << 20) + 7]
+REFIT_BUFFERS = 8
+REFIT_BYTES = 64 << 20  # each
+DEV = int(os.environ.get("COLOCATED_DEVICE", "0"))
+
+
+def seeded(nbytes, seed):
+    import torch
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=g)
+
+
+def make_comm(lib, outdir, rank):
+    path = os.path.join(os.path.abspath(outdir), "ncclid.colocated")
+    if rank == 0:
+        uid = lib.ncclGetUniqueId()
+        common.put_file(path, bytes(uid.internal))
+    else:
+        uid = lib.unique_id_from_bytes(common.wait_file(path))
+    return lib.ncclCommInitRank(2, uid, rank)
+
+
+def worker(args):
+    import torch
+    torch.cuda.set_device(DEV)
+    rank = args["rank"]
+    dev = torch.device("cuda", DEV)
+    lib = cb.NCCLLibrary(common.nccl_so_path())
+    res = {"device": DEV, "gpu": torch.cuda.get_device_name(DEV)}
+    try:
+        comm = make_comm(lib, args["outdir"], rank)
+    except RuntimeError as e:
+        res["init_error"] = str(e)
+        return res
+    vp, st = cb.buffer_type, cb.cudaStream_t
+    streams = [torch.cuda.Stream(device=dev) for _ in range(3)]
+    one = torch.ones(1, dtype=torch.float32, device=dev)
+    lib.ncclAllReduce(vp(one.data_ptr()), vp(one.data_ptr()), 1, cb.ncclFloat32, cb.ncclSum, comm,
+                      st(streams[0].cuda_stream))
+    torch.cuda.synchronize()
+    res["warmup"] = one.item()
+    # Broadcasts from each root, 3 streams in turn, no host synchronisation between them.
+    jobs, k = [], 0
+    for root in (0, 1):
+        for size in SIZES:
+            src = seeded(size, 1000 * root + size)
+            buf = src.to(dev) if rank == root else torch.zeros(size, dtype=torch.uint8, device=dev)
+            jobs.append((buf, src))
+    torch.cuda.synchronize()
+    for root in (0, 1):
+        for i in range(len(SIZES)):
+            buf = jobs[root * len(SIZES) + i][0]
+            s = streams[k % 3]
+            k += 1
+            lib.ncclBroadcast(vp(buf.data_ptr()), vp(buf.data_ptr()), buf.numel(), cb.ncclUint8, root, comm,
+                              st(s.cuda_stream))
+    torch.cuda.synchronize()
+    res["bcast_ok"] = [common.sha256_tensor(b) == common.sha256_tensor(s) for b, s in jobs]
+    # The refit: packed buffers, 2 streams in turn, each buffer its own allocation.
+    srcs = [seeded(REFIT_BYTES, 77 + i) for i in range(REFIT_BUFFERS)]
+    bufs = [s.to(dev) if rank == 0 else torch.zeros(REFIT_BYTES, dtype=torch.uint8, device=dev) for s in srcs]
+    torch.cuda.synchronize()
+    for i, b in enumerate(bufs):
+        lib.ncclBroadcast(vp(b.data_ptr()), vp(b.data_ptr()), REFIT_BYTES, cb.ncclUint8, 0, comm,
+                          st(streams[i % 2].cuda_stream))
+    torch.cuda.synchronize()
+    res["refit_ok"] = all(common.sha256_tensor(b) == common.sha256_tensor(s) for b, s in zip(bufs, srcs))
+    lib.ncclCommDestroy(comm)
+    return res
+
+
+def check(outdir, mode):
+    out = []
+
+    def chk(cond, what):
+        out.append("CHECK %s colocated (%s): %s" % ("ok" if cond else "fail", mode, what))
+
+    summary = json.load(open(os.path.join(outdir, "summary.json")))
+    ranks = [r["result"] or {} for r in summary["ranks"]]
+    chk(summary["ok"], "both processes finished on one GPU (%s)" % (ranks[0].get("gpu") if ranks else "?"))
+    if mode == "noshim":
+        errs = [r.get("init_error") for r in ranks]
+        # NCCL 2.28.9 refuses; a later NCCL that accepts must at least be exact.
+        chk(all(e and "invalid usage" in e for e in errs) or all(r.get("refit_ok") for r in ranks),
+            "NCCL alone refuses two ranks on one GPU: %s" % errs)
+        print("\n".join(out))
+        return
+    chk(all(r.get("warmup") == 2.0 for r in ranks), "the warm-up all-reduce of one float gives 2.0 on both ranks")
+    chk(all(r.get("bcast_ok") and all(r["bcast_ok"]) for r in ranks),
+        "broadcasts from each root, sizes %s, on 3 streams in turn: bit-exact %s" % (SIZES, [r.get("bcast_ok")
+                                                                                        for r in ranks]))
+    chk(all(r.get("refit_ok") for r in ranks), "refit: %d packed buffers of %d MiB on 2 streams in turn, bit-exact"
+        % (REFIT_BUFFERS, REFIT_BYTES >> 20))
+    recs = []
+    for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
+        recs += [json.loads(line) for line in open(f)]
+    comms = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == "ctypes"]
+    chk(len(comms) == 2 and all(c["action"] == "ipc" and c["comm"] is None for c in comms),
+        "auto made it ipc on both ranks, with no NCCL communicator (%s)" % [c.get("action") for c in comms])
+    ends = [r for r in recs if r["type"] == "comm_end" and r.get("action") == "ipc"]
+    copies = [e.get("ipc", {}).get("copy", {}) for e in ends]
+    chk(len(ends) == 2, "both ranks destroyed it (comm_end records)")
+    want = "sm" if mode == "sm" else "ce"
+    other = "ce" if want == "sm" else "sm"
+    chk(sum(c.get(want, 0) for c in copies) > 0 and sum(c.get(other, 0) for c in copies) == 0,
+        "its copies ran on the %s (records: %s)" % ("SMs (NCCLSHIM_IPC_COPY=sm)" if want == "sm"
+                                                     else "copy engines", copies))
+    hops = [e.get("ipc", {}).get("in", {}) for e in ends]
+    if mode == "staged":
+        chk(sum(h.get("staged", 0) for h in hops) > 0, "expandable segments: the staged path (%s)" % hops)
+    warns = [r for r in recs if r["type"] == "warning"]
+    chk(not warns, "no warning records %s" % [w.get("message", "")[:200] for w in warns])
+    print("\n".join(out))
+
+
+if __name__ == "__main__":
+    if len(sys.argv) == 4 and sys.argv[1] == "--check":
+        check(sys.argv[2], sys.argv[3])
+        sys.exit(0)
+    if "--worker" in sys.argv:
+        # Not common.main: it puts rank r on GPU r.
+        a = common.parse_args(sys.argv)
+        r = worker(a)
+        r["rank"], r["pid"] = a["rank"], os.getpid()
+        common.emit_result(r)
+        sys.exit(0)
+    sys.exit(common.main(__file__, worker))
