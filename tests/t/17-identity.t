@@ -45,6 +45,10 @@ like "$init" 'netName=Socket blocking=1 cfg=96,23007,2,3,5,1,6,0,newer,1,1,7,8,1
 like "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.net, .net_by]')" \
     '^\["Socket","the socket action: config netName \\"Socket\\""\]$' "socket: the record says which network NCCL was told, and why"
 
+like "$("$INSPECT" -v "$TMP/linked-socket/rec" 2>&1)" 'net told: Socket \(the socket action: config netName "Socket"\)' \
+    "socket: ncclshim-inspect -v shows the network NCCL was told, and why"
+like "$("$INSPECT" --json "$TMP/linked-socket/rec" 2>&1)" '"net_by": "the socket action' "and --json has net_by"
+
 # --- a communicator the shim dropped: the shim answers every function -------
 for how in linked dlopen; do
     if [ $how = linked ]; then client=("$BIN/newer_linked" linked); else client=("$BIN/newer_dlopen" dlopen "$NEW"); fi

@@ -112,7 +112,7 @@ typedef struct rank_rec {
     long long rank, nranks, cuda_device, result, duration_us;
     char *result_str, *api, *caller_lib, *title, *python0;
     char *role, *role_reason, *purpose, *purpose_reason, *action, *action_reason;
-    char *local_purpose, *local_purpose_reason, *net, *net_note;
+    char *local_purpose, *local_purpose_reason, *net, *net_by, *net_note;
     /* the record's `decision` object (marked unique IDs only) */
     int has_decision, dec_via_root;
     char *dec_by, *dec_id, *dec_id_norm, *dec_root, *dec_fallback;

@@ -84,6 +84,7 @@ static json_t *jrank(rank_rec *r)
     json_object_set_new(o, "local_purpose", jstr(r->local_purpose));
     json_object_set_new(o, "local_purpose_reason", jstr(r->local_purpose_reason));
     json_object_set_new(o, "net", jstr(r->net));
+    json_object_set_new(o, "net_by", jstr(r->net_by));
     json_object_set_new(o, "net_note", jstr(r->net_note));
     if (r->has_decision)
         json_object_set_new(o, "decision",

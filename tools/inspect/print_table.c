@@ -159,6 +159,8 @@ static void print_ranks(communicator *c, FILE *out)
         }
         if (r->net_note)
             fprintf(out, "          net: %s (%s)\n", r->net ? r->net : "?", r->net_note);
+        else if (r->net_by)
+            fprintf(out, "          net told: %s (%s)\n", r->net ? r->net : "NCCL's choice", r->net_by);
         if (r->end && r->end->ipc.present) {
             const ipc_hops *h = &r->end->ipc;
             fprintf(out, "          ipc: in push %lld, pull %lld, staged %lld; out push %lld, pull %lld, staged %lld; "

@@ -215,6 +215,7 @@ static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long l
     r->local_purpose_reason = get_str(c, o, "local_purpose_reason", 0);
     r->net = get_str(c, o, "net", 0);
     r->net_note = get_str(c, o, "net_note", 0);
+    r->net_by = get_str(c, o, "net_by", 0);
     json_t *dec = get_obj(c, o, "decision");
     if (dec)
         parse_comm_decision(c, dec, r);
