@@ -34,7 +34,7 @@ SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(UTHASH_INC) $(CFLA
 SHIM_LDLIBS := -ldl -lpthread
 
 SHIM_SRCS := shim/nccl_api.c shim/loader.c shim/forward.c shim/slots.c shim/dlsym.c shim/comm.c shim/lifecycle.c shim/decision.c \
-             shim/vcomm.c shim/vcomm_ops.c shim/vcomm_default.c shim/uid_mark.c shim/rv_server.c shim/rv_client.c \
+             shim/vcomm.c shim/vcomm_ops.c shim/vcomm_default.c shim/uid_mark.c shim/rv_server.c shim/rv_client.c shim/rv_leader.c \
              shim/rv_io.c shim/rv_wire.c shim/ipc.c shim/ipc_ops.c shim/ipc_monitor.c shim/ipc_reaper.c shim/ipc_bcast.c shim/ipc_kernel.c shim/ipc_suspend.c shim/net_env.c shim/cuda.c shim/reduce.c shim/group.c shim/worker.c shim/creator.c shim/python_callsite.c shim/record.c shim/config.c \
              shim/shim_main.c policy/classify.c policy/pattern.c policy/decide.c policy/rules.c
 SHIM_HDRS := $(wildcard shim/*.h shim/*.def shim/*.inc policy/*.h)

@@ -9,6 +9,7 @@
 #include "../policy/decide.h"
 #include "record.h"
 #include "rv_io.h"
+#include "rv_leader.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -41,6 +42,11 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
         return -1;
     if (!rv_token_equal(m->token, mark->token)) {
         snprintf(err, errlen, "the answer carries a wrong token (not the root's shim)");
+        return -1;
+    }
+    if (m->type == RV_ABORT) {
+        /* This host's leader gave up, and has told the root so. */
+        snprintf(err, errlen, "%.390s", m->u.reason);
         return -1;
     }
     /* A veto ends the ipc setup early: COMMIT may come instead of PEERS. */
@@ -79,7 +85,26 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
      * the whole timeout; giving up earlier is safe: the root, missing this
      * rank, decides passthrough for all. */
     uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
-    fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
+    const char *via = "";
+    if (rv_fanin(facts->nranks)) {
+        int limit = 0;
+        fd = rv_leader_join((struct sockaddr *)&ss, sl, mark, facts->host_id, timeout_ms, connect_deadline, err,
+                            sizeof(err), &limit);
+        if (fd < 0 && limit) {
+            /* Tell the root, so that every rank falls back now rather than at the timeout. */
+            char why[RV_REASON_LEN];
+            snprintf(why, sizeof(why), "rank %d: %s", facts->rank, err);
+            rv_abort_root((struct sockaddr *)&ss, sl, mark->token, why, shim_mono_us() + 1000000);
+            fall_back(out, "rendezvous: %s: passthrough%s", err, "");
+            goto done;
+        }
+        if (fd < 0)
+            shim_warn("rendezvous", "rank %d: %s; talking to the root at %s directly", facts->rank, err, out->root);
+        else
+            via = " (through this host's leader)";
+    }
+    if (fd < 0)
+        fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
     if (fd < 0) {
         /* What the connect's failure says of the cause (docs/troubleshooting.md). */
         int e = errno;
@@ -90,6 +115,8 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
                           : e == EHOSTUNREACH || e == ENETUNREACH
                               ? " (the address NCCL put in the unique ID is not reachable from this host: "
                                 "NCCL_SOCKET_IFNAME)"
+                          : e == EMFILE ? " (this process is out of file descriptors: raise `ulimit -n`, or lower "
+                                          "NCCLSHIM_RENDEZVOUS_FANIN so that ranks meet at their host's leader)"
                               : "";
         fall_back(out, "rendezvous: %s%s: passthrough", err, why);
         goto done;
@@ -100,6 +127,9 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
         await(fd, mark, RV_DECISION, deadline, m, err, sizeof(err)) != 0) {
         fall_back(out, "rendezvous with %s: %s: passthrough", out->root, err);
+        if (*via)
+            snprintf(out->fallback + strlen(out->fallback), sizeof(out->fallback) - strlen(out->fallback), "%s",
+                     via);
         goto done;
     }
     out->v = m->u.verdict;

@@ -66,6 +66,7 @@ static void hello_max(struct rv_msg *m)
     for (int i = 0; i < EVIDENCE_MAX_FRAMES; i++)
         FILL_MAX(h->frames[i], (char)(9 + i));
     h->strict_error = 1;
+    m->leader_pid = 0xfffffffdu;
 }
 
 /* Required fields only, every one at its smallest. */
@@ -330,7 +331,7 @@ static size_t hello_max_payload(void)
 {
     struct rank_facts h;
     size_t t = 4; /* a TLV's header */
-    return (t + RV_TOKEN_LEN) + 9 * (t + 4) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
+    return (t + RV_TOKEN_LEN) + 10 * (t + 4) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
            (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(h.caller_lib) - 1) +
            (t + sizeof(h.title) - 1) + (t + sizeof(h.role_reason) - 1) + (t + sizeof(h.local_purpose_reason) - 1) +
            EVIDENCE_MAX_FRAMES * (t + sizeof(h.frames[0]) - 1);
@@ -453,7 +454,7 @@ int main(int argc, char **argv)
     rejects((int)rv_frame_length(buf2, len, err, sizeof(err)), err, "protocol version 2", "frame length: bad version");
     rejects(rv_decode(buf2, len, &out, err, sizeof(err)), err, "protocol version 2, this shim speaks 1",
             "decode: bad version");
-    for (unsigned t = 0; t < 8; t += 6) { /* 0 and 6 */
+    for (unsigned t = 0; t < 8; t += 7) { /* 0 and 7 */
         memcpy(buf2, buf, len);
         put16(buf2 + 6, t);
         char want[64];
@@ -562,8 +563,8 @@ int main(int argc, char **argv)
         { RV_HELLO, 13, PURPOSE_INFERENCE + 1, "tag 13 (local_purpose) is 4, outside 0..3" },
         { RV_HELLO, 14, 2, "tag 14 (strict_error) is 2, outside 0..1" },
         { RV_HELLO, 5, -2, "tag 5 (cuda_device) is -2" },
-        { RV_HELLO, 3, 0, "tag 3 (nranks) is 0, outside 1..4096" },
-        { RV_HELLO, 3, FACTS_MAX_RANKS + 1, "tag 3 (nranks) is 4097" },
+        { RV_HELLO, 3, 0, "tag 3 (nranks) is 0, outside 1..8192" },
+        { RV_HELLO, 3, FACTS_MAX_RANKS + 1, "tag 3 (nranks) is 8193" },
         { RV_HELLO, 3, -2147483647 - 1, "tag 3 (nranks) is -2147483648" },
         { RV_HELLO, 2, -1, "tag 2 (rank) is -1" },
         { RV_HELLO, 2, 1, "HELLO: rank 1 is outside 0..0 (nranks 1)" },
@@ -571,12 +572,13 @@ int main(int argc, char **argv)
         { RV_DECISION, 2, -1, "tag 2 (action) is -1" },
         { RV_COMMIT, 3, PURPOSE_INFERENCE + 1, "COMMIT: tag 3 (purpose) is 4" },
         { RV_DECISION, 4, 2, "tag 4 (final) is 2, outside 0..1" },
-        { RV_DECISION, 6, FACTS_MAX_RANKS + 1, "tag 6 (nhosts) is 4097" },
+        { RV_DECISION, 6, FACTS_MAX_RANKS + 1, "tag 6 (nhosts) is 8193" },
         { RV_DECISION, 7, -1, "tag 7 (ntraining) is -1" },
-        { RV_COMMIT, 8, FACTS_MAX_RANKS + 1, "tag 8 (ninference) is 4097" },
+        { RV_COMMIT, 8, FACTS_MAX_RANKS + 1, "tag 8 (ninference) is 8193" },
         { RV_COMMIT, 9, -5, "tag 9 (nunknown) is -5" },
         { RV_VOTE, 2, 2, "VOTE: tag 2 (ok) is 2, outside 0..1" },
         { RV_VOTE, 2, -1, "VOTE: tag 2 (ok) is -1" },
+        { RV_VOTE, 5, FACTS_MAX_RANKS, "VOTE: tag 5 (rank) is 8192, outside 0..8191" },
     };
     for (size_t k = 0; k < sizeof(ranges) / sizeof(ranges[0]); k++) {
         if (ranges[k].type == RV_HELLO)
