@@ -183,4 +183,5 @@ done:
         close(fd);
     free(m);
     out->wait_us = shim_mono_us() - t0;
+    out->decided_ts = shim_now();
 }

@@ -37,6 +37,12 @@ tests/bin/rank_client: tests/clients/rank_client.c shim/reduce.c shim/reduce.h s
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< shim/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
+# Many ranks of one communicator, a thread each (tests/t/20-rendezvous-scale.t, bench/rendezvous_scale.py).
+tests-bin: tests/bin/many_ranks
+tests/bin/many_ranks: tests/clients/many_ranks.c shim/nccl_api.def tests/fake/a/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
+
 tests-bin: tests/bin/rv_frame
 tests/bin/rv_frame: tests/clients/rv_frame.c shim/rv_wire.c shim/uid_mark.c $(wildcard shim/*.h policy/*.h)
 	@mkdir -p $(@D)
