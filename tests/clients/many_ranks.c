@@ -11,6 +11,7 @@
  *       ranks FIRST..FIRST+COUNT-1, one thread each, call ncclCommInitRank
  *       and ncclCommDestroy; then "RANKS first=F count=C ok=<inits that
  *       succeeded> t0max=<last call, ns> t1max=<last return, ns> t0min=..."
+ *       MANY_RANKS_FDS=n: first open n descriptors, as an application's own.
  *       (CLOCK_REALTIME, as the records' ts: comparable between processes of one machine).
  */
 #define _GNU_SOURCE
@@ -18,6 +19,7 @@
 #include "nccl_decls.h"
 
 #include <dirent.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdint.h>
@@ -132,6 +134,12 @@ int main(int argc, char **argv)
         return 2;
     }
     g_nranks = atoi(argv[3]);
+    /* MANY_RANKS_FDS=n: descriptors the "application" holds, to bring a limit near. */
+    for (int i = 0, n = getenv("MANY_RANKS_FDS") ? atoi(getenv("MANY_RANKS_FDS")) : 0; i < n; i++)
+        if (open("/dev/null", O_RDONLY) < 0) {
+            perror("open /dev/null");
+            return 1;
+        }
     int first = atoi(argv[4]), count = atoi(argv[5]);
     struct rank_run *runs = calloc((size_t)count, sizeof(*runs));
     pthread_t *th = calloc((size_t)count, sizeof(*th));
