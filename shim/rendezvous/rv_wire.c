@@ -286,6 +286,104 @@ static int check_message(const struct rv_msg *m, const char *name, char *err, si
     return 0;
 }
 
+/* A field's value has the length its kind allows (strings: no NUL inside). */
+static int check_value(const struct msg_desc *d, const struct field *f, unsigned tag, unsigned tl, const uint8_t *v,
+                       char *err, size_t errlen)
+{
+    const char *fname = short_name(f);
+    switch (f->kind) {
+    case K_TOKEN:
+    case K_I32:
+    case K_U32:
+    case K_U64:
+        if (tl != f->size)
+            return fail(err, errlen, "%s: tag %u (%s) is %u bytes, it must be %zu", d->name, tag, fname, tl,
+                        f->size);
+        break;
+    case K_BLOB:
+        if (tl > f->size)
+            return fail(err, errlen, "%s: tag %u (%s) is %u bytes, the limit is %zu", d->name, tag, fname, tl,
+                        f->size);
+        break;
+    case K_PEER:
+        if (tl < 4 || tl > f->size)
+            return fail(err, errlen, "%s: tag %u (%s) is %u bytes, it must be 4..%zu", d->name, tag, fname, tl,
+                        f->size);
+        break;
+    default:
+        if (tl > f->size - 1)
+            return fail(err, errlen, "%s: tag %u (%s) is %u bytes, the limit is %zu", d->name, tag, fname, tl,
+                        f->size - 1);
+        const uint8_t *nul = memchr(v, 0, tl);
+        if (nul)
+            return fail(err, errlen, "%s: tag %u (%s) has a NUL byte at offset %zu", d->name, tag, fname,
+                        (size_t)(nul - v));
+        break;
+    }
+    return 0;
+}
+
+/* Stores a checked value into its place in `m`; numbers are range-checked here. */
+static int store_value(struct rv_msg *m, const struct msg_desc *d, const struct field *f, unsigned tag, unsigned tl,
+                       const uint8_t *v, char *err, size_t errlen)
+{
+    uint8_t *base = (uint8_t *)m;
+    const char *fname = short_name(f);
+    switch (f->kind) {
+    case K_TOKEN:
+        memcpy(base + f->off, v, RV_TOKEN_LEN);
+        break;
+    case K_I32: {
+        uint32_t u = get32(v);
+        int32_t x;
+        memcpy(&x, &u, sizeof(x));
+        if (x < f->min || x > f->max)
+            return fail(err, errlen, "%s: tag %u (%s) is %d, outside %lld..%lld", d->name, tag, fname, (int)x,
+                        (long long)f->min, (long long)f->max);
+        memcpy(base + f->off, &x, sizeof(x));
+        break;
+    }
+    case K_U32: {
+        uint32_t u = get32(v);
+        memcpy(base + f->off, &u, sizeof(u));
+        break;
+    }
+    case K_U64: {
+        uint64_t u = get64(v);
+        memcpy(base + f->off, &u, sizeof(u));
+        break;
+    }
+    case K_STR:
+        memcpy(base + f->off, v, tl);
+        break;
+    case K_BLOB:
+        memcpy(m->u.vote.blob, v, tl);
+        m->u.vote.bloblen = (int)tl;
+        break;
+    case K_PEER: {
+        if (m->u.peers.npeers >= RV_MAX_PEERS)
+            return fail(err, errlen, "%s: tag %u (%s) appears more than %d times", d->name, tag, fname,
+                        RV_MAX_PEERS);
+        uint32_t u = get32(v);
+        if (u >= FACTS_MAX_RANKS)
+            return fail(err, errlen, "%s: tag %u (%s) names rank %u, outside 0..%d", d->name, tag, fname,
+                        (unsigned)u, FACTS_MAX_RANKS - 1);
+        struct rv_peer *pe = &m->u.peers.peer[m->u.peers.npeers++];
+        pe->rank = (int)u;
+        pe->bloblen = (int)tl - 4;
+        memcpy(pe->blob, v + 4, tl - 4);
+        break;
+    }
+    case K_FRAME:
+        if (m->u.hello.nframes >= EVIDENCE_MAX_FRAMES)
+            return fail(err, errlen, "%s: tag %u (%s) appears more than %d times", d->name, tag, fname,
+                        EVIDENCE_MAX_FRAMES);
+        memcpy(m->u.hello.frames[m->u.hello.nframes++], v, tl);
+        break;
+    }
+    return 0;
+}
+
 int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof(*m));
@@ -301,7 +399,6 @@ int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_
                     RV_HEADER_LEN, (unsigned)plen);
     m->type = (enum rv_type)type;
 
-    uint8_t *base = (uint8_t *)m;
     const uint8_t *p = buf + RV_HEADER_LEN;
     size_t pos = 0;
     uint32_t seen = 0;
@@ -328,88 +425,8 @@ int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_
             return fail(err, errlen, "%s: tag %u (%s) appears twice", d->name, tag, fname);
         seen |= 1u << i;
 
-        switch (f->kind) {
-        case K_TOKEN:
-        case K_I32:
-        case K_U32:
-        case K_U64:
-            if (tl != f->size)
-                return fail(err, errlen, "%s: tag %u (%s) is %u bytes, it must be %zu", d->name, tag, fname, tl,
-                            f->size);
-            break;
-        case K_BLOB:
-            if (tl > f->size)
-                return fail(err, errlen, "%s: tag %u (%s) is %u bytes, the limit is %zu", d->name, tag, fname, tl,
-                            f->size);
-            break;
-        case K_PEER:
-            if (tl < 4 || tl > f->size)
-                return fail(err, errlen, "%s: tag %u (%s) is %u bytes, it must be 4..%zu", d->name, tag, fname, tl,
-                            f->size);
-            break;
-        default:
-            if (tl > f->size - 1)
-                return fail(err, errlen, "%s: tag %u (%s) is %u bytes, the limit is %zu", d->name, tag, fname, tl,
-                            f->size - 1);
-            const uint8_t *nul = memchr(v, 0, tl);
-            if (nul)
-                return fail(err, errlen, "%s: tag %u (%s) has a NUL byte at offset %zu", d->name, tag, fname,
-                            (size_t)(nul - v));
-            break;
-        }
-
-        switch (f->kind) {
-        case K_TOKEN:
-            memcpy(base + f->off, v, RV_TOKEN_LEN);
-            break;
-        case K_I32: {
-            uint32_t u = get32(v);
-            int32_t x;
-            memcpy(&x, &u, sizeof(x));
-            if (x < f->min || x > f->max)
-                return fail(err, errlen, "%s: tag %u (%s) is %d, outside %lld..%lld", d->name, tag, fname, (int)x,
-                            (long long)f->min, (long long)f->max);
-            memcpy(base + f->off, &x, sizeof(x));
-            break;
-        }
-        case K_U32: {
-            uint32_t u = get32(v);
-            memcpy(base + f->off, &u, sizeof(u));
-            break;
-        }
-        case K_U64: {
-            uint64_t u = get64(v);
-            memcpy(base + f->off, &u, sizeof(u));
-            break;
-        }
-        case K_STR:
-            memcpy(base + f->off, v, tl);
-            break;
-        case K_BLOB:
-            memcpy(m->u.vote.blob, v, tl);
-            m->u.vote.bloblen = (int)tl;
-            break;
-        case K_PEER: {
-            if (m->u.peers.npeers >= RV_MAX_PEERS)
-                return fail(err, errlen, "%s: tag %u (%s) appears more than %d times", d->name, tag, fname,
-                            RV_MAX_PEERS);
-            uint32_t u = get32(v);
-            if (u >= FACTS_MAX_RANKS)
-                return fail(err, errlen, "%s: tag %u (%s) names rank %u, outside 0..%d", d->name, tag, fname,
-                            (unsigned)u, FACTS_MAX_RANKS - 1);
-            struct rv_peer *pe = &m->u.peers.peer[m->u.peers.npeers++];
-            pe->rank = (int)u;
-            pe->bloblen = (int)tl - 4;
-            memcpy(pe->blob, v + 4, tl - 4);
-            break;
-        }
-        case K_FRAME:
-            if (m->u.hello.nframes >= EVIDENCE_MAX_FRAMES)
-                return fail(err, errlen, "%s: tag %u (%s) appears more than %d times", d->name, tag, fname,
-                            EVIDENCE_MAX_FRAMES);
-            memcpy(m->u.hello.frames[m->u.hello.nframes++], v, tl);
-            break;
-        }
+        if (check_value(d, f, tag, tl, v, err, errlen) < 0 || store_value(m, d, f, tag, tl, v, err, errlen) < 0)
+            return -1;
     }
 
     for (size_t i = 0; i < d->nfields; i++) {
