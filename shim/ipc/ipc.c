@@ -115,8 +115,19 @@ static void free_resources(struct ipc_comm *c)
         if (c->shared[r])
             munmap(c->shared[r], sizeof(struct ipc_shared));
     free(c->shared);
-    pthread_cond_destroy(&c->qcond);
     pthread_mutex_destroy(&c->qlock);
+}
+
+/* The host memory of a communicator, once its device memory is given back. */
+static void free_host(struct ipc_comm *c)
+{
+    free(c->sent);
+    free(c->recvd);
+    free(c->peer);
+    free(c->peer_dev);
+    free(c->data);
+    free(c->data_handle);
+    free(c);
 }
 
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
@@ -128,17 +139,17 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     struct ipc_comm *c = calloc(1, sizeof(*c));
     if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer))) ||
         !(c->shared = calloc((size_t)nranks, sizeof(*c->shared))) ||
-        !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev)))) {
+        !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev))) ||
+        !(c->data = calloc((size_t)nranks, sizeof(*c->data))) ||
+        !(c->data_handle = calloc((size_t)nranks, sizeof(*c->data_handle)))) {
         if (c) {
-            free(c->peer);
             free(c->shared);
+            free_host(c);
         }
-        free(c);
         snprintf(why, whylen, "out of memory");
         return -1;
     }
     pthread_mutex_init(&c->qlock, NULL);
-    pthread_cond_init(&c->qcond, NULL);
     const struct shim_config *cfg = shim_config();
     c->cu = cu;
     c->monitor_fd = -1;
@@ -147,6 +158,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     c->chunk = cfg->ipc_chunk_bytes;
     c->nslots = cfg->ipc_slots;
     c->push_wait_us = cfg->ipc_push_wait_us;
+    c->resume_wait_ms = cfg->ipc_resume_wait_ms;
     int memops = 0;
     CU(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent");
     if (!c->ctx) {
@@ -186,8 +198,13 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         snprintf(why, whylen, "out of memory");
         goto fail;
     }
-    CU(cu->cuMemAlloc(&c->base, p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk), "cuMemAlloc");
+    c->data_bytes = p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk;
+    CU(cu->cuMemAlloc(&c->base, FLAGS_BYTES), "cuMemAlloc");
     CU(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8");
+    CU(cu->cuMemAlloc(&c->data[rank], c->data_bytes), "cuMemAlloc");
+    CU(cu->cuIpcGetMemHandle(&c->shared[rank]->data_handle, c->data[rank]), "cuIpcGetMemHandle");
+    c->data_handle[rank] = c->shared[rank]->data_handle;
+    atomic_store(&c->shared[rank]->data_state, DATA_STATE(0, DATA_ACTIVE));
     struct ipc_export e;
     memset(&e, 0, sizeof(e));
     e.magic = EXPORT_MAGIC;
@@ -210,11 +227,9 @@ fail:
     free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
-    free(c->sent);
-    free(c->recvd);
-    free(c->peer);
-    free(c->peer_dev);
-    free(c);
+    if (c->data[rank])
+        cu->cuMemFree(c->data[rank]);
+    free_host(c);
     return -1;
 }
 
@@ -271,10 +286,10 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
             c->peer[p->rank] = 0;
             return -1;
         }
-        /* The ring neighbours' shared pages: broadcasts read the
-         * predecessor's descriptors and tell the successor what was read. */
-        int pred = (c->rank - 1 + c->nranks) % c->nranks, succ = (c->rank + 1) % c->nranks;
-        if ((p->rank == pred || p->rank == succ) && open_shared(c, p->rank, e.shm, why, whylen) != 0)
+        /* Every peer's shared page: broadcasts read the predecessor's
+         * descriptors and tell the successor what was read; every page says
+         * where its rank's staging is (Suspend). */
+        if (open_shared(c, p->rank, e.shm, why, whylen) != 0)
             return -1;
         seen++;
     }
@@ -283,7 +298,8 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
         return -1;
     }
     load_kernel(c);
-    return 0;
+    /* From now on a peer may suspend, and the reaper lets go of its staging. */
+    return c->nranks > 1 ? ipc_reaper_start(c, why, whylen) : 0;
 }
 
 /* Reads a peer's (or this rank's) counter from the host. */
@@ -319,8 +335,12 @@ int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64
             return -1;
         }
         if (shim_mono_us() > deadline) {
-            snprintf(why, whylen, "rank %d did not arrive within %llu s (it died, or stopped calling NCCL)", r,
-                     (unsigned long long)(HOST_WAIT_US / 1000000));
+            if (r != c->rank && DATA_ST(ipc_data_state(c, r)) != DATA_ACTIVE)
+                snprintf(why, whylen, "rank %d did not arrive within %llu s: it is suspended (ncclCommSuspend); "
+                         "call ncclCommResume on it first", r, (unsigned long long)(HOST_WAIT_US / 1000000));
+            else
+                snprintf(why, whylen, "rank %d did not arrive within %llu s (it died, or stopped calling NCCL)", r,
+                         (unsigned long long)(HOST_WAIT_US / 1000000));
             return -1;
         }
         /* Device memory has no host wake-up: poll, yielding the core. */
@@ -432,18 +452,17 @@ void ipc_free(struct ipc_comm *c)
     ipc_reaper_stop(c);
     ipc_unwatch(c);
     ipc_kernel_unload(c);
+    ipc_data_close(c);
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])
             cu->cuIpcCloseMemHandle(c->peer[r]);
     free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
+    if (c->data[c->rank])
+        cu->cuMemFree(c->data[c->rank]);
     if (cur != c->ctx)
         cu->cuCtxSetCurrent(cur);
-    free(c->sent);
-    free(c->recvd);
-    free(c->peer);
-    free(c->peer_dev);
-    free(c);
+    free_host(c);
 }
 

@@ -230,7 +230,7 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
  * communicator failed (its waits released).  qlock held.  Read on the
  * communicator's own stream (nothing else runs on it): a plain cuMemcpyDtoH
  * would wait for the application's legacy default stream. */
-static int fence_passed(const struct ipc_comm *c)
+int ipc_fence_passed(const struct ipc_comm *c)
 {
     uint64_t v = 0;
     if (atomic_load(&c->failed) || !c->fence_val)
@@ -250,7 +250,7 @@ void ipc_trim_maps(struct ipc_comm *c, int keep)
     if (c->nmap <= keep)
         return;
     ipc_trace(c, "trim to %d of %d", keep, c->nmap);
-    if (!fence_passed(c))
+    if (!ipc_fence_passed(c))
         return;
     while (c->nmap > keep) {
         int lru = 0;

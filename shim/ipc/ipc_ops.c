@@ -79,6 +79,32 @@ static int needs_fence(struct ipc_comm *c, CUstream s, unsigned long long *sid, 
     return c->fence_val != 0; /* read without qlock: only this thread writes it */
 }
 
+/*
+ * Takes qlock with the staging of every rank in `need` (a bit per rank)
+ * mapped here, for an operation that copies out of it: ncclSuccess with
+ * qlock held; else, without it, ncclInvalidUsage (a rank is suspended and
+ * was not resumed in time: ipc_data_wait), ncclRemoteError (the
+ * communicator failed meanwhile) or ncclUnhandledCudaError (the staging
+ * could not be mapped), with the reason.
+ */
+static ncclResult_t lock_with_data(struct ipc_comm *c, uint64_t need, char *why, size_t whylen)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->qlock);
+        int r, rc = 0;
+        for (r = 0; r < c->nranks; r++)
+            if ((need >> r & 1) && (rc = ipc_data_get(c, r, why, whylen)) != 0)
+                break;
+        if (rc == 0)
+            return ncclSuccess;
+        pthread_mutex_unlock(&c->qlock);
+        if (rc < 0)
+            return ncclUnhandledCudaError;
+        if (ipc_data_wait(c, r, why, whylen) != 0)
+            return atomic_load(&c->failed) ? ncclRemoteError : ncclInvalidUsage;
+    }
+}
+
 /* Orders an operation on stream s after the one before (needs_fence). */
 static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *sid, int *known)
 {
@@ -148,10 +174,16 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     } else {
         struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv,
                                     fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
-        if (ipc_reaper_start(c, why, whylen) != 0)
-            goto fail;
-        pthread_mutex_lock(&c->qlock);
+        /* A receiver may copy out of its predecessor's staging (a staged hop). */
+        int pred = (me - 1 + c->nranks) % c->nranks;
+        ncclResult_t res = lock_with_data(c, me != root && bytes ? 1ull << pred : 0, why, whylen);
+        if (res != ncclSuccess) {
+            /* Nothing enqueued: the communicator stays as it was. */
+            ctx_leave(c, &g);
+            return res;
+        }
         locked = 1;
+        int had = c->nmap;
         if (ipc_bcast(c, &j, s, &off, &val, why, whylen) != 0)
             goto fail;
         if (off >= 0) {
@@ -161,8 +193,11 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
             c->fence_val = val;
             off = -1;
         }
+        int mapped = !had && c->nmap;
         pthread_mutex_unlock(&c->qlock);
         locked = 0;
+        if (mapped) /* the reaper sleeps without a bound while nothing is mapped */
+            ipc_wake(c, me);
         c->bcasts++;
         c->bbytes += bytes;
     }
@@ -197,6 +232,30 @@ ncclResult_t ipc_allgather(struct ipc_comm *c, const void *sendbuff, void *recvb
             return res;
     }
     return ncclSuccess;
+}
+
+/* Every rank's slot 0 reduced into acc (tmp: room for one), in rank order
+ * on every rank: every rank computes the same bits.  Every rank is in the
+ * all-reduce, so none is suspended; their staging is mapped under qlock,
+ * which keeps the reaper from closing it. */
+static ncclResult_t gather(struct ipc_comm *c, uint8_t *acc, uint8_t *tmp, size_t count, ncclDataType_t dtype,
+                           ncclRedOp_t op, char *why, size_t whylen)
+{
+    size_t bytes = count * shim_dtype_size_checked(dtype);
+    ncclResult_t res = lock_with_data(c, c->nranks >= 64 ? ~0ull : (1ull << c->nranks) - 1, why, whylen);
+    if (res != ncclSuccess)
+        return res;
+    for (int r = 0; r < c->nranks && res == ncclSuccess; r++) {
+        CUresult cr = c->cu->cuMemcpyDtoH(r == 0 ? acc : tmp, slot(c, r, 0), bytes);
+        if (cr != CUDA_SUCCESS) {
+            shim_cuda_error("cuMemcpyDtoH", cr, why, whylen);
+            res = ncclUnhandledCudaError;
+        } else if (r > 0) {
+            host_reduce(acc, tmp, count, dtype, op == ncclAvg ? ncclSum : op);
+        }
+    }
+    pthread_mutex_unlock(&c->qlock);
+    return res;
 }
 
 ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
@@ -246,8 +305,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
     c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
     if (bytes)
-        CU(ipc_copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
-           "cuMemcpyDtoDAsync");
+        CU(ipc_copy(c, slot(c, c->rank, 0), (CUdeviceptr)(uintptr_t)sendbuff, bytes, s), "cuMemcpyDtoDAsync");
     CU(cu->cuStreamSynchronize(s), "cuStreamSynchronize");
     uint64_t arn = c->allreduces + 1;
     if (ipc_write_flag(c, F_AR, arn) != 0 || ipc_wait_all(c, F_AR, arn, why, whylen) != 0) {
@@ -261,12 +319,9 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
         res = ncclSystemError;
         goto fail;
     }
-    /* In rank order on every rank: every rank computes the same bits. */
-    for (int r = 0; r < c->nranks && bytes; r++) {
-        CU(cu->cuMemcpyDtoH(r == 0 ? acc : tmp, c->peer[r] + FLAGS_BYTES, bytes), "cuMemcpyDtoH");
-        if (r > 0)
-            host_reduce(acc, tmp, count, dtype, op == ncclAvg ? ncclSum : op);
-    }
+    if (bytes && (res = gather(c, acc, tmp, count, dtype, op, why, whylen)) != ncclSuccess)
+        goto fail;
+    res = ncclUnhandledCudaError;
     if (op == ncclAvg && bytes)
         host_reduce_finish_avg(acc, count, dtype, c->nranks);
     if (bytes)
@@ -325,10 +380,22 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     struct ctx_guard g;
     ctx_enter(c, &g);
     uint64_t op = c->ops;
-    int me = c->rank;
+    int me = c->rank, locked = 0;
     const uint64_t P = P2P_SLOTS;
     unsigned long long sid;
     int known;
+    /* A Recv copies out of its sender's slots. */
+    uint64_t need = 0;
+    for (int i = 0; i < nops; i++)
+        if (!ops[i].send && ops[i].bytes)
+            need |= 1ull << ops[i].peer;
+    ncclResult_t res = lock_with_data(c, need, why, whylen);
+    if (res != ncclSuccess) {
+        free(done);
+        ctx_leave(c, &g);
+        return res;
+    }
+    locked = 1;
     CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
     c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
     /* One chunk of each operation in turn: a group's sends and receives
@@ -367,12 +434,19 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     }
     CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
        "cuStreamWriteValue64");
-    set_fence(c, sid, known, F_DONE, op + 1);
+    /* Under the lock that covered the enqueue (the reaper judges the
+     * mappings by the fence). */
+    c->fence_off = F_DONE;
+    c->fence_val = op + 1;
+    pthread_mutex_unlock(&c->qlock);
+    set_fence(c, sid, known, -1, 0);
     c->ops = op + 1;
     free(done);
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
+    if (locked)
+        pthread_mutex_unlock(&c->qlock);
     free(done);
     ctx_leave(c, &g);
     return ncclUnhandledCudaError;
