@@ -558,31 +558,6 @@ void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
     st->copy_note = c->copy_note;
 }
 
-static int tracing(void)
-{
-    /* Atomic: broadcasts of several communicators may ask at once; every
-     * first reader computes the same value. */
-    static atomic_int on = -1;
-    int v = atomic_load_explicit(&on, memory_order_relaxed);
-    if (v < 0) {
-        v = getenv("NCCLSHIM_IPC_TRACE") && strcmp(getenv("NCCLSHIM_IPC_TRACE"), "1") == 0;
-        atomic_store_explicit(&on, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-void ipc_trace(const struct ipc_comm *c, const char *fmt, ...)
-{
-    if (!tracing())
-        return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "ncclshim-trace: %.6f rank %d tid %d: %s\n", shim_now(), c->rank, shim_gettid(), line);
-}
-
 static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p)
 {
     ipc_trace(c, "b %llu op %llu base %llu bytes %zu root %d: in %s%s, out %s%s", (unsigned long long)j->b,

@@ -45,24 +45,6 @@ static int capturing(const struct ipc_comm *c, CUstream s)
 }
 
 /*
- * A copy on `stream`.  Where the driver has cuMemcpyBatchAsync (CUDA 12.8+),
- * with the hint to overlap with compute: a copy within one device is
- * otherwise free to run as a kernel on the SMs, which under a busy matmul
- * loop starves it (measured: 42 GB/s instead of 320, docs/benchmarks.md).
- */
-CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream)
-{
-    if (c->cu->cuMemcpyBatchAsync) {
-        CUmemcpyAttributes attr = { 1, { 1, c->device }, { 1, c->device }, 1 };
-        size_t idx = 0, fail = 0;
-        CUresult r = c->cu->cuMemcpyBatchAsync(&dst, &src, &len, 1, &attr, &idx, 1, &fail, stream);
-        if (r == CUDA_SUCCESS)
-            return r;
-    }
-    return c->cu->cuMemcpyDtoDAsync(dst, src, len, stream);
-}
-
-/*
  * Whether an operation on stream s must wait for the one before: not on the
  * same stream (the stream orders them), nor when nothing came before.
  * Returns s's id (and whether it is known) for set_fence.
