@@ -367,8 +367,8 @@ CUresult ipc_kernel_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr 
 /* shim/ipc/ipc_bcast.c: one broadcast, enqueued whole on the caller's stream
  * `s` (qlock held): 0 and the fence in *off and *val (*off < 0: it moved
  * nothing), or -1 with the reason. */
-int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
-              size_t whylen);
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
+                    size_t whylen);
 /* Gives back the mappings beyond the `keep` most recently used, if the last
  * operation is over (qlock held); else none. */
 void ipc_trim_maps(struct ipc_comm *c, int keep);

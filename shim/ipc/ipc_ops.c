@@ -113,7 +113,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     unsigned long long sid;
     int known;
     CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
-    /* A broadcast between ranks orders itself (ipc_bcast: it may wait for
+    /* A broadcast between ranks orders itself (ipc_chain_bcast: it may wait for
      * less than the fence). */
     int fence = needs_fence(c, s, &sid, &known);
     if (c->nranks == 1 && fence)
@@ -134,7 +134,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
             goto fail;
         pthread_mutex_lock(&c->qlock);
         locked = 1;
-        if (ipc_bcast(c, &j, s, &off, &val, why, whylen) != 0)
+        if (ipc_chain_bcast(c, &j, s, &off, &val, why, whylen) != 0)
             goto fail;
         if (off >= 0) {
             /* Under the lock that covered the enqueue: the reaper must not
