@@ -571,7 +571,7 @@ static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const stru
 }
 
 int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
-              size_t whylen)
+                    size_t whylen)
 {
     struct hop_plan p;
     ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
