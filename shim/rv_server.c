@@ -567,6 +567,8 @@ static void on_readable(struct rv_session *s, struct rv_conn *c)
             c->have = 0;
             on_message(s, c, frame, len);
             free(frame);
+            if (s->state == ST_MONITOR)
+                return; /* its close, once it comes, is a rank leaving: handled above, at the next poll */
         }
     }
 }
