@@ -98,14 +98,6 @@ static int open_shared(struct ipc_comm *c, int r, const char *name, char *why, s
     return 0;
 }
 
-void ipc_unlink_shared(struct ipc_comm *c)
-{
-    if (c->shm_name[0]) {
-        shm_unlink(c->shm_name);
-        c->shm_name[0] = '\0';
-    }
-}
-
 static void free_resources(struct ipc_comm *c)
 {
     if (c->stream)
@@ -300,105 +292,6 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
     load_kernel(c);
     /* From now on a peer may suspend, and the reaper lets go of its staging. */
     return c->nranks > 1 ? ipc_reaper_start(c, why, whylen) : 0;
-}
-
-/* Reads a peer's (or this rank's) counter from the host. */
-int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v)
-{
-    return c->cu->cuMemcpyDtoH(v, flag(c, r, off), sizeof(*v)) == CUDA_SUCCESS ? 0 : -1;
-}
-
-int ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v)
-{
-    return c->cu->cuMemcpyHtoD(flag(c, c->rank, off), &v, sizeof(v)) == CUDA_SUCCESS ? 0 : -1;
-}
-
-/* The host waits until rank r's counter `off` reaches `want`; bounded. */
-int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64_t deadline, char *why,
-                    size_t whylen)
-{
-    for (unsigned spins = 0;; spins++) {
-        uint64_t v = 0;
-        if (ipc_read_flag(c, r, off, &v) != 0) {
-            snprintf(why, whylen, "reading rank %d's counter failed", r);
-            return -1;
-        }
-        if ((int64_t)(v - want) >= 0)
-            return 0;
-        if (atomic_load(&c->peer_closed) && shim_mono_us() + HOST_WAIT_US - 1000000 > deadline) {
-            /* A peer closed during destroy and a second has passed: it will not come. */
-            snprintf(why, whylen, "rank %d left during destroy", r);
-            return -1;
-        }
-        if (atomic_load(&c->failed)) {
-            snprintf(why, whylen, "%s", c->failure);
-            return -1;
-        }
-        if (shim_mono_us() > deadline) {
-            if (r != c->rank && DATA_ST(ipc_data_state(c, r)) != DATA_ACTIVE)
-                snprintf(why, whylen, "rank %d did not arrive within %llu s: it is suspended (ncclCommSuspend); "
-                         "call ncclCommResume on it first", r, (unsigned long long)(HOST_WAIT_US / 1000000));
-            else
-                snprintf(why, whylen, "rank %d did not arrive within %llu s (it died, or stopped calling NCCL)", r,
-                         (unsigned long long)(HOST_WAIT_US / 1000000));
-            return -1;
-        }
-        /* Device memory has no host wake-up: poll, yielding the core. */
-        struct timespec ts = { 0, spins < 100 ? 0 : 20000 };
-        nanosleep(&ts, NULL);
-    }
-}
-
-int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, size_t whylen)
-{
-    uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
-    for (int r = 0; r < c->nranks; r++)
-        if (ipc_wait_one(c, r, off, want, deadline, why, whylen) != 0)
-            return -1;
-    return 0;
-}
-
-/* A peer is gone: no operation may wait for it any more.  Writes, from the
- * host, a value that satisfies every wait into every counter this rank's
- * streams may be waiting on (all on its own page), so that the streams drain.
- * The data moved after this point is garbage; the error says so. */
-void ipc_fail(struct ipc_comm *c, const char *why, int lost)
-{
-    int expected = 0;
-    snprintf(c->failure, sizeof(c->failure), "%s", why);
-    if (!atomic_compare_exchange_strong(&c->failed, &expected, 1))
-        return;
-    if (lost)
-        shim_warn("ipc-peer-lost", "ipc communicator %s (rank %d of %d): %s; its operations now fail with "
-                  "ncclRemoteError, the streams waiting on the peer are released (what they moved is not valid), "
-                  "and destroy/abort return", c->group, c->rank, c->nranks, why);
-    CUcontext cur = NULL;
-    c->cu->cuCtxGetCurrent(&cur);
-    if (cur != c->ctx)
-        c->cu->cuCtxSetCurrent(c->ctx);
-    uint64_t v = RELEASE;
-    /* Every stream wait is on this rank's own page. */
-    CUdeviceptr page = c->peer[c->rank];
-    c->cu->cuMemcpyHtoD(page + F_AVAIL, &v, sizeof(v));
-    c->cu->cuMemcpyHtoD(page + F_TAKEN, &v, sizeof(v));
-    for (int q = 0; q < c->nranks; q++) {
-        c->cu->cuMemcpyHtoD(page + F_SENT + 8 * q, &v, sizeof(v));
-        c->cu->cuMemcpyHtoD(page + F_RECVD + 8 * q, &v, sizeof(v));
-    }
-    c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
-    c->cu->cuMemcpyHtoD(page + F_TAKEN_MINE, &v, sizeof(v));
-    if (cur != c->ctx)
-        c->cu->cuCtxSetCurrent(cur);
-    /* A host wait for a neighbour's descriptor looks at `failed` as it polls. */
-}
-
-void ipc_fail_everywhere(struct ipc_comm *c, const char *why)
-{
-    shim_warn("ipc", "ipc communicator %s (rank %d of %d): %s; it fails here and at every peer (ncclRemoteError)",
-              c->group, c->rank, c->nranks, why);
-    ipc_fail(c, why, 0);
-    if (c->monitor_fd >= 0)
-        shutdown(c->monitor_fd, SHUT_RDWR);
 }
 
 ncclResult_t ipc_async_error(struct ipc_comm *c)

@@ -313,7 +313,7 @@ static int map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc
 }
 
 /* What this rank does in one broadcast. */
-struct plan {
+struct hop_plan {
     int pos, producer, consumer;        /* place in the chain; sends on; receives */
     enum hop in, out;                   /* from the predecessor; to the successor */
     CUdeviceptr mine;                   /* the data here: the root's sendbuff, else recvbuff */
@@ -326,7 +326,7 @@ struct plan {
 /* Which of this rank's copies run on the SMs (the hop's two ranks on one
  * GPU, the kernel loaded, the addresses aligned: ipc_kernel_usable), and
  * counts them for the records. */
-static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, struct plan *p)
+static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, struct hop_plan *p)
 {
     int pred = pred_of(c), succ = succ_of(c), copies = 0;
     if (p->in == HOP_PULL || p->in == HOP_STAGED) {
@@ -350,7 +350,7 @@ static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, stru
  * (receiver: PUSH if it can be exported; sender: PULL if it can; else
  * STAGED); the second reads the first's descriptor and derives the same.
  */
-static int plan(struct ipc_comm *c, const struct ipc_bcast_args *j, struct plan *p, char *why, size_t whylen)
+static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct hop_plan *p, char *why, size_t whylen)
 {
     int n = c->nranks, pred = pred_of(c), succ = succ_of(c);
     memset(p, 0, sizeof(*p));
@@ -455,7 +455,7 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
  * overlap", ipc_internal.h): two ranks, this one the root pushing in place,
  * after a broadcast that did the same into memory this one does not touch.
  * Remembers this one for the next. */
-static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p)
+static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
 {
     int push_only = c->nranks == 2 && j->bytes && p->pos == 0 && p->out == HOP_PUSH && j->recv == j->send;
     int ok = push_only && c->last_push_only && j->fence_val && j->fence_off == F_DONE &&
@@ -469,7 +469,7 @@ static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, c
 }
 
 /* The broadcast's copies and counter operations, on stream s. */
-static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p, CUstream s, char *why,
+static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p, CUstream s, char *why,
                    size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
@@ -558,32 +558,7 @@ void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
     st->copy_note = c->copy_note;
 }
 
-static int tracing(void)
-{
-    /* Atomic: broadcasts of several communicators may ask at once; every
-     * first reader computes the same value. */
-    static atomic_int on = -1;
-    int v = atomic_load_explicit(&on, memory_order_relaxed);
-    if (v < 0) {
-        v = getenv("NCCLSHIM_IPC_TRACE") && strcmp(getenv("NCCLSHIM_IPC_TRACE"), "1") == 0;
-        atomic_store_explicit(&on, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-void ipc_trace(const struct ipc_comm *c, const char *fmt, ...)
-{
-    if (!tracing())
-        return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "ncclshim-trace: %.6f rank %d tid %d: %s\n", shim_now(), c->rank, shim_gettid(), line);
-}
-
-static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p)
+static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
 {
     ipc_trace(c, "b %llu op %llu base %llu bytes %zu root %d: in %s%s, out %s%s", (unsigned long long)j->b,
               (unsigned long long)j->op, (unsigned long long)j->base, j->bytes, j->root, ipc_hop_names[p->in],
@@ -595,12 +570,12 @@ static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const stru
     atomic_fetch_add_explicit(&c->stat_first, (unsigned)p->first_in + (unsigned)p->first_out, memory_order_relaxed);
 }
 
-int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
-              size_t whylen)
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
+                    size_t whylen)
 {
-    struct plan p;
+    struct hop_plan p;
     ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
-    if (plan(c, j, &p, why, whylen) != 0)
+    if (plan_hops(c, j, &p, why, whylen) != 0)
         return -1;
     count(c, j, &p);
     if (j->bytes)

@@ -340,6 +340,12 @@ struct ipc_comm {
     struct ipc_exported exported[EXPORT_CACHE];
 };
 
+/* Rank r's data_state, from its shared page ("Suspend"). */
+static inline uint64_t ipc_data_state(const struct ipc_comm *c, int r)
+{
+    return atomic_load_explicit(&c->shared[r]->data_state, memory_order_acquire);
+}
+
 static inline CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
 {
     return c->peer[r] + (CUdeviceptr)off;
@@ -413,8 +419,8 @@ CUresult ipc_kernel_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr 
 /* shim/ipc/ipc_bcast.c: one broadcast, enqueued whole on the caller's stream
  * `s` (qlock held): 0 and the fence in *off and *val (*off < 0: it moved
  * nothing), or -1 with the reason. */
-int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
-              size_t whylen);
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
+                    size_t whylen);
 /* Gives back the mappings beyond the `keep` most recently used, if the last
  * operation is over (qlock held); else none. */
 void ipc_trim_maps(struct ipc_comm *c, int keep);
@@ -441,10 +447,8 @@ int ipc_data_wait(struct ipc_comm *c, int r, char *why, size_t whylen);
 int ipc_data_reap(struct ipc_comm *c);
 int ipc_release_step(struct ipc_comm *c);
 void ipc_data_close(struct ipc_comm *c);
-/* Rank r's data_state, from its shared page. */
-uint64_t ipc_data_state(const struct ipc_comm *c, int r);
 
-/* Futex waits and wakes on a shared page's word (shared, not private: the
+/* shim/ipc/ipc_core.c: futex waits and wakes on a shared page's word (shared, not private: the
  * word is in shared memory); ipc_wait_word: up to `ms` (< 0: no bound). */
 void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
 /* Bumps rank r's word and wakes its waiters. */

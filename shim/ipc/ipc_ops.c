@@ -45,24 +45,6 @@ static int capturing(const struct ipc_comm *c, CUstream s)
 }
 
 /*
- * A copy on `stream`.  Where the driver has cuMemcpyBatchAsync (CUDA 12.8+),
- * with the hint to overlap with compute: a copy within one device is
- * otherwise free to run as a kernel on the SMs, which under a busy matmul
- * loop starves it (measured: 42 GB/s instead of 320, docs/benchmarks.md).
- */
-CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream)
-{
-    if (c->cu->cuMemcpyBatchAsync) {
-        CUmemcpyAttributes attr = { 1, { 1, c->device }, { 1, c->device }, 1 };
-        size_t idx = 0, fail = 0;
-        CUresult r = c->cu->cuMemcpyBatchAsync(&dst, &src, &len, 1, &attr, &idx, 1, &fail, stream);
-        if (r == CUDA_SUCCESS)
-            return r;
-    }
-    return c->cu->cuMemcpyDtoDAsync(dst, src, len, stream);
-}
-
-/*
  * Whether an operation on stream s must wait for the one before: not on the
  * same stream (the stream orders them), nor when nothing came before.
  * Returns s's id (and whether it is known) for set_fence.
@@ -157,7 +139,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     unsigned long long sid;
     int known;
     CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
-    /* A broadcast between ranks orders itself (ipc_bcast: it may wait for
+    /* A broadcast between ranks orders itself (ipc_chain_bcast: it may wait for
      * less than the fence). */
     int fence = needs_fence(c, s, &sid, &known);
     if (c->nranks == 1 && fence)
@@ -184,7 +166,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         }
         locked = 1;
         int had = c->nmap;
-        if (ipc_bcast(c, &j, s, &off, &val, why, whylen) != 0)
+        if (ipc_chain_bcast(c, &j, s, &off, &val, why, whylen) != 0)
             goto fail;
         if (off >= 0) {
             /* Under the lock that covered the enqueue: the reaper must not

@@ -29,11 +29,8 @@
 
 #include "record.h"
 
-#include <limits.h>
-#include <linux/futex.h>
 #include <stdio.h>
 #include <string.h>
-#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -44,24 +41,6 @@
 /* While a release or a peer's letting go waits for a queued operation, the
  * reaper looks again this often (nothing wakes it when a stream moves). */
 #define RETRY_MS 10
-
-void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, ms < 0 ? NULL : &ts, NULL, 0);
-}
-
-void ipc_wake(const struct ipc_comm *c, int r)
-{
-    _Atomic uint32_t *w = &c->shared[r]->word;
-    atomic_fetch_add(w, 1);
-    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-uint64_t ipc_data_state(const struct ipc_comm *c, int r)
-{
-    return atomic_load_explicit(&c->shared[r]->data_state, memory_order_acquire);
-}
 
 /* Every peer looks again at this rank's state (their reapers, their waits). */
 static void wake_peers(const struct ipc_comm *c)
