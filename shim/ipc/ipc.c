@@ -152,14 +152,17 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     c->push_wait_us = cfg->ipc_push_wait_us;
     c->resume_wait_ms = cfg->ipc_resume_wait_ms;
     int memops = 0;
-    CU(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent");
+    if (cu_check(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent", why, whylen) != 0)
+        goto fail;
     if (!c->ctx) {
         snprintf(why, whylen, "no current CUDA context on the thread that creates the communicator");
         goto fail;
     }
-    CU(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice");
-    CU(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
-       "cuDeviceGetAttribute");
+    if (cu_check(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
+                 "cuDeviceGetAttribute", why, whylen) != 0)
+        goto fail;
     if (!memops) {
         snprintf(why, whylen, "device %d cannot use 64-bit stream memory operations", c->device);
         goto fail;
@@ -173,10 +176,10 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     int least = 0, greatest = 0;
     int prio = cu->cuCtxGetStreamPriorityRange && cu->cuStreamCreateWithPriority &&
                cu->cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
-    if (prio)
-        CU(cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest), "cuStreamCreateWithPriority");
-    else
-        CU(cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    CUresult made = prio ? cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest)
+                         : cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
+    if (cu_check(made, prio ? "cuStreamCreateWithPriority" : "cuStreamCreate", why, whylen) != 0)
+        goto fail;
     if (create_shared(c, why, whylen) != 0)
         goto fail;
     c->p2p_chunk = (P2P_AREA / (size_t)nranks / P2P_SLOTS) & ~(size_t)4095;
@@ -191,10 +194,15 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         goto fail;
     }
     c->data_bytes = p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk;
-    CU(cu->cuMemAlloc(&c->base, FLAGS_BYTES), "cuMemAlloc");
-    CU(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8");
-    CU(cu->cuMemAlloc(&c->data[rank], c->data_bytes), "cuMemAlloc");
-    CU(cu->cuIpcGetMemHandle(&c->shared[rank]->data_handle, c->data[rank]), "cuIpcGetMemHandle");
+    if (cu_check(cu->cuMemAlloc(&c->base, FLAGS_BYTES), "cuMemAlloc", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuMemAlloc(&c->data[rank], c->data_bytes), "cuMemAlloc", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuIpcGetMemHandle(&c->shared[rank]->data_handle, c->data[rank]),
+                 "cuIpcGetMemHandle", why, whylen) != 0)
+        goto fail;
     c->data_handle[rank] = c->shared[rank]->data_handle;
     atomic_store(&c->shared[rank]->data_state, DATA_STATE(0, DATA_ACTIVE));
     struct ipc_export e;
@@ -208,7 +216,8 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     e.pid = (uint32_t)getpid();
     e.chunk = c->chunk;
     snprintf(e.shm, sizeof(e.shm), "%s", c->shm_name);
-    CU(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle");
+    if (cu_check(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle", why, whylen) != 0)
+        goto fail;
     memcpy(blob, &e, sizeof(e));
     *bloblen = (int)sizeof(e);
     c->peer[rank] = c->base;

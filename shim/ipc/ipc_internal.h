@@ -358,14 +358,17 @@ static inline CUdeviceptr slot(const struct ipc_comm *c, int r, uint64_t k)
     return c->data[r] + (CUdeviceptr)((k % (uint64_t)c->nslots) * c->chunk);
 }
 
-#define CU(call, name)                                                                                 \
-    do {                                                                                               \
-        CUresult r_ = (call);                                                                          \
-        if (r_ != CUDA_SUCCESS) {                                                                      \
-            shim_cuda_error(name, r_, why, whylen);                                                    \
-            goto fail;                                                                                 \
-        }                                                                                              \
-    } while (0)
+/* 0 if `r` is CUDA_SUCCESS; else -1 with the reason (`fn` failed: the
+ * driver's error) in `why`.  Callers say where it goes next:
+ *     if (cu_check(cu->cuMemAlloc(&p, n), "cuMemAlloc", why, whylen) != 0)
+ *         goto fail; */
+static inline int cu_check(CUresult r, const char *fn, char *why, size_t whylen)
+{
+    if (r == CUDA_SUCCESS)
+        return 0;
+    shim_cuda_error(fn, r, why, whylen);
+    return -1;
+}
 
 static inline size_t p2p_offset(const struct ipc_comm *c)
 {

@@ -142,14 +142,18 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     /* A broadcast between ranks orders itself (ipc_chain_bcast: it may wait for
      * less than the fence). */
     int fence = needs_fence(c, s, &sid, &known);
-    if (c->nranks == 1 && fence)
-        CU(cu->cuStreamWaitValue64(s, flag(c, me, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
+    if (c->nranks == 1 && fence) {
+        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+                     "cuStreamWaitValue64", why, whylen) != 0)
+            goto fail;
+    }
     if (c->nranks == 1) {
         if (recv != send && bytes) {
-            CU(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+            if (cu_check(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+                goto fail;
+            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue64", why, whylen) != 0)
+                goto fail;
             off = F_DONE;
             val = op + 1;
         }
@@ -284,11 +288,16 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     /* After the operations before it (any stream: its broadcasts are then
      * over, so its successor reads nothing more from its slots before this
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
-    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
+        goto fail;
     c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
-    if (bytes)
-        CU(ipc_copy(c, slot(c, c->rank, 0), (CUdeviceptr)(uintptr_t)sendbuff, bytes, s), "cuMemcpyDtoDAsync");
-    CU(cu->cuStreamSynchronize(s), "cuStreamSynchronize");
+    if (bytes) {
+        if (cu_check(ipc_copy(c, slot(c, c->rank, 0), (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
+                     "cuMemcpyDtoDAsync", why, whylen) != 0)
+            goto fail;
+    }
+    if (cu_check(cu->cuStreamSynchronize(s), "cuStreamSynchronize", why, whylen) != 0)
+        goto fail;
     uint64_t arn = c->allreduces + 1;
     if (ipc_write_flag(c, F_AR, arn) != 0 || ipc_wait_all(c, F_AR, arn, why, whylen) != 0) {
         res = ncclRemoteError;
@@ -306,8 +315,10 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     res = ncclUnhandledCudaError;
     if (op == ncclAvg && bytes)
         host_reduce_finish_avg(acc, count, dtype, c->nranks);
-    if (bytes)
-        CU(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD");
+    if (bytes) {
+        if (cu_check(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD", why, whylen) != 0)
+            goto fail;
+    }
     /* Nobody refills its slot before every rank has read it. */
     if (ipc_write_flag(c, F_AR2, arn) != 0 || ipc_wait_all(c, F_AR2, arn, why, whylen) != 0 ||
         ipc_write_flag(c, F_DONE, opn + 1) != 0) {
@@ -378,7 +389,8 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
         return res;
     }
     locked = 1;
-    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
+        goto fail;
     c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
     /* One chunk of each operation in turn: a group's sends and receives
      * between two ranks progress together, so neither waits on the other's
@@ -396,26 +408,37 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
             int q = o->peer;
             if (o->send) {
                 uint64_t pc = c->sent[q]++;
-                if (pc + 1 > P)
-                    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P, CU_STREAM_WAIT_VALUE_GEQ),
-                       "cuStreamWaitValue64");
-                CU(ipc_copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync");
-                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-                   "cuStreamWriteValue64");
+                if (pc + 1 > P) {
+                    if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P,
+                                                         CU_STREAM_WAIT_VALUE_GEQ),
+                                 "cuStreamWaitValue64", why, whylen) != 0)
+                        goto fail;
+                }
+                if (cu_check(ipc_copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+                    goto fail;
+                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1,
+                                                      CU_STREAM_WRITE_VALUE_DEFAULT),
+                             "cuStreamWriteValue64", why, whylen) != 0)
+                    goto fail;
             } else {
                 uint64_t pc = c->recvd[q]++;
-                CU(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
-                   "cuStreamWaitValue64");
-                CU(ipc_copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync");
-                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-                   "cuStreamWriteValue64");
+                if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
+                             "cuStreamWaitValue64", why, whylen) != 0)
+                    goto fail;
+                if (cu_check(ipc_copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+                    goto fail;
+                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1,
+                                                      CU_STREAM_WRITE_VALUE_DEFAULT),
+                             "cuStreamWriteValue64", why, whylen) != 0)
+                    goto fail;
             }
             done[i]++;
             more |= done[i] < nch;
         }
     }
-    CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-       "cuStreamWriteValue64");
+    if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue64", why, whylen) != 0)
+        goto fail;
     /* Under the lock that covered the enqueue (the reaper judges the
      * mappings by the fence). */
     c->fence_off = F_DONE;

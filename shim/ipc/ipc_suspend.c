@@ -87,8 +87,8 @@ int ipc_data_get(struct ipc_comm *c, int r, char *why, size_t whylen)
     CUresult res = c->cu->cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
     if (res != CUDA_SUCCESS) {
         char err[160];
-        snprintf(why, whylen, "opening rank %d's staging (%zu bytes, device %d) from device %d: %s", r,
-                 c->data_bytes, c->peer_dev[r], c->device, shim_cuda_error("cuIpcOpenMemHandle", res, err, sizeof(err)));
+        snprintf(why, whylen, "opening rank %d's staging (%zu bytes, device %d) from device %d: %s", r, c->data_bytes,
+                 c->peer_dev[r], c->device, shim_cuda_error("cuIpcOpenMemHandle", res, err, sizeof(err)));
         return -1;
     }
     c->data[r] = p;
