@@ -280,6 +280,17 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     }
     struct ctx_guard g;
     ctx_enter(c, &g);
+    /* Every rank takes part: one that is suspended is waited for here
+     * (NCCLSHIM_IPC_RESUME_WAIT_MS), before anything is written, rather than
+     * at the arrival below (HOST_WAIT_US), after which a failure leaves this
+     * rank's counters ahead of the others'. */
+    uint64_t all = c->nranks >= 64 ? ~0ull : (1ull << c->nranks) - 1;
+    ncclResult_t ready = lock_with_data(c, all, why, whylen);
+    if (ready != ncclSuccess) {
+        ctx_leave(c, &g);
+        return ready;
+    }
+    pthread_mutex_unlock(&c->qlock);
     uint64_t opn = c->ops;
     uint8_t *acc = NULL, *tmp = NULL;
     ncclResult_t res = ncclUnhandledCudaError;

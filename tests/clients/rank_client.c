@@ -18,7 +18,7 @@
  *            with dlsym(RTLD_DEFAULT): "SUSPEND i found=1 persist=<bytes> rc=<r>
  *            suspended=<n> refused=<r> resume=<r> after=<r>")
  *            suspend=2 (suspend cycles, see suspend_cycles: "CYCLES i ...")
- *            cycles=N (of suspend=2, default 1)  midbcast=1  resumefail=1
+ *            cycles=N (of suspend=2, default 1)  midbcast=1  resumefail=1  p2p=1
  *            leaks=1 (print sockets, pipes and threads before and after: "LEAKS ...")
  *            vanish=1 (after init, the process exits at once: a dead peer)
  *            xfer=1 (after init: broadcasts of odd sizes from every root, on
@@ -51,7 +51,7 @@
 #define MAX_IDS 16
 
 static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend;
-static int g_cycles = 1, g_midbcast, g_resumefail;
+static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
 static void *g_cuda;                    /* the fake libcuda, if the test gives it */
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
@@ -437,13 +437,37 @@ static int bcast_checked(ncclComm_t comm, int root, int seq, ncclResult_t *res)
     return bad ? -1 : 0;
 }
 
+/* `bytes` from `from` to `to` with ncclSend/ncclRecv (other ranks do
+ * nothing), checked at `to`; -1 if it failed or the bytes are wrong. */
+static int p2p_checked(ncclComm_t comm, int from, int to, int seq, ncclResult_t *res)
+{
+    size_t n = 100000;
+    unsigned char *buf = malloc(n);
+    if (!buf)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = g_rank == from ? pattern(seq, from, i) : 0xee;
+    ncclResult_t r = g_rank == from ? ncclSend(buf, n, ncclUint8, to, comm, NULL)
+                   : g_rank == to   ? ncclRecv(buf, n, ncclUint8, from, comm, NULL)
+                                    : ncclSuccess;
+    if (res)
+        *res = r;
+    int bad = r != ncclSuccess;
+    for (size_t i = 0; i < n && !bad && g_rank == to; i++)
+        bad = buf[i] != pattern(seq, from, i);
+    free(buf);
+    return bad ? -1 : 0;
+}
+
 /*
  * Colocated RL's sleep between refits, `g_cycles` times, the last rank (S)
  * the inference engine: a refit (broadcast from rank 0), S suspends with
  * NCCL_SUSPEND_MEM and waits (bounded) until its free memory grew by its
  * staging; the others then broadcast from S, which needs S's staging (rank
  * S+1 copies out of it) and so waits for S's resume; S resumes and takes
- * part; every byte checked.  With midbcast=1 the others start a broadcast
+ * part (with p2p=1: S sends to rank 0 instead, whose Recv copies out of
+ * S's staging); then an all-reduce (every rank reads S's new staging);
+ * every byte checked.  With midbcast=1 the others start a broadcast
  * from rank 0 before S suspends (S is mid-way in it for them); with
  * resumefail=1 rank 0's broadcast from S fails first (S not resumed within
  * NCCLSHIM_IPC_RESUME_WAIT_MS), then S resumes and it is retried.  At the
@@ -528,16 +552,24 @@ static void suspend_cycles(ncclComm_t comm, int idx)
         }
         if (g_midbcast)
             continue;
-        /* From S: rank S+1 (0) copies out of S's staging. */
+        /* From S: rank S+1 (0) copies out of S's staging (a staged hop, or a Recv). */
         ncclResult_t r = ncclSuccess;
-        int got = bcast_checked(comm, S, 3 * cyc + 1, &r);
+        int got = g_p2p ? p2p_checked(comm, S, 0, 3 * cyc + 1, &r) : bcast_checked(comm, S, 3 * cyc + 1, &r);
         if (got != 0 && g_resumefail && g_rank == 0 && r == ncclInvalidUsage) {
             failed_first++;
             sync_post("peerfailed", cyc);
             got = bcast_checked(comm, S, 3 * cyc + 1, &r);
         }
-        if (got != 0)
-            BAD("cycle %d: broadcast from the suspended rank: result %d", cyc, (int)r);
+        if (got != 0) {
+            BAD("cycle %d: %s from the suspended rank: result %d", cyc, g_p2p ? "Send/Recv" : "broadcast", (int)r);
+            continue;
+        }
+        /* Every rank reads every rank's slot: S's new staging, mapped anew. */
+        int32_t v[5] = { g_rank + 1, g_rank + 1, g_rank + 1, cyc, 1 };
+        r = ncclAllReduce(v, v, 5, ncclInt32, ncclSum, comm, NULL);
+        int n = g_nranks;
+        if (r != ncclSuccess || v[0] != n * (n + 1) / 2 || v[3] != n * cyc || v[4] != n)
+            BAD("cycle %d: all-reduce after the resume: result %d, %d", cyc, (int)r, v[0]);
         else
             okc++;
     }
@@ -630,6 +662,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             g_cycles = atoi(argv[i] + 7);
         else if (strncmp(argv[i], "midbcast=", 9) == 0)
             g_midbcast = atoi(argv[i] + 9);
+        else if (strncmp(argv[i], "p2p=", 4) == 0)
+            g_p2p = atoi(argv[i] + 4);
         else if (strncmp(argv[i], "resumefail=", 11) == 0)
             g_resumefail = atoi(argv[i] + 11);
         else if (strncmp(argv[i], "leaks=", 6) == 0)

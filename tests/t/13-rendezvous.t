@@ -649,6 +649,12 @@ ok(len(cyc) == 2 and all(c["ok"] == "50" and c["bad"] == "-" for c in cyc.values
    S.get("released") == "50" and S.get("leak") == "0" and S.get("freed_mapped") == "0",
    "ipc sleep: 50 suspend/resume cycles, all exact, the staging given back each time, nothing leaked", S)
 
+d, procs, out, cyc, left = cycles("ipc-sleep-p2p", 3, ["cycles=3", "p2p=1"])
+ok(len(cyc) == 3 and all(c["ok"] == "3" and c["bad"] == "-" for c in cyc.values()) and
+   cyc[2].get("released") == "3" and cyc[2].get("freed_mapped") == "0",
+   "ipc sleep, 3 ranks: a Recv from the suspended rank waits for its resume and is exact; the staging was "
+   "given back each time", out)
+
 d, procs, out, cyc, left = cycles("ipc-sleep-mid", 2, ["cycles=2", "midbcast=1"])
 ok(len(cyc) == 2 and all(c["bad"] == "-" for c in cyc.values()) and cyc[1]["freed_mapped"] == "0",
    "ipc sleep: a suspend while the peer is mid-broadcast (waiting for this rank) returns; after the resume "
