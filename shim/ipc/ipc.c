@@ -118,7 +118,6 @@ static void free_host(struct ipc_comm *c)
     free(c->peer);
     free(c->peer_dev);
     free(c->data);
-    free(c->data_handle);
     free(c);
 }
 
@@ -132,8 +131,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer))) ||
         !(c->shared = calloc((size_t)nranks, sizeof(*c->shared))) ||
         !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev))) ||
-        !(c->data = calloc((size_t)nranks, sizeof(*c->data))) ||
-        !(c->data_handle = calloc((size_t)nranks, sizeof(*c->data_handle)))) {
+        !(c->data = calloc((size_t)nranks, sizeof(*c->data)))) {
         if (c) {
             free(c->shared);
             free_host(c);
@@ -203,7 +201,6 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     if (cu_check(cu->cuIpcGetMemHandle(&c->shared[rank]->data_handle, c->data[rank]),
                  "cuIpcGetMemHandle", why, whylen) != 0)
         goto fail;
-    c->data_handle[rank] = c->shared[rank]->data_handle;
     atomic_store(&c->shared[rank]->data_state, DATA_STATE(0, DATA_ACTIVE));
     struct ipc_export e;
     memset(&e, 0, sizeof(e));

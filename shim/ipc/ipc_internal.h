@@ -266,12 +266,11 @@ struct ipc_comm {
     CUdeviceptr base;                   /* this rank's control page */
     CUstream stream;                    /* the communicator's own: the reaper's reads of the fence */
     CUdeviceptr *peer;                  /* every rank's control page as mapped here; peer[rank] = base */
-    /* Every rank's staging as mapped here (0: not now), and the handle it
-     * was opened by; data[rank]: this rank's (0 while given back).  Under
-     * qlock, but data[rank], which the application's thread also reads in
-     * its operations (never while suspended, when it alone changes). */
+    /* Every rank's staging as mapped here (0: not now); data[rank]: this
+     * rank's (0 while given back).  Under qlock, but data[rank], which the
+     * application's thread also reads in its operations (never while
+     * suspended, when alone it changes). */
     CUdeviceptr *data;
-    CUipcMemHandle *data_handle;
     size_t data_bytes;                  /* the size of a staging allocation */
     /* Host shared pages of every rank (this rank's at shared[rank]). */
     struct ipc_shared **shared;

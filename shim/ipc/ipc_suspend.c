@@ -92,7 +92,6 @@ int ipc_data_get(struct ipc_comm *c, int r, char *why, size_t whylen)
         return -1;
     }
     c->data[r] = p;
-    c->data_handle[r] = h;
     ipc_trace(c, "opened rank %d's staging (epoch %llu)", r, (unsigned long long)DATA_EPOCH(v));
     return 0;
 }
@@ -331,7 +330,6 @@ int ipc_resume(struct ipc_comm *c, char *why, size_t whylen)
             rc = -1;
         } else {
             c->data[c->rank] = p;
-            c->data_handle[c->rank] = h;
             memcpy(&c->shared[c->rank]->data_handle, &h, sizeof(h));
             set_state(c, DATA_EPOCH(v), DATA_ACTIVE);
             ipc_trace(c, "staging allocated again (epoch %llu)", (unsigned long long)DATA_EPOCH(v));
