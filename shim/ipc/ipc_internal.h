@@ -217,12 +217,14 @@ struct ipc_shared {
     uint32_t pad2;
     _Atomic uint64_t data_state;        /* DATA_STATE(epoch, DATA_*): written by this rank */
     CUipcMemHandle data_handle;         /* its staging; rewritten only while RELEASED */
-    _Atomic uint64_t acked[MAX_PEERS];  /* by peer q: the last epoch for which it let go of the staging */
+    _Atomic uint64_t acked[MAX_PEERS];  /* by peer q: the last epoch for which it let go of the staging;
+                                         * ACK_GONE: q destroyed the communicator, it never maps it again */
 };
 enum { DATA_ACTIVE = 0, DATA_RELEASING = 1, DATA_RELEASED = 2 };
 #define DATA_STATE(epoch, st) ((uint64_t)(epoch) << 2 | (uint64_t)(st))
 #define DATA_EPOCH(v) ((v) >> 2)
 #define DATA_ST(v) ((int)((v) & 3))
+#define ACK_GONE UINT64_MAX
 
 /* One broadcast, as the application's thread issues it. */
 struct ipc_bcast_args {

@@ -149,7 +149,7 @@ int ipc_release_step(struct ipc_comm *c)
     if (DATA_ST(v) != DATA_RELEASING)
         return 0;
     for (int q = 0; q < c->nranks; q++)
-        if (q != c->rank && atomic_load(&own->acked[q]) != DATA_EPOCH(v))
+        if (q != c->rank && atomic_load(&own->acked[q]) != DATA_EPOCH(v) && atomic_load(&own->acked[q]) != ACK_GONE)
             return 1;
     if (!sends_taken(c))
         return 1;
@@ -217,10 +217,10 @@ void ipc_data_close(struct ipc_comm *c)
             continue;
         if (c->data[r])
             close_data(c, r);
-        /* Nothing of this rank touches r's staging any more: a release of
-         * r's waiting for it need not wait for r's destroy. */
+        /* Nothing of this rank touches r's staging any more: r's releases,
+         * now or later, need not wait for this rank. */
         if (c->shared && c->shared[r]) {
-            atomic_store(&c->shared[r]->acked[c->rank], DATA_EPOCH(ipc_data_state(c, r)));
+            atomic_store(&c->shared[r]->acked[c->rank], ACK_GONE);
             ipc_wake(c, r);
         }
     }
@@ -233,7 +233,8 @@ static void warn_held(const struct ipc_comm *c)
     size_t n = 0;
     uint64_t e = DATA_EPOCH(ipc_data_state(c, c->rank));
     for (int q = 0; q < c->nranks && n + 8 < sizeof(who); q++)
-        if (q != c->rank && atomic_load(&c->shared[c->rank]->acked[q]) != e)
+        if (q != c->rank && atomic_load(&c->shared[c->rank]->acked[q]) != e &&
+            atomic_load(&c->shared[c->rank]->acked[q]) != ACK_GONE)
             n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%d", n ? "," : "", q);
     if (n)
         shim_warn("ipc-suspend", "ncclCommSuspend on ipc communicator %s (rank %d of %d): rank(s) %s still map this "
