@@ -35,7 +35,7 @@
 enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_DONE };
 
 /*
- * Admission (docs/operations.md, "A hostile network").  Anyone who can reach
+ * Admission (docs/operations.md, "Strangers on the rendezvous port").  Anyone who can reach
  * the port can connect; only a holder of the ID's token is a rank.  A rank
  * sends its HELLO, token first, the moment it is connected, so:
  *  - a connection is anonymous until the token has come (rv_frame_token:
@@ -57,6 +57,7 @@ enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_DONE };
 #define MAX_ANONYMOUS 64
 #define MAX_ANONYMOUS_HARD 128
 #define EVICT_GRACE_US 100000ull
+_Static_assert(MAX_ANONYMOUS <= MAX_ANONYMOUS_HARD, "the hard cap is above the cap");
 /* Not a setting: a rank's first bytes follow its connect by one round trip,
  * and a rank that loses this race connects again (rv_client.c), so a longer
  * deadline would only let strangers hold descriptors longer. */
