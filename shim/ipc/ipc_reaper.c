@@ -1,0 +1,106 @@
+/*
+ * The reaper thread of an ipc communicator (the protocol: ipc_internal.h),
+ * started at connect.  A mapping of a neighbour's buffer keeps that memory
+ * allocated even after its owner freed it, so mappings unused for
+ * MAP_IDLE_MS are given back (and beyond MAP_CACHE at once).  A peer that
+ * suspends asks every peer to let go of its staging (and of its buffers):
+ * the reaper does, and finishes this rank's own release when the peers have
+ * (shim/ipc/ipc_suspend.c).  It never enqueues GPU work: every broadcast is
+ * enqueued whole by the application's thread.
+ *
+ * It sleeps on this rank's shared word (a futex in shared memory), which
+ * the peers bump when they suspend, resume or let go, and the application's
+ * thread when it maps or stops.
+ */
+#define _GNU_SOURCE
+#include "ipc_internal.h"
+
+#include "record.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+/* While a release waits for a stream to move (nothing wakes the reaper
+ * then), it looks again this often. */
+#define RETRY_MS 10
+
+static void *reaper_main(void *arg)
+{
+    struct ipc_comm *c = arg;
+    _Atomic uint32_t *word = &c->shared[c->rank]->word;
+    c->cu->cuCtxSetCurrent(c->ctx);
+    pthread_mutex_lock(&c->qlock);
+    while (!c->stop) {
+        /* Read before looking: a bump from now on cuts the sleep short. */
+        uint32_t seen = atomic_load(word);
+        long sleep_ms = -1;
+        int later = ipc_data_reap(c);
+        later |= ipc_release_step(c);
+        if (later)
+            sleep_ms = RETRY_MS;
+        if (c->nmap > MAP_CACHE)
+            ipc_trim_maps(c, MAP_CACHE);
+        if (c->nmap) {
+            uint64_t now = shim_mono_us(), due = c->map_used_us + MAP_IDLE_MS * 1000ull;
+            if (now >= due) {
+                ipc_trim_maps(c, 0);
+                due = now + MAP_IDLE_MS * 1000ull; /* if the last operation is not over: later */
+            }
+            long ms = c->nmap ? (long)((due - now + 999) / 1000) : -1;
+            if (ms >= 0 && (sleep_ms < 0 || ms < sleep_ms))
+                sleep_ms = ms;
+        }
+        pthread_mutex_unlock(&c->qlock);
+        ipc_wait_word(word, seen, sleep_ms);
+        pthread_mutex_lock(&c->qlock);
+    }
+    pthread_mutex_unlock(&c->qlock);
+    return NULL;
+}
+
+int ipc_reaper_start(struct ipc_comm *c, char *why, size_t whylen)
+{
+    if (c->reaper_started)
+        return 0;
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes none of the application's signals */
+    int rc = pthread_create(&c->reaper, NULL, reaper_main, c);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc != 0) {
+        snprintf(why, whylen, "starting the ipc reaper thread: %s", strerror(rc));
+        return -1;
+    }
+    c->reaper_started = 1;
+    return 0;
+}
+
+void ipc_reaper_stop(struct ipc_comm *c)
+{
+    if (c->reaper_started) {
+        pthread_mutex_lock(&c->qlock);
+        c->stop = 1;
+        pthread_mutex_unlock(&c->qlock);
+        ipc_wake(c, c->rank);
+        pthread_join(c->reaper, NULL);
+        c->reaper_started = 0;
+    }
+    /* ipc_free waited for the last operation; if it could not, what is
+     * still mapped stays so (until the process exits) rather than be taken
+     * from under a copy. */
+    pthread_mutex_lock(&c->qlock);
+    ipc_trim_maps(c, 0);
+    pthread_mutex_unlock(&c->qlock);
+    if (c->nmap)
+        shim_warn("ipc", "ipc communicator %s (rank %d): %d mappings of peers' buffers stay open: its last operation "
+                  "did not finish", c->group, c->rank, c->nmap);
+    else {
+        free(c->map);
+        c->map = NULL;
+        c->capmap = 0;
+    }
+}
