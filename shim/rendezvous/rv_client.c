@@ -93,6 +93,8 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
     char closed[400] = ""; /* why the first connection ended, when it is tried again */
     const char *via = "";
+    char where[sizeof(out->root) + 40]; /* the root, and how this rank reaches it */
+    snprintf(where, sizeof(where), "%s", out->root);
     int use_leader = rv_fanin(facts->nranks);
     for (int attempt = 1;; attempt++) {
         fd = -1;
@@ -114,6 +116,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
                 use_leader = 0;
             } else {
                 via = " (through this host's leader)";
+                snprintf(where, sizeof(where), "%s%s", out->root, via);
             }
         }
         if (fd < 0)
@@ -165,10 +168,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
                 snprintf(closed, sizeof(closed), "%s", err);
             continue;
         }
-        fall_back(out, "rendezvous with %s: %s: passthrough", out->root, err);
-        if (*via)
-            snprintf(out->fallback + strlen(out->fallback), sizeof(out->fallback) - strlen(out->fallback), "%s",
-                     via);
+        fall_back(out, "rendezvous with %s: %s: passthrough", where, err);
         goto done;
     }
     out->v = m->u.verdict;
@@ -200,7 +200,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
         if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
             await(fd, mark, next, deadline, m, err, sizeof(err)) != 0) {
-            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", out->root, err);
+            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", where, err);
             goto done;
         }
         if (m->type == RV_COMMIT) {

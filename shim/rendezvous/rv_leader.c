@@ -232,6 +232,27 @@ static int relay(struct leader *L, size_t n)
     return failed;
 }
 
+/*
+ * After the final answer has gone to every rank that said HELLO: the ranks
+ * admitted that have not said it yet, and those still at the door, get it
+ * too.  The descriptors of the others are given back first: a leader at its
+ * limit could not accept the ones at the door.
+ */
+static void answer_the_rest(struct leader *L, const struct rv_msg *m)
+{
+    int *fds = malloc(sizeof(int) * (size_t)(L->nm ? L->nm : 1)), k = 0;
+    for (int i = 0; i < L->nm; i++) {
+        struct member *mb = &L->m[i];
+        if (fds && mb->fd >= 0 && mb->rank < 0 && mb->rd.have == 0) {
+            fds[k++] = mb->fd; /* rv_answer_waiting closes it */
+            mb->fd = -1;
+        }
+        close_member(mb);
+    }
+    (void)rv_answer_waiting(L->lfd, fds, k, L->token, m, LEADER_MAX_RANKS);
+    free(fds);
+}
+
 /* Gives up: the root and every rank of this leader hear why, then pass through. */
 static void give_up(struct leader *L, const char *why)
 {
@@ -245,8 +266,7 @@ static void give_up(struct leader *L, const char *why)
     size_t n = encode(L, m);
     if (n) {
         relay(L, n);
-        if (L->lfd >= 0)
-            (void)rv_answer_waiting(L->lfd, L->token, m, LEADER_MAX_RANKS);
+        answer_the_rest(L, m);
     }
 }
 
@@ -306,7 +326,7 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     memcpy(L->frame, frame, len);
     int failed = relay(L, len);
     if (final) {
-        (void)rv_answer_waiting(L->lfd, L->token, m, LEADER_MAX_RANKS);
+        answer_the_rest(L, m);
         return 1;
     }
     if (failed) {
@@ -670,31 +690,55 @@ void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t
     close(fd);
 }
 
-int rv_answer_waiting(int lfd, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m, int max)
+int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
+                      int max)
 {
-    if (lfd < 0)
-        return 0;
     uint8_t *out = malloc(RV_MAX_FRAME);
     struct rv_msg *in = malloc(sizeof(*in));
+    struct pollfd *pfd = calloc((size_t)(max + nfds) + 1, sizeof(*pfd));
     size_t n = out ? rv_encode(m, out, RV_MAX_FRAME) : 0;
-    int answered = 0;
-    struct sockaddr_storage ss;
-    for (int i = 0; n && in && i < max; i++) {
+    int answered = 0, k = 0;
+    for (int i = 0; i < nfds; i++) {
+        if (pfd)
+            pfd[k++] = (struct pollfd){ fds[i], POLLIN, 0 };
+        else
+            close(fds[i]);
+    }
+    /* All of them first, then their first messages, under one deadline: a
+     * rank whose thread is not scheduled at once still gets its answer. */
+    while (lfd >= 0 && n && in && pfd && k < max + nfds) {
+        struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0)
             break;
-        char err[256];
         /* A rank waiting at a leader's door expects its admit byte first. */
         if (ss.ss_family == AF_UNIX)
             (void)send(fd, "A", 1, MSG_NOSIGNAL);
-        /* Its HELLO was sent at once: a few milliseconds are plenty. */
-        uint64_t deadline = shim_mono_us() + 20000;
-        if (rv_recv_msg(fd, in, deadline, err, sizeof(err)) == 0 && rv_token_equal(in->token, token) &&
-            rv_send_bytes(fd, out, n, deadline) == 0)
-            answered++;
-        close(fd);
+        pfd[k++] = (struct pollfd){ fd, POLLIN, 0 };
     }
+    uint64_t deadline = shim_mono_us() + 1000000;
+    for (int left = n && in ? k : 0; left > 0;) {
+        uint64_t now = shim_mono_us();
+        if (now >= deadline || poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0)
+            break;
+        for (int i = 0; i < k; i++) {
+            if (pfd[i].fd < 0 || !pfd[i].revents)
+                continue;
+            char err[256];
+            /* Its whole HELLO follows its first bytes at once. */
+            if (rv_recv_msg(pfd[i].fd, in, shim_mono_us() + 50000, err, sizeof(err)) == 0 &&
+                rv_token_equal(in->token, token) && rv_send_bytes(pfd[i].fd, out, n, shim_mono_us() + SEND_US) == 0)
+                answered++;
+            close(pfd[i].fd);
+            pfd[i].fd = -1; /* poll() skips it */
+            left--;
+        }
+    }
+    for (int i = 0; i < k; i++)
+        if (pfd[i].fd >= 0)
+            close(pfd[i].fd);
+    free(pfd);
     free(out);
     free(in);
     return answered;

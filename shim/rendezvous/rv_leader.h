@@ -56,12 +56,14 @@ void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t
                    const char *reason, uint64_t deadline_us);
 
 /*
- * Answers the connections waiting on listener `lfd` (a rendezvous that is
- * over): reads each one's first message, and if it carries `token`, sends it
- * `m` (the final verdict).  At most `max` connections, each within a few
- * milliseconds; returns how many were answered.
+ * Answers the connections waiting on listener `lfd` (-1: none), up to `max`,
+ * and `fds` (already accepted and admitted; closed here), once a rendezvous
+ * is over: reads each one's first message and, if it carries `token`, sends
+ * it `m` (the final verdict).  Bounded (1 s in all); returns how many were
+ * answered.
  */
-int rv_answer_waiting(int lfd, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m, int max);
+int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
+                      int max);
 
 /* Sends a whole encoded frame before the deadline: 0, or -1 (errno set). */
 int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us);

@@ -557,14 +557,16 @@ static void give_up_now(struct rv_session *s, const char *why)
 }
 
 /*
- * A limit (descriptors, memory) at the root: every rank falls back now, and
- * the listener stays open until the timeout to give the same answer, naming
- * the limit, to ranks still arriving (rv_answer_waiting).
+ * A limit (descriptors, memory) here or at a leader, or a leader that lost a
+ * rank: every rank falls back now, and the listener stays open until the
+ * timeout to give the same answer, naming the cause, to ranks still arriving
+ * (rv_answer_waiting): a rank turned away by a leader at its limit comes
+ * back through another one.
  */
-static void limit_fall_back(struct rv_session *s, const char *limit)
+static void limit_fall_back(struct rv_session *s, const char *cause)
 {
     char why[RV_REASON_LEN];
-    snprintf(why, sizeof(why), "%.700s: passthrough for all", limit);
+    snprintf(why, sizeof(why), "%.700s%s", cause, strstr(cause, "passthrough") ? "" : ": passthrough for all");
     shim_warn("rendezvous", "%s", why);
     if (s->state == ST_WAIT_HELLO)
         give_up_now(s, why);
@@ -587,7 +589,7 @@ static void answer_late(struct rv_session *s)
     memcpy(m->token, s->token, RV_TOKEN_LEN);
     m->u.verdict = s->verdict;
     m->u.verdict.final = 1;
-    (void)rv_answer_waiting(s->lfd, s->token, m, MAX_ANONYMOUS);
+    (void)rv_answer_waiting(s->lfd, NULL, 0, s->token, m, MAX_ANONYMOUS);
     free(m);
 }
 
@@ -609,14 +611,9 @@ static void on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *b
         on_hello(s, c, &m->u.hello, m->leader_pid);
     else if (m->type == RV_ABORT && (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES)) {
         /* A leader lost a rank or hit a limit, or a rank hit one: nobody waits for the timeout. */
-        char why[RV_REASON_LEN];
-        snprintf(why, sizeof(why), "%.700s", m->u.reason[0] ? m->u.reason : "a rank gave up (no reason given)");
         anon_remove(s, c);
         c->told = 1;
-        if (s->state == ST_WAIT_HELLO)
-            give_up_now(s, why);
-        else
-            fall_back(s, RV_COMMIT, why);
+        limit_fall_back(s, m->u.reason[0] ? m->u.reason : "a rank gave up (no reason given)");
     }
     else if (m->type == RV_VOTE && c->rank >= 0 && s->state == ST_WAIT_VOTES)
         on_vote(s, c, &m->u.vote);
