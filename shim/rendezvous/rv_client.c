@@ -100,8 +100,8 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         fd = -1;
         if (use_leader) {
             int limit = 0;
-            fd = rv_leader_join((struct sockaddr *)&ss, sl, mark, facts->host_id, timeout_ms, connect_deadline, err,
-                                sizeof(err), &limit);
+            fd = rv_leader_join((struct sockaddr *)&ss, sl, mark, facts->host_id, facts->rank, timeout_ms,
+                                connect_deadline, err, sizeof(err), &limit);
             if (fd < 0 && limit) {
                 /* Tell the root, so that every rank falls back now rather than at the timeout. */
                 char why[RV_REASON_LEN];

@@ -36,7 +36,7 @@
 /* Ranks one leader takes: its process holds a descriptor for each. */
 #define LEADER_MAX_RANKS 256
 /* Names per (ID, host): enough for FACTS_MAX_RANKS ranks on one host at the smallest group. */
-#define LEADER_SLOTS 2048
+#define LEADER_SLOTS (2 + FACTS_MAX_RANKS / 4 + 64)
 /* A leader waits this long past the rendezvous timeout for the root's verdict (as a rank does). */
 #define LEADER_GRACE_US 2000000ull
 /* The longest a send to one peer may take: each is waiting on a connected socket. */
@@ -582,15 +582,18 @@ static int admit_byte(int fd, uint64_t deadline_us)
 }
 
 int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
-                   const char *host_id, int timeout_ms, uint64_t deadline_us, char *err, size_t errlen,
-                   int *limit)
+                   const char *host_id, int facts_rank, int timeout_ms, uint64_t deadline_us, char *err,
+                   size_t errlen, int *limit)
 {
     *limit = 0;
-    int slot = 0;
+    int slot = 0, rank = facts_rank;
     for (int attempt = 0;; attempt++) {
         if (slot >= LEADER_SLOTS || shim_mono_us() >= deadline_us) {
-            snprintf(err, errlen, "could not join a leader of this host within the time to reach the root (%d "
-                     "tries, last slot %d)", attempt, slot);
+            /* Not a setup where leaders cannot work (those fail at once), but a
+             * host too busy to admit its ranks: every rank had better know now. */
+            *limit = 1;
+            snprintf(err, errlen, "no leader of this host admitted this rank in time (%d tries, last slot %d): the "
+                     "host is overloaded, or raise NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", attempt, slot);
             return -1;
         }
         if (attempt > 0 && attempt % 8 == 0)
@@ -620,10 +623,15 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
             if (b == ADMIT)
                 return fd;
             close(fd);
-            if (b == FULL)
-                slot++;
-            else if (b < 0) {
-                snprintf(err, errlen, "no word from this host's leader (slot %d) in time", slot);
+            if (b == FULL) {
+                /* Slot 0 takes a host's ranks as they come (8 GPUs: all of
+                 * them); past it, ranks go by blocks of their rank numbers, so
+                 * that a join costs two tries, not one per leader. */
+                slot = slot == 0 ? 1 + rank / LEADER_MAX_RANKS : slot + 1;
+            } else if (b < 0) {
+                *limit = 1;
+                snprintf(err, errlen, "no word from this host's leader (slot %d) in time: the host is overloaded, or "
+                         "raise NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", slot);
                 return -1;
             }
             continue; /* 0: that leader has just finished: the name is free again */

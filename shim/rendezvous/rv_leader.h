@@ -33,11 +33,13 @@ int rv_fanin(int nranks);
  * `root`), starting the leader in this process if no other is there.
  * Returns a connected, non-blocking socket on which the rank speaks the
  * rendezvous protocol as to the root, or -1 with the reason; *limit is then
- * 1 if a process limit (descriptors, memory, threads) was the cause.
+ * 1 if a process limit (descriptors, memory, threads) or an overloaded host
+ * was the cause (every rank should pass through now), 0 if leaders cannot
+ * work here at all (the rank then talks to the root itself).
  */
 int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
-                   const char *host_id, int timeout_ms, uint64_t deadline_us, char *err, size_t errlen,
-                   int *limit);
+                   const char *host_id, int rank, int timeout_ms, uint64_t deadline_us, char *err,
+                   size_t errlen, int *limit);
 
 /* 1 if errno value `e` is a process or system limit (EMFILE, ENFILE, ENOMEM, ENOBUFS, EAGAIN). */
 int rv_is_limit(int e);
