@@ -106,7 +106,17 @@ static void vote_max(struct rv_msg *m)
     m->type = RV_VOTE;
     memset(m->token, 0xff, RV_TOKEN_LEN);
     m->u.vote.ok = 1;
+    m->u.vote.rank = FACTS_MAX_RANKS - 1;
     FILL_MAX(m->u.vote.reason, 3);
+}
+
+/* ABORT: a leader's or a rank's reason for giving up, at its longest. */
+static void abort_max(struct rv_msg *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = RV_ABORT;
+    memset(m->token, 0xa5, RV_TOKEN_LEN);
+    FILL_MAX(m->u.reason, 5);
 }
 
 static void vote_min(struct rv_msg *m)
@@ -323,6 +333,14 @@ static int write_corpus(const char *dir)
         fprintf(stderr, "test_wire: cannot write %s\n", path);
         return 1;
     }
+    abort_max(&m);
+    len = rv_encode(&m, buf, sizeof(buf));
+    snprintf(path, sizeof(path), "%s/abort_max", dir);
+    f = fopen(path, "wb");
+    if (!len || !f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+        fprintf(stderr, "test_wire: cannot write %s\n", path);
+        return 1;
+    }
     return 0;
 }
 
@@ -356,6 +374,10 @@ int main(int argc, char **argv)
     ok(len == RV_HEADER_LEN + hello_max_payload() && hello_max_payload() <= RV_MAX_PAYLOAD, what);
     hello_min(&in);
     round_trip(&in, "HELLO, required fields only, empty strings, no frames");
+    abort_max(&in);
+    round_trip(&in, "ABORT, the longest reason");
+    in.u.reason[0] = '\0';
+    round_trip(&in, "ABORT without a reason");
     hello_min(&in);
     in.u.hello.nframes = 3;
     strcpy(in.u.hello.frames[0], "a.py:1 f");
