@@ -11,6 +11,7 @@
 #include "record.h"
 #include "ipc.h"
 #include "rendezvous.h"
+#include "rv_leader.h"
 #include "version.h"
 
 #include <pthread.h>
@@ -46,10 +47,12 @@ static void before_fork(void)
 {
     shim_comm_lock_for_fork();
     rv_server_lock_for_fork();
+    rv_leader_lock_for_fork();
 }
 
 static void after_fork_parent(void)
 {
+    rv_leader_unlock_after_fork();
     rv_server_unlock_after_fork();
     shim_comm_unlock_after_fork();
 }
@@ -57,6 +60,7 @@ static void after_fork_parent(void)
 static void after_fork_child(void)
 {
     rv_server_after_fork_child();
+    rv_leader_after_fork_child();
     ipc_monitor_after_fork_child();
     shim_comm_after_fork_child();
     shim_record_after_fork_child();

@@ -67,6 +67,11 @@ void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t
 int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
                       int max);
 
+/* Around fork(): the child closes the descriptors of its parent's leaders. */
+void rv_leader_lock_for_fork(void);
+void rv_leader_unlock_after_fork(void);
+void rv_leader_after_fork_child(void);
+
 /* Sends a whole encoded frame before the deadline: 0, or -1 (errno set). */
 int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us);
 
