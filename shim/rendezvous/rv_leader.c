@@ -270,7 +270,7 @@ static void answer_the_rest(struct leader *L, const struct rv_msg *m)
         }
         close_member(mb);
     }
-    (void)rv_answer_waiting(L->lfd, fds, k, L->token, m, LEADER_MAX_RANKS);
+    (void)rv_answer_waiting(L->lfd, fds, k, L->token, m, LEADER_MAX_RANKS, 1000);
     free(fds);
 }
 
@@ -413,7 +413,10 @@ static void *lead(void *arg)
     struct leader *L = arg;
     char err[400], why[RV_REASON_LEN];
     uint64_t deadline = L->start_us + (uint64_t)L->timeout_ms * 1000 + LEADER_GRACE_US;
-    uint64_t connect_deadline = L->start_us + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 1000;
+    /* Before its ranks stop waiting to be admitted (rv_leader_join: the same
+     * bound, from their arrival): they then hear from it why. */
+    uint64_t connect_deadline =
+        L->start_us + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 750;
     struct pollfd *pfd = calloc((size_t)L->cap + 2, sizeof(*pfd));
     int *idx = calloc((size_t)L->cap + 2, sizeof(*idx));
     if (!pfd || !idx) {
@@ -747,7 +750,7 @@ void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t
 }
 
 int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
-                      int max)
+                      int max, int wait_ms)
 {
     uint8_t *out = malloc(RV_MAX_FRAME);
     struct rv_msg *in = malloc(sizeof(*in));
@@ -773,7 +776,7 @@ int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_
             (void)send(fd, "A", 1, MSG_NOSIGNAL);
         pfd[k++] = (struct pollfd){ fd, POLLIN, 0 };
     }
-    uint64_t deadline = shim_mono_us() + 1000000;
+    uint64_t deadline = shim_mono_us() + (uint64_t)wait_ms * 1000;
     for (int left = n && in ? k : 0; left > 0;) {
         uint64_t now = shim_mono_us();
         if (now >= deadline || poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0)
