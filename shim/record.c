@@ -110,6 +110,16 @@ int shim_record_opened(void)
     return atomic_load_explicit(&g_fd, memory_order_acquire) >= 0;
 }
 
+void shim_record_lock_for_fork(void)
+{
+    pthread_mutex_lock(&g_open_lock);
+}
+
+void shim_record_unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&g_open_lock);
+}
+
 void shim_record_after_fork_child(void)
 {
     /* The child must not append to its parent's file: it is another pid. */
