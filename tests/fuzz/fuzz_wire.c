@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the rendezvous wire format (shim/rv_wire.c): bytes
+ * libFuzzer target for the rendezvous wire format (shim/rendezvous/rv_wire.c): bytes
  * from the network go through rv_frame_length and rv_decode, which must never
  * read or write out of bounds (ASan, UBSan) and must reject with a reason.
  * Whatever rv_decode accepts must survive a round trip: re-encoded, decoded
@@ -7,7 +7,7 @@
  * same bytes.  Any broken invariant abort()s.
  *
  * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Ishim -Ipolicy \
- *            tests/fuzz/fuzz_wire.c shim/rv_wire.c   (or `make fuzz-short`)
+ *            tests/fuzz/fuzz_wire.c shim/rendezvous/rv_wire.c   (or `make fuzz-short`)
  * Seeds: tests/fuzz/corpus/wire (`tests/bin/test_wire --corpus DIR` writes them).
  */
 #include "rv_wire.h"

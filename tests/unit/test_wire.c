@@ -1,5 +1,5 @@
 /*
- * Unit tests of shim/rv_wire.c: round trips of every message type, and every
+ * Unit tests of shim/rendezvous/rv_wire.c: round trips of every message type, and every
  * class of malformed frame rejected with its reason.  TAP output.
  *
  * `test_wire --corpus DIR` instead writes valid frames of every type into DIR
