@@ -147,6 +147,7 @@ static void config_read(void)
         if (v && *v)
             config_warn("NCCLSHIM_LOG_DIR is too long (%.40s...); using /tmp/ncclshim-<uid>%s", v, "");
         snprintf(c->log_dir, sizeof(c->log_dir), "/tmp/ncclshim-%u", (unsigned)getuid());
+        c->log_dir_default = 1;
     }
 
     v = getenv("NCCLSHIM_HOSTNAME");
