@@ -71,6 +71,14 @@ void shim_record_set_first(void (*write_first)(void))
     g_write_first = write_first;
 }
 
+static void (*g_first_use)(void);
+static atomic_int g_first_used;
+
+void shim_record_set_first_use(void (*first_use)(void))
+{
+    g_first_use = first_use;
+}
+
 static void write_first(void)
 {
     if (g_write_first)
@@ -82,6 +90,9 @@ static int record_fd(void)
     int fd = atomic_load_explicit(&g_fd, memory_order_acquire);
     if (fd != -1)
         return fd;
+    /* Not under g_open_lock: it prints (stdio's lock). */
+    if (g_first_use && !atomic_exchange(&g_first_used, 1))
+        g_first_use();
     pthread_mutex_lock(&g_open_lock);
     fd = atomic_load_explicit(&g_fd, memory_order_acquire);
     int opened = 0;

@@ -45,6 +45,18 @@ static void write_load_record(void)
 }
 
 /*
+ * The settings' warnings on stderr, once: at the process's first NCCL call,
+ * not at load, so that a launcher (`timeout`, a shell, torchrun) under the
+ * same LD_PRELOAD does not print them a second time.  A fork child does not
+ * print them again (its parent did, or will).
+ */
+static void print_setting_warnings(void)
+{
+    for (int i = 0; i < shim_config_warning_count(); i++)
+        fprintf(stderr, "ncclshim: warning: %s\n", shim_config_warning(i));
+}
+
+/*
  * fork() in a multi-threaded process (Python multiprocessing, Ray workers):
  * the child has one thread, and any lock another thread held at the fork
  * stays held in it forever.  So the forking thread takes every lock of the
@@ -97,9 +109,8 @@ __attribute__((constructor)) static void shim_load(void)
     if (shim_config()->mode == MODE_OFF)
         return;
     shim_record_set_first(write_load_record);
+    shim_record_set_first_use(print_setting_warnings);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-    for (int i = 0; i < shim_config_warning_count(); i++)
-        fprintf(stderr, "ncclshim: warning: %s\n", shim_config_warning(i));
 }
 
 __attribute__((destructor)) static void shim_unload(void)
