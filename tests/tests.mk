@@ -78,3 +78,9 @@ tests-bin: tests/bin/fork_threads
 tests/bin/fork_threads: tests/clients/fork_threads.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
+
+# A process leaving with a communicator alive through _exit or a signal (tests/t/20-hostile-leave.t).
+tests-bin: tests/bin/leave_client
+tests/bin/leave_client: tests/clients/leave_client.c
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a'

@@ -53,6 +53,16 @@ void shim_record_after_fork_child(void);
 void shim_record_lock_for_fork(void);
 void shim_record_unlock_after_fork(void);
 
+/*
+ * The process is leaving (exit, _exit, a fatal signal): returns 1 for the
+ * first caller, whose records go to the file already open (if any) and
+ * nothing else: no file is opened after this, nothing is printed, no lock is
+ * taken.  0 for any later caller (another thread crashing at once, _exit
+ * after a destructor), and in a process that is not the file's owner (a
+ * vfork child shares the parent's memory and its open file).
+ */
+int shim_record_leaving(void);
+
 /* Wall-clock seconds since the epoch, and a monotonic clock in microseconds. */
 double shim_now(void);
 uint64_t shim_mono_us(void);

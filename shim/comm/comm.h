@@ -159,8 +159,12 @@ static inline ncclComm_t shim_comm_handle(struct shim_comm *h)
 }
 /* Writes a comm_end record for `h`. */
 void shim_comm_record_end(struct shim_comm *h, const char *how, int result);
-/* At exit: comm_end records for every live communicator, then the exit record. */
-void shim_comm_record_exit(void);
+/* When the process leaves: comm_end records for every live communicator, then
+ * the exit record, built in `w`.  `by`: "exit" (exit() or main's return: under
+ * the table's lock), "_exit" or "signal" (`signo`): lock-free and
+ * async-signal-safe. */
+struct jw;
+void shim_comm_record_exit(struct jw *w, const char *by, int signo);
 void shim_comm_after_fork_child(void);
 void shim_comm_lock_for_fork(void);
 void shim_comm_unlock_after_fork(void);
