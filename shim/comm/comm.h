@@ -54,6 +54,7 @@ struct shim_comm {
     struct ipc_comm *ipc;               /* action ipc: the transport (shim-only), freed with it */
     atomic_uint splits, shrinks, grows; /* to name children: <group>/split<N> */
     atomic_int suspended;               /* shim-only: between ncclCommSuspend and ncclCommResume */
+    atomic_int init_pending;            /* a non-blocking init returned ncclInProgress; its end not yet seen */
     struct shim_comm *next_free;        /* recycled structs (comm.c), under its lock */
 };
 

@@ -53,4 +53,14 @@ is "$(jqr "$TMP/kill/rec" 'select(.type=="comm_end") | .ops.AllReduce.count')" 1
 mkdir -p "$TMP/normal"
 NCCLSHIM_LOG_DIR=$TMP/normal/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/fork_client" > /dev/null 2>&1
 is "$(jqr "$TMP/normal/rec" 'select(.type=="exit") | .by' | sort | uniq -c | awk '{print $1, $2}')" '2 "exit"' "exit(): each process's exit record says exit, once"
+# A non-blocking init (blocking=0) returns ncclInProgress; its end is recorded
+# when ncclCommGetAsyncError reveals it, once, however often it is polled.
+mkdir -p "$TMP/nb"
+FAKE_NCCL_INPROGRESS_POLLS=3 NCCLSHIM_LOG_DIR=$TMP/nb/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/leave_client" nonblocking > "$TMP/nb/out" 2> "$TMP/nb/err"
+is "$?" 0 "non-blocking init: the client's init, polls and destroy pass"
+is "$(jqr "$TMP/nb/rec" 'select(.type=="comm") | .result_str')" '"ncclInProgress"' "the comm record has the in-progress result"
+is "$(jqr "$TMP/nb/rec" 'select(.type=="comm_init_end") | [.result_str, .by, .cuda_device] | map(tostring) | join(",")')" \
+    '"ncclSuccess,ncclCommGetAsyncError,0"' "comm_init_end records the final result, who revealed it, and the device"
+is "$(jqr "$TMP/nb/rec" 'select(.type=="comm_init_end")' | wc -l)" 1 "once, though the application polled 7 times"
+is "$(jqr "$TMP/nb/rec" 'select(.type=="comm_init_end") | .comm')" "$(jqr "$TMP/nb/rec" 'select(.type=="comm") | .comm')" "it names the same communicator"
 done_testing
