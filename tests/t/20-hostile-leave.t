@@ -63,4 +63,9 @@ is "$(jqr "$TMP/nb/rec" 'select(.type=="comm_init_end") | [.result_str, .by, .cu
     '"ncclSuccess,ncclCommGetAsyncError,0"' "comm_init_end records the final result, who revealed it, and the device"
 is "$(jqr "$TMP/nb/rec" 'select(.type=="comm_init_end")' | wc -l)" 1 "once, though the application polled 7 times"
 is "$(jqr "$TMP/nb/rec" 'select(.type=="comm_init_end") | .comm')" "$(jqr "$TMP/nb/rec" 'select(.type=="comm") | .comm')" "it names the same communicator"
+is "$("$INSPECT" --json "$TMP/nb/rec" | jq -c '[.communicators[].ranks[].result]')" '[0]' "inspect takes the final result for the rank"
+# The same init ending in an error there: inspect reports the failed init.
+sed 's/"result":0,"result_str":"ncclSuccess","by"/"result":2,"result_str":"ncclSystemError","by"/' "$TMP/nb/rec"/*.jsonl > "$TMP/nb/failed.jsonl"
+mkdir -p "$TMP/nb/f"; mv "$TMP/nb/failed.jsonl" "$TMP/nb/f/ncclshim.vm.1.jsonl"
+like "$("$INSPECT" --check "$TMP/nb/f" 2>&1)" 'init failed on rank 0 .*result 2 \(ncclSystemError\)' "an init that fails after ncclInProgress is reported by --check"
 done_testing
