@@ -98,14 +98,6 @@ static int open_shared(struct ipc_comm *c, int r, const char *name, char *why, s
     return 0;
 }
 
-void ipc_unlink_shared(struct ipc_comm *c)
-{
-    if (c->shm_name[0]) {
-        shm_unlink(c->shm_name);
-        c->shm_name[0] = '\0';
-    }
-}
-
 static void free_resources(struct ipc_comm *c)
 {
     if (c->stream)
@@ -115,8 +107,18 @@ static void free_resources(struct ipc_comm *c)
         if (c->shared[r])
             munmap(c->shared[r], sizeof(struct ipc_shared));
     free(c->shared);
-    pthread_cond_destroy(&c->qcond);
     pthread_mutex_destroy(&c->qlock);
+}
+
+/* The host memory of a communicator, once its device memory is given back. */
+static void free_host(struct ipc_comm *c)
+{
+    free(c->sent);
+    free(c->recvd);
+    free(c->peer);
+    free(c->peer_dev);
+    free(c->data);
+    free(c);
 }
 
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
@@ -128,17 +130,16 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     struct ipc_comm *c = calloc(1, sizeof(*c));
     if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer))) ||
         !(c->shared = calloc((size_t)nranks, sizeof(*c->shared))) ||
-        !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev)))) {
+        !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev))) ||
+        !(c->data = calloc((size_t)nranks, sizeof(*c->data)))) {
         if (c) {
-            free(c->peer);
             free(c->shared);
+            free_host(c);
         }
-        free(c);
         snprintf(why, whylen, "out of memory");
         return -1;
     }
     pthread_mutex_init(&c->qlock, NULL);
-    pthread_cond_init(&c->qcond, NULL);
     const struct shim_config *cfg = shim_config();
     c->cu = cu;
     c->monitor_fd = -1;
@@ -147,15 +148,19 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     c->chunk = cfg->ipc_chunk_bytes;
     c->nslots = cfg->ipc_slots;
     c->push_wait_us = cfg->ipc_push_wait_us;
+    c->resume_wait_ms = cfg->ipc_resume_wait_ms;
     int memops = 0;
-    CU(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent");
+    if (cu_check(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent", why, whylen) != 0)
+        goto fail;
     if (!c->ctx) {
         snprintf(why, whylen, "no current CUDA context on the thread that creates the communicator");
         goto fail;
     }
-    CU(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice");
-    CU(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
-       "cuDeviceGetAttribute");
+    if (cu_check(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
+                 "cuDeviceGetAttribute", why, whylen) != 0)
+        goto fail;
     if (!memops) {
         snprintf(why, whylen, "device %d cannot use 64-bit stream memory operations", c->device);
         goto fail;
@@ -169,10 +174,10 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     int least = 0, greatest = 0;
     int prio = cu->cuCtxGetStreamPriorityRange && cu->cuStreamCreateWithPriority &&
                cu->cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
-    if (prio)
-        CU(cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest), "cuStreamCreateWithPriority");
-    else
-        CU(cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    CUresult made = prio ? cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest)
+                         : cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
+    if (cu_check(made, prio ? "cuStreamCreateWithPriority" : "cuStreamCreate", why, whylen) != 0)
+        goto fail;
     if (create_shared(c, why, whylen) != 0)
         goto fail;
     c->p2p_chunk = (P2P_AREA / (size_t)nranks / P2P_SLOTS) & ~(size_t)4095;
@@ -186,8 +191,17 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         snprintf(why, whylen, "out of memory");
         goto fail;
     }
-    CU(cu->cuMemAlloc(&c->base, p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk), "cuMemAlloc");
-    CU(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8");
+    c->data_bytes = p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk;
+    if (cu_check(cu->cuMemAlloc(&c->base, FLAGS_BYTES), "cuMemAlloc", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuMemAlloc(&c->data[rank], c->data_bytes), "cuMemAlloc", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuIpcGetMemHandle(&c->shared[rank]->data_handle, c->data[rank]),
+                 "cuIpcGetMemHandle", why, whylen) != 0)
+        goto fail;
+    atomic_store(&c->shared[rank]->data_state, DATA_STATE(0, DATA_ACTIVE));
     struct ipc_export e;
     memset(&e, 0, sizeof(e));
     e.magic = EXPORT_MAGIC;
@@ -199,7 +213,8 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     e.pid = (uint32_t)getpid();
     e.chunk = c->chunk;
     snprintf(e.shm, sizeof(e.shm), "%s", c->shm_name);
-    CU(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle");
+    if (cu_check(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle", why, whylen) != 0)
+        goto fail;
     memcpy(blob, &e, sizeof(e));
     *bloblen = (int)sizeof(e);
     c->peer[rank] = c->base;
@@ -210,11 +225,9 @@ fail:
     free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
-    free(c->sent);
-    free(c->recvd);
-    free(c->peer);
-    free(c->peer_dev);
-    free(c);
+    if (c->data[rank])
+        cu->cuMemFree(c->data[rank]);
+    free_host(c);
     return -1;
 }
 
@@ -271,10 +284,10 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
             c->peer[p->rank] = 0;
             return -1;
         }
-        /* The ring neighbours' shared pages: broadcasts read the
-         * predecessor's descriptors and tell the successor what was read. */
-        int pred = (c->rank - 1 + c->nranks) % c->nranks, succ = (c->rank + 1) % c->nranks;
-        if ((p->rank == pred || p->rank == succ) && open_shared(c, p->rank, e.shm, why, whylen) != 0)
+        /* Every peer's shared page: broadcasts read the predecessor's
+         * descriptors and tell the successor what was read; every page says
+         * where its rank's staging is (Suspend). */
+        if (open_shared(c, p->rank, e.shm, why, whylen) != 0)
             return -1;
         seen++;
     }
@@ -283,102 +296,8 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
         return -1;
     }
     load_kernel(c);
-    return 0;
-}
-
-/* Reads a peer's (or this rank's) counter from the host. */
-int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v)
-{
-    return c->cu->cuMemcpyDtoH(v, flag(c, r, off), sizeof(*v)) == CUDA_SUCCESS ? 0 : -1;
-}
-
-int ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v)
-{
-    return c->cu->cuMemcpyHtoD(flag(c, c->rank, off), &v, sizeof(v)) == CUDA_SUCCESS ? 0 : -1;
-}
-
-/* The host waits until rank r's counter `off` reaches `want`; bounded. */
-int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64_t deadline, char *why,
-                    size_t whylen)
-{
-    for (unsigned spins = 0;; spins++) {
-        uint64_t v = 0;
-        if (ipc_read_flag(c, r, off, &v) != 0) {
-            snprintf(why, whylen, "reading rank %d's counter failed", r);
-            return -1;
-        }
-        if ((int64_t)(v - want) >= 0)
-            return 0;
-        if (atomic_load(&c->peer_closed) && shim_mono_us() + HOST_WAIT_US - 1000000 > deadline) {
-            /* A peer closed during destroy and a second has passed: it will not come. */
-            snprintf(why, whylen, "rank %d left during destroy", r);
-            return -1;
-        }
-        if (atomic_load(&c->failed)) {
-            snprintf(why, whylen, "%s", c->failure);
-            return -1;
-        }
-        if (shim_mono_us() > deadline) {
-            snprintf(why, whylen, "rank %d did not arrive within %llu s (it died, or stopped calling NCCL)", r,
-                     (unsigned long long)(HOST_WAIT_US / 1000000));
-            return -1;
-        }
-        /* Device memory has no host wake-up: poll, yielding the core. */
-        struct timespec ts = { 0, spins < 100 ? 0 : 20000 };
-        nanosleep(&ts, NULL);
-    }
-}
-
-int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, size_t whylen)
-{
-    uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
-    for (int r = 0; r < c->nranks; r++)
-        if (ipc_wait_one(c, r, off, want, deadline, why, whylen) != 0)
-            return -1;
-    return 0;
-}
-
-/* A peer is gone: no operation may wait for it any more.  Writes, from the
- * host, a value that satisfies every wait into every counter this rank's
- * streams may be waiting on (all on its own page), so that the streams drain.
- * The data moved after this point is garbage; the error says so. */
-void ipc_fail(struct ipc_comm *c, const char *why, int lost)
-{
-    int expected = 0;
-    snprintf(c->failure, sizeof(c->failure), "%s", why);
-    if (!atomic_compare_exchange_strong(&c->failed, &expected, 1))
-        return;
-    if (lost)
-        shim_warn("ipc-peer-lost", "ipc communicator %s (rank %d of %d): %s; its operations now fail with "
-                  "ncclRemoteError, the streams waiting on the peer are released (what they moved is not valid), "
-                  "and destroy/abort return", c->group, c->rank, c->nranks, why);
-    CUcontext cur = NULL;
-    c->cu->cuCtxGetCurrent(&cur);
-    if (cur != c->ctx)
-        c->cu->cuCtxSetCurrent(c->ctx);
-    uint64_t v = RELEASE;
-    /* Every stream wait is on this rank's own page. */
-    CUdeviceptr page = c->peer[c->rank];
-    c->cu->cuMemcpyHtoD(page + F_AVAIL, &v, sizeof(v));
-    c->cu->cuMemcpyHtoD(page + F_TAKEN, &v, sizeof(v));
-    for (int q = 0; q < c->nranks; q++) {
-        c->cu->cuMemcpyHtoD(page + F_SENT + 8 * q, &v, sizeof(v));
-        c->cu->cuMemcpyHtoD(page + F_RECVD + 8 * q, &v, sizeof(v));
-    }
-    c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
-    c->cu->cuMemcpyHtoD(page + F_TAKEN_MINE, &v, sizeof(v));
-    if (cur != c->ctx)
-        c->cu->cuCtxSetCurrent(cur);
-    /* A host wait for a neighbour's descriptor looks at `failed` as it polls. */
-}
-
-void ipc_fail_everywhere(struct ipc_comm *c, const char *why)
-{
-    shim_warn("ipc", "ipc communicator %s (rank %d of %d): %s; it fails here and at every peer (ncclRemoteError)",
-              c->group, c->rank, c->nranks, why);
-    ipc_fail(c, why, 0);
-    if (c->monitor_fd >= 0)
-        shutdown(c->monitor_fd, SHUT_RDWR);
+    /* From now on a peer may suspend, and the reaper lets go of its staging. */
+    return c->nranks > 1 ? ipc_reaper_start(c, why, whylen) : 0;
 }
 
 ncclResult_t ipc_async_error(struct ipc_comm *c)
@@ -432,18 +351,17 @@ void ipc_free(struct ipc_comm *c)
     ipc_reaper_stop(c);
     ipc_unwatch(c);
     ipc_kernel_unload(c);
+    ipc_data_close(c);
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])
             cu->cuIpcCloseMemHandle(c->peer[r]);
     free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
+    if (c->data[c->rank])
+        cu->cuMemFree(c->data[c->rank]);
     if (cur != c->ctx)
         cu->cuCtxSetCurrent(cur);
-    free(c->sent);
-    free(c->recvd);
-    free(c->peer);
-    free(c->peer_dev);
-    free(c);
+    free_host(c);
 }
 

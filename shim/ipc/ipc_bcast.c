@@ -230,7 +230,7 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
  * communicator failed (its waits released).  qlock held.  Read on the
  * communicator's own stream (nothing else runs on it): a plain cuMemcpyDtoH
  * would wait for the application's legacy default stream. */
-static int fence_passed(const struct ipc_comm *c)
+int ipc_fence_passed(const struct ipc_comm *c)
 {
     uint64_t v = 0;
     if (atomic_load(&c->failed) || !c->fence_val)
@@ -250,7 +250,7 @@ void ipc_trim_maps(struct ipc_comm *c, int keep)
     if (c->nmap <= keep)
         return;
     ipc_trace(c, "trim to %d of %d", keep, c->nmap);
-    if (!fence_passed(c))
+    if (!ipc_fence_passed(c))
         return;
     while (c->nmap > keep) {
         int lru = 0;
@@ -313,7 +313,7 @@ static int map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc
 }
 
 /* What this rank does in one broadcast. */
-struct plan {
+struct hop_plan {
     int pos, producer, consumer;        /* place in the chain; sends on; receives */
     enum hop in, out;                   /* from the predecessor; to the successor */
     CUdeviceptr mine;                   /* the data here: the root's sendbuff, else recvbuff */
@@ -326,7 +326,7 @@ struct plan {
 /* Which of this rank's copies run on the SMs (the hop's two ranks on one
  * GPU, the kernel loaded, the addresses aligned: ipc_kernel_usable), and
  * counts them for the records. */
-static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, struct plan *p)
+static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, struct hop_plan *p)
 {
     int pred = pred_of(c), succ = succ_of(c), copies = 0;
     if (p->in == HOP_PULL || p->in == HOP_STAGED) {
@@ -350,7 +350,7 @@ static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, stru
  * (receiver: PUSH if it can be exported; sender: PULL if it can; else
  * STAGED); the second reads the first's descriptor and derives the same.
  */
-static int plan(struct ipc_comm *c, const struct ipc_bcast_args *j, struct plan *p, char *why, size_t whylen)
+static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct hop_plan *p, char *why, size_t whylen)
 {
     int n = c->nranks, pred = pred_of(c), succ = succ_of(c);
     memset(p, 0, sizeof(*p));
@@ -415,15 +415,18 @@ static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, s
         size_t off = (size_t)(st->next * sch), len = st->bytes - off < sch ? st->bytes - off : sch;
         if (off + len > limit)
             break;
-        if (st->next >= S)
-            CU(cu->cuStreamWaitValue64(s, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch,
-                                       CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-        if (st->sm)
-            CU(ipc_kernel_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuLaunchKernel");
-        else
-            CU(ipc_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
-        CU(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
-                                    CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        if (st->next >= S) {
+            if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch,
+                                                 CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64", why, whylen) != 0)
+                goto fail;
+        }
+        CUdeviceptr to = slot(c, c->rank, st->next);
+        CUresult r = st->sm ? ipc_kernel_copy(c, to, st->data + off, len, s) : ipc_copy(c, to, st->data + off, len, s);
+        if (cu_check(r, st->sm ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+            goto fail;
+        if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
+                                              CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64", why, whylen) != 0)
+            goto fail;
     }
     return 0;
 fail:
@@ -455,7 +458,7 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
  * overlap", ipc_internal.h): two ranks, this one the root pushing in place,
  * after a broadcast that did the same into memory this one does not touch.
  * Remembers this one for the next. */
-static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p)
+static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
 {
     int push_only = c->nranks == 2 && j->bytes && p->pos == 0 && p->out == HOP_PUSH && j->recv == j->send;
     int ok = push_only && c->last_push_only && j->fence_val && j->fence_off == F_DONE &&
@@ -469,7 +472,7 @@ static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, c
 }
 
 /* The broadcast's copies and counter operations, on stream s. */
-static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p, CUstream s, char *why,
+static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p, CUstream s, char *why,
                    size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
@@ -481,29 +484,36 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
      * one's TAKEN write ("Receivers run ahead", ipc_internal.h). */
     int overlap = senders_overlap(c, j, p);
     if (j->fence_val && !overlap) {
-        if (bytes && p->in == HOP_PUSH && !p->producer && j->fence_off == F_AVAIL)
-            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN_MINE), base, CU_STREAM_WAIT_VALUE_GEQ),
-               "cuStreamWaitValue64");
-        else
-            CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
-               "cuStreamWaitValue64");
+        int mine = bytes && p->in == HOP_PUSH && !p->producer && j->fence_off == F_AVAIL;
+        CUdeviceptr at = mine ? flag(c, me, F_TAKEN_MINE) : flag(c, me, j->fence_off);
+        CUresult r = cu->cuStreamWaitValue64(s, at, mine ? base : j->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+        if (cu_check(r, "cuStreamWaitValue64", why, whylen) != 0)
+            goto fail;
     }
     if (!bytes)
         return 0;
-    if (p->pos == 0 && j->recv != j->send)
-        CU(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync");
+    if (p->pos == 0 && j->recv != j->send) {
+        if (cu_check(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+            goto fail;
+    }
     /* This rank's buffer may be written from now on. */
     if (p->in == HOP_PUSH) {
-        CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
-           "cuStreamWriteValue64");
-        if (!p->producer)
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+        if (cu_check(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
+                     "cuStreamWriteValue64", why, whylen) != 0)
+            goto fail;
+        if (!p->producer) {
+            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes,
+                                                  CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue64", why, whylen) != 0)
+                goto fail;
+        }
     }
     /* The successor's may be, once it has reached this broadcast. */
-    if (p->out == HOP_PUSH)
-        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
+    if (p->out == HOP_PUSH) {
+        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
+                     "cuStreamWaitValue64", why, whylen) != 0)
+            goto fail;
+    }
     struct staging st = { c, p->sm_out, p->mine, bytes, base, 0, p->out == HOP_STAGED ? (bytes + sch - 1) / sch : 0 };
     /* In the steps of the data's arrival here (the root's is all there). */
     size_t step = step_of(c, p->consumer ? p->in : p->out, bytes);
@@ -511,34 +521,46 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
         size_t len = bytes - off < step ? bytes - off : step;
         uint64_t upto = base + off + len;
         if (p->consumer) {
-            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_AVAIL), upto, CU_STREAM_WAIT_VALUE_GEQ),
-               "cuStreamWaitValue64");
+            if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_AVAIL), upto, CU_STREAM_WAIT_VALUE_GEQ),
+                         "cuStreamWaitValue64", why, whylen) != 0)
+                goto fail;
             if (p->in != HOP_PUSH) {
                 CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
-                CU(hop_copy(c, p->sm_in, j->recv + off, src, len, s), p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
-                CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-                   "cuStreamWriteValue64");
+                if (cu_check(hop_copy(c, p->sm_in, j->recv + off, src, len, s),
+                             p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+                    goto fail;
+                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+                             "cuStreamWriteValue64", why, whylen) != 0)
+                    goto fail;
             }
         }
         if (p->out == HOP_PUSH) {
-            CU(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
-               p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
-            if (overlap) /* AVAIL in order ("Senders overlap") */
-                CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
-                   "cuStreamWaitValue64");
-            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+            if (cu_check(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
+                         p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+                goto fail;
+            if (overlap) { /* AVAIL in order ("Senders overlap") */
+                if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val,
+                                                     CU_STREAM_WAIT_VALUE_GEQ),
+                             "cuStreamWaitValue64", why, whylen) != 0)
+                    goto fail;
+            }
+            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue64", why, whylen) != 0)
+                goto fail;
         } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
-            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue64", why, whylen) != 0)
+                goto fail;
         } else if (p->out == HOP_STAGED && stage_upto(&st, off + len, s, why, whylen) != 0) {
             return -1;
         }
     }
     /* The caller may reuse its buffer once the successor has read it all. */
-    if (p->out == HOP_PULL || p->out == HOP_STAGED)
-        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
+    if (p->out == HOP_PULL || p->out == HOP_STAGED) {
+        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
+                     "cuStreamWaitValue64", why, whylen) != 0)
+            goto fail;
+    }
     return 0;
 fail:
     return -1;
@@ -558,32 +580,7 @@ void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
     st->copy_note = c->copy_note;
 }
 
-static int tracing(void)
-{
-    /* Atomic: broadcasts of several communicators may ask at once; every
-     * first reader computes the same value. */
-    static atomic_int on = -1;
-    int v = atomic_load_explicit(&on, memory_order_relaxed);
-    if (v < 0) {
-        v = getenv("NCCLSHIM_IPC_TRACE") && strcmp(getenv("NCCLSHIM_IPC_TRACE"), "1") == 0;
-        atomic_store_explicit(&on, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-void ipc_trace(const struct ipc_comm *c, const char *fmt, ...)
-{
-    if (!tracing())
-        return;
-    char line[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(line, sizeof(line), fmt, ap);
-    va_end(ap);
-    fprintf(stderr, "ncclshim-trace: %.6f rank %d tid %d: %s\n", shim_now(), c->rank, shim_gettid(), line);
-}
-
-static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct plan *p)
+static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
 {
     ipc_trace(c, "b %llu op %llu base %llu bytes %zu root %d: in %s%s, out %s%s", (unsigned long long)j->b,
               (unsigned long long)j->op, (unsigned long long)j->base, j->bytes, j->root, ipc_hop_names[p->in],
@@ -595,12 +592,12 @@ static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const stru
     atomic_fetch_add_explicit(&c->stat_first, (unsigned)p->first_in + (unsigned)p->first_out, memory_order_relaxed);
 }
 
-int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
-              size_t whylen)
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
+                    size_t whylen)
 {
-    struct plan p;
+    struct hop_plan p;
     ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
-    if (plan(c, j, &p, why, whylen) != 0)
+    if (plan_hops(c, j, &p, why, whylen) != 0)
         return -1;
     count(c, j, &p);
     if (j->bytes)
@@ -616,8 +613,9 @@ int ipc_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, in
         *val = j->base + j->bytes;
         return 0;
     }
-    CU(c->cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-       "cuStreamWriteValue64");
+    if (cu_check(c->cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue64", why, whylen) != 0)
+        goto fail;
     *off = F_DONE;
     *val = j->op + 1;
     return 0;

@@ -23,6 +23,10 @@
 #define GRACE_US 2000000ull
 /* The longest a rank tries to reach the root. */
 #define CONNECT_MAX_MS 10000
+/* Connections a rank makes when the root closes one without a word before
+ * its decision: a root under a flood of strangers may have dropped it as one
+ * of them (rv_server.c, admission) before its HELLO came in. */
+#define HELLO_TRIES 3
 
 static void fall_back(struct rv_result *out, const char *fmt, const char *a, const char *b)
 {
@@ -41,11 +45,13 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
         return -1;
     if (!rv_token_equal(m->token, mark->token)) {
         snprintf(err, errlen, "the answer carries a wrong token (not the root's shim)");
+        errno = EPROTO;
         return -1;
     }
     /* A veto ends the ipc setup early: COMMIT may come instead of PEERS. */
     if (m->type != type && !(type == RV_PEERS && m->type == RV_COMMIT)) {
         snprintf(err, errlen, "expected message type %d, got %d", (int)type, (int)m->type);
+        errno = EPROTO;
         return -1;
     }
     return 0;
@@ -79,26 +85,53 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
      * the whole timeout; giving up earlier is safe: the root, missing this
      * rank, decides passthrough for all. */
     uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
-    fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
-    if (fd < 0) {
-        /* What the connect's failure says of the cause (docs/troubleshooting.md). */
+    char closed[400] = ""; /* why the first connection ended, when it is tried again */
+    for (int attempt = 1;; attempt++) {
+        fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
+        if (fd < 0) {
+            /* What the connect's failure says of the cause (docs/troubleshooting.md). */
+            int e = errno;
+            const char *why =
+                e == ECONNREFUSED
+                    ? " (nothing listens there: the root's process exited, or its listener expired: "
+                      "NCCLSHIM_RENDEZVOUS_IDLE_MS)"
+                : e == ETIMEDOUT ? " (no answer: a firewall drops the root's port, or the root's host is down)"
+                : e == EHOSTUNREACH || e == ENETUNREACH
+                    ? " (the address NCCL put in the unique ID is not reachable from this host: "
+                      "NCCL_SOCKET_IFNAME)"
+                    : "";
+            if (closed[0]) {
+                char both[600];
+                snprintf(both, sizeof(both), "rendezvous with %s: %.150s before answering; connecting again: %.300s",
+                         out->root, closed, err);
+                fall_back(out, "%s%s: passthrough", both, why);
+            } else {
+                fall_back(out, "rendezvous: %s%s: passthrough", err, why);
+            }
+            goto done;
+        }
+        m->type = RV_HELLO;
+        memcpy(m->token, mark->token, RV_TOKEN_LEN);
+        m->u.hello = *facts;
+        if (rv_send_msg(fd, m, deadline, err, sizeof(err)) == 0 &&
+            await(fd, mark, RV_DECISION, deadline, m, err, sizeof(err)) == 0)
+            break;
         int e = errno;
-        const char *why = e == ECONNREFUSED
-                              ? " (nothing listens there: the root's process exited, or its listener expired: "
-                                "NCCLSHIM_RENDEZVOUS_IDLE_MS)"
-                          : e == ETIMEDOUT ? " (no answer: a firewall drops the root's port, or the root's host is down)"
-                          : e == EHOSTUNREACH || e == ENETUNREACH
-                              ? " (the address NCCL put in the unique ID is not reachable from this host: "
-                                "NCCL_SOCKET_IFNAME)"
-                              : "";
-        fall_back(out, "rendezvous: %s%s: passthrough", err, why);
-        goto done;
-    }
-    m->type = RV_HELLO;
-    memcpy(m->token, mark->token, RV_TOKEN_LEN);
-    m->u.hello = *facts;
-    if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
-        await(fd, mark, RV_DECISION, deadline, m, err, sizeof(err)) != 0) {
+        close(fd);
+        fd = -1;
+        /* Closed before any answer: the root may have taken this rank for a
+         * stranger (it does not wait for one long).  If the root did hear it,
+         * it forgot it with the connection, so a new one is a clean start;
+         * if the root has decided, the new one is refused. */
+        if ((e == ECONNRESET || e == EPIPE) && attempt < HELLO_TRIES && shim_mono_us() < connect_deadline) {
+            char msg[600];
+            snprintf(msg, sizeof(msg), "rendezvous with %s: %s before answering; connecting again (attempt %d of %d)",
+                     out->root, err, attempt + 1, HELLO_TRIES);
+            shim_record_warning("rendezvous-retry", msg);
+            if (!closed[0])
+                snprintf(closed, sizeof(closed), "%s", err);
+            continue;
+        }
         fall_back(out, "rendezvous with %s: %s: passthrough", out->root, err);
         goto done;
     }

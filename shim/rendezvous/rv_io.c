@@ -111,6 +111,8 @@ int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err,
             if (w == 1)
                 continue;
             snprintf(err, errlen, "send: %s", w == 0 ? "timed out" : strerror(errno));
+            if (w == 0)
+                errno = ETIMEDOUT;
         } else if (errno == ECONNRESET || errno == EPIPE) {
             snprintf(err, errlen, "connection closed by the peer (send: %s)", strerror(errno));
         } else {
@@ -118,7 +120,9 @@ int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err,
         }
         rc = -1;
     }
+    int e = errno; /* the caller reads it */
     free(buf);
+    errno = e;
     return rc;
 }
 
@@ -134,6 +138,7 @@ static int recv_all(int fd, uint8_t *buf, size_t len, uint64_t deadline_us, char
         }
         if (n == 0) {
             snprintf(err, errlen, "connection closed by the peer%s", off ? " in the middle of a message" : "");
+            errno = off ? EPROTO : ECONNRESET;
             return -1;
         }
         if (errno == EINTR)
@@ -142,6 +147,7 @@ static int recv_all(int fd, uint8_t *buf, size_t len, uint64_t deadline_us, char
             /* A peer that exits with our bytes unread resets instead of
              * closing: the same event for the reader. */
             snprintf(err, errlen, "connection closed by the peer (reset)%s", off ? " in the middle of a message" : "");
+            errno = off ? EPROTO : ECONNRESET;
             return -1;
         }
         if (errno != EAGAIN && errno != EWOULDBLOCK) {
@@ -151,6 +157,8 @@ static int recv_all(int fd, uint8_t *buf, size_t len, uint64_t deadline_us, char
         int w = wait_fd(fd, POLLIN, deadline_us);
         if (w != 1) {
             snprintf(err, errlen, "recv: %s", w == 0 ? "timed out" : strerror(errno));
+            if (w == 0)
+                errno = ETIMEDOUT;
             return -1;
         }
     }
@@ -166,20 +174,27 @@ int rv_recv_msg(int fd, struct rv_msg *m, uint64_t deadline_us, char *err, size_
     long total = rv_frame_length(head, sizeof(head), why, sizeof(why));
     if (total <= 0) {
         snprintf(err, errlen, "malformed message: %s", total < 0 ? why : "short header");
+        errno = EPROTO;
         return -1;
     }
     uint8_t *buf = malloc((size_t)total);
     if (!buf) {
         snprintf(err, errlen, "out of memory for a %ld-byte message", total);
+        errno = ENOMEM;
         return -1;
     }
     memcpy(buf, head, sizeof(head));
     int rc = recv_all(fd, buf + sizeof(head), (size_t)total - sizeof(head), deadline_us, err, errlen);
+    if (rc != 0 && errno == ECONNRESET)
+        errno = EPROTO; /* after the header: in the middle of a message */
     if (rc == 0 && rv_decode(buf, (size_t)total, m, why, sizeof(why)) != 0) {
         snprintf(err, errlen, "malformed message: %s", why);
+        errno = EPROTO;
         rc = -1;
     }
+    int e = errno; /* the caller reads it */
     free(buf);
+    errno = e;
     return rc;
 }
 

@@ -14,11 +14,14 @@ void rv_addr_str(const struct sockaddr *sa, char *buf, size_t len);
 /* A connected TCP socket (close-on-exec, non-blocking) to `sa`, or -1 with the reason. */
 int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us, char *err, size_t errlen);
 
-/* Sends `m` whole before the deadline: 0, or -1 with the reason. */
+/* Sends `m` whole before the deadline: 0, or -1 with the reason (errno
+ * EPIPE or ECONNRESET: the peer closed the connection). */
 int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen);
 
 /* Receives one whole message before the deadline: 0, or -1 with the reason
- * (timeout, connection closed, malformed message). */
+ * and errno: ETIMEDOUT, ECONNRESET (closed or reset by the peer before any
+ * byte of the message), EPROTO (closed in the middle of a message, or a
+ * malformed one), or what recv() said. */
 int rv_recv_msg(int fd, struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen);
 
 /* Random bytes from the kernel: 0, or -1 (errno set). */

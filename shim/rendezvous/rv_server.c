@@ -34,11 +34,57 @@
  * ranks' shims take that as "a peer is gone" (shim/ipc/ipc_monitor.c). */
 enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_DONE };
 
-/* Connections that have not said who they are yet, per session: a bound on
- * what a port scanner or a flood can make the root hold. */
+/*
+ * Admission (docs/operations.md, "Strangers on the rendezvous port").  Anyone who can reach
+ * the port can connect; only a holder of the ID's token is a rank.  A rank
+ * sends its HELLO, token first, the moment it is connected, so:
+ *  - a connection is anonymous until the token has come (rv_frame_token:
+ *    the first 32 bytes), and closed if it has not come HELLO_DEADLINE_US
+ *    after its accept (idle or slow-drip connections cannot pile up);
+ *  - past MAX_ANONYMOUS of them (descriptors of the application's
+ *    process), a new connection evicts the oldest anonymous one, after
+ *    reading what that one sent, and is never refused: a rank is the newest
+ *    for the round trip its HELLO takes, then leaves the count, so strangers
+ *    cannot keep it out.  One younger than EVICT_GRACE_US is spared (the new
+ *    one is taken beyond the cap) up to MAX_ANONYMOUS_HARD: a rank whose
+ *    process is not scheduled at once still shows its token in time, and
+ *    strangers that reconnect as soon as they are closed cannot make this
+ *    thread spin on them;
+ *  - each connection is read as soon as it is accepted (what a rank or a
+ *    flood sent is usually there already), at most ACCEPT_BURST per wake-up,
+ *    and the ranks' connections are handled before the listener's.
+ */
 #define MAX_ANONYMOUS 64
+#define MAX_ANONYMOUS_HARD 128
+#define EVICT_GRACE_US 100000ull
+_Static_assert(MAX_ANONYMOUS <= MAX_ANONYMOUS_HARD, "the hard cap is above the cap");
+/* Not a setting: a rank's first bytes follow its connect by one round trip,
+ * and a rank that loses this race connects again (rv_client.c), so a longer
+ * deadline would only let strangers hold descriptors longer. */
+#define HELLO_DEADLINE_US 1000000ull
+#define ACCEPT_BURST 64
+/* accept() failing for another reason than "nothing pending" (out of
+ * descriptors with nobody to evict): the listener is left alone this long,
+ * instead of being found readable again at once. */
+#define ACCEPT_PAUSE_US 100000ull
 /* Rejections recorded one by one per session; the rest are counted. */
 #define MAX_REJECT_RECORDS 8
+
+/* Why a connection was dropped: counted per cause in the decision record
+ * ("rejected_by", docs/records.md). */
+enum rej {
+    REJ_NO_HELLO,       /* no token within HELLO_DEADLINE_US */
+    REJ_EVICTED,        /* the oldest anonymous one when the cap was reached */
+    REJ_MALFORMED,      /* bytes that are not a frame of this protocol */
+    REJ_WRONG_TOKEN,    /* a frame with another token */
+    REJ_CLOSED,         /* closed or reset by the peer */
+    REJ_PROTOCOL,       /* a valid frame out of place: duplicate rank, nranks mismatch, unexpected type */
+    REJ_LATE,           /* still anonymous when every rank had arrived */
+    REJ_OTHER,          /* out of memory, a send that failed */
+    REJ_COUNT
+};
+static const char *const rej_name[REJ_COUNT] = { "no_hello", "evicted",  "malformed", "wrong_token",
+                                                 "closed",   "protocol", "late",      "other" };
 
 struct rv_conn {
     int fd;
@@ -48,6 +94,9 @@ struct rv_conn {
     uint8_t head[RV_HEADER_LEN];
     uint8_t *buf;                       /* the frame, once its length is known */
     char peer[80];
+    uint64_t accepted_us;
+    int anon_slot;                      /* index in the session's anon[] while anonymous, else -1 */
+    int next_free;                      /* a free slot: the next one in the free list */
 };
 
 struct rv_session {
@@ -65,7 +114,12 @@ struct rv_session {
     int *conn_of_rank;                  /* index into conns, -1 if absent */
     struct rv_conn *conns;
     int nconns, capconns;
+    int free_head;                      /* slots closed and referred to by no rank, linked by next_free; -1: none */
+    int anon[MAX_ANONYMOUS_HARD];       /* slots of the anonymous connections */
+    int nanon;
+    uint64_t accept_paused_until;
     int rejected;
+    int rejected_by[REJ_COUNT];
     struct decision d;
     struct rv_verdict verdict;
 };
@@ -79,8 +133,20 @@ static int g_nsessions;
 static int g_thread_running;
 static int g_wake[2] = { -1, -1 };
 
-static void reject(struct rv_session *s, struct rv_conn *c, const char *why)
+static void anon_remove(struct rv_session *s, struct rv_conn *c)
 {
+    if (c->anon_slot < 0)
+        return;
+    int last = s->anon[--s->nanon];
+    s->anon[c->anon_slot] = last;
+    s->conns[last].anon_slot = c->anon_slot;
+    c->anon_slot = -1; /* after: c may be the last */
+}
+
+static void reject(struct rv_session *s, struct rv_conn *c, enum rej cause, const char *why)
+{
+    anon_remove(s, c);
+    s->rejected_by[cause]++;
     if (s->rejected++ < MAX_REJECT_RECORDS) {
         char msg[512];
         snprintf(msg, sizeof(msg), "rendezvous %s: dropped a connection from %s%s: %s", s->addr, c->peer,
@@ -97,6 +163,20 @@ static void reject(struct rv_session *s, struct rv_conn *c, const char *why)
         s->arrived--;
         c->rank = -1;
     }
+    if (c->rank < 0) {
+        /* No rank refers to it: a slot for the next connection. */
+        c->next_free = s->free_head;
+        s->free_head = (int)(c - s->conns);
+    }
+}
+
+/* Closes every connection that has not arrived as a rank: at the decision,
+ * nobody else may join. */
+static void reject_strangers(struct rv_session *s)
+{
+    for (int i = 0; i < s->nconns; i++)
+        if (s->conns[i].fd >= 0 && s->conns[i].rank < 0)
+            reject(s, &s->conns[i], REJ_LATE, "not a rank (no HELLO) when every rank had arrived");
 }
 
 static void close_conn(struct rv_conn *c)
@@ -139,6 +219,16 @@ static void rank_list(const struct rv_session *s, int want_present, char *buf, s
     }
 }
 
+/* "rejected_by": {cause: count}, the causes that occurred. */
+static void record_rejected_by(struct jw *w, const struct rv_session *s)
+{
+    jw_open(w, "rejected_by", '{');
+    for (int k = 0; k < REJ_COUNT; k++)
+        if (s->rejected_by[k])
+            jw_int(w, rej_name[k], s->rejected_by[k]);
+    jw_close(w, '}');
+}
+
 static void record_decision(struct rv_session *s, const char *stage)
 {
     struct jw w;
@@ -161,6 +251,7 @@ static void record_decision(struct rv_session *s, const char *stage)
     jw_int(&w, "inference", s->verdict.ninference);
     jw_int(&w, "unknown", s->verdict.nunknown);
     jw_int(&w, "rejected_connections", s->rejected);
+    record_rejected_by(&w, s);
     jw_u64(&w, "wait_us", s->first_us ? shim_mono_us() - s->first_us : 0);
     jw_open(&w, "ranks", '[');
     /* The record stays under RECORD_MAX: the first ranks tell the story. */
@@ -203,7 +294,7 @@ static int send_all(struct rv_session *s, const struct rv_msg *m)
             char err[256];
             if (rv_send_msg(s->conns[i].fd, m, deadline, err, sizeof(err)) != 0) {
                 failed++;
-                reject(s, &s->conns[i], err);
+                reject(s, &s->conns[i], REJ_OTHER, err);
             }
         }
     }
@@ -284,6 +375,7 @@ static void decide_all(struct rv_session *s)
         close(s->lfd);
         s->lfd = -1;
     }
+    reject_strangers(s);
     if (v->final)
         record_decision(s, "decision");
     int failed = send_verdict(s, RV_DECISION);
@@ -311,7 +403,7 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
             free(s->conn_of_rank);
             s->facts = NULL;
             s->conn_of_rank = NULL;
-            reject(s, c, "out of memory for the ranks' facts");
+            reject(s, c, REJ_OTHER, "out of memory for the ranks' facts");
             return;
         }
         for (int r = 0; r < f->nranks; r++)
@@ -321,15 +413,16 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
     }
     if (f->nranks != s->nranks) {
         snprintf(why, sizeof(why), "rank %d says nranks=%d, the first rank said %d", f->rank, f->nranks, s->nranks);
-        reject(s, c, why);
+        reject(s, c, REJ_PROTOCOL, why);
         return;
     }
     if (s->conn_of_rank[f->rank] >= 0) {
         snprintf(why, sizeof(why), "rank %d arrived twice (first from pid %u on %s)", f->rank,
                  s->facts[f->rank].pid, s->facts[f->rank].host);
-        reject(s, c, why);
+        reject(s, c, REJ_PROTOCOL, why);
         return;
     }
+    anon_remove(s, c);
     c->rank = f->rank;
     s->facts[f->rank] = *f;
     s->conn_of_rank[f->rank] = (int)(c - s->conns);
@@ -387,18 +480,20 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
     }
 }
 
+#define WRONG_TOKEN "wrong token (not a rank of this unique ID, or an ID from an earlier run)"
+
 static void on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *buf, size_t len)
 {
     struct rv_msg *m = malloc(sizeof(*m));
     char err[256];
     if (!m) {
-        reject(s, c, "out of memory for a message");
+        reject(s, c, REJ_OTHER, "out of memory for a message");
         return;
     }
     if (rv_decode(buf, len, m, err, sizeof(err)) != 0)
-        reject(s, c, err);
+        reject(s, c, REJ_MALFORMED, err);
     else if (!rv_token_equal(m->token, s->token))
-        reject(s, c, "wrong token (not a rank of this unique ID, or an ID from an earlier run)");
+        reject(s, c, REJ_WRONG_TOKEN, WRONG_TOKEN);
     else if (m->type == RV_HELLO && c->rank < 0 && s->state == ST_WAIT_HELLO)
         on_hello(s, c, &m->u.hello);
     else if (m->type == RV_VOTE && c->rank >= 0 && s->state == ST_WAIT_VOTES)
@@ -407,7 +502,7 @@ static void on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *b
         snprintf(err, sizeof(err), "unexpected message type %d%s", (int)m->type,
                  c->rank >= 0 ? " from a rank that had arrived" : " before HELLO");
         int was_rank = c->rank >= 0 && s->state == ST_WAIT_VOTES;
-        reject(s, c, err);
+        reject(s, c, REJ_PROTOCOL, err);
         if (was_rank)
             fall_back(s, RV_COMMIT, "a rank broke the protocol during the vote: passthrough for all");
     }
@@ -439,7 +534,7 @@ static void on_readable(struct rv_session *s, struct rv_conn *c)
         if (n <= 0) {
             int was_voter = c->rank >= 0 && s->state == ST_WAIT_VOTES;
             int rank = c->rank;
-            reject(s, c, n == 0 ? "connection closed" : strerror(errno));
+            reject(s, c, REJ_CLOSED, n == 0 ? "connection closed" : strerror(errno));
             if (was_voter) {
                 char why[RV_REASON_LEN];
                 snprintf(why, sizeof(why), "rank %d left before voting: passthrough for all", rank);
@@ -453,11 +548,23 @@ static void on_readable(struct rv_session *s, struct rv_conn *c)
                 continue;
             long total = rv_frame_length(c->head, c->have, err, sizeof(err));
             if (total <= 0 || !(c->buf = malloc((size_t)total))) {
-                reject(s, c, total <= 0 ? err : "out of memory for a message");
+                reject(s, c, total <= 0 ? REJ_MALFORMED : REJ_OTHER, total <= 0 ? err : "out of memory for a message");
                 return;
             }
             memcpy(c->buf, c->head, RV_HEADER_LEN);
             c->need = total;
+        }
+        if (c->anon_slot >= 0) {
+            /* The token, as soon as it is in: a rank then leaves the
+             * anonymous count (and its deadline) before its HELLO is whole. */
+            uint8_t tok[RV_TOKEN_LEN];
+            int t = rv_frame_token(c->buf, c->have, tok);
+            if (t == 1 && !rv_token_equal(tok, s->token)) {
+                reject(s, c, REJ_WRONG_TOKEN, WRONG_TOKEN);
+                return;
+            }
+            if (t == 1)
+                anon_remove(s, c);
         }
         if (c->have == (size_t)c->need) {
             uint8_t *frame = c->buf;
@@ -467,48 +574,101 @@ static void on_readable(struct rv_session *s, struct rv_conn *c)
             c->have = 0;
             on_message(s, c, frame, len);
             free(frame);
+            if (s->state == ST_MONITOR)
+                return; /* its close, once it comes, is a rank leaving: handled above, at the next poll */
         }
     }
 }
 
-static void on_acceptable(struct rv_session *s)
+/* A slot for a new connection: a free one, or a new one at the end.  NULL
+ * when out of memory.  (The array may move: conns' addresses change.) */
+static struct rv_conn *new_conn(struct rv_session *s, int fd, const struct sockaddr *sa)
 {
-    for (;;) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-            return; /* EAGAIN, or EMFILE and the like: the peer waits in the backlog, then times out */
-        int anonymous = 0;
-        for (int i = 0; i < s->nconns; i++)
-            anonymous += s->conns[i].fd >= 0 && s->conns[i].rank < 0;
-        if (anonymous >= MAX_ANONYMOUS) {
-            close(fd);
-            s->rejected++;
-            continue;
-        }
-        /* A closed slot that no rank refers to is reused: connect-and-close
-         * floods must not grow the array. */
-        struct rv_conn *c = NULL;
-        for (int i = 0; i < s->nconns && !c; i++)
-            if (s->conns[i].fd < 0 && s->conns[i].rank < 0)
-                c = &s->conns[i];
-        if (!c && s->nconns == s->capconns) {
+    struct rv_conn *c;
+    if (s->free_head >= 0) {
+        c = &s->conns[s->free_head];
+        s->free_head = c->next_free;
+    } else {
+        if (s->nconns == s->capconns) {
             int cap = s->capconns ? s->capconns * 2 : 16;
             struct rv_conn *n = realloc(s->conns, (size_t)cap * sizeof(*n));
-            if (!n) {
-                close(fd);
-                continue;
-            }
+            if (!n)
+                return NULL;
             s->conns = n;
             s->capconns = cap;
         }
-        if (!c)
-            c = &s->conns[s->nconns++];
-        memset(c, 0, sizeof(*c));
-        c->fd = fd;
-        c->rank = -1;
-        rv_addr_str((struct sockaddr *)&ss, c->peer, sizeof(c->peer));
+        c = &s->conns[s->nconns++];
+    }
+    memset(c, 0, sizeof(*c));
+    c->fd = fd;
+    c->rank = -1;
+    c->next_free = -1;
+    c->accepted_us = shim_mono_us();
+    c->anon_slot = s->nanon;
+    s->anon[s->nanon++] = (int)(c - s->conns);
+    rv_addr_str(sa, c->peer, sizeof(c->peer));
+    return c;
+}
+
+static struct rv_conn *oldest_anonymous(struct rv_session *s)
+{
+    int oldest = s->anon[0];
+    for (int i = 1; i < s->nanon; i++)
+        if (s->conns[s->anon[i]].accepted_us < s->conns[oldest].accepted_us)
+            oldest = s->anon[i];
+    return &s->conns[oldest];
+}
+
+/* Makes room for one anonymous connection: the oldest one goes, unless what
+ * it has sent by now (read first) makes it a rank or gets it dropped anyway. */
+static void evict_oldest(struct rv_session *s)
+{
+    struct rv_conn *c = oldest_anonymous(s);
+    on_readable(s, c);
+    if (c->fd >= 0 && c->anon_slot >= 0 && s->state == ST_WAIT_HELLO)
+        reject(s, c, REJ_EVICTED, "no token yet, the oldest of too many connections without one");
+}
+
+static void on_acceptable(struct rv_session *s)
+{
+    for (int n = 0; n < ACCEPT_BURST && s->lfd >= 0 && s->state == ST_WAIT_HELLO; n++) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(s->lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            int e = errno;
+            if (e == EINTR || e == ECONNABORTED)
+                continue;
+            if ((e == EMFILE || e == ENFILE) && s->nanon > 0) {
+                /* Out of descriptors: a stranger's is given back for this one. */
+                evict_oldest(s);
+                continue;
+            }
+            if (e != EAGAIN && e != EWOULDBLOCK) {
+                /* The connection waits in the backlog; the listener stays
+                 * readable, so poll() would return at once, forever. */
+                s->accept_paused_until = shim_mono_us() + ACCEPT_PAUSE_US;
+                shim_warn("rendezvous", "%s: accept: %s: connections wait in the backlog for %llu ms at a time%s",
+                          s->addr, strerror(e), ACCEPT_PAUSE_US / 1000,
+                          e == EMFILE || e == ENFILE ? " (the process is out of descriptors: raise ulimit -n)" : "");
+            }
+            return;
+        }
+        while (s->nanon >= MAX_ANONYMOUS && s->state == ST_WAIT_HELLO) {
+            if (s->nanon < MAX_ANONYMOUS_HARD && shim_mono_us() - oldest_anonymous(s)->accepted_us < EVICT_GRACE_US)
+                break;
+            evict_oldest(s);
+        }
+        struct rv_conn *c = s->state == ST_WAIT_HELLO ? new_conn(s, fd, (struct sockaddr *)&ss) : NULL;
+        if (!c) {
+            /* Decided meanwhile (the evicted one was the last rank), or out of memory. */
+            close(fd);
+            s->rejected++;
+            s->rejected_by[s->state == ST_WAIT_HELLO ? REJ_OTHER : REJ_LATE]++;
+            continue;
+        }
+        /* What it sent is often there already: a rank's HELLO, or a flood's garbage. */
+        on_readable(s, c);
     }
 }
 
@@ -520,6 +680,20 @@ static int check_deadlines(struct rv_session *s, uint64_t now)
     char why[RV_REASON_LEN];
     if (s->state == ST_MONITOR)
         return 60000; /* no deadline: it lasts as long as the communicator */
+    uint64_t next = UINT64_MAX; /* the nearest admission deadline */
+    if (s->state == ST_WAIT_HELLO) {
+        /* Backwards: a removal moves the last entry into the one removed. */
+        for (int i = s->nanon - 1; i >= 0; i--) {
+            struct rv_conn *c = &s->conns[s->anon[i]];
+            uint64_t d = c->accepted_us + HELLO_DEADLINE_US;
+            if (now >= d)
+                reject(s, c, REJ_NO_HELLO, "no token within 1 s of connecting");
+            else if (d < next)
+                next = d;
+        }
+        if (s->accept_paused_until > now && s->accept_paused_until < next)
+            next = s->accept_paused_until;
+    }
     if (s->state == ST_WAIT_HELLO && s->nranks == 0) {
         deadline = s->created_us + (uint64_t)cfg->rendezvous_idle_ms * 1000;
         if (now >= deadline) {
@@ -528,6 +702,7 @@ static int check_deadlines(struct rv_session *s, uint64_t now)
             jw_str(&w, "listen", s->addr);
             jw_int(&w, "idle_ms", cfg->rendezvous_idle_ms);
             jw_int(&w, "rejected_connections", s->rejected);
+            record_rejected_by(&w, s);
             jw_emit(&w);
             finish(s);
             return 0;
@@ -561,6 +736,8 @@ static int check_deadlines(struct rv_session *s, uint64_t now)
     } else {
         return 0;
     }
+    if (next < deadline)
+        deadline = next;
     uint64_t ms = (deadline - now + 999) / 1000;
     return ms > 60000 ? 60000 : (int)ms;
 }
@@ -634,21 +811,30 @@ static void *serve(void *arg)
             ref[k++] = (struct poll_ref){ NULL, -1 };
             for (struct rv_session *s = g_sessions; s; s = s->next) {
                 int t = check_deadlines(s, now);
-                if (s->state == ST_DONE) {
+                if (s->state == ST_DONE)
                     timeout = 0;
-                    continue;
-                }
-                if (t < timeout)
+                else if (t < timeout)
                     timeout = t;
-                if (s->lfd >= 0 && k < cap) {
-                    pfd[k] = (struct pollfd){ s->lfd, POLLIN, 0 };
-                    ref[k++] = (struct poll_ref){ s, -1 };
-                }
-                for (int i = 0; i < s->nconns && k < cap; i++) {
-                    if (s->conns[i].fd < 0)
+            }
+            /* Handled in this order: the ranks' connections (and those that
+             * showed the token), the listeners, the strangers. */
+            for (int pass = 0; pass < 3; pass++) {
+                for (struct rv_session *s = g_sessions; s; s = s->next) {
+                    if (s->state == ST_DONE)
                         continue;
-                    pfd[k] = (struct pollfd){ s->conns[i].fd, POLLIN, 0 };
-                    ref[k++] = (struct poll_ref){ s, i };
+                    if (pass == 1) {
+                        if (s->lfd >= 0 && s->accept_paused_until <= now && k < cap) {
+                            pfd[k] = (struct pollfd){ s->lfd, POLLIN, 0 };
+                            ref[k++] = (struct poll_ref){ s, -1 };
+                        }
+                        continue;
+                    }
+                    for (int i = 0; i < s->nconns && k < cap; i++) {
+                        if (s->conns[i].fd < 0 || (s->conns[i].anon_slot >= 0) != (pass == 2))
+                            continue;
+                        pfd[k] = (struct pollfd){ s->conns[i].fd, POLLIN, 0 };
+                        ref[k++] = (struct poll_ref){ s, i };
+                    }
                 }
             }
         }
@@ -712,6 +898,7 @@ int rv_server_open(ncclUniqueId *id, char *where, size_t wherelen, char *err, si
         return -1;
     }
     s->lfd = -1;
+    s->free_head = -1;
     ((struct sockaddr_in *)&ss)->sin_port = 0; /* same offset in sockaddr_in6: any free port */
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
     if (fd < 0 || bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, SOMAXCONN) != 0 ||

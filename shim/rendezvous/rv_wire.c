@@ -121,6 +121,8 @@ struct field {
 #define F_STR(tag, m, flags) { tag, K_STR, flags, #m, offsetof(struct rv_msg, m), MSIZE(m), 0, 0 }
 
 /* #m gives "u.hello.rank": names are printed from after the last '.'. */
+/* Every table starts with the token: rv_encode then sends it first, which
+ * rv_frame_token (the root's early check of a stranger) relies on. */
 static const struct field hello_fields[] = {
     F_TOKEN,
     F_I32(2, u.hello.rank, REQ, 0, FACTS_MAX_RANKS - 1),
@@ -268,6 +270,24 @@ long rv_frame_length(const uint8_t *buf, size_t have, char *err, size_t errlen)
     if (check_header(buf, &type, &plen, err, errlen) < 0)
         return -1;
     return (long)RV_HEADER_LEN + (long)plen;
+}
+
+int rv_frame_token(const uint8_t *buf, size_t have, uint8_t token[RV_TOKEN_LEN])
+{
+    if (have < RV_HEADER_LEN)
+        return 0;
+    if (rv_frame_length(buf, have, NULL, 0) < 0)
+        return -1;
+    uint32_t plen = get32(buf + 8);
+    if (plen < TLV_HDR + RV_TOKEN_LEN)
+        return -1;
+    if (have < RV_HEADER_LEN + TLV_HDR + RV_TOKEN_LEN)
+        return 0;
+    const uint8_t *p = buf + RV_HEADER_LEN;
+    if (get16(p) != 1 || get16(p + 2) != RV_TOKEN_LEN)
+        return -1;
+    memcpy(token, p + TLV_HDR, RV_TOKEN_LEN);
+    return 1;
 }
 
 static int32_t get_i32(const uint8_t *base, size_t off)

@@ -95,6 +95,18 @@ long rv_frame_length(const uint8_t *buf, size_t have, char *err, size_t errlen);
 /* Decodes one whole frame.  0 on success; -1 with the reason in `err`. */
 int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_t errlen);
 
+/*
+ * The token a frame starts with, from its first `have` bytes, before the rest
+ * has come: lets the root tell a rank from a stranger within a round trip.
+ * rv_encode puts the token first in every message; a frame whose first item is
+ * something else can still be a valid message (items may come in any order),
+ * only not recognised early.  Returns 1 with the token in `token` once the
+ * header and a first item (tag 1, RV_TOKEN_LEN bytes) are there, 0 if fewer
+ * bytes than that are there yet, -1 if the header is invalid or the first item
+ * is not the token.
+ */
+int rv_frame_token(const uint8_t *buf, size_t have, uint8_t token[RV_TOKEN_LEN]);
+
 /* Constant-time comparison of two tokens: 1 if equal. */
 int rv_token_equal(const uint8_t a[RV_TOKEN_LEN], const uint8_t b[RV_TOKEN_LEN]);
 

@@ -62,6 +62,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(fl == -1 || fl == 0 || (fl >= RV_HEADER_LEN && fl <= RV_MAX_FRAME), "frame length in range");
     check(fl != 0 || size < RV_HEADER_LEN, "a complete header gives an answer");
     check(fl != -1 || err[0] != '\0', "an invalid header has a reason");
+    uint8_t tok[RV_TOKEN_LEN];
+    int tr = rv_frame_token(data, size, tok);
+    check(tr >= -1 && tr <= 1, "frame token in range");
+    check(fl != -1 || tr == -1, "an invalid header has no token");
+    if (tr == 1 && fl > 0 && (size_t)fl <= size && rv_decode(data, (size_t)fl, &m1, err, sizeof(err)) == 0)
+        check(memcmp(tok, m1.token, RV_TOKEN_LEN) == 0, "the early token is the decoded one");
     /* As a stream reader would: the frame the header announces, when all there... */
     if (fl > 0 && (size_t)fl <= size)
         one_frame(data, (size_t)fl);
