@@ -10,8 +10,12 @@
 # seed RECDIR_FUZZ_SEED (printed).
 . "$(dirname "$0")/../tap.sh"
 [ "$(id -u)" = 0 ] || skip_all "needs root, to create a second user and plant other users' files"
-U=ncclshim-t20
-getent passwd "$U" > /dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$U" > /dev/null 2>&1
+U=ncclshim-t22f
+# (retried: another test's useradd may hold /etc/passwd's lock at this moment)
+for _ in 1 2 3 4 5; do
+    getent passwd "$U" > /dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$U" > /dev/null 2>&1 && break
+    sleep 1
+done
 VU=$(getent passwd "$U" | cut -d: -f3); VG=$(getent passwd "$U" | cut -d: -f4)
 case "$VU" in ''|0) skip_all "no unprivileged user $U (useradd failed)" ;; esac
 D=/tmp/ncclshim-$VU

@@ -200,7 +200,7 @@ static int lib_cmp(library_rec *a, library_rec *b)
 
 /*
  * The document is written as it is built, one array element at a time (each
- * on its own line, compact), never held whole: on a 200 MB record file the
+ * on its own line), never held whole: on a 200 MB record file the
  * whole jansson tree took 919 MB where the table view needs 203 MB (issue 17;
  * docs/benchmarks.md, "inspect --json memory").
  */
@@ -219,7 +219,7 @@ static void js_array_open(jstream *js, const char *key, int first)
 static void js_elem(jstream *js, json_t *v)
 {
     fputs(js->n++ ? ",\n    " : "\n    ", js->out);
-    json_dumpf(v, js->out, JSON_COMPACT | JSON_PRESERVE_ORDER);
+    json_dumpf(v, js->out, JSON_INDENT(0) | JSON_PRESERVE_ORDER); /* one line, ", " and ": " */
     json_decref(v);
 }
 
