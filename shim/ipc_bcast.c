@@ -442,6 +442,24 @@ static CUresult hop_copy(const struct ipc_comm *c, int sm, CUdeviceptr dst, CUde
     return c->cu->cuMemcpyDtoDAsync(dst, src, len, s);
 }
 
+/* EXPERIMENT (measuring run only): NCCLSHIM_IPC_EXP bit 0: counter writes of
+ * a hop between two processes on one GPU without the system-wide barrier. */
+static int exp_bits(void)
+{
+    static atomic_int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        v = getenv("NCCLSHIM_IPC_EXP") ? atoi(getenv("NCCLSHIM_IPC_EXP")) : 0;
+        atomic_store_explicit(&on, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+static unsigned hop_wflags(const struct ipc_comm *c, int r)
+{
+    return (exp_bits() & 1) && c->peer_dev && c->peer_dev[r] == c->device ? 1u : CU_STREAM_WRITE_VALUE_DEFAULT;
+}
+
 /* The bytes a hop moves per step: one copy between two ranks, pipelined
  * steps along a chain, and staging chunks. */
 static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
@@ -494,7 +512,7 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
         CU(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync");
     /* This rank's buffer may be written from now on. */
     if (p->in == HOP_PUSH) {
-        CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
+        CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, hop_wflags(c, pred)),
            "cuStreamWriteValue64");
         if (!p->producer)
             CU(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
@@ -526,7 +544,7 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
             if (overlap) /* AVAIL in order ("Senders overlap") */
                 CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
                    "cuStreamWaitValue64");
-            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, hop_wflags(c, succ)),
                "cuStreamWriteValue64");
         } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
             CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),

@@ -1,0 +1,289 @@
+"""Where a colocated broadcast's time goes: the ipc protocol's pieces between two
+processes on ONE GPU, without the shim (driver API through ctypes).
+
+    python3 bench/colocated_probe.py [--json FILE]
+
+Rank 0 (the trainer) owns the data, rank 1 (the inference engine) a buffer and
+a page of counters, shared with CUDA IPC as the shim shares them.  Every case
+is enqueued whole on both ranks behind a gate (a word of shared host memory
+that both streams wait for), then the gate opens: the times are the GPU's,
+not Python's enqueue rate.  Time per iteration = (the later rank's end - the
+gate's opening) / iterations, median of 3.
+
+Cases (one iteration each; T: rank 0's TAKEN word, A: rank 1's AVAIL, D and
+TM: each rank's own word; writes with the system-wide memory barrier unless "nomb"):
+  plain        rank 0 copies into its own memory (cuMemcpyDtoDAsync): the baseline
+  ipc-copy     rank 0 copies into rank 1's buffer (IPC-mapped), nothing else
+  push         the shim's pushed broadcast: rank 1 writes T, TM, waits A;
+               rank 0 waits T, copies into rank 1's buffer, writes A, D
+  push-nomb    push with every write without the memory barrier
+  push-min     push without D and TM
+  push-min-nomb
+  push-k       push with the shim's copy kernel (shim/ipc_kernel.c) for the copy
+  push-min-k-nomb
+  pull         rank 0 writes A, waits T, writes D; rank 1 waits A, copies out
+               of rank 0's buffer, writes T
+  ping         no copy: rank 1 writes T, waits A; rank 0 waits T, writes A
+               (one round trip between the two processes)
+  ping-nomb
+  ping-1p      ping between two streams of rank 0 (no second process)
+  push-1p      push between two streams of rank 0 (a copy into its own memory)
+"""
+import ctypes
+import json
+import mmap
+import os
+import statistics
+import sys
+import threading
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+MiB = 1 << 20
+SIZES = [16 * MiB, 64 * MiB, 256 * MiB]
+NOMB = 1  # CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
+GEQ = 0   # CU_STREAM_WAIT_VALUE_GEQ
+CASES = ["plain", "ipc-copy", "push", "push-nomb", "push-min", "push-min-nomb", "push-k", "push-min-k-nomb",
+         "pull", "ping", "ping-nomb", "ping-1p", "push-1p"]
+
+
+def ptx_text():
+    import re
+    src = open(os.path.join(HERE, "..", "shim", "ipc_kernel.c")).read()
+    body = src.split("copy_ptx[] =", 1)[1].split(";\n", 1)[0]
+    lines = re.findall(r'^\s*"(.*)"\s*$', body, re.M)
+    return "".join(l.encode().decode("unicode_escape") for l in lines)
+
+
+class Cu:
+    def __init__(self):
+        cu = ctypes.CDLL("libcuda.so.1")
+        self.cu = cu
+        u64, vp, sz = ctypes.c_uint64, ctypes.c_void_p, ctypes.c_size_t
+        cu.cuMemcpyDtoDAsync_v2.argtypes = [u64, u64, sz, vp]
+        cu.cuStreamWriteValue64_v2.argtypes = [vp, u64, u64, ctypes.c_uint]
+        cu.cuStreamWaitValue64_v2.argtypes = [vp, u64, u64, ctypes.c_uint]
+        cu.cuMemHostRegister_v2.argtypes = [vp, sz, ctypes.c_uint]
+        cu.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(u64), vp, ctypes.c_uint]
+        cu.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, vp, vp]
+        self.fn = None
+
+    def ck(self, r, what):
+        if r != 0:
+            raise RuntimeError("%s: CUresult %d" % (what, r))
+
+    def copy(self, dst, src, n, s):
+        self.ck(self.cu.cuMemcpyDtoDAsync_v2(dst, src, n, s), "cuMemcpyDtoDAsync")
+
+    def write(self, addr, v, s, flags=0):
+        self.ck(self.cu.cuStreamWriteValue64_v2(s, addr, v, flags), "cuStreamWriteValue64")
+
+    def wait(self, addr, v, s):
+        self.ck(self.cu.cuStreamWaitValue64_v2(s, addr, v, GEQ), "cuStreamWaitValue64")
+
+    def load_kernel(self, sms):
+        mod, fn = ctypes.c_void_p(), ctypes.c_void_p()
+        self.ck(self.cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(ptx_text().encode() + b"\0")),
+                "cuModuleLoadData")
+        self.ck(self.cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"ncclshim_copy"), "cuModuleGetFunction")
+        self.fn, self.sms, self.keep = fn, sms, []
+
+    def kcopy(self, dst, src, n, s):
+        # The shim's launch shape (shim/ipc_kernel.c: 512 threads, 4 blocks per SM at most).
+        d, sr, n16, tail = (ctypes.c_uint64(x) for x in (dst, src, n // 16, n % 16))
+        params = (ctypes.c_void_p * 4)(*[ctypes.cast(ctypes.byref(x), ctypes.c_void_p) for x in (d, sr, n16, tail)])
+        self.keep.append((d, sr, n16, tail, params))
+        blocks = max(1, min((n // 16 + 2047) // 2048, self.sms * 4))
+        self.ck(self.cu.cuLaunchKernel(self.fn, blocks, 1, 1, 512, 1, 1, 0, s, params, None), "cuLaunchKernel")
+
+
+def worker(rank, q_in, q_out, res_q, bar, gate_path):
+    import torch
+    torch.cuda.set_device(0)
+    cu = Cu()
+    sms = torch.cuda.get_device_properties(0).multi_processor_count
+    big = max(SIZES)
+    streams = [torch.cuda.Stream() for _ in range(2)]
+    sh = [s.cuda_stream for s in streams]
+    # Gate: shared host memory, registered here, both streams wait on it.
+    fd = os.open(gate_path, os.O_RDWR)
+    mm = mmap.mmap(fd, 4096)
+    os.close(fd)
+    host = ctypes.addressof(ctypes.c_char.from_buffer(mm))
+    cu.ck(cu.cu.cuMemHostRegister_v2(host, 4096, 0x1 | 0x2), "cuMemHostRegister")  # PORTABLE | DEVICEMAP
+    gdev = ctypes.c_uint64()
+    cu.ck(cu.cu.cuMemHostGetDevicePointer_v2(ctypes.byref(gdev), host, 0), "cuMemHostGetDevicePointer")
+    gate = ctypes.c_uint64.from_address(host)
+    page = torch.zeros(512, dtype=torch.int64, device="cuda")  # this rank's counters
+    if rank == 0:
+        src = torch.randint(0, 256, (big,), dtype=torch.uint8, device="cuda")
+        mine = torch.empty(big, dtype=torch.uint8, device="cuda")
+        cu.load_kernel(sms)
+        q_out.put((page, src))
+        peer_page, peer_buf = q_in.get()
+    else:
+        mine = torch.zeros(big, dtype=torch.uint8, device="cuda")
+        q_out.put((page, mine))
+        peer_page, peer_buf = q_in.get()
+        src = None
+    torch.cuda.synchronize()
+    P = page.data_ptr()
+    Q = peer_page.data_ptr()
+    T0 = P if rank == 0 else Q          # rank 0's TAKEN (written by rank 1)
+    A1 = Q if rank == 0 else P          # rank 1's AVAIL (written by rank 0)
+    OWN_D, OWN_TM = P + 512, P + 1024
+    B = peer_buf.data_ptr() if rank == 0 else mine.data_ptr()   # rank 1's buffer, as mapped here
+    S0 = src.data_ptr() if rank == 0 else peer_buf.data_ptr()   # rank 0's data, as mapped here
+    seq = [0]
+    gnum = [0]
+    out = {}
+
+    def one(case, size, v):
+        s = sh[0]
+        mb = NOMB if "nomb" in case else 0
+        if case == "plain":
+            if rank == 0:
+                cu.copy(mine.data_ptr(), S0, size, s)
+        elif case == "ipc-copy":
+            if rank == 0:
+                cu.copy(B, S0, size, s)
+        elif case.startswith("push") and not case.endswith("1p"):
+            full = "min" not in case
+            if rank == 1:
+                cu.write(T0, v, s, mb)
+                if full:
+                    cu.write(OWN_TM, v, s, mb)
+                cu.wait(A1, v, s)
+            else:
+                cu.wait(T0, v, s)
+                (cu.kcopy if "-k" in case else cu.copy)(B, S0, size, s)
+                cu.write(A1, v, s, mb)
+                if full:
+                    cu.write(OWN_D, v, s, mb)
+        elif case == "pull":
+            if rank == 0:
+                cu.write(A1, v, s)
+                cu.wait(T0, v, s)
+                cu.write(OWN_D, v, s)
+            else:
+                cu.wait(A1, v, s)
+                cu.copy(mine.data_ptr(), S0, size, s)
+                cu.write(T0, v, s)
+        elif case.startswith("ping") and not case.endswith("1p"):
+            if rank == 1:
+                cu.write(T0, v, s, mb)
+                cu.wait(A1, v, s)
+            else:
+                cu.wait(T0, v, s)
+                cu.write(A1, v, s, mb)
+        elif case in ("ping-1p", "push-1p") and rank == 0:
+            # Rank 0's two streams play both parts, its own page both pages.
+            t, a, r = P + 1536, P + 2048, sh[1]
+            cu.write(t, v, r)
+            if case == "push-1p":
+                cu.write(P + 2560, v, r)
+            cu.wait(a, v, r)
+            cu.wait(t, v, s)
+            if case == "push-1p":
+                cu.copy(mine.data_ptr(), S0, size, s)
+            cu.write(a, v, s)
+            if case == "push-1p":
+                cu.write(OWN_D, v, s)
+
+    def measure(case, size, n):
+        bar.wait(60)
+        gnum[0] += 1
+        g = gnum[0]
+        for s in sh:
+            cu.wait(int(gdev.value), g, s)
+        opened = [None]
+
+        def watchdog():  # the enqueue blocked (queue full): open anyway, mark invalid
+            if gate.value < g:
+                opened[0] = "watchdog"
+                gate.value = g
+        wd = threading.Timer(30, watchdog)
+        wd.start()
+        for _ in range(n):
+            seq[0] += 1
+            one(case, size, seq[0])
+        bar.wait(60)
+        t0 = time.perf_counter()
+        if rank == 0:
+            gate.value = g
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        wd.cancel()
+        return t0, t1, opened[0]
+
+    for case in CASES:
+        for size in (SIZES if case not in ("ping", "ping-nomb", "ping-1p") else [0]):
+            n = 200 if size == 0 else max(8, min(64, (4 << 30) // size))
+            measure(case, size, 2)  # warm
+            runs = [measure(case, size, n) for _ in range(3)]
+            out["%s %d" % (case, size)] = {"n": n, "runs": runs}
+    # Bit-exactness of the last copies into rank 1's buffer (push-1p wrote rank 0's own).
+    bar.wait(60)
+    if rank == 0:
+        res_q.put((0, out, torch.cuda.get_device_name(0), bytes(src[:1 << 20].cpu().numpy().tobytes())))
+    else:
+        res_q.put((1, out, None, bytes(mine[:1 << 20].cpu().numpy().tobytes())))
+    bar.wait(60)
+    mm.close()
+
+
+def main():
+    import torch.multiprocessing as mp
+    ctx = mp.get_context("spawn")
+    gate_path = "/dev/shm/ncclshim-probe-%d" % os.getpid()
+    with open(gate_path, "wb") as f:
+        f.write(b"\0" * 4096)
+    q01, q10, res_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
+    bar = ctx.Barrier(2)
+    ps = [ctx.Process(target=worker, args=(0, q10, q01, res_q, bar, gate_path)),
+          ctx.Process(target=worker, args=(1, q01, q10, res_q, bar, gate_path))]
+    for p in ps:
+        p.start()
+    got = {}
+    try:
+        for _ in range(2):
+            r, out, gpu, head = res_q.get(timeout=600)
+            got[r] = (out, gpu, head)
+    finally:
+        for p in ps:
+            p.join(60)
+            if p.is_alive():
+                p.kill()
+        os.unlink(gate_path)
+    gpu = got[0][1]
+    res = {}
+    for key in got[0][0]:
+        n = got[0][0][key]["n"]
+        per = []
+        bad = False
+        for (a0, e0, w0), (a1, e1, w1) in zip(got[0][0][key]["runs"], got[1][0][key]["runs"]):
+            per.append((max(e0, e1) - a0) / n)
+            bad |= bool(w0 or w1)
+        res[key] = {"us": statistics.median(per) * 1e6, "all_us": [x * 1e6 for x in per], "watchdog": bad}
+    print("colocated probe on one %s: us per iteration (median of 3), GB/s, x plain" % gpu)
+    print("%-16s" % "case" + "".join("%26s" % ("%d MiB" % (s >> 20)) for s in SIZES))
+    for case in CASES:
+        if case.startswith("ping"):
+            r = res["%s 0" % case]
+            print("%-16s %10.2f us round trip%s" % (case, r["us"], " (watchdog)" if r["watchdog"] else ""))
+            continue
+        cells = []
+        for s in SIZES:
+            r, p = res["%s %d" % (case, s)], res["plain %d" % s]
+            cells.append("%9.1f %7.0f %5.2f%s" % (r["us"], s / r["us"] / 1e3, p["us"] / r["us"],
+                                                  "!" if r["watchdog"] else " "))
+        print("%-16s" % case + "".join("%26s" % c for c in cells))
+    print("rank 1's buffer = rank 0's data (first MiB):", got[0][2] == got[1][2])
+    if "--json" in sys.argv:
+        with open(sys.argv[sys.argv.index("--json") + 1], "w") as f:
+            json.dump({"gpu": gpu, "cases": res}, f, indent=1, sort_keys=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
