@@ -229,7 +229,6 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
     else:
         res_q.put((1, out, None, bytes(mine[:1 << 20].cpu().numpy().tobytes())))
     bar.wait(60)
-    mm.close()
 
 
 def main():
