@@ -11,21 +11,35 @@ not Python's enqueue rate.  Time per iteration = (the later rank's end - the
 gate's opening) / iterations, median of 3.
 
 Cases (one iteration each; T: rank 0's TAKEN word, A: rank 1's AVAIL, D and
-TM: each rank's own word; writes with the system-wide memory barrier unless "nomb"):
-  plain        rank 0 copies into its own memory (cuMemcpyDtoDAsync): the baseline
+TM: each rank's own word).  Writes are cuStreamWriteValue64 (with its
+system-wide memory barrier: the driver refuses CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER,
+CUresult 1, measured on H100 with driver 580) unless named otherwise.
+One process, one stream (rank 1 idle): what a broadcast's stream operations cost
+around the copy, with no peer to wait for
+  plain        cuMemcpyDtoDAsync into rank 0's own memory: the baseline
+  s-w1         the copy, then one counter write
+  s-w2         the copy, then two (the root's AVAIL and DONE)
+  s-wait       a wait (already satisfied), then the copy
+  s-full       wait, copy, write, write: a root's stream in one broadcast
+  s-k          the shim's copy kernel (shim/ipc_kernel.c) instead of the copy
+  s-k-full     wait, kernel, write, write
+  s-ksig       wait, then the kernel that writes the counter itself when its last block ends
+  s-cesig      the copy, then the counter written by an 8-byte device-to-device copy
+  s-h2d        the copy, then the counter written by an 8-byte cuMemcpyHtoDAsync (pageable)
+  s-memset     the copy, then the counter written by two cuMemsetD32Async
+Two processes:
   ipc-copy     rank 0 copies into rank 1's buffer (IPC-mapped), nothing else
   push         the shim's pushed broadcast: rank 1 writes T, TM, waits A;
                rank 0 waits T, copies into rank 1's buffer, writes A, D
-  push-nomb    push with every write without the memory barrier
   push-min     push without D and TM
-  push-min-nomb
-  push-k       push with the shim's copy kernel (shim/ipc_kernel.c) for the copy
-  push-min-k-nomb
+  push-k       push with the copy kernel
+  push-ksig    rank 0 waits T and runs the kernel that writes A itself
+  push-h2d     push-min with both counters written by 8-byte cuMemcpyHtoDAsync
   pull         rank 0 writes A, waits T, writes D; rank 1 waits A, copies out
                of rank 0's buffer, writes T
   ping         no copy: rank 1 writes T, waits A; rank 0 waits T, writes A
                (one round trip between the two processes)
-  ping-nomb
+  ping-h2d     ping with the writes as 8-byte cuMemcpyHtoDAsync
   ping-1p      ping between two streams of rank 0 (no second process)
   push-1p      push between two streams of rank 0 (a copy into its own memory)
 """
@@ -43,8 +57,10 @@ MiB = 1 << 20
 SIZES = [16 * MiB, 64 * MiB, 256 * MiB]
 NOMB = 1  # CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
 GEQ = 0   # CU_STREAM_WAIT_VALUE_GEQ
-CASES = ["plain", "ipc-copy", "push", "push-nomb", "push-min", "push-min-nomb", "push-k", "push-min-k-nomb",
-         "pull", "ping", "ping-nomb", "ping-1p", "push-1p"]
+CASES = ["plain", "s-w1", "s-w2", "s-wait", "s-full", "s-k", "s-k-full", "s-ksig", "s-cesig", "s-h2d", "s-memset",
+         "ipc-copy", "push", "push-min", "push-k", "push-ksig", "push-h2d", "pull",
+         "ping", "ping-h2d", "ping-1p", "push-1p"]
+PINGS = ("ping", "ping-h2d", "ping-1p")
 
 
 def ptx_text():
@@ -53,6 +69,24 @@ def ptx_text():
     body = src.split("copy_ptx[] =", 1)[1].split(";\n", 1)[0]
     lines = re.findall(r'^\s*"(.*)"\s*$', body, re.M)
     return "".join(l.encode().decode("unicode_escape") for l in lines)
+
+
+def ptx_sig(base):
+    """The copy kernel, plus: when its last block ends, *flag = val (the
+    blocks count themselves in on *ticket, which the last one resets)."""
+    k = base.replace("ncclshim_copy(", "ncclshim_copy_sig(")
+    k = k.replace("\t.param .u64 p_tail\n", "\t.param .u64 p_tail,\n\t.param .u64 p_flag,\n\t.param .u64 p_val,\n"
+                  "\t.param .u64 p_ticket,\n\t.param .u32 p_nblk\n")
+    k = k.replace("\tcvta.to.global.u64 %rd1, %rd1;\n",
+                  "\tld.param.u64 %rd20, [p_ticket];\n\tld.param.u64 %rd21, [p_flag];\n\tld.param.u64 %rd22, [p_val];\n"
+                  "\tld.param.u32 %r7, [p_nblk];\n\tcvta.to.global.u64 %rd20, %rd20;\n\tcvta.to.global.u64 %rd21, %rd21;\n"
+                  "\tcvta.to.global.u64 %rd1, %rd1;\n")
+    assert "DONE:\n\tret;\n" in k
+    k = k.replace("DONE:\n\tret;\n", "DONE:\n\tbar.sync 0;\n\tsetp.ne.u32 %p3, %r3, 0;\n\t@%p3 bra END;\n"
+                  "\tfence.acq_rel.gpu;\n\tatom.global.add.u32 %r5, [%rd20], 1;\n\tadd.u32 %r6, %r5, 1;\n"
+                  "\tsetp.ne.u32 %p3, %r6, %r7;\n\t@%p3 bra END;\n\tst.global.u32 [%rd20], 0;\n\tfence.acq_rel.gpu;\n"
+                  "\tst.volatile.global.u64 [%rd21], %rd22;\nEND:\n\tret;\n")
+    return k
 
 
 class Cu:
@@ -66,7 +100,20 @@ class Cu:
         cu.cuMemHostRegister_v2.argtypes = [vp, sz, ctypes.c_uint]
         cu.cuMemHostGetDevicePointer_v2.argtypes = [ctypes.POINTER(u64), vp, ctypes.c_uint]
         cu.cuLaunchKernel.argtypes = [vp] + [ctypes.c_uint] * 7 + [vp, vp, vp]
+        cu.cuMemcpyHtoDAsync_v2.argtypes = [u64, vp, sz, vp]
+        cu.cuMemsetD32Async.argtypes = [u64, ctypes.c_uint, sz, vp]
         self.fn = None
+        self.keep = []
+
+    def h2d(self, addr, v, s):
+        # Pageable source, 8 bytes: the driver takes the value at the call.
+        x = ctypes.c_uint64(v)
+        self.keep.append(x)
+        self.ck(self.cu.cuMemcpyHtoDAsync_v2(addr, ctypes.byref(x), 8, s), "cuMemcpyHtoDAsync")
+
+    def memset(self, addr, v, s):
+        self.ck(self.cu.cuMemsetD32Async(addr, v & 0xffffffff, 1, s), "cuMemsetD32Async")
+        self.ck(self.cu.cuMemsetD32Async(addr + 4, v >> 32, 1, s), "cuMemsetD32Async")
 
     def ck(self, r, what):
         if r != 0:
@@ -86,7 +133,15 @@ class Cu:
         self.ck(self.cu.cuModuleLoadData(ctypes.byref(mod), ctypes.c_char_p(ptx_text().encode() + b"\0")),
                 "cuModuleLoadData")
         self.ck(self.cu.cuModuleGetFunction(ctypes.byref(fn), mod, b"ncclshim_copy"), "cuModuleGetFunction")
-        self.fn, self.sms, self.keep = fn, sms, []
+        self.fn, self.sms = fn, sms
+        mod2, fn2 = ctypes.c_void_p(), ctypes.c_void_p()
+        r = self.cu.cuModuleLoadData(ctypes.byref(mod2), ctypes.c_char_p(ptx_sig(ptx_text()).encode() + b"\0"))
+        if r == 0:
+            r = self.cu.cuModuleGetFunction(ctypes.byref(fn2), mod2, b"ncclshim_copy_sig")
+        # Else the ksig cases run the plain kernel and a write (and say so).
+        self.fn_sig = fn2 if r == 0 else None
+        if r:
+            print("the signalling kernel did not load: CUresult %d; ksig = k + write" % r, flush=True)
 
     def kcopy(self, dst, src, n, s):
         # The shim's launch shape (shim/ipc_kernel.c: 512 threads, 4 blocks per SM at most).
@@ -95,6 +150,17 @@ class Cu:
         self.keep.append((d, sr, n16, tail, params))
         blocks = max(1, min((n // 16 + 2047) // 2048, self.sms * 4))
         self.ck(self.cu.cuLaunchKernel(self.fn, blocks, 1, 1, 512, 1, 1, 0, s, params, None), "cuLaunchKernel")
+
+    def ksig(self, dst, src, n, s, flag, val, ticket):
+        if self.fn_sig is None:
+            self.kcopy(dst, src, n, s)
+            self.write(flag, val, s)
+            return
+        blocks = max(1, min((n // 16 + 2047) // 2048, self.sms * 4))
+        args = [ctypes.c_uint64(x) for x in (dst, src, n // 16, n % 16, flag, val, ticket)] + [ctypes.c_uint32(blocks)]
+        params = (ctypes.c_void_p * 8)(*[ctypes.cast(ctypes.byref(x), ctypes.c_void_p) for x in args])
+        self.keep.append((args, params))
+        self.ck(self.cu.cuLaunchKernel(self.fn_sig, blocks, 1, 1, 512, 1, 1, 0, s, params, None), "cuLaunchKernel")
 
 
 def worker(rank, q_in, q_out, res_q, bar, gate_path):
@@ -138,28 +204,53 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
     gnum = [0]
     out = {}
 
+    dev_vals = torch.arange(0, 1 << 20, dtype=torch.int64, device="cuda")  # s-cesig: the value v at [v]
+    TICKET = P + 3072
+
     def one(case, size, v):
         s = sh[0]
-        mb = NOMB if "nomb" in case else 0
+        own = mine.data_ptr()
         if case == "plain":
             if rank == 0:
-                cu.copy(mine.data_ptr(), S0, size, s)
+                cu.copy(own, S0, size, s)
+        elif case.startswith("s-"):
+            if rank != 0:
+                return
+            if case in ("s-wait", "s-full", "s-k-full", "s-ksig"):
+                cu.wait(OWN_D + 8, 0, s)  # always satisfied
+            if case == "s-ksig":
+                cu.ksig(own, S0, size, s, OWN_D, v, TICKET)
+                return
+            (cu.kcopy if case in ("s-k", "s-k-full") else cu.copy)(own, S0, size, s)
+            if case in ("s-w1", "s-w2", "s-full", "s-k-full"):
+                cu.write(OWN_D, v, s)
+            if case in ("s-w2", "s-full", "s-k-full"):
+                cu.write(OWN_TM, v, s)
+            if case == "s-cesig":
+                cu.copy(OWN_D, dev_vals.data_ptr() + 8 * v, 8, s)
+            if case == "s-h2d":
+                cu.h2d(OWN_D, v, s)
+            if case == "s-memset":
+                cu.memset(OWN_D, v, s)
         elif case == "ipc-copy":
             if rank == 0:
                 cu.copy(B, S0, size, s)
-        elif case.startswith("push") and not case.endswith("1p"):
-            full = "min" not in case
+        elif case in ("push", "push-min", "push-k", "push-ksig", "push-h2d"):
+            full = case in ("push", "push-k")
             if rank == 1:
-                cu.write(T0, v, s, mb)
+                (cu.h2d if case == "push-h2d" else cu.write)(T0, v, s)
                 if full:
-                    cu.write(OWN_TM, v, s, mb)
+                    cu.write(OWN_TM, v, s)
                 cu.wait(A1, v, s)
             else:
                 cu.wait(T0, v, s)
-                (cu.kcopy if "-k" in case else cu.copy)(B, S0, size, s)
-                cu.write(A1, v, s, mb)
+                if case == "push-ksig":
+                    cu.ksig(B, S0, size, s, A1, v, TICKET)
+                    return
+                (cu.kcopy if case == "push-k" else cu.copy)(B, S0, size, s)
+                (cu.h2d if case == "push-h2d" else cu.write)(A1, v, s)
                 if full:
-                    cu.write(OWN_D, v, s, mb)
+                    cu.write(OWN_D, v, s)
         elif case == "pull":
             if rank == 0:
                 cu.write(A1, v, s)
@@ -167,15 +258,16 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
                 cu.write(OWN_D, v, s)
             else:
                 cu.wait(A1, v, s)
-                cu.copy(mine.data_ptr(), S0, size, s)
+                cu.copy(own, S0, size, s)
                 cu.write(T0, v, s)
-        elif case.startswith("ping") and not case.endswith("1p"):
+        elif case in ("ping", "ping-h2d"):
+            w = cu.h2d if case == "ping-h2d" else cu.write
             if rank == 1:
-                cu.write(T0, v, s, mb)
+                w(T0, v, s)
                 cu.wait(A1, v, s)
             else:
                 cu.wait(T0, v, s)
-                cu.write(A1, v, s, mb)
+                w(A1, v, s)
         elif case in ("ping-1p", "push-1p") and rank == 0:
             # Rank 0's two streams play both parts, its own page both pages.
             t, a, r = P + 1536, P + 2048, sh[1]
@@ -185,7 +277,7 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
             cu.wait(a, v, r)
             cu.wait(t, v, s)
             if case == "push-1p":
-                cu.copy(mine.data_ptr(), S0, size, s)
+                cu.copy(own, S0, size, s)
             cu.write(a, v, s)
             if case == "push-1p":
                 cu.write(OWN_D, v, s)
@@ -217,17 +309,18 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
         return t0, t1, opened[0]
 
     for case in CASES:
-        for size in (SIZES if case not in ("ping", "ping-nomb", "ping-1p") else [0]):
+        for size in (SIZES if case not in PINGS else [0]):
             n = 200 if size == 0 else max(8, min(64, (4 << 30) // size))
             measure(case, size, 2)  # warm
             runs = [measure(case, size, n) for _ in range(3)]
             out["%s %d" % (case, size)] = {"n": n, "runs": runs}
+            res_q.put(("part", rank, "%s %d" % (case, size), n, runs))
     # Bit-exactness of the last copies into rank 1's buffer (push-1p wrote rank 0's own).
     bar.wait(60)
     if rank == 0:
-        res_q.put((0, out, torch.cuda.get_device_name(0), bytes(src[:1 << 20].cpu().numpy().tobytes())))
+        res_q.put(("end", 0, out, torch.cuda.get_device_name(0), bytes(src[:1 << 20].cpu().numpy().tobytes())))
     else:
-        res_q.put((1, out, None, bytes(mine[:1 << 20].cpu().numpy().tobytes())))
+        res_q.put(("end", 1, out, None, bytes(mine[:1 << 20].cpu().numpy().tobytes())))
     bar.wait(60)
 
 
@@ -243,11 +336,19 @@ def main():
           ctx.Process(target=worker, args=(1, q01, q10, res_q, bar, gate_path))]
     for p in ps:
         p.start()
-    got = {}
+    got, parts = {}, {}
     try:
-        for _ in range(2):
-            r, out, gpu, head = res_q.get(timeout=600)
-            got[r] = (out, gpu, head)
+        while len(got) < 2:
+            m = res_q.get(timeout=600)
+            if m[0] == "end":
+                got[m[1]] = m[2:]
+                continue
+            _, r, key, n, runs = m
+            parts.setdefault(key, {})[r] = runs
+            if len(parts[key]) == 2:  # as it comes: what ran survives a later failure
+                per = [(max(e0, e1) - a0) / n * 1e6 for (a0, e0, _), (_, e1, _) in zip(parts[key][0], parts[key][1])]
+                print("partial %-22s %9.2f us  %s" % (key, statistics.median(per), ["%.2f" % x for x in per]),
+                      flush=True)
     finally:
         for p in ps:
             p.join(60)
