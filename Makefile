@@ -29,15 +29,17 @@ ifeq ($(MAKELEVEL)$(if $(BOOTSTRAP_FOR),,none)$(findstring n,$(firstword -$(MAKE
 BOOTSTRAP_FAIL := $(shell NCCLSHIM_BOOTSTRAP='$(NCCLSHIM_BOOTSTRAP)' CC='$(CC)' BOOTSTRAP_CPPFLAGS='$(UTHASH_INC)' tools/bootstrap.sh --stdout $(BOOTSTRAP_FOR))
 $(if $(BOOTSTRAP_FAIL),$(error $(BOOTSTRAP_FAIL)))
 endif
-SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(UTHASH_INC) $(CFLAGS)
+# shim/ by concern, each folder calling only the ones below it (docs/design.md, "Layers"):
+# interpose -> comm -> ipc, rendezvous -> nccl -> base.
+SHIM_DIRS := shim/interpose shim/comm shim/ipc shim/rendezvous shim/nccl shim/base
+SHIM_INC := -I. $(addprefix -I,$(SHIM_DIRS))
+SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(SHIM_INC) $(UTHASH_INC) $(CFLAGS)
 # libc, libdl and pthreads only: the real NCCL and CUDA are found at run time.
 SHIM_LDLIBS := -ldl -lpthread
 
-SHIM_SRCS := shim/nccl_api.c shim/loader.c shim/forward.c shim/slots.c shim/dlsym.c shim/comm.c shim/lifecycle.c shim/decision.c \
-             shim/vcomm.c shim/vcomm_ops.c shim/vcomm_default.c shim/uid_mark.c shim/rv_server.c shim/rv_client.c \
-             shim/rv_io.c shim/rv_wire.c shim/ipc.c shim/ipc_ops.c shim/ipc_monitor.c shim/ipc_reaper.c shim/ipc_bcast.c shim/ipc_kernel.c shim/ipc_suspend.c shim/net_env.c shim/cuda.c shim/reduce.c shim/group.c shim/worker.c shim/creator.c shim/python_callsite.c shim/record.c shim/config.c \
-             shim/shim_main.c policy/classify.c policy/pattern.c policy/decide.c policy/rules.c
-SHIM_HDRS := $(wildcard shim/*.h shim/*.def shim/*.inc policy/*.h)
+SHIM_SRCS := $(foreach d,$(SHIM_DIRS),$(sort $(wildcard $(d)/*.c))) \
+             policy/classify.c policy/pattern.c policy/decide.c policy/rules.c
+SHIM_HDRS := $(foreach d,$(SHIM_DIRS),$(wildcard $(d)/*.h $(d)/*.def $(d)/*.inc)) $(wildcard policy/*.h)
 BUILD ?= build
 LIB := $(BUILD)/libncclshim.so
 MAP := $(BUILD)/ncclshim.map
@@ -45,9 +47,9 @@ MAP := $(BUILD)/ncclshim.map
 .PHONY: all test test-gpu test-asan test-valgrind demo install clean bench fuzz check-exports wheel
 all: $(LIB) tools/ncclshim-inspect fake-nccl tests-bin
 
-$(MAP): shim/exports.map.in shim/nccl_api.def
+$(MAP): shim/interpose/exports.map.in shim/nccl/nccl_api.def
 	@mkdir -p $(BUILD)
-	$(CC) -E -P -x c -I shim $< | tr -s ' ' > $@
+	$(CC) -E -P -x c -I shim/nccl $< | tr -s ' ' > $@
 
 $(LIB): $(SHIM_SRCS) $(SHIM_HDRS) $(MAP)
 	@mkdir -p $(BUILD)
@@ -94,7 +96,7 @@ bench: all
 
 # A wheel with libncclshim.so and ncclshim-inspect (pip/uv-built images):
 # `python -m ncclshim --lib` prints the path for LD_PRELOAD.  Written to $(BUILD)/dist.
-NCCLSHIM_VERSION = $(shell sed -n 's/^\#define NCCLSHIM_VERSION "\(.*\)"/\1/p' shim/version.h)
+NCCLSHIM_VERSION = $(shell sed -n 's/^\#define NCCLSHIM_VERSION "\(.*\)"/\1/p' shim/base/version.h)
 wheel: $(LIB) tools/ncclshim-inspect
 	$(PYTHON) tools/wheel/build_wheel.py --lib $(LIB) --inspect tools/ncclshim-inspect \
 	    --version $(NCCLSHIM_VERSION) --out $(BUILD)/dist

@@ -1,10 +1,10 @@
-"""The ipc transport's copy kernel (shim/ipc_kernel.c) against cuMemcpyDtoDAsync,
+"""The ipc transport's copy kernel (shim/ipc/ipc_kernel.c) against cuMemcpyDtoDAsync,
 in one process on one GPU, at several launch shapes: how the kernel's grid
 was chosen (docs/benchmarks.md, "Colocated").
 
     python3 bench/copy_kernel.py
 
-The PTX is read out of shim/ipc_kernel.c (one source); loaded and launched
+The PTX is read out of shim/ipc/ipc_kernel.c (one source); loaded and launched
 through the driver API with ctypes, as the shim does.
 """
 import ctypes

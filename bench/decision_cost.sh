@@ -8,7 +8,7 @@ ROOT=$(cd "$(dirname "$0")/.." && pwd)
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$ROOT"
 make -s build/libncclshim.so fake-nccl
-cc -O2 -g -std=gnu11 -Wall -Wextra -Werror -Ishim -o "$T/decision_cost" bench/decision_cost.c \
+cc -O2 -g -std=gnu11 -Wall -Wextra -Werror -I. -Ishim/nccl -o "$T/decision_cost" bench/decision_cost.c \
     -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,"$ROOT/tests/fake/a" -ldl
 echo "machine: $(nproc) cores,$(sed -n 's/^model name[[:space:]]*:\(.*\)/\1/p' /proc/cpuinfo | head -1), $(date -u +%F)"
 # 16 rank processes share these cores: anything else running shows in the numbers.

@@ -7,7 +7,7 @@ N=${1:-100000}
 T=$(mktemp -d); trap 'rm -rf "$T"' EXIT
 cd "$ROOT"
 make -s build/libncclshim.so fake-nccl
-cc -O2 -g -std=gnu11 -Ishim -o "$T/fc" bench/forward_cost.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,"$ROOT/tests/fake/a" -lpthread
+cc -O2 -g -std=gnu11 -I. -Ishim/nccl -o "$T/fc" bench/forward_cost.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,"$ROOT/tests/fake/a" -lpthread
 count() { # count <label> <env...>
     local label=$1; shift
     env "$@" valgrind --tool=callgrind --callgrind-out-file="$T/$label.out" --toggle-collect=bench_loop \

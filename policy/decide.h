@@ -12,8 +12,8 @@
 
 #include <stddef.h>
 
-/* The most ranks the shim's ipc chain takes (shim/rv_wire.h RV_MAX_PEERS: a
- * counter per peer; shim/rv_server.c asserts they agree).  auto chooses socket
+/* The most ranks the shim's ipc chain takes (shim/rendezvous/rv_wire.h RV_MAX_PEERS: a
+ * counter per peer; shim/rendezvous/rv_server.c asserts they agree).  auto chooses socket
  * for more ranks on one host. */
 #define POLICY_IPC_MAX_RANKS 64
 

@@ -1,6 +1,6 @@
 /*
  * What one rank tells the root about itself when a marked communicator is
- * created (shim/rv_wire.c carries it, policy/decide.c reads it).  Plain data:
+ * created (shim/rendezvous/rv_wire.c carries it, policy/decide.c reads it).  Plain data:
  * no NCCL or CUDA types, fixed sizes so that a message can be bounded.
  */
 #ifndef NCCLSHIM_POLICY_FACTS_H

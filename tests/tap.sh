@@ -52,7 +52,7 @@ jqr() { cat "$1"/ncclshim.*.jsonl 2>/dev/null | jq -c "$2"; }
 # The nccl* names of nccl_api.def whose release group satisfies <cond on v>,
 # in table order: table_names '(v) > 22809' lists the functions newer than 2.28.9.
 table_names() {
-    cpp -P -I "$ROOT/shim" -x c - <<X | tr -s ' \n' '\n' | grep -v '^$'
+    cpp -P -I "$ROOT/shim/nccl" -x c - <<X | tr -s ' \n' '\n' | grep -v '^$'
 #define NCCL_API_SINCE(v) ($1)
 #define NCCL_PLAIN(ret, name, params, args) name
 #define NCCL_COMM(ret, name, params, args) name

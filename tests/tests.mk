@@ -1,15 +1,15 @@
 # Test programs and the list of TAP tests `make test` runs (included by the Makefile).
-TEST_CFLAGS := -std=gnu11 $(WARN) -Ishim -Ipolicy $(UTHASH_INC) $(CFLAGS)
+TEST_CFLAGS := -std=gnu11 $(WARN) $(SHIM_INC) -Ipolicy $(UTHASH_INC) $(CFLAGS)
 
 tests-bin: tests/bin/client_linked tests/bin/client_dlopen tests/bin/client_dlopen_old tests/bin/test_policy \
            tests/bin/dl_lookup tests/fake/test_fake
 
 # Linked against fake "a" like torch is against libnccl (found through its rpath).
-tests/bin/client_linked: tests/clients/nccl_client.c tests/clients/check.h shim/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/client_linked: tests/clients/nccl_client.c tests/clients/check.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
-tests/bin/client_dlopen: tests/clients/nccl_client.c tests/clients/check.h shim/nccl_api.def
+tests/bin/client_dlopen: tests/clients/nccl_client.c tests/clients/check.h shim/nccl/nccl_api.def
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DNO_LINK -o $@ $< -ldl -lpthread
 
@@ -33,19 +33,19 @@ tests/bin/fork_client: tests/clients/fork_client.c
 
 # One rank of the multi-process rendezvous tests (tests/t/13-rendezvous.t).
 tests-bin: tests/bin/rank_client
-tests/bin/rank_client: tests/clients/rank_client.c shim/reduce.c shim/reduce.h shim/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/rank_client: tests/clients/rank_client.c shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ $< shim/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
+	$(CC) $(TEST_CFLAGS) -o $@ $< shim/ipc/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
 tests-bin: tests/bin/rv_frame
-tests/bin/rv_frame: tests/clients/rv_frame.c shim/rv_wire.c shim/uid_mark.c $(wildcard shim/*.h policy/*.h)
+tests/bin/rv_frame: tests/clients/rv_frame.c shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c $(SHIM_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ tests/clients/rv_frame.c shim/rv_wire.c shim/uid_mark.c
+	$(CC) $(TEST_CFLAGS) -o $@ tests/clients/rv_frame.c shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c
 
 tests-bin: tests/bin/test_wire
-tests/bin/test_wire: tests/unit/test_wire.c tests/unit/wire_same.h shim/rv_wire.c shim/rv_wire.h $(wildcard policy/*.h)
+tests/bin/test_wire: tests/unit/test_wire.c tests/unit/wire_same.h shim/rendezvous/rv_wire.c shim/rendezvous/rv_wire.h $(wildcard policy/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_wire.c shim/rv_wire.c
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_wire.c shim/rendezvous/rv_wire.c
 
 tests-bin: tests/bin/test_decide
 tests/bin/test_decide: tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c $(wildcard policy/*.h)
@@ -59,16 +59,16 @@ tests/bin/test_fake_cuda: tests/fake/test_fake_cuda.c tests/fake/cuda/libcuda.so
 	$(CC) $(TEST_CFLAGS) -o $@ $< -ldl -lpthread
 
 tests-bin: tests/bin/test_reduce
-tests/bin/test_reduce: tests/unit/test_reduce.c shim/reduce.c shim/reduce.h shim/nccl_abi.h
+tests/bin/test_reduce: tests/unit/test_reduce.c shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_abi.h
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_reduce.c shim/reduce.c
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_reduce.c shim/ipc/reduce.c
 
 # NCCL 2.29/2.30's functions and one of a later release (tests/t/17-identity.t):
 # linked against the fake NCCL 2.30.7, and the dlopen build.
 tests-bin: tests/bin/newer_linked tests/bin/newer_dlopen
-tests/bin/newer_linked: tests/clients/newer_client.c tests/clients/check.h shim/nccl_api.def shim/nccl_abi.h tests/fake/new/libnccl.so.2
+tests/bin/newer_linked: tests/clients/newer_client.c tests/clients/check.h shim/nccl/nccl_api.def shim/nccl/nccl_abi.h tests/fake/new/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/new -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/new' -ldl -lpthread
-tests/bin/newer_dlopen: tests/clients/newer_client.c tests/clients/check.h shim/nccl_api.def shim/nccl_abi.h
+tests/bin/newer_dlopen: tests/clients/newer_client.c tests/clients/check.h shim/nccl/nccl_api.def shim/nccl/nccl_abi.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DNO_LINK -o $@ $< -ldl -lpthread

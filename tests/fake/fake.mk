@@ -12,8 +12,8 @@ CFLAGS ?= -O2 -g
 
 FAKE_DIR := tests/fake
 FAKE_SRC := $(FAKE_DIR)/fake_nccl.c
-FAKE_DEPS := $(FAKE_SRC) shim/nccl_abi.h shim/nccl_api.def $(FAKE_DIR)/fake.mk
-FAKE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -Ishim
+FAKE_DEPS := $(FAKE_SRC) shim/nccl/nccl_abi.h shim/nccl/nccl_api.def $(FAKE_DIR)/fake.mk
+FAKE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -Ishim/nccl
 FAKE_LDFLAGS := -shared -Wl,-soname,libnccl.so.2 -Wl,--no-undefined
 FAKE_LIBS := -ldl -lpthread
 FAKE_NCCL_LIBS := $(FAKE_DIR)/a/libnccl.so.2 $(FAKE_DIR)/b/libnccl.so.2 \
@@ -39,8 +39,8 @@ $(FAKE_DIR)/new/libnccl.so.2: $(FAKE_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(FAKE_CFLAGS) -DFAKE_NCCL_NEW '-DFAKE_NCCL_NAME="new"' $(FAKE_LDFLAGS) -o $@ $(FAKE_SRC) $(FAKE_LIBS)
 
-$(FAKE_DIR)/test_fake: $(FAKE_DIR)/test_fake.c shim/nccl_abi.h shim/nccl_api.def $(FAKE_DIR)/fake.mk
-	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -Ishim -o $@ $< -ldl -lpthread
+$(FAKE_DIR)/test_fake: $(FAKE_DIR)/test_fake.c shim/nccl/nccl_abi.h shim/nccl/nccl_api.def $(FAKE_DIR)/fake.mk
+	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -Ishim/nccl -o $@ $< -ldl -lpthread
 
 check-fake: fake-nccl $(FAKE_DIR)/test_fake
 	$(FAKE_DIR)/test_fake

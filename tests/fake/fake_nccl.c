@@ -1,7 +1,7 @@
 /*
  * A fake libnccl.so.2 for the CPU test suite.
  *
- * It exports every function of shim/nccl_api.def the way real NCCL does:
+ * It exports every function of shim/nccl/nccl_api.def the way real NCCL does:
  * `pnccl<X>` is the definition (T) and `nccl<X>` a weak alias of it (W).
  * It needs no GPU and no network: communicators are host structs, and data
  * operations on a one-rank communicator do the host-memory copy that NCCL

@@ -15,7 +15,7 @@
 BUILD ?= build
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Ishim -Ipolicy
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -Ishim/nccl -Ishim/rendezvous -Ipolicy
 FUZZ_TARGETS := wire rules
 FUZZ_RULES_SRCS := tests/fuzz/fuzz_rules.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c
 
@@ -27,9 +27,9 @@ fuzz-short: $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 fuzz-long: FUZZ_SECONDS = 600
 fuzz-long: $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 
-tests/bin/fuzz_wire: tests/fuzz/fuzz_wire.c tests/unit/wire_same.h shim/rv_wire.c shim/rv_wire.h $(wildcard policy/*.h)
+tests/bin/fuzz_wire: tests/fuzz/fuzz_wire.c tests/unit/wire_same.h shim/rendezvous/rv_wire.c shim/rendezvous/rv_wire.h $(wildcard policy/*.h)
 	@mkdir -p $(@D)
-	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_wire.c shim/rv_wire.c
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_wire.c shim/rendezvous/rv_wire.c
 
 tests/bin/fuzz_rules: $(FUZZ_RULES_SRCS) $(wildcard policy/*.h)
 	@mkdir -p $(@D)

@@ -1,5 +1,5 @@
 /*
- * libFuzzer target for the rendezvous wire format (shim/rv_wire.c): bytes
+ * libFuzzer target for the rendezvous wire format (shim/rendezvous/rv_wire.c): bytes
  * from the network go through rv_frame_length and rv_decode, which must never
  * read or write out of bounds (ASan, UBSan) and must reject with a reason.
  * Whatever rv_decode accepts must survive a round trip: re-encoded, decoded
@@ -7,7 +7,7 @@
  * same bytes.  Any broken invariant abort()s.
  *
  * Build: clang -g -O1 -fsanitize=fuzzer,address,undefined -Ishim -Ipolicy \
- *            tests/fuzz/fuzz_wire.c shim/rv_wire.c   (or `make fuzz-short`)
+ *            tests/fuzz/fuzz_wire.c shim/rendezvous/rv_wire.c   (or `make fuzz-short`)
  * Seeds: tests/fuzz/corpus/wire (`tests/bin/test_wire --corpus DIR` writes them).
  */
 #include "rv_wire.h"
@@ -62,6 +62,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     check(fl == -1 || fl == 0 || (fl >= RV_HEADER_LEN && fl <= RV_MAX_FRAME), "frame length in range");
     check(fl != 0 || size < RV_HEADER_LEN, "a complete header gives an answer");
     check(fl != -1 || err[0] != '\0', "an invalid header has a reason");
+    uint8_t tok[RV_TOKEN_LEN];
+    int tr = rv_frame_token(data, size, tok);
+    check(tr >= -1 && tr <= 1, "frame token in range");
+    check(fl != -1 || tr == -1, "an invalid header has no token");
+    if (tr == 1 && fl > 0 && (size_t)fl <= size && rv_decode(data, (size_t)fl, &m1, err, sizeof(err)) == 0)
+        check(memcmp(tok, m1.token, RV_TOKEN_LEN) == 0, "the early token is the decoded one");
     /* As a stream reader would: the frame the header announces, when all there... */
     if (fl > 0 && (size_t)fl <= size)
         one_frame(data, (size_t)fl);

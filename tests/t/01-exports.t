@@ -4,7 +4,7 @@
 . "$(dirname "$0")/../tap.sh"
 
 exports=$(nm -D --defined-only "$SHIM_LIB" | awk '{print $3}' | sort)
-table=$(cpp -P -I "$ROOT/shim" -x c - <<'X' | tr -s ' \n' '\n' | grep -v '^$' | sort
+table=$(cpp -P -I "$ROOT/shim/nccl" -x c - <<'X' | tr -s ' \n' '\n' | grep -v '^$' | sort
 #define NCCL_PLAIN(ret, name, params, args) name p##name
 #define NCCL_COMM(ret, name, params, args) name p##name
 #define NCCL_DATA(name, op, params, args, count, dtype) name p##name

@@ -53,7 +53,7 @@ int main(void) {
     return 0;
 }
 C
-if cc -std=gnu11 -I"$ROOT/shim" -o "$TMP/linked" "$TMP/linked.c" "$REAL" -Wl,-rpath,"$(dirname "$REAL")" 2> "$TMP/cc.err"; then
+if cc -std=gnu11 -I"$ROOT/shim/nccl" -o "$TMP/linked" "$TMP/linked.c" "$REAL" -Wl,-rpath,"$(dirname "$REAL")" 2> "$TMP/cc.err"; then
     a=$(timeout -k 5 60 "$TMP/linked" 2>&1)
     b=$(NCCLSHIM_TAG=none NCCLSHIM_LOG_DIR=$TMP/rec2 LD_PRELOAD=$SHIM timeout -k 5 60 "$TMP/linked" 2>&1)
     like "$a" '^0 2[0-9]{4} 0 1 ' "linked against the real NCCL: version, unique ID with a zero tail"

@@ -9,7 +9,7 @@ command -v "$PY" > /dev/null || skip_all "no $PY"
 tap_run 60 "$PY" -m venv "$TMP/venv" > "$TMP/venv.err" 2>&1 ||
     skip_all "python3 -m venv cannot make an environment here ($(tail -1 "$TMP/venv.err"); Debian: apt-get install python3-venv)"
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
-version=$(sed -n 's/^#define NCCLSHIM_VERSION "\(.*\)"/\1/p' "$ROOT/shim/version.h")
+version=$(sed -n 's/^#define NCCLSHIM_VERSION "\(.*\)"/\1/p' "$ROOT/shim/base/version.h")
 
 whl=$(tap_run 60 "$PY" "$ROOT/tools/wheel/build_wheel.py" --lib "$SHIM_LIB" --inspect "$INSPECT" \
       --version "$version" --out "$TMP/dist")

@@ -1,5 +1,5 @@
 /*
- * Unit tests of shim/reduce.c (host-side AllReduce arithmetic), against
+ * Unit tests of shim/ipc/reduce.c (host-side AllReduce arithmetic), against
  * references written independently of its bit manipulation:
  *
  *  - a narrow float format's values are decoded from the format's definition

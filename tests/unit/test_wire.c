@@ -1,5 +1,5 @@
 /*
- * Unit tests of shim/rv_wire.c: round trips of every message type, and every
+ * Unit tests of shim/rendezvous/rv_wire.c: round trips of every message type, and every
  * class of malformed frame rejected with its reason.  TAP output.
  *
  * `test_wire --corpus DIR` instead writes valid frames of every type into DIR
@@ -440,6 +440,47 @@ int main(int argc, char **argv)
     ok(rv_frame_length(buf, 11, err, sizeof(err)) == 0, "frame length: 11 bytes -> 0 (wait)");
     ok(rv_frame_length(buf, 12, err, sizeof(err)) == (long)len, "frame length: the header alone gives the length");
     ok(rv_frame_length(buf, len + 5, err, sizeof(err)) == (long)len, "frame length: more bytes than a frame");
+
+    /* ---- rv_frame_token: the token, early, from the first 32 bytes ---- */
+    {
+        uint8_t tok[RV_TOKEN_LEN];
+        int every = 1;
+        for (int t = RV_HELLO; t <= RV_PEERS; t++) {
+            if (t == RV_HELLO)
+                hello_max(&in);
+            else if (t == RV_VOTE)
+                vote_max(&in);
+            else if (t == RV_PEERS) {
+                memset(&in, 0, sizeof(in));
+                in.type = RV_PEERS;
+                memset(in.token, 0x3c, RV_TOKEN_LEN);
+            } else
+                verdict_max(&in, (enum rv_type)t);
+            size_t n = rv_encode(&in, buf, sizeof(buf));
+            memset(tok, 0, sizeof(tok));
+            every = every && n && rv_frame_token(buf, RV_HEADER_LEN + 4 + RV_TOKEN_LEN, tok) == 1 &&
+                    memcmp(tok, in.token, RV_TOKEN_LEN) == 0 &&
+                    rv_frame_token(buf, RV_HEADER_LEN + 4 + RV_TOKEN_LEN - 1, tok) == 0;
+        }
+        ok(every, "frame token: every message type sends its token first, readable from 32 bytes (and not from 31)");
+        hello_max(&in);
+        len = rv_encode(&in, buf, sizeof(buf));
+        ok(rv_frame_token(buf, 0, tok) == 0 && rv_frame_token(buf, 11, tok) == 0, "frame token: no header yet -> 0");
+        memcpy(buf2, buf, len);
+        buf2[0] ^= 1;
+        ok(rv_frame_token(buf2, 12, tok) == -1, "frame token: bad magic -> -1 at once");
+        memcpy(buf2, buf, len);
+        put16(buf2 + RV_HEADER_LEN, 2); /* first item: rank, not the token */
+        ok(rv_frame_token(buf2, len, tok) == -1, "frame token: a first item that is not the token -> -1");
+        memcpy(buf2, buf, len);
+        put16(buf2 + RV_HEADER_LEN + 2, RV_TOKEN_LEN - 1);
+        ok(rv_frame_token(buf2, len, tok) == -1, "frame token: a token item of the wrong length -> -1");
+        memcpy(buf2, buf, len);
+        put32(buf2 + 8, 4 + RV_TOKEN_LEN - 1);
+        ok(rv_frame_token(buf2, 12, tok) == -1, "frame token: a payload too short to hold a token -> -1");
+        vote_max(&in); /* what the header tests below start from */
+        len = rv_encode(&in, buf, sizeof(buf));
+    }
 
     /* ---- Header ---- */
     memcpy(buf2, buf, len);

@@ -1,0 +1,233 @@
+#define _GNU_SOURCE
+#include "config.h"
+
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+const char *const shim_setting_names[] = {
+    "NCCLSHIM_MODE", "NCCLSHIM_LOG_DIR", "NCCLSHIM_HOSTNAME", "NCCLSHIM_ROLE",
+    "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
+    "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
+    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
+    "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", NULL,
+};
+
+/* Written once under pthread_once, read-only afterwards. */
+static struct shim_config g_config;
+static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
+/* Problems found while reading settings, reported once records can be written. */
+static char g_config_warnings[12][POLICY_ERROR_LEN + 128];
+static int g_config_nwarnings;
+
+const char *shim_mode_name(enum shim_mode m)
+{
+    return m == MODE_OFF ? "off" : m == MODE_ENFORCE ? "enforce" : "observe";
+}
+
+static void config_warn(const char *fmt, const char *a, const char *b);
+
+
+/* A number in lo..hi, a multiple of `mult`, or the default with a warning. */
+static long config_number(const char *name, long def, long lo, long hi, long mult)
+{
+    const char *v = getenv(name);
+    if (!v || !*v)
+        return def;
+    char *end;
+    errno = 0;
+    long x = strtol(v, &end, 10);
+    if (errno || *end || x < lo || x > hi || x % mult) {
+        char defs[32], msg[160];
+        snprintf(defs, sizeof(defs), "%ld", def);
+        snprintf(msg, sizeof(msg), "%s='%%.40s' is not a number in %ld..%ld%s; using %%s", name, lo, hi,
+                 mult > 1 ? " (a multiple of 4096)" : "");
+        config_warn(msg, v, defs);
+        return def;
+    }
+    return x;
+}
+
+/* The kernel's boot_id: shared by every container of one machine (hostnames are not). */
+static void read_host_id(char *buf, size_t len, const char *fallback)
+{
+    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
+    ssize_t n = -1;
+    if (fd >= 0) {
+        do
+            n = read(fd, buf, len - 1);
+        while (n < 0 && errno == EINTR);
+        close(fd);
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
+        n--;
+    if (n <= 0)
+        snprintf(buf, len, "host:%.100s", fallback);
+    else
+        buf[n] = '\0';
+}
+
+/* Not inlined: inlined into config_read, gcc's truncation analysis of the
+ * formats (checked by -Wformat-truncation) depends on how many calls there
+ * are; a warning cut at its buffer's end is acceptable. */
+static __attribute__((noinline)) void config_warn(const char *fmt, const char *a, const char *b)
+{
+    if (g_config_nwarnings < (int)(sizeof(g_config_warnings) / sizeof(g_config_warnings[0])))
+        snprintf(g_config_warnings[g_config_nwarnings++], sizeof(g_config_warnings[0]), fmt, a, b);
+}
+
+/*
+ * NCCLSHIM_* variables that are no setting of the shim: a misspelt name
+ * would otherwise be ignored without a word (NCCLSHIM_WEIGHT_UPDTE=ipc and
+ * every communicator passes through).  Our own tools' variables, the debug
+ * trace and retired settings are known.
+ */
+static int listed(const char *const *list, const char *name, size_t n)
+{
+    for (; *list; list++)
+        if (strlen(*list) == n && strncmp(*list, name, n) == 0)
+            return 1;
+    return 0;
+}
+
+static void check_names(void)
+{
+    static const char *const tools[] = { "NCCLSHIM_IPC_TRACE", "NCCLSHIM_GPU_KEEP", "NCCLSHIM_TEST_KEEP", NULL };
+    for (char **e = environ; e && *e; e++) {
+        const char *eq = strchr(*e, '=');
+        size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
+        if (strncmp(*e, "NCCLSHIM_", 9) != 0 || listed(shim_setting_names, *e, n) || listed(tools, *e, n))
+            continue;
+        char name[64];
+        snprintf(name, sizeof(name), "%.*s", (int)(n < 60 ? n : 60), *e);
+        if (strcmp(name, "NCCLSHIM_IPC_STREAMS") == 0)
+            config_warn("%s is no longer used (an ipc broadcast runs on the caller's stream); unset it%s", name, "");
+        else
+            config_warn("%s is not a setting of ncclshim (misspelt? docs/policy.md lists them); ignored%s", name, "");
+    }
+}
+
+static void config_read(void)
+{
+    check_names();
+
+    struct shim_config *c = &g_config;
+    const char *v = getenv("NCCLSHIM_MODE");
+    c->mode = MODE_ENFORCE;
+    if (v && *v) {
+        if (strcasecmp(v, "observe") == 0)
+            c->mode = MODE_OBSERVE;
+        else if (strcasecmp(v, "off") == 0)
+            c->mode = MODE_OFF;
+        else if (strcasecmp(v, "enforce") == 0)
+            c->mode = MODE_ENFORCE;
+        else
+            config_warn("NCCLSHIM_MODE='%.60s' is not one of enforce|observe|off; using enforce%s", v, "");
+    }
+
+    c->python_callsite = 1;
+    v = getenv("NCCLSHIM_PYTHON_CALLSITE");
+    if (v && *v) {
+        if (strcmp(v, "0") == 0)
+            c->python_callsite = 0;
+        else if (strcmp(v, "1") != 0)
+            config_warn("NCCLSHIM_PYTHON_CALLSITE='%.60s' is not 0 or 1; using 1%s", v, "");
+    }
+
+    v = getenv("NCCLSHIM_LOG_DIR");
+    if (v && *v && strlen(v) < sizeof(c->log_dir) - 64)
+        snprintf(c->log_dir, sizeof(c->log_dir), "%s", v);
+    else {
+        if (v && *v)
+            config_warn("NCCLSHIM_LOG_DIR is too long (%.40s...); using /tmp/ncclshim-<uid>%s", v, "");
+        snprintf(c->log_dir, sizeof(c->log_dir), "/tmp/ncclshim-%u", (unsigned)getuid());
+    }
+
+    v = getenv("NCCLSHIM_HOSTNAME");
+    if (v && *v)
+        snprintf(c->host, sizeof(c->host), "%s", v);
+    else if (gethostname(c->host, sizeof(c->host) - 1) != 0)
+        snprintf(c->host, sizeof(c->host), "unknown-host");
+    c->host[sizeof(c->host) - 1] = '\0';
+    /* NCCL's log prefix is the host name up to the first '.', and records join with it. */
+    char *dot = strchr(c->host, '.');
+    if (dot && !(v && *v))
+        *dot = '\0';
+
+    if (v && *v)
+        snprintf(c->host_id, sizeof(c->host_id), "%s", v);
+    else
+        read_host_id(c->host_id, sizeof(c->host_id), c->host);
+
+    c->tag = TAG_BINDINGS;
+    v = getenv("NCCLSHIM_TAG");
+    if (v && *v) {
+        if (strcasecmp(v, "all") == 0)
+            c->tag = TAG_ALL;
+        else if (strcasecmp(v, "none") == 0)
+            c->tag = TAG_NONE;
+        else if (strcasecmp(v, "bindings") != 0)
+            config_warn("NCCLSHIM_TAG='%.60s' is not one of bindings|all|none; using bindings%s", v, "");
+    }
+    c->rendezvous_timeout_ms = (int)config_number("NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", 30000, 1, 3600000, 1);
+    c->rendezvous_idle_ms = (int)config_number("NCCLSHIM_RENDEZVOUS_IDLE_MS", 600000, 1, 86400000, 1);
+    /* Measured on H200 NVLink (docs/benchmarks.md): each chunk costs a fixed
+     * ~10 us besides its copy, as a lone peer copy does, so bandwidth follows
+     * the chunk size (4 MiB: 217 GB/s, 16 MiB: 310-323, 32 MiB: 347) more than
+     * the number of slots or streams; 2 slots of 23 MiB, with the Send/Recv
+     * slots (16 MiB), keep a rank's allocation within 64 MiB. */
+    c->ipc_chunk_bytes = (size_t)config_number("NCCLSHIM_IPC_CHUNK_BYTES", 23 << 20, 4096, 1 << 30, 4096);
+    c->ipc_slots = (int)config_number("NCCLSHIM_IPC_SLOTS", 2, 2, 64, 1);
+    /* Long enough for a receiver's own call of the broadcast through
+     * Python and ctypes (tens of us); short beside the copy it saves time
+     * on (64 MiB: 180 us). */
+    c->ipc_push_wait_us = (int)config_number("NCCLSHIM_IPC_PUSH_WAIT_US", 200, 0, 1000000, 1);
+    /* auto and ce: copy engines on every hop, also between processes on
+     * one GPU, where they measured faster than the shim's copy kernel (H100
+     * and H200, driver 580: docs/benchmarks.md, "Colocated"); sm: the kernel
+     * for those hops.  auto is what the shim finds best, ce pins copy
+     * engines whatever a later version finds. */
+    c->ipc_copy_sm = 0;
+    v = getenv("NCCLSHIM_IPC_COPY");
+    if (v && *v) {
+        if (strcasecmp(v, "sm") == 0)
+            c->ipc_copy_sm = 1;
+        else if (strcasecmp(v, "auto") != 0 && strcasecmp(v, "ce") != 0)
+            config_warn("NCCLSHIM_IPC_COPY='%.60s' is not one of auto|ce|sm; using auto%s", v, "");
+    }
+
+    policy_parse(&c->policy, getenv("NCCLSHIM_WEIGHT_UPDATE"), getenv("NCCLSHIM_RULES"), getenv("NCCLSHIM_STRICT"));
+    if (!c->policy.ok)
+        config_warn("%s; %s", c->policy.error,
+                    c->policy.strict ? "NCCLSHIM_STRICT=1: communicator creation will fail until it is fixed"
+                                     : "failing open: every communicator passes through");
+
+    c->patterns.role_env = getenv("NCCLSHIM_ROLE");
+    c->patterns.training_titles = getenv("NCCLSHIM_TRAINING_TITLES");
+    c->patterns.inference_titles = getenv("NCCLSHIM_INFERENCE_TITLES");
+    c->patterns.inference_libs = getenv("NCCLSHIM_INFERENCE_LIBS");
+    c->patterns.weight_update_callsites = getenv("NCCLSHIM_WEIGHT_UPDATE_CALLSITES");
+}
+
+const struct shim_config *shim_config(void)
+{
+    pthread_once(&g_config_once, config_read);
+    return &g_config;
+}
+
+int shim_config_warning_count(void)
+{
+    shim_config();
+    return g_config_nwarnings;
+}
+
+const char *shim_config_warning(int i)
+{
+    return i >= 0 && i < shim_config_warning_count() ? g_config_warnings[i] : "";
+}

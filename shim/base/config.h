@@ -1,0 +1,46 @@
+/* Settings read from NCCLSHIM_* variables, once per process (docs/policy.md lists them). */
+#ifndef NCCLSHIM_CONFIG_H
+#define NCCLSHIM_CONFIG_H
+
+#include "policy/decide.h"
+#include "policy/evidence.h"
+
+#include <limits.h>
+
+enum shim_mode { MODE_ENFORCE = 0, MODE_OBSERVE, MODE_OFF };
+/* NCCLSHIM_TAG: which unique IDs get the rendezvous mark. */
+enum shim_tag { TAG_BINDINGS = 0, TAG_ALL, TAG_NONE };
+
+struct shim_config {
+    enum shim_mode mode;
+    int python_callsite;                /* NCCLSHIM_PYTHON_CALLSITE, default 1 */
+    char log_dir[PATH_MAX];             /* NCCLSHIM_LOG_DIR, default /tmp/ncclshim-<uid> */
+    char host[256];                     /* NCCLSHIM_HOSTNAME or gethostname, cut at '.' like NCCL */
+    char host_id[128];                  /* NCCLSHIM_HOSTNAME if set, else the kernel's boot_id: one per machine,
+                                         * the same in every container on it */
+    enum shim_tag tag;                  /* NCCLSHIM_TAG, default bindings (IDs not made by torch) */
+    int rendezvous_timeout_ms;          /* NCCLSHIM_RENDEZVOUS_TIMEOUT_MS: first rank's arrival to decision */
+    int rendezvous_idle_ms;             /* NCCLSHIM_RENDEZVOUS_IDLE_MS: an ID's listener waits this long for a rank */
+    struct policy policy;               /* NCCLSHIM_WEIGHT_UPDATE, NCCLSHIM_RULES, NCCLSHIM_STRICT */
+    size_t ipc_chunk_bytes;             /* NCCLSHIM_IPC_CHUNK_BYTES: one staging slot */
+    int ipc_slots;                      /* NCCLSHIM_IPC_SLOTS: slots per rank */
+    int ipc_push_wait_us;               /* NCCLSHIM_IPC_PUSH_WAIT_US: a sender's wait for a receiver a few broadcasts behind */
+    int ipc_copy_sm;                    /* NCCLSHIM_IPC_COPY=sm: the copy kernel for hops within one GPU */
+    struct policy_patterns patterns;    /* pointers into the environment */
+};
+
+/* The settings, read on first use (thread-safe, never changes afterwards: no lock needed to read). */
+const struct shim_config *shim_config(void);
+
+/* Names of every variable the shim reads, NULL-terminated (for the load record). */
+extern const char *const shim_setting_names[];
+
+const char *shim_mode_name(enum shim_mode m);
+
+/* The problems found while reading the settings, in the order found: the
+ * caller prints them when the shim is loaded and records them once records
+ * can be written (settings sit below records and report to nobody). */
+int shim_config_warning_count(void);
+const char *shim_config_warning(int i);
+
+#endif

@@ -1,0 +1,338 @@
+#define _GNU_SOURCE
+#include "record.h"
+
+#include "config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+/*
+ * The record file descriptor: -1 = not opened yet, -2 = disabled (could not
+ * open, or mode=off).  Opened once under g_open_lock; afterwards read with an
+ * atomic load and used without a lock, because O_APPEND writes of whole lines
+ * do not interleave.
+ */
+static atomic_int g_fd = -1;
+static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
+static char g_path[PATH_MAX]; /* written under g_open_lock before g_fd is published */
+
+double shim_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+uint64_t shim_mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int shim_gettid(void)
+{
+    return (int)syscall(SYS_gettid);
+}
+
+static int open_record_file(void)
+{
+    const struct shim_config *c = shim_config();
+    if (c->mode == MODE_OFF)
+        return -2;
+    /* 0700: records name hosts, pids and call sites of the user's jobs. */
+    if (mkdir(c->log_dir, 0700) != 0 && errno != EEXIST) {
+        fprintf(stderr, "ncclshim: cannot create record directory %s: %s; records are off "
+                        "(set NCCLSHIM_LOG_DIR to a writable directory)\n", c->log_dir, strerror(errno));
+        return -2;
+    }
+    char path[PATH_MAX];
+    int n = snprintf(path, sizeof(path), "%s/ncclshim.%s.%d.jsonl", c->log_dir, c->host, (int)getpid());
+    if (n < 0 || (size_t)n >= sizeof(path)) {
+        fprintf(stderr, "ncclshim: record path too long under %s; records are off\n", c->log_dir);
+        return -2;
+    }
+    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        fprintf(stderr, "ncclshim: cannot open record file %s: %s; records are off "
+                        "(set NCCLSHIM_LOG_DIR to a writable directory)\n", path, strerror(errno));
+        return -2;
+    }
+    /* Keep the descriptor away from 0-2 so an application closing stdio cannot reuse it. */
+    if (fd < 3) {
+        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+        close(fd);
+        if (fd2 < 0)
+            return -2;
+        fd = fd2;
+    }
+    memcpy(g_path, path, sizeof(path));
+    return fd;
+}
+
+/* Set once by the constructor, before any thread exists; read-only afterwards. */
+static void (*g_write_first)(void);
+
+void shim_record_set_first(void (*write_first)(void))
+{
+    g_write_first = write_first;
+}
+
+static void write_first(void)
+{
+    if (g_write_first)
+        g_write_first();
+}
+
+static int record_fd(void)
+{
+    int fd = atomic_load_explicit(&g_fd, memory_order_acquire);
+    if (fd != -1)
+        return fd;
+    pthread_mutex_lock(&g_open_lock);
+    fd = atomic_load_explicit(&g_fd, memory_order_acquire);
+    int opened = 0;
+    if (fd == -1) {
+        fd = open_record_file();
+        atomic_store_explicit(&g_fd, fd, memory_order_release);
+        opened = fd >= 0;
+    }
+    pthread_mutex_unlock(&g_open_lock);
+    /* The file exists only for processes that use NCCL (a shell or `timeout`
+     * under the same LD_PRELOAD writes nothing); its first line says who wrote it. */
+    if (opened)
+        write_first();
+    return fd;
+}
+
+const char *shim_record_path(void)
+{
+    return atomic_load_explicit(&g_fd, memory_order_acquire) >= 0 ? g_path : "";
+}
+
+int shim_record_opened(void)
+{
+    return atomic_load_explicit(&g_fd, memory_order_acquire) >= 0;
+}
+
+void shim_record_after_fork_child(void)
+{
+    /* The child must not append to its parent's file: it is another pid. */
+    int fd = atomic_exchange(&g_fd, -1);
+    if (fd >= 0)
+        close(fd);
+    pthread_mutex_init(&g_open_lock, NULL);
+}
+
+static void put(struct jw *w, const char *s, size_t n)
+{
+    /* Leave room for the closing "}\n" and any open brackets' closers. */
+    if (w->len + n + 64 > sizeof(w->buf)) {
+        w->truncated = 1;
+        return;
+    }
+    memcpy(w->buf + w->len, s, n);
+    w->len += n;
+}
+
+static void putc_(struct jw *w, char c)
+{
+    put(w, &c, 1);
+}
+
+/* Length of a valid UTF-8 sequence starting at s, or 0 if it is not one. */
+static size_t utf8_len(const unsigned char *s)
+{
+    if (s[0] < 0x80)
+        return 1;
+    size_t n = (s[0] & 0xE0) == 0xC0 ? 2 : (s[0] & 0xF0) == 0xE0 ? 3 : (s[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (n == 0 || (n == 2 && s[0] < 0xC2))
+        return 0;
+    for (size_t i = 1; i < n; i++)
+        if ((s[i] & 0xC0) != 0x80)
+            return 0;
+    return n;
+}
+
+/* Strings go in as valid JSON whatever their bytes: paths and titles are not always UTF-8. */
+static void put_string(struct jw *w, const char *s)
+{
+    putc_(w, '"');
+    const unsigned char *p = (const unsigned char *)s;
+    size_t budget = 4096; /* no single string may take the whole record */
+    while (*p && budget) {
+        char esc[8];
+        if (*p == '"' || *p == '\\') {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            put(w, esc, 2);
+            p++;
+        } else if (*p < 0x20) {
+            int n = snprintf(esc, sizeof(esc), "\\u%04x", *p);
+            put(w, esc, (size_t)n);
+            p++;
+        } else {
+            size_t n = utf8_len(p);
+            if (n == 0) {
+                put(w, "\\ufffd", 6);
+                p++;
+            } else {
+                put(w, (const char *)p, n);
+                p += n;
+            }
+        }
+        budget--;
+    }
+    if (*p)
+        w->truncated = 1;
+    putc_(w, '"');
+}
+
+static void key(struct jw *w, const char *k)
+{
+    if (w->need_comma)
+        putc_(w, ',');
+    if (k) {
+        put_string(w, k);
+        putc_(w, ':');
+    }
+    w->need_comma = 1;
+}
+
+void jw_str(struct jw *w, const char *k, const char *v)
+{
+    key(w, k);
+    if (v)
+        put_string(w, v);
+    else
+        put(w, "null", 4);
+}
+
+void jw_int(struct jw *w, const char *k, long long v)
+{
+    char tmp[32];
+    key(w, k);
+    put(w, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%lld", v));
+}
+
+void jw_u64(struct jw *w, const char *k, unsigned long long v)
+{
+    char tmp[32];
+    key(w, k);
+    put(w, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%llu", v));
+}
+
+void jw_double(struct jw *w, const char *k, double v, int decimals)
+{
+    char tmp[64];
+    key(w, k);
+    put(w, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%.*f", decimals, v));
+}
+
+void jw_ptr(struct jw *w, const char *k, const void *p)
+{
+    char tmp[32];
+    if (!p) {
+        jw_null(w, k);
+        return;
+    }
+    snprintf(tmp, sizeof(tmp), "%p", p);
+    jw_str(w, k, tmp);
+}
+
+void jw_hex64(struct jw *w, const char *k, uint64_t v)
+{
+    char tmp[32];
+    snprintf(tmp, sizeof(tmp), "0x%016llx", (unsigned long long)v);
+    jw_str(w, k, tmp);
+}
+
+void jw_null(struct jw *w, const char *k)
+{
+    key(w, k);
+    put(w, "null", 4);
+}
+
+void jw_open(struct jw *w, const char *k, char bracket)
+{
+    key(w, k);
+    putc_(w, bracket);
+    w->need_comma = 0;
+}
+
+void jw_close(struct jw *w, char bracket)
+{
+    /* Closers always fit: put() keeps 64 bytes spare. */
+    w->buf[w->len++] = bracket;
+    w->need_comma = 1;
+}
+
+void jw_begin(struct jw *w, const char *type)
+{
+    const struct shim_config *c = shim_config();
+    w->len = 0;
+    w->need_comma = 0;
+    w->truncated = 0;
+    w->buf[w->len++] = '{';
+    jw_str(w, "type", type);
+    jw_double(w, "ts", shim_now(), 6);
+    jw_str(w, "host", c->host);
+    jw_int(w, "pid", (long long)getpid());
+    jw_int(w, "tid", shim_gettid());
+}
+
+void jw_emit(struct jw *w)
+{
+    if (w->truncated) {
+        /* The record stays valid JSON; the reader learns that something was cut. */
+        static const char t[] = ",\"truncated\":true";
+        memcpy(w->buf + w->len, t, sizeof(t) - 1);
+        w->len += sizeof(t) - 1;
+    }
+    w->buf[w->len++] = '}';
+    w->buf[w->len++] = '\n';
+    int fd = record_fd();
+    if (fd < 0)
+        return;
+    ssize_t n;
+    do
+        n = write(fd, w->buf, w->len);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 || (size_t)n != w->len) {
+        static atomic_int warned;
+        if (!atomic_exchange(&warned, 1))
+            fprintf(stderr, "ncclshim: writing record file %s failed: %s; later records may be lost\n",
+                    g_path, n < 0 ? strerror(errno) : "short write");
+    }
+}
+
+void shim_warn(const char *what, const char *fmt, ...)
+{
+    char msg[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "ncclshim: warning: %s\n", msg);
+    shim_record_warning(what, msg);
+}
+
+void shim_record_warning(const char *what, const char *msg)
+{
+    if (shim_config()->mode == MODE_OFF)
+        return;
+    struct jw w;
+    jw_begin(&w, "warning");
+    jw_str(&w, "what", what);
+    jw_str(&w, "message", msg);
+    jw_emit(&w);
+}

@@ -1,0 +1,53 @@
+/*
+ * JSON-lines records (docs/records.md): a small writer that builds one line in
+ * a caller-provided buffer and appends it with a single write(2).
+ */
+#ifndef NCCLSHIM_RECORD_H
+#define NCCLSHIM_RECORD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define RECORD_MAX 16384
+
+struct jw {
+    size_t len;
+    int need_comma;
+    int truncated;
+    char buf[RECORD_MAX];
+};
+
+/* Starts a record with the keys every record has: type, ts, host, pid, tid. */
+void jw_begin(struct jw *w, const char *type);
+void jw_str(struct jw *w, const char *key, const char *val);   /* NULL -> null */
+void jw_int(struct jw *w, const char *key, long long val);
+void jw_u64(struct jw *w, const char *key, unsigned long long val);
+void jw_double(struct jw *w, const char *key, double val, int decimals);
+void jw_ptr(struct jw *w, const char *key, const void *p);      /* "0x.." like %p; NULL -> null */
+void jw_hex64(struct jw *w, const char *key, uint64_t v);       /* "0x%016llx" */
+void jw_null(struct jw *w, const char *key);
+void jw_open(struct jw *w, const char *key, char bracket);      /* key NULL inside arrays */
+void jw_close(struct jw *w, char bracket);
+/* Closes the record and appends it to this process's record file. */
+void jw_emit(struct jw *w);
+
+/* One `warning` record (and one line on stderr, so nobody misses it). */
+void shim_warn(const char *what, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The record alone (for problems already printed). */
+void shim_record_warning(const char *what, const char *msg);
+
+/* The record file of this process ("" if not open: not used yet, off, or failed). */
+const char *shim_record_path(void);
+int shim_record_opened(void);
+/* What to write first into a new record file (the load record: shim_main.c
+ * sets it in the constructor, before any thread can open the file). */
+void shim_record_set_first(void (*write_first)(void));
+/* After fork(): the child writes to a file of its own (called from the atfork handler). */
+void shim_record_after_fork_child(void);
+
+/* Wall-clock seconds since the epoch, and a monotonic clock in microseconds. */
+double shim_now(void);
+uint64_t shim_mono_us(void);
+int shim_gettid(void);
+
+#endif

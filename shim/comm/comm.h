@@ -1,0 +1,168 @@
+/*
+ * What the shim knows of each communicator the application holds, and how it
+ * finds it from the handle the application passes (DESIGN D10).
+ *
+ * A communicator NCCL made (passthrough, socket, anything made before the
+ * shim or with NCCLSHIM_MODE=off) reaches the application as NCCL's own
+ * ncclComm_t, unchanged: no pointer of the shim ever reaches NCCL, whatever
+ * function of whatever NCCL release the application calls.  The shim finds
+ * its state (struct shim_comm) in a table keyed by that pointer, read without
+ * a lock (shim_comm_find).  A communicator that exists only in the shim
+ * (drop, ipc) has a shim handle: the address of its struct shim_comm in a
+ * static arena of this library, recognised by its address alone
+ * (shim_is_vcomm), so that no byte of NCCL's memory is ever read to tell the
+ * two apart.
+ */
+#ifndef NCCLSHIM_COMM_H
+#define NCCLSHIM_COMM_H
+
+#include "dtype.h"
+#include "nccl_abi.h"
+
+#include <stdatomic.h>
+#include <stdint.h>
+
+/* A live shim-only handle says so in its first word; 0 once destroyed. */
+#define SHIM_VCOMM_MAGIC 0x6e63636c76636f6dULL /* "ncclvcom" */
+/* Shim-only communicators alive at once in a process (each one is a
+ * weight-update communicator: a handful).  Beyond, round 2 of the rendezvous
+ * fails on this rank and every rank passes through, with the reason. */
+#define SHIM_MAX_VCOMMS 512
+
+enum op_kind {
+    OP_ALLREDUCE, OP_BROADCAST, OP_BCAST, OP_REDUCE, OP_REDUCESCATTER, OP_ALLGATHER,
+    OP_ALLTOALL, OP_GATHER, OP_SCATTER, OP_SEND, OP_RECV, OP_PUTSIGNAL, OP_COUNT
+};
+extern const char *const op_kind_names[OP_COUNT];
+
+struct shim_slot;
+
+struct shim_comm {
+    _Atomic uint64_t magic;             /* shim-only: SHIM_VCOMM_MAGIC while alive; else 0 */
+    ncclComm_t real;                    /* NCCL's communicator (the table's key); NULL for a shim-only one */
+    struct shim_slot *slot;             /* the library it was created in */
+    /* Traffic, updated on the hot path (see shim_count). */
+    struct { atomic_uint_fast64_t count, bytes; } ops[OP_COUNT];
+    /* Identity, written once before the communicator is published. */
+    int rank, nranks, cuda_device;
+    uint64_t id_hash;
+    double created_ts;
+    char group[160];
+    int action;                         /* enum action carried out (policy/decide.h) */
+    uint64_t decision_id;               /* the root's decision, 0 if none */
+    void *net_config;                   /* action socket: the config NCCL was given, freed with it */
+    struct ipc_comm *ipc;               /* action ipc: the transport (shim-only), freed with it */
+    atomic_uint splits, shrinks, grows; /* to name children: <group>/split<N> */
+    atomic_int suspended;               /* shim-only: between ncclCommSuspend and ncclCommResume */
+    struct shim_comm *next_free;        /* recycled structs (comm.c), under its lock */
+};
+
+/* The arena of shim-only handles: an application's handle of one is an
+ * address inside it.  Hidden, so that the check is one address computation
+ * relative to this library, no load. */
+extern __attribute__((visibility("hidden"))) struct shim_comm g_vcomms[SHIM_MAX_VCOMMS];
+
+static inline int shim_is_vcomm(const void *comm)
+{
+    return (uintptr_t)comm - (uintptr_t)g_vcomms < sizeof(g_vcomms);
+}
+
+/* A live shim-only communicator for `comm`, or NULL (not one, or destroyed). */
+static inline struct shim_comm *shim_vcomm_of(const void *comm)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    return shim_is_vcomm(comm) && atomic_load_explicit(&h->magic, memory_order_acquire) ==
+                                      SHIM_VCOMM_MAGIC ? h : NULL;
+}
+
+/*
+ * The table of the communicators NCCL made, keyed by NCCL's pointer: open
+ * addressing, linear probing, at most half full.  Readers take no lock: the
+ * table pointer and each entry are atomics (plain loads on x86), a key is
+ * published after its value, and a table replaced by a larger one is kept,
+ * never freed, so that a reader still scanning it reads valid memory (a
+ * retired table is 16 bytes a slot: at worst about 64 bytes per destroyed
+ * communicator over a process's life; docs/design.md).  Writers (creation,
+ * destroy) hold comm.c's lock.
+ */
+#define COMM_KEY_EMPTY 0
+#define COMM_KEY_GONE 1                 /* a removed entry: probing goes on past it */
+struct comm_entry {
+    _Atomic uintptr_t key;
+    _Atomic(struct shim_comm *) val;
+};
+struct comm_table {
+    size_t mask;                        /* slots - 1 (slots: a power of two, at most 2^24) */
+    struct comm_entry e[];
+};
+extern __attribute__((visibility("hidden"))) _Atomic(struct comm_table *) g_comm_table;
+
+/* Where a key's probe starts: Fibonacci hashing, the product's high bits by a
+ * constant shift (a variable one would take %cl, the wrappers' 4th argument,
+ * and cost them a saved register), then masked. */
+static inline size_t comm_slot_of(uintptr_t k, size_t mask)
+{
+    return (size_t)((k * 0x9e3779b97f4a7c15ull) >> 40) & mask;
+}
+
+/* The state of a communicator NCCL made, from NCCL's pointer; NULL if the shim
+ * did not see it made.  Lock-free: the hot path of every data operation. */
+static inline struct shim_comm *shim_comm_find(const void *comm)
+{
+    struct comm_table *t = atomic_load_explicit(&g_comm_table, memory_order_acquire);
+    if (!t)
+        return NULL;
+    uintptr_t k = (uintptr_t)comm;
+    size_t i = comm_slot_of(k, t->mask);
+    for (;;) {
+        uintptr_t key = atomic_load_explicit(&t->e[i].key, memory_order_acquire);
+        if (key == k)
+            return atomic_load_explicit(&t->e[i].val, memory_order_relaxed);
+        if (key == COMM_KEY_EMPTY)
+            return NULL;
+        i = (i + 1) & t->mask;
+    }
+}
+
+/*
+ * Relaxed load + store, not a locked read-modify-write: NCCL does not allow one
+ * communicator to be used by several threads at once, so its counters have
+ * one writer at a time, and a lock prefix would cost ~10 ns per call (measured:
+ * docs/benchmarks.md).  An application that breaks NCCL's rule may lose a
+ * count, never corrupt one; readers (destroy, exit) see whole values.
+ */
+static inline void shim_count(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t t)
+{
+    uint64_t n = atomic_load_explicit(&h->ops[op].count, memory_order_relaxed);
+    uint64_t b = atomic_load_explicit(&h->ops[op].bytes, memory_order_relaxed);
+    atomic_store_explicit(&h->ops[op].count, n + 1, memory_order_relaxed);
+    atomic_store_explicit(&h->ops[op].bytes, b + count * shim_dtype_size(t), memory_order_relaxed);
+}
+
+/* State for NCCL's `real`, or a shim-only communicator when `real` is NULL
+ * (NULL when memory or the arena is exhausted).  Not yet findable. */
+struct shim_comm *shim_comm_new(ncclComm_t real, struct shim_slot *slot);
+/* Makes `h` findable by the pointer the application holds (NCCL's, or the
+ * shim-only handle).  A stale entry for the same NCCL pointer (NCCL reused a
+ * freed address) is replaced.  -1 if the table cannot grow (memory): `h` is
+ * then not findable, and its traffic not counted. */
+int shim_comm_register(struct shim_comm *h);
+/* Removes `h` if it is still what its key finds; 0 if it was not (a double
+ * destroy, or the key already names a newer communicator). */
+int shim_comm_unregister(struct shim_comm *h);
+/* Gives `h` back (to the arena, or to the recycled list). */
+void shim_comm_free(struct shim_comm *h);
+/* The pointer the application holds for `h`. */
+static inline ncclComm_t shim_comm_handle(struct shim_comm *h)
+{
+    return h->real ? h->real : (ncclComm_t)h;
+}
+/* Writes a comm_end record for `h`. */
+void shim_comm_record_end(struct shim_comm *h, const char *how, int result);
+/* At exit: comm_end records for every live communicator, then the exit record. */
+void shim_comm_record_exit(void);
+void shim_comm_after_fork_child(void);
+void shim_comm_lock_for_fork(void);
+void shim_comm_unlock_after_fork(void);
+
+#endif

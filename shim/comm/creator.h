@@ -1,0 +1,33 @@
+/* Where the evidence about a communicator's creator is gathered (policy/evidence.h: what policy/ decides on). */
+#ifndef NCCLSHIM_CREATOR_H
+#define NCCLSHIM_CREATOR_H
+
+#include "policy/evidence.h"
+
+#include <limits.h>
+#include <stddef.h>
+
+struct creator {
+    char caller_path[PATH_MAX];         /* library holding the return address */
+    enum api_family api;
+    char title[256];                    /* /proc/self/cmdline, NULs as spaces */
+    struct verdict role;
+    int nframes;
+    char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
+};
+
+/* The library holding `caller` and its API family (cheap: one dladdr). */
+void evidence_caller(struct creator *c, const void *caller);
+
+/* Fills `c` for a call into NCCL whose return address is `caller`.  Takes no
+ * shim lock (it may take Python's), so call it before any. */
+void evidence_gather(struct creator *c, const void *caller);
+
+/* The process title (Ray renames actor processes through argv). */
+void evidence_title(char *buf, size_t len);
+
+/* Python call site of this thread, innermost first; 0 frames if this thread
+ * has no Python thread state (NCCL's own threads, plain C programs). */
+int python_callsite(char frames[][EVIDENCE_FRAME_LEN], int max);
+
+#endif

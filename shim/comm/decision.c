@@ -1,0 +1,266 @@
+#define _GNU_SOURCE
+#include "decision.h"
+
+#include "policy/classify.h"
+#include "comm.h"
+#include "config.h"
+#include "cuda.h"
+#include "ipc.h"
+#include "net_env.h"
+#include "record.h"
+#include "version.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <unistd.h>
+
+/* ncclConfig_t.netName exists since NCCL 2.14. */
+#define NCCL_NETNAME_SINCE 21400
+
+int plan_should_mark(enum api_family caller_api)
+{
+    switch (shim_config()->tag) {
+    case TAG_ALL: return 1;
+    case TAG_NONE: return 0;
+    default: return caller_api != API_TORCH;
+    }
+}
+
+static void fill_facts(const struct plan_input *in, const struct plan *p, struct rank_facts *f)
+{
+    const struct shim_config *cfg = shim_config();
+    const struct creator *cr = in->cr;
+    memset(f, 0, sizeof(*f));
+    f->rank = in->rank;
+    f->nranks = in->nranks;
+    f->pid = (uint32_t)getpid();
+    snprintf(f->host, sizeof(f->host), "%.*s", (int)sizeof(f->host) - 1, cfg->host);
+    snprintf(f->host_id, sizeof(f->host_id), "%.*s", (int)sizeof(f->host_id) - 1, cfg->host_id);
+    f->cuda_device = p->cuda_device;
+    snprintf(f->fn, sizeof(f->fn), "%s", in->fn);
+    f->nccl_version = in->slot->version;
+    snprintf(f->shim_version, sizeof(f->shim_version), "%s", NCCLSHIM_VERSION);
+    f->api = cr->api;
+    snprintf(f->caller_lib, sizeof(f->caller_lib), "%.*s", (int)sizeof(f->caller_lib) - 1, cr->caller_path);
+    snprintf(f->title, sizeof(f->title), "%s", cr->title);
+    f->role = (enum role)cr->role.value;
+    snprintf(f->role_reason, sizeof(f->role_reason), "%s", cr->role.reason);
+    f->local_purpose = p->local_purpose;
+    snprintf(f->local_purpose_reason, sizeof(f->local_purpose_reason), "%s", p->local_purpose_reason);
+    f->nframes = cr->nframes;
+    for (int i = 0; i < cr->nframes && i < EVIDENCE_MAX_FRAMES; i++)
+        snprintf(f->frames[i], sizeof(f->frames[i]), "%s", cr->frames[i]);
+    f->strict_error = cfg->policy.strict && !cfg->policy.ok;
+}
+
+/* The caller's config (or NCCL's defaults) with netName = "Socket". */
+static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t whylen)
+{
+    size_t size = sizeof(ncclConfig_t);
+    int user_ok = user && user->magic == NCCL_CONFIG_MAGIC && user->size >= offsetof(ncclConfig_t, blocking);
+    if (user && !user_ok) {
+        snprintf(why, whylen, "the application's config was not made with NCCL_CONFIG_INITIALIZER");
+        return NULL;
+    }
+    if (user_ok && user->size > size)
+        size = user->size; /* a newer NCCL's larger config: keep every field */
+    ncclConfig_t *c = calloc(1, size);
+    if (!c) {
+        snprintf(why, whylen, "out of memory for a config");
+        return NULL;
+    }
+    c->size = sizeof(ncclConfig_t);
+    c->magic = NCCL_CONFIG_MAGIC;
+    c->version = NCCL_ABI_VERSION;
+    int *ints[] = { &c->blocking, &c->cgaClusterSize, &c->minCTAs, &c->maxCTAs, &c->splitShare,
+                    &c->trafficClass, &c->collnetEnable, &c->CTAPolicy, &c->shrinkShare, &c->nvlsCTAs,
+                    &c->nChannelsPerNetPeer, &c->nvlinkCentricSched, &c->graphUsageMode, &c->numRmaCtx,
+                    &c->maxP2pPeers, &c->graphStreamOrdering };
+    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
+        *ints[i] = NCCL_CONFIG_UNDEF_INT;
+    if (user_ok) {
+        memcpy(c, user, user->size);
+        if (c->size < offsetof(ncclConfig_t, netName) + sizeof(c->netName))
+            c->size = sizeof(ncclConfig_t); /* an old caller's config: extend it to hold netName */
+    }
+    c->netName = "Socket";
+    return c;
+}
+
+/* What the rendezvous's callbacks work on (rv_setup.ctx). */
+struct setup_ctx {
+    const struct plan_input *in;
+    struct plan *plan;
+};
+
+/* Round 2: can this rank carry out `action`?  Sets it up if so. */
+static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why, size_t whylen)
+{
+    const struct setup_ctx *sc = ctx;
+    const struct plan_input *in = sc->in;
+    struct plan *p = sc->plan;
+    *bloblen = 0;
+    if (action == ACTION_IPC) {
+        p->vcomm = shim_comm_new(NULL, in->slot);
+        if (!p->vcomm) {
+            snprintf(why, whylen, "out of memory for a communicator handle");
+            return -1;
+        }
+        if (ipc_prepare(&p->ipc, in->rank, in->nranks, blob, bloblen, why, whylen) != 0)
+            return -1;
+        ipc_set_group(p->ipc, in->group);
+        return 0;
+    }
+    if (action == ACTION_DROP) {
+        p->vcomm = shim_comm_new(NULL, in->slot);
+        if (!p->vcomm) {
+            snprintf(why, whylen, "out of memory for a communicator handle");
+            return -1;
+        }
+        return 0;
+    }
+    if (action == ACTION_SOCKET) {
+        enum fn_index fn = strcmp(in->fn, "ncclCommInitRankScalable") == 0 ? FN_ncclCommInitRankScalable
+                                                                           : FN_ncclCommInitRankConfig;
+        if (in->slot->version && in->slot->version < NCCL_NETNAME_SINCE) {
+            snprintf(why, whylen, "NCCL %d has no ncclConfig_t.netName (2.14 or later needed)", in->slot->version);
+            return -1;
+        }
+        if (!shim_resolve(in->slot, fn, NULL)) {
+            snprintf(why, whylen, "the NCCL library (%s) lacks %s", in->slot->path, shim_fn_names[fn]);
+            return -1;
+        }
+        /* NCCL_NET would override the config's netName: the init hides it
+         * (shim/nccl/net_env.c) where that is sure to work; otherwise every rank
+         * passes through, rather than one silently leaving Socket. */
+        const char *env = net_env_value();
+        if (env && strcasecmp(env, "Socket") != 0 && !net_env_can_hide(in->slot->version, why, whylen))
+            return -1;
+        p->net_config = socket_config(in->config, why, whylen);
+        return p->net_config ? 0 : -1;
+    }
+    snprintf(why, whylen, "action %s cannot be set up by this version of the shim", action_name((enum action)action));
+    return -1;
+}
+
+/* Round 3 (ipc): open the peers' memory. */
+static int connect_peers(void *ctx, const struct rv_peers *peers, char *why, size_t whylen)
+{
+    struct plan *p = ((const struct setup_ctx *)ctx)->plan;
+    if (!p->ipc) {
+        snprintf(why, whylen, "nothing was set up in round 2");
+        return -1;
+    }
+    return ipc_connect(p->ipc, peers, why, whylen);
+}
+
+void plan_release(struct plan *p)
+{
+    if (p->ipc) {
+        ipc_free(p->ipc);
+        p->ipc = NULL;
+    }
+    if (p->vcomm) {
+        shim_comm_free(p->vcomm);
+        p->vcomm = NULL;
+    }
+    free(p->net_config);
+    p->net_config = NULL;
+}
+
+static void decide_locally(const struct plan_input *in, struct plan *p, const char *why)
+{
+    const struct policy *pol = &shim_config()->policy;
+    p->purpose = p->local_purpose;
+    snprintf(p->purpose_reason, sizeof(p->purpose_reason), "%s", p->local_purpose_reason);
+    if (pol->strict && !pol->ok) {
+        p->action = ACTION_FAIL;
+        snprintf(p->action_reason, sizeof(p->action_reason),
+                 "NCCLSHIM_STRICT=1 and a malformed policy (%.400s): %s fails until the setting is fixed",
+                 pol->error, in->fn);
+        return;
+    }
+    p->action = ACTION_PASSTHROUGH;
+    snprintf(p->action_reason, sizeof(p->action_reason), "%s%s%.400s", why,
+             pol->ok ? "" : "; and a malformed policy, failing open: ", pol->ok ? "" : pol->error);
+}
+
+void plan_creation(const struct plan_input *in, struct plan *p)
+{
+    const struct shim_config *cfg = shim_config();
+    memset(p, 0, sizeof(*p));
+    p->cuda_device = -1; /* asked only for a rendezvous: the probe costs a library search where CUDA is absent */
+    struct local_evidence ev = { in->cr->api, (enum role)in->cr->role.value, in->nranks, in->cr->nframes,
+                                 in->cr->frames };
+    struct verdict local = classify_purpose(&cfg->patterns, &ev);
+    p->local_purpose = (enum purpose)local.value;
+    snprintf(p->local_purpose_reason, sizeof(p->local_purpose_reason), "%s", local.reason);
+
+    struct uid_mark mark;
+    if (!in->id) {
+        decide_locally(in, p, "no unique ID (made from another communicator, or by ncclCommInitAll): "
+                              "decided on this rank's evidence");
+        return;
+    }
+    if (!uid_mark_read(in->id, &mark)) {
+        decide_locally(in, p, "unmarked unique ID (NCCLSHIM_TAG, or made without the shim): "
+                              "decided on this rank's evidence");
+        return;
+    }
+    if (in->nranks < 1 || in->nranks > FACTS_MAX_RANKS || in->rank < 0 || in->rank >= in->nranks) {
+        decide_locally(in, p, "rank or size outside what the rendezvous serves (1..4096 ranks): "
+                              "NCCL will judge the arguments");
+        return;
+    }
+    p->marked = 1;
+    p->cuda_device = shim_cuda_current_device();
+    struct rank_facts *f = malloc(sizeof(*f));
+    if (!f) {
+        decide_locally(in, p, "out of memory for the rendezvous");
+        return;
+    }
+    fill_facts(in, p, f);
+    struct setup_ctx ctx = { in, p };
+    struct rv_setup setup = { prepare, connect_peers, &ctx };
+    rv_client_run(in->id, &mark, f, cfg->rendezvous_timeout_ms, &setup, &p->rv);
+    free(f);
+    p->action = (enum action)p->rv.v.action;
+    if (p->rv.via_root || p->rv.v.purpose_reason[0]) {
+        p->purpose = (enum purpose)p->rv.v.purpose;
+        snprintf(p->purpose_reason, sizeof(p->purpose_reason), "%s", p->rv.v.purpose_reason);
+    } else {
+        p->purpose = p->local_purpose;
+        snprintf(p->purpose_reason, sizeof(p->purpose_reason), "%s (this rank's evidence: no answer from the root)",
+                 p->local_purpose_reason);
+    }
+    snprintf(p->action_reason, sizeof(p->action_reason), "%s", p->rv.v.action_reason);
+    /* The root's connection, kept for a committed ipc communicator: watched
+     * for a lost peer (ipc_watch takes it even when it cannot watch). */
+    if (p->action == ACTION_IPC && p->ipc)
+        ipc_watch(p->ipc, p->rv.monitor_fd);
+    else if (p->rv.monitor_fd >= 0)
+        close(p->rv.monitor_fd);
+    p->rv.monitor_fd = -1;
+    /* What was set up for an action that was not committed is undone now. */
+    if (p->action != ACTION_IPC && p->ipc) {
+        ipc_free(p->ipc);
+        p->ipc = NULL;
+    }
+    if (p->action != ACTION_DROP && p->action != ACTION_IPC && p->vcomm) {
+        shim_comm_free(p->vcomm);
+        p->vcomm = NULL;
+    }
+    if (p->action != ACTION_SOCKET) {
+        free(p->net_config);
+        p->net_config = NULL;
+    }
+    if ((p->action == ACTION_DROP && !p->vcomm) || (p->action == ACTION_SOCKET && !p->net_config) ||
+        (p->action == ACTION_IPC && (!p->vcomm || !p->ipc))) {
+        /* Committed without this rank's vote: cannot happen with a correct root. */
+        shim_warn("rendezvous", "the root committed %s, which this rank did not set up; passthrough",
+                  action_name(p->action));
+        p->action = ACTION_PASSTHROUGH;
+    }
+}

@@ -1,0 +1,50 @@
+/*
+ * Where a new communicator's action is decided (before NCCL is called):
+ * through the rendezvous when its unique ID carries the root's mark, on this
+ * rank's own evidence otherwise (and then always passthrough, or fail under
+ * NCCLSHIM_STRICT with a malformed policy).  The rules themselves are in
+ * policy/decide.c; lifecycle.c carries the plan out.
+ */
+#ifndef NCCLSHIM_DECISION_H
+#define NCCLSHIM_DECISION_H
+
+#include "policy/decide.h"
+#include "creator.h"
+#include "slots.h"
+#include "rendezvous.h"
+
+struct shim_comm;
+struct ipc_comm;
+
+struct plan_input {
+    const char *fn;                     /* the init function called */
+    struct shim_slot *slot;
+    const ncclUniqueId *id;             /* NULL: split, shrink, InitAll */
+    int rank, nranks;
+    const ncclConfig_t *config;         /* the caller's, may be NULL */
+    const struct creator *cr;           /* this rank's evidence */
+    const char *group;                  /* the communicator's name in the records */
+};
+
+struct plan {
+    enum action action;
+    enum purpose purpose, local_purpose;
+    char purpose_reason[RV_REASON_LEN];
+    char local_purpose_reason[EVIDENCE_REASON_LEN];
+    char action_reason[RV_REASON_LEN];
+    int marked;                         /* the ID carried the mark: a rendezvous took place */
+    struct rv_result rv;                /* its outcome, when marked */
+    int cuda_device;                    /* current CUDA device at the call, -1 if unknown */
+    /* Set up in round 2; taken by lifecycle.c, else freed by plan_release. */
+    struct shim_comm *vcomm;            /* drop, ipc: the shim-only handle */
+    struct ipc_comm *ipc;               /* ipc: the transport */
+    ncclConfig_t *net_config;           /* socket: the caller's config with netName "Socket" */
+};
+
+void plan_creation(const struct plan_input *in, struct plan *out);
+void plan_release(struct plan *p);
+
+/* At ncclGetUniqueId: whether this caller's IDs get the mark (NCCLSHIM_TAG). */
+int plan_should_mark(enum api_family caller_api);
+
+#endif

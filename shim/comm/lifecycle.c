@@ -1,0 +1,652 @@
+/*
+ * Creation and destruction of communicators: the evidence is gathered, the
+ * action decided (shim/comm/decision.c: the rendezvous for a marked ID) and
+ * carried out here (passthrough: the real init; socket: the real init with
+ * netName "Socket", NCCL_NET hidden from it (shim/nccl/net_env.c); drop: a
+ * shim-only handle, no NCCL; ipc: a shim-only handle over the CUDA IPC
+ * transport, shim/ipc/ipc.c; fail), the communicator is registered (shim/comm/comm.c:
+ * the application keeps NCCL's own ncclComm_t) and a record is written.
+ */
+#define _GNU_SOURCE
+#include "lifecycle.h"
+
+#include "policy/classify.h"
+#include "comm.h"
+#include "config.h"
+#include "decision.h"
+#include "ipc.h"
+#include "creator.h"
+#include "net_env.h"
+#include "record.h"
+#include "vcomm.h"
+
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/*
+ * Depth of lifecycle wrappers on this thread.  NCCL, its plugins or a
+ * profiler may call back into NCCL from inside an init; those inner calls are
+ * forwarded untouched so the shim neither recurses nor records half-made
+ * communicators.
+ */
+static __thread int t_depth;
+
+#define REAL(slot, name, caller) ((__typeof__(&name))shim_real((slot), FN_##name, (caller)))
+
+static int observing(void)
+{
+    return shim_config()->mode != MODE_OFF && t_depth == 0;
+}
+
+/* FNV-1a over all 128 bytes: NCCL's own commId hash differs between versions. */
+static uint64_t id_hash(const ncclUniqueId *id)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < sizeof(id->internal); i++) {
+        h ^= (unsigned char)id->internal[i];
+        h *= 0x100000001b3ull;
+    }
+    return h;
+}
+
+/* Names, not NCCL's strings: asking the real library would be a call the
+ * application did not make. */
+static const char *result_name(ncclResult_t r)
+{
+    static const char *const names[] = { "ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
+                                         "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
+                                         "ncclRemoteError", "ncclInProgress", "ncclTimeout" };
+    return (unsigned)r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
+}
+
+static void record_caller(struct jw *w, const struct creator *cr)
+{
+    jw_open(w, "caller", '{');
+    jw_str(w, "lib", cr->caller_path);
+    jw_str(w, "api", api_family_name(cr->api));
+    jw_close(w, '}');
+}
+
+ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, ncclUniqueId *uniqueId)
+{
+    __typeof__(&ncclGetUniqueId) f = REAL(slot, ncclGetUniqueId, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(uniqueId);
+    t_depth++;
+    uint64_t t0 = shim_mono_us();
+    ncclResult_t r = f(uniqueId);
+    uint64_t dur = shim_mono_us() - t0;
+    struct creator cr; /* only the caller is recorded: no title, libraries or Python */
+    evidence_caller(&cr, caller);
+    /* Marked before anyone sees the ID: every rank must hash the same bytes. */
+    char where[80] = "", why[256] = "";
+    int marked = 0;
+    if (r == ncclSuccess && uniqueId && plan_should_mark(cr.api)) {
+        marked = rv_server_open(uniqueId, where, sizeof(where), why, sizeof(why)) == 0;
+        if (!marked)
+            shim_warn("unmarked-id", "the unique ID was left unmarked (%s): communicators made with it pass "
+                      "through", why);
+    }
+    struct jw w;
+    jw_begin(&w, "unique_id");
+    if (r == ncclSuccess && uniqueId)
+        jw_hex64(&w, "id_hash", id_hash(uniqueId));
+    jw_int(&w, "result", r);
+    jw_u64(&w, "duration_us", dur);
+    record_caller(&w, &cr);
+    if (marked)
+        jw_str(&w, "rendezvous", where);
+    else
+        jw_str(&w, "unmarked", why[0] ? why : shim_config()->tag == TAG_NONE ? "NCCLSHIM_TAG=none"
+                               : cr.api == API_TORCH ? "made by torch (NCCLSHIM_TAG=bindings)" : "not made");
+    jw_emit(&w);
+    t_depth--;
+    return r;
+}
+
+/* One creation in progress: what is known before the real call. */
+struct creation {
+    const char *fn;
+    struct shim_slot *slot;
+    const void *caller;
+    int rank, nranks;
+    int has_id;
+    uint64_t id_hash;
+    const ncclConfig_t *config;
+    char group[sizeof(((struct shim_comm *)0)->group)];
+    /* Splits, shrinks and grows. */
+    struct shim_comm *parent;
+    int is_split, color, key;
+    const int *exclude;
+    int nexclude;
+    /* Filled by begin_creation. */
+    struct creator cr;
+    struct plan plan;
+    uint64_t t0;
+};
+
+#define CONFIG_HAS(c, field) ((c)->size >= offsetof(ncclConfig_t, field) + sizeof((c)->field))
+
+static void record_config_int(struct jw *w, const ncclConfig_t *c, const char *name, size_t off, size_t end)
+{
+    int v;
+    if (c->size < end) {
+        jw_null(w, name);
+        return;
+    }
+    memcpy(&v, (const char *)c + off, sizeof(v));
+    if (v == NCCL_CONFIG_UNDEF_INT)
+        jw_null(w, name);
+    else
+        jw_int(w, name, v);
+}
+
+static void record_config(struct jw *w, const ncclConfig_t *c)
+{
+    if (!c) {
+        jw_null(w, "config");
+        return;
+    }
+    if (c->magic != NCCL_CONFIG_MAGIC || c->size < offsetof(ncclConfig_t, netName)) {
+        jw_str(w, "config", "invalid (not made with NCCL_CONFIG_INITIALIZER)");
+        return;
+    }
+    jw_open(w, "config", '{');
+    jw_u64(w, "size", c->size);
+    jw_int(w, "version", (int)c->version);
+#define INT_FIELD(f) record_config_int(w, c, #f, offsetof(ncclConfig_t, f), offsetof(ncclConfig_t, f) + sizeof(int))
+    INT_FIELD(blocking);
+    INT_FIELD(cgaClusterSize);
+    INT_FIELD(minCTAs);
+    INT_FIELD(maxCTAs);
+    jw_str(w, "netName", CONFIG_HAS(c, netName) ? c->netName : NULL);
+    INT_FIELD(splitShare);
+    INT_FIELD(trafficClass);
+    jw_str(w, "commName", CONFIG_HAS(c, commName) ? c->commName : NULL);
+    INT_FIELD(collnetEnable);
+    INT_FIELD(CTAPolicy);
+    INT_FIELD(shrinkShare);
+    INT_FIELD(nvlsCTAs);
+    INT_FIELD(nChannelsPerNetPeer);
+    INT_FIELD(nvlinkCentricSched);
+    INT_FIELD(graphUsageMode);
+    INT_FIELD(numRmaCtx);
+    INT_FIELD(maxP2pPeers);
+    INT_FIELD(graphStreamOrdering);
+#undef INT_FIELD
+    jw_close(w, '}');
+}
+
+/* Asks the real library about a new communicator; -1 if it cannot say (yet). */
+static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
+{
+    ncclResult_t (*f)(ncclComm_t, int *) = (ncclResult_t(*)(ncclComm_t, int *))shim_real(slot, fn, NULL);
+    int v = -1;
+    if (!f || f(real, &v) != ncclSuccess)
+        return -1;
+    return v;
+}
+
+/* The decision's part of a comm record: purpose, action, network, rendezvous. */
+static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *config, int nccl_made)
+{
+    jw_str(w, "purpose", purpose_name(p->purpose));
+    jw_str(w, "purpose_reason", p->purpose_reason);
+    jw_str(w, "local_purpose", purpose_name(p->local_purpose));
+    jw_str(w, "local_purpose_reason", p->local_purpose_reason);
+    jw_str(w, "action", action_name(p->action));
+    jw_str(w, "action_reason", p->action_reason);
+    if (nccl_made || p->action == ACTION_SOCKET) {
+        /* The network NCCL was told to use, and by what: for socket the
+         * config, NCCL_NET hidden from this init; else whatever NCCL reads. */
+        char net_by[256];
+        const char *net = net_env_told(p->action == ACTION_SOCKET, config, net_by, sizeof(net_by));
+        jw_str(w, "net", net);
+        jw_str(w, "net_by", net_by);
+    }
+    if (p->marked) {
+        jw_open(w, "decision", '{');
+        jw_str(w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
+        jw_hex64(w, "id", p->rv.v.decision_id);
+        jw_str(w, "root", p->rv.root);
+        jw_int(w, "rounds", p->rv.rounds);
+        jw_u64(w, "wait_us", p->rv.wait_us);
+        jw_int(w, "hosts", p->rv.v.nhosts);
+        if (p->rv.fallback[0])
+            jw_str(w, "fallback", p->rv.fallback);
+        jw_close(w, '}');
+    }
+}
+
+/* The comm record of a creation: what was asked, what was decided and why,
+ * what was made (`real`: NCCL's pointer, `handle`: what the application holds). */
+static void record_creation(const struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t real,
+                            ncclComm_t handle, int cuda_device)
+{
+    const struct creator *cr = &c->cr;
+    const struct plan *p = &c->plan;
+    struct jw w;
+    jw_begin(&w, "comm");
+    jw_str(&w, "fn", c->fn);
+    jw_ptr(&w, "comm", real);
+    jw_ptr(&w, "handle", handle);
+    jw_str(&w, "group", c->group);
+    if (c->has_id)
+        jw_hex64(&w, "id_hash", c->id_hash);
+    if (c->parent)
+        jw_str(&w, "parent", c->parent->group);
+    if (c->is_split) {
+        jw_int(&w, "color", c->color);
+        jw_int(&w, "key", c->key);
+    }
+    if (c->exclude) {
+        jw_open(&w, "exclude", '[');
+        for (int i = 0; i < c->nexclude && i < 1024; i++)
+            jw_int(&w, NULL, c->exclude[i]);
+        jw_close(&w, ']');
+    }
+    jw_int(&w, "rank", c->rank);
+    jw_int(&w, "nranks", c->nranks);
+    jw_int(&w, "cuda_device", cuda_device);
+    record_config(&w, c->config);
+    jw_int(&w, "result", r);
+    jw_str(&w, "result_str", result_name(r));
+    jw_u64(&w, "duration_us", dur_us);
+    jw_int(&w, "slot", c->slot->index);
+    jw_int(&w, "nccl_version", c->slot->version);
+    record_caller(&w, cr);
+    jw_str(&w, "title", cr->title);
+    if (cr->nframes > 0) {
+        jw_open(&w, "python", '[');
+        for (int i = 0; i < cr->nframes; i++)
+            jw_str(&w, NULL, cr->frames[i]);
+        jw_close(&w, ']');
+    }
+    jw_str(&w, "role", role_name((enum role)cr->role.value));
+    jw_str(&w, "role_reason", cr->role.reason);
+    record_plan(&w, p, c->config, real != NULL);
+    jw_emit(&w);
+}
+
+/* The state of what was made, findable from here on by the application's pointer. */
+static void register_creation(struct creation *c, struct shim_comm *h, int cuda_device)
+{
+    struct plan *p = &c->plan;
+    h->action = p->action;
+    h->decision_id = p->marked ? p->rv.v.decision_id : 0;
+    if (p->action == ACTION_SOCKET) {
+        h->net_config = p->net_config; /* NCCL may keep reading it: it lives as long as the communicator */
+        p->net_config = NULL;
+    }
+    h->rank = c->rank;
+    h->nranks = c->nranks;
+    h->cuda_device = cuda_device;
+    h->id_hash = c->id_hash;
+    memcpy(h->group, c->group, sizeof(h->group));
+    if (shim_comm_register(h) != 0)
+        shim_warn("memory", "out of memory for the table of communicators: %s's communicator %s works, but "
+                  "its traffic is not counted", c->fn, c->group);
+}
+
+/*
+ * After the real call: register what was made and record it.  `out` is
+ * where the caller receives the communicator: NCCL's own pointer, left as it
+ * is, or for drop and ipc the shim-only handle, stored there.
+ */
+static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t *out)
+{
+    struct plan *p = &c->plan;
+    ncclComm_t real = (out && p->action != ACTION_DROP && p->action != ACTION_IPC &&
+                       (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
+    struct shim_comm *h = NULL;
+    int cuda_device = -1;
+    if ((p->action == ACTION_DROP || p->action == ACTION_IPC) && r == ncclSuccess) {
+        h = p->vcomm; /* taken: plan_release leaves it */
+        p->vcomm = NULL;
+        cuda_device = p->cuda_device;
+        if (p->action == ACTION_IPC) {
+            h->ipc = p->ipc;
+            p->ipc = NULL;
+            cuda_device = ipc_device(h->ipc);
+        }
+    } else if (real) {
+        h = shim_comm_new(real, c->slot);
+        if (!h)
+            shim_warn("memory", "out of memory for a communicator's state; %s's communicator %p works, but its "
+                      "traffic is not counted", c->fn, (void *)real);
+    }
+    if (real && r == ncclSuccess) {
+        cuda_device = ask_int(c->slot, FN_ncclCommCuDevice, real);
+        if (c->rank < 0)
+            c->rank = ask_int(c->slot, FN_ncclCommUserRank, real);
+        if (c->nranks < 0)
+            c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
+    }
+    record_creation(c, r, dur_us, real, h ? shim_comm_handle(h) : real, cuda_device);
+    if (h) {
+        register_creation(c, h, cuda_device);
+        if (!real)
+            *out = (ncclComm_t)h;
+    }
+}
+
+/*
+ * Every creation: enter (nested NCCL calls are then forwarded untouched),
+ * gather the evidence before NCCL runs, start the clock.  The caller fills in
+ * what is particular to it (group of a split, ...) and calls end_creation.
+ */
+static void begin_creation(struct creation *c, const char *fn, struct shim_slot *slot, const void *caller,
+                           int rank, int nranks, const ncclUniqueId *id, const ncclConfig_t *config)
+{
+    t_depth++;
+    memset(c, 0, sizeof(*c));
+    c->fn = fn;
+    c->slot = slot;
+    c->caller = caller;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->config = config;
+    if (id) {
+        c->has_id = 1;
+        c->id_hash = id_hash(id);
+        snprintf(c->group, sizeof(c->group), "id:0x%016llx", (unsigned long long)c->id_hash);
+    }
+    evidence_gather(&c->cr, caller);
+    struct plan_input in = { fn, slot, id, rank, nranks, config, &c->cr, c->group };
+    plan_creation(&in, &c->plan);
+    c->t0 = shim_mono_us();
+}
+
+/*
+ * The actions that need no NCCL call: drop (the handle made in round 2 is
+ * returned) and fail.  Returns 1 with the result in *r if it handled the
+ * creation; 0 if NCCL is to be called (passthrough, socket).
+ */
+static int carried_out_by_shim(struct creation *c, ncclComm_t *newcomm, ncclResult_t *r)
+{
+    if (c->plan.action == ACTION_DROP || c->plan.action == ACTION_IPC) {
+        *r = newcomm ? ncclSuccess : ncclInvalidArgument;
+        return 1;
+    }
+    if (c->plan.action == ACTION_FAIL) {
+        shim_warn("strict", "%s fails: %s", c->fn, c->plan.action_reason);
+        if (newcomm)
+            *newcomm = NULL;
+        *r = ncclInvalidUsage;
+        return 1;
+    }
+    return 0;
+}
+
+/* The config NCCL gets: the caller's, or for socket the copy with netName "Socket". */
+static ncclConfig_t *config_for(struct creation *c, ncclConfig_t *config)
+{
+    return c->plan.action == ACTION_SOCKET ? c->plan.net_config : config;
+}
+
+/* Around the real init: for socket, NCCL_NET is hidden from it (and from
+ * nothing else: shim/nccl/net_env.c). */
+static void redirect_begin(const struct creation *c)
+{
+    if (c->plan.action == ACTION_SOCKET)
+        net_env_hide();
+}
+
+static void redirect_end(const struct creation *c)
+{
+    if (c->plan.action == ACTION_SOCKET)
+        net_env_show();
+}
+
+/* After the real call: wrap and record what it made (`out`: where it is returned; NULL if nothing). */
+static ncclResult_t end_creation(struct creation *c, ncclResult_t r, ncclComm_t *out)
+{
+    finish_creation(c, r, shim_mono_us() - c->t0, out);
+    plan_release(&c->plan);
+    t_depth--;
+    return r;
+}
+
+ncclResult_t life_ncclCommInitRank(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm, int nranks,
+                                   ncclUniqueId commId, int rank)
+{
+    __typeof__(&ncclCommInitRank) f = REAL(slot, ncclCommInitRank, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(newcomm, nranks, commId, rank);
+    struct creation c;
+    begin_creation(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL);
+    ncclResult_t r;
+    if (!carried_out_by_shim(&c, newcomm, &r)) {
+        if (c.plan.action == ACTION_SOCKET) { /* only InitRankConfig takes a netName; prepared in round 2 */
+            redirect_begin(&c);
+            r = REAL(slot, ncclCommInitRankConfig, caller)(newcomm, nranks, commId, rank, c.plan.net_config);
+            redirect_end(&c);
+        } else {
+            r = f(newcomm, nranks, commId, rank);
+        }
+    }
+    return end_creation(&c, r, newcomm);
+}
+
+ncclResult_t life_ncclCommInitRankConfig(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm,
+                                         int nranks, ncclUniqueId commId, int rank, ncclConfig_t *config)
+{
+    __typeof__(&ncclCommInitRankConfig) f = REAL(slot, ncclCommInitRankConfig, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(newcomm, nranks, commId, rank, config);
+    struct creation c;
+    begin_creation(&c, "ncclCommInitRankConfig", slot, caller, rank, nranks, &commId, config);
+    ncclResult_t r;
+    if (!carried_out_by_shim(&c, newcomm, &r)) {
+        redirect_begin(&c);
+        r = f(newcomm, nranks, commId, rank, config_for(&c, config));
+        redirect_end(&c);
+    }
+    return end_creation(&c, r, newcomm);
+}
+
+ncclResult_t life_ncclCommInitRankScalable(struct shim_slot *slot, const void *caller, ncclComm_t *newcomm,
+                                           int nranks, int myrank, int nId, ncclUniqueId *commIds,
+                                           ncclConfig_t *config)
+{
+    __typeof__(&ncclCommInitRankScalable) f = REAL(slot, ncclCommInitRankScalable, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(newcomm, nranks, myrank, nId, commIds, config);
+    struct creation c;
+    begin_creation(&c, "ncclCommInitRankScalable", slot, caller, myrank, nranks,
+                   (nId > 0 && commIds) ? &commIds[0] : NULL, config);
+    ncclResult_t r;
+    if (!carried_out_by_shim(&c, newcomm, &r)) {
+        redirect_begin(&c);
+        r = f(newcomm, nranks, myrank, nId, commIds, config_for(&c, config));
+        redirect_end(&c);
+    }
+    return end_creation(&c, r, newcomm);
+}
+
+ncclResult_t life_ncclCommInitAll(struct shim_slot *slot, const void *caller, ncclComm_t *comms, int ndev,
+                                  const int *devlist)
+{
+    __typeof__(&ncclCommInitAll) f = REAL(slot, ncclCommInitAll, caller);
+    if (!f)
+        return ncclInternalError;
+    if (!observing())
+        return f(comms, ndev, devlist);
+    /* Distinguishes several InitAll groups of one process. */
+    static atomic_uint initall_seq;
+    unsigned seq = atomic_fetch_add(&initall_seq, 1);
+    struct creation c;
+    begin_creation(&c, "ncclCommInitAll", slot, caller, 0, ndev, NULL, NULL);
+    snprintf(c.group, sizeof(c.group), "initall:%.100s:%d:%u", shim_config()->host, (int)getpid(), seq);
+    ncclResult_t r = f(comms, ndev, devlist);
+    uint64_t dur = shim_mono_us() - c.t0;
+    /* One process holds every rank: one record per rank, same evidence. */
+    for (int i = 0; comms && i < ndev; i++) {
+        c.rank = i;
+        finish_creation(&c, r, dur, &comms[i]);
+    }
+    plan_release(&c.plan);
+    t_depth--;
+    return r;
+}
+
+/* A shim-only communicator has no NCCL to split, shrink or grow: the ranks'
+ * colors are not exchanged, so the child's size is unknown.  Refused with
+ * the action named, and recorded. */
+static ncclResult_t shim_only_child(ncclComm_t comm, ncclComm_t *newcomm, const char *fn)
+{
+    if (newcomm)
+        *newcomm = NULL;
+    struct shim_comm *v = shim_vcomm_of(comm);
+    return v ? vcomm_unsupported(v, fn) : vcomm_stale(fn);
+}
+
+/* The parent's part of a split, shrink or grow: its state, and the name of
+ * the child (every rank makes its parent's children in the same order, so
+ * the sequence number names the child alike on every rank). */
+static void begin_child(struct creation *c, const char *fn, struct shim_slot *slot, const void *caller,
+                        struct shim_comm *parent, atomic_uint *seq, const char *kind, const ncclConfig_t *config)
+{
+    unsigned n = atomic_fetch_add(seq, 1);
+    begin_creation(c, fn, slot, caller, -1, -1, NULL, config);
+    c->parent = parent;
+    snprintf(c->group, sizeof(c->group), "%.100s/%s%u", parent->group, kind, n);
+}
+
+ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, ncclComm_t comm, int color, int key,
+                                ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    __typeof__(&ncclCommSplit) f = REAL(slot, ncclCommSplit, caller);
+    if (!f)
+        return ncclInternalError;
+    if (shim_is_vcomm(comm))
+        return shim_only_child(comm, newcomm, "ncclCommSplit");
+    struct shim_comm *parent = shim_comm_find(comm);
+    if (!observing() || !parent)
+        return f(comm, color, key, newcomm, config);
+    struct creation c;
+    begin_child(&c, "ncclCommSplit", slot, caller, parent, &parent->splits, "split", config);
+    c.is_split = 1;
+    c.color = color;
+    c.key = key;
+    snprintf(c.group + strlen(c.group), sizeof(c.group) - strlen(c.group), ":color%d", color);
+    ncclResult_t r = f(comm, color, key, newcomm, config);
+    /* NCCL_SPLIT_NOCOLOR: this rank is in no child, and there is nothing to record. */
+    if (r == ncclSuccess && !(newcomm && *newcomm)) {
+        plan_release(&c.plan);
+        t_depth--;
+        return r;
+    }
+    return end_creation(&c, r, newcomm);
+}
+
+ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncclComm_t comm,
+                                 int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
+                                 ncclConfig_t *config, int shrinkFlags)
+{
+    __typeof__(&ncclCommShrink) f = REAL(slot, ncclCommShrink, caller);
+    if (!f)
+        return ncclInternalError;
+    if (shim_is_vcomm(comm))
+        return shim_only_child(comm, newcomm, "ncclCommShrink");
+    struct shim_comm *parent = shim_comm_find(comm);
+    if (!observing() || !parent)
+        return f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    struct creation c;
+    begin_child(&c, "ncclCommShrink", slot, caller, parent, &parent->shrinks, "shrink", config);
+    c.exclude = excludeRanksList;
+    c.nexclude = excludeRanksList ? excludeRanksCount : 0;
+    return end_creation(&c, f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags), newcomm);
+}
+
+/*
+ * NCCL 2.29's grow: the ranks of `comm` (rank -1) and the new ranks (comm
+ * NULL) make a larger communicator from an ID of ncclCommGetUniqueId.  The
+ * existing ranks' child is named after its parent, like a split's; a new
+ * rank's after the ID, like an init's.  Either is decided on this rank's
+ * evidence (the ID carries no mark: NCCL made it from the communicator).
+ */
+ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclComm_t comm, int nRanks,
+                               const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm, ncclConfig_t *config)
+{
+    __typeof__(&ncclCommGrow) f = REAL(slot, ncclCommGrow, caller);
+    if (!f)
+        return ncclInternalError;
+    if (shim_is_vcomm(comm))
+        return shim_only_child(comm, newcomm, "ncclCommGrow");
+    struct shim_comm *parent = comm ? shim_comm_find(comm) : NULL;
+    if (!observing() || (comm && !parent))
+        return f(comm, nRanks, uniqueId, rank, newcomm, config);
+    struct creation c;
+    if (parent) {
+        begin_child(&c, "ncclCommGrow", slot, caller, parent, &parent->grows, "grow", config);
+        c.nranks = nRanks;
+    } else {
+        begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config);
+    }
+    return end_creation(&c, f(comm, nRanks, uniqueId, rank, newcomm, config), newcomm);
+}
+
+ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, ncclComm_t comm)
+{
+    __typeof__(&ncclCommFinalize) f = REAL(slot, ncclCommFinalize, caller);
+    if (shim_is_vcomm(comm)) /* nothing in flight that a finalize would wait for */
+        return shim_vcomm_of(comm) ? ncclSuccess : vcomm_stale("ncclCommFinalize");
+    if (!f)
+        return ncclInternalError;
+    return f(comm);
+}
+
+/*
+ * Destroy and abort.  A communicator NCCL made leaves the table before NCCL
+ * frees it: once NCCL has, it may hand the same address to a communicator
+ * another thread is creating.  A shim-only one is claimed by one caller
+ * (its magic), so that a second destroy of it is refused, never freed twice.
+ */
+static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, const char *fn, const char *how)
+{
+    if (shim_is_vcomm(comm)) {
+        struct shim_comm *v = (struct shim_comm *)comm;
+        uint64_t alive = SHIM_VCOMM_MAGIC;
+        if (!atomic_compare_exchange_strong(&v->magic, &alive, SHIM_VCOMM_MAGIC ^ 1))
+            return vcomm_stale(fn);
+        shim_comm_unregister(v);
+        if (shim_config()->mode != MODE_OFF)
+            shim_comm_record_end(v, how, ncclSuccess);
+        shim_comm_free(v);
+        return ncclSuccess;
+    }
+    struct shim_comm *h = f ? shim_comm_find(comm) : NULL;
+    int registered = h && shim_comm_unregister(h);
+    ncclResult_t r = f ? f(comm) : ncclInternalError;
+    if (registered) {
+        if (shim_config()->mode != MODE_OFF)
+            shim_comm_record_end(h, how, r);
+        shim_comm_free(h);
+    }
+    return r;
+}
+
+ncclResult_t life_ncclCommDestroy(struct shim_slot *slot, const void *caller, ncclComm_t comm)
+{
+    return end_comm(REAL(slot, ncclCommDestroy, caller), comm, "ncclCommDestroy", "destroy");
+}
+
+ncclResult_t life_ncclCommAbort(struct shim_slot *slot, const void *caller, ncclComm_t comm)
+{
+    struct shim_comm *v = shim_vcomm_of(comm);
+    if (v && v->ipc)
+        ipc_abort(v->ipc); /* destroy then skips waiting for the peers */
+    return end_comm(REAL(slot, ncclCommAbort, caller), comm, "ncclCommAbort", "abort");
+}

@@ -1,0 +1,112 @@
+/*
+ * The CUDA driver API, loaded at run time (DESIGN D6): dlopen("libcuda.so.1")
+ * and cuGetProcAddress, no CUDA runtime and no build-time CUDA, so one build
+ * serves CUDA 12 and 13 applications.  Own declarations of the few types used.
+ */
+#ifndef NCCLSHIM_CUDA_H
+#define NCCLSHIM_CUDA_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef int CUresult;
+typedef int CUdevice;
+typedef unsigned long long CUdeviceptr;
+typedef struct CUctx_st *CUcontext;
+typedef struct CUstream_st *CUstream;
+typedef struct CUevent_st *CUevent;
+typedef struct CUmod_st *CUmodule;
+typedef struct CUfunc_st *CUfunction;
+typedef struct { char reserved[64]; } CUipcMemHandle;
+
+#define CUDA_SUCCESS 0
+#define CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS 0x1
+#define CU_STREAM_WAIT_VALUE_GEQ 0x0
+#define CU_STREAM_WRITE_VALUE_DEFAULT 0x0
+#define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
+#define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
+#define CU_STREAM_NON_BLOCKING 0x1
+#define CU_EVENT_DISABLE_TIMING 0x2
+#define CU_POINTER_ATTRIBUTE_BUFFER_ID 7
+#define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
+#define CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
+
+/* X(name, params): every driver function the shim uses, by its base name. */
+#define SHIM_CUDA_FUNCTIONS(X)                                                                     \
+    X(cuCtxGetCurrent, (CUcontext *))                                                              \
+    X(cuCtxSetCurrent, (CUcontext))                                                                \
+    X(cuCtxGetDevice, (CUdevice *))                                                                \
+    X(cuDeviceGetAttribute, (int *, int, CUdevice))                                                \
+    X(cuMemAlloc, (CUdeviceptr *, size_t))                                                         \
+    X(cuMemFree, (CUdeviceptr))                                                                    \
+    X(cuMemsetD8, (CUdeviceptr, unsigned char, size_t))                                            \
+    X(cuIpcGetMemHandle, (CUipcMemHandle *, CUdeviceptr))                                          \
+    X(cuIpcOpenMemHandle, (CUdeviceptr *, CUipcMemHandle, unsigned int))                           \
+    X(cuIpcCloseMemHandle, (CUdeviceptr))                                                          \
+    X(cuPointerGetAttribute, (void *, int, CUdeviceptr))                                           \
+    X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                             \
+    X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                                 \
+    X(cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream))                                  \
+    X(cuMemcpyHtoD, (CUdeviceptr, const void *, size_t))                                           \
+    X(cuStreamWaitValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                        \
+    X(cuStreamWriteValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                       \
+    X(cuStreamSynchronize, (CUstream))                                                             \
+    X(cuStreamIsCapturing, (CUstream, int *))                                                      \
+    X(cuStreamCreate, (CUstream *, unsigned int))                                                  \
+    X(cuStreamDestroy, (CUstream))                                                                 \
+    X(cuEventCreate, (CUevent *, unsigned int))                                                    \
+    X(cuEventDestroy, (CUevent))                                                                   \
+    X(cuEventRecord, (CUevent, CUstream))                                                          \
+    X(cuStreamWaitEvent, (CUstream, CUevent, unsigned int))                                        \
+    X(cuGetErrorString, (CUresult, const char **))
+
+/* cuMemcpyBatchAsync (CUDA 12.8+), asked for with the 12.8 signature. */
+typedef struct {
+    int type; /* CU_MEM_LOCATION_TYPE_DEVICE = 1 */
+    int id;
+} CUmemLocation;
+typedef struct {
+    int srcAccessOrder;                 /* CU_MEMCPY_SRC_ACCESS_ORDER_STREAM = 1 */
+    CUmemLocation srcLocHint, dstLocHint;
+    unsigned int flags;                 /* CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE = 1 */
+} CUmemcpyAttributes;
+typedef CUresult (*cuMemcpyBatchAsync_12080_t)(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
+                                               CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
+                                               size_t *failIdx, CUstream stream);
+
+struct shim_cuda {
+#define X(name, params) CUresult(*name) params;
+    SHIM_CUDA_FUNCTIONS(X)
+#undef X
+    /* Optional (NULL before CUDA 12.8): copies that may go to a copy engine
+     * even within one device, leaving the SMs to the application's kernels. */
+    cuMemcpyBatchAsync_12080_t cuMemcpyBatchAsync;
+    /* Optional: streams the GPU schedules ahead of the application's kernels. */
+    CUresult (*cuCtxGetStreamPriorityRange)(int *least, int *greatest);
+    CUresult (*cuStreamCreateWithPriority)(CUstream *stream, unsigned int flags, int priority);
+    /* Optional (CUDA 12.0+): a stream's id, unique in the context for its life and never reused. */
+    CUresult (*cuStreamGetId)(CUstream stream, unsigned long long *id);
+    /* Optional: the ipc transport's copy kernel (shim/ipc/ipc_kernel.c), for
+     * copies between processes on one GPU.  All four, or none. */
+    CUresult (*cuModuleLoadData)(CUmodule *module, const void *image);
+    CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule module, const char *name);
+    CUresult (*cuModuleUnload)(CUmodule module);
+    CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
+                               unsigned bz, unsigned shared, CUstream stream, void **params, void **extra);
+};
+
+/*
+ * The driver: NULL (with the reason in `why`) if libcuda.so.1 is not loaded
+ * (asked again next time) or lacks a function.  Never loads it where the
+ * process has not: a process without CUDA has nothing to move with IPC.
+ */
+const struct shim_cuda *shim_cuda(char *why, size_t whylen);
+
+/* The current CUDA device of this thread, -1 if unknown (no driver loaded,
+ * no current context).  Never loads CUDA. */
+int shim_cuda_current_device(void);
+
+/* "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" into buf. */
+const char *shim_cuda_error(const char *fn, CUresult r, char *buf, size_t len);
+
+#endif

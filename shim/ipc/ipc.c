@@ -1,0 +1,346 @@
+/* The CUDA IPC transport: set-up, host waits, failure and destroy (see ipc_internal.h). */
+#define _GNU_SOURCE
+#include "ipc_internal.h"
+
+#include "config.h"
+#include "record.h"
+#include "rv_io.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+void ipc_set_group(struct ipc_comm *c, const char *group)
+{
+    snprintf(c->group, sizeof(c->group), "%s", group ? group : "");
+}
+
+int ipc_device(const struct ipc_comm *c)
+{
+    return c->device;
+}
+
+size_t ipc_host_reduce_max(const struct ipc_comm *c)
+{
+    return c->chunk * (size_t)c->nslots;
+}
+
+/* This rank's shared page: created here, found by the neighbours through
+ * the export, unlinked once they have it (at commit) or at free. */
+static int create_shared(struct ipc_comm *c, char *why, size_t whylen)
+{
+    static atomic_uint serial; /* names made by this process */
+    unsigned char rnd[4] = { 0 };
+    if (rv_random(rnd, sizeof(rnd)) != 0) /* the pid and serial keep it unique; this only makes it unguessable */
+        memset(rnd, 0, sizeof(rnd));
+    snprintf(c->shm_name, sizeof(c->shm_name), "/ncclshim.ipc.%d.%u.%02x%02x%02x%02x", (int)getpid(),
+             atomic_fetch_add(&serial, 1), rnd[0], rnd[1], rnd[2], rnd[3]);
+    int fd = shm_open(c->shm_name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
+    if (fd < 0) {
+        snprintf(why, whylen, "shm_open(%s): %s (is /dev/shm mounted and writable?)", c->shm_name, strerror(errno));
+        c->shm_name[0] = '\0';
+        return -1;
+    }
+    void *p = MAP_FAILED;
+    int err = 0;
+    if (ftruncate(fd, sizeof(struct ipc_shared)) == 0)
+        p = mmap(NULL, sizeof(struct ipc_shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    else
+        err = errno;
+    if (p == MAP_FAILED && !err)
+        err = errno;
+    close(fd);
+    if (p == MAP_FAILED) {
+        snprintf(why, whylen, "sizing or mapping shared memory %s: %s (is /dev/shm full?)", c->shm_name,
+                 strerror(err));
+        shm_unlink(c->shm_name);
+        c->shm_name[0] = '\0';
+        return -1;
+    }
+    c->shared[c->rank] = p;
+    c->shared[c->rank]->magic = SHARED_MAGIC;
+    return 0;
+}
+
+static int open_shared(struct ipc_comm *c, int r, const char *name, char *why, size_t whylen)
+{
+    if (c->shared[r])
+        return 0;
+    if (memchr(name, '\0', 48) == NULL || strncmp(name, "/ncclshim.ipc.", 14) != 0) {
+        snprintf(why, whylen, "rank %d's shared page name is malformed", r);
+        return -1;
+    }
+    int fd = shm_open(name, O_RDWR | O_CLOEXEC, 0);
+    if (fd < 0) {
+        snprintf(why, whylen, "shm_open(%s) of rank %d: %s (do the ranks share /dev/shm? containers of one "
+                 "host need the same IPC namespace, e.g. docker --ipc=host)", name, r, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    void *p = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && (size_t)st.st_size >= sizeof(struct ipc_shared))
+        p = mmap(NULL, sizeof(struct ipc_shared), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (p == MAP_FAILED || ((struct ipc_shared *)p)->magic != SHARED_MAGIC) {
+        if (p != MAP_FAILED)
+            munmap(p, sizeof(struct ipc_shared));
+        snprintf(why, whylen, "rank %d's shared page %s is not one of ours", r, name);
+        return -1;
+    }
+    c->shared[r] = p;
+    return 0;
+}
+
+static void free_resources(struct ipc_comm *c)
+{
+    if (c->stream)
+        c->cu->cuStreamDestroy(c->stream);
+    ipc_unlink_shared(c);
+    for (int r = 0; c->shared && r < c->nranks; r++)
+        if (c->shared[r])
+            munmap(c->shared[r], sizeof(struct ipc_shared));
+    free(c->shared);
+    pthread_cond_destroy(&c->qcond);
+    pthread_mutex_destroy(&c->qlock);
+}
+
+int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
+{
+    *out = NULL;
+    const struct shim_cuda *cu = shim_cuda(why, whylen);
+    if (!cu)
+        return -1;
+    struct ipc_comm *c = calloc(1, sizeof(*c));
+    if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer))) ||
+        !(c->shared = calloc((size_t)nranks, sizeof(*c->shared))) ||
+        !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev)))) {
+        if (c) {
+            free(c->peer);
+            free(c->shared);
+        }
+        free(c);
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    pthread_mutex_init(&c->qlock, NULL);
+    pthread_cond_init(&c->qcond, NULL);
+    const struct shim_config *cfg = shim_config();
+    c->cu = cu;
+    c->monitor_fd = -1;
+    c->rank = rank;
+    c->nranks = nranks;
+    c->chunk = cfg->ipc_chunk_bytes;
+    c->nslots = cfg->ipc_slots;
+    c->push_wait_us = cfg->ipc_push_wait_us;
+    int memops = 0;
+    CU(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent");
+    if (!c->ctx) {
+        snprintf(why, whylen, "no current CUDA context on the thread that creates the communicator");
+        goto fail;
+    }
+    CU(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice");
+    CU(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
+       "cuDeviceGetAttribute");
+    if (!memops) {
+        snprintf(why, whylen, "device %d cannot use 64-bit stream memory operations", c->device);
+        goto fail;
+    }
+    if (c->nslots > MAX_SLOTS) {
+        snprintf(why, whylen, "NCCLSHIM_IPC_SLOTS=%d is over %d", c->nslots, MAX_SLOTS);
+        goto fail;
+    }
+    /* The highest priority the device has: a transfer's short steps (counter
+     * waits and writes, copies) go ahead of the application's queued kernels. */
+    int least = 0, greatest = 0;
+    int prio = cu->cuCtxGetStreamPriorityRange && cu->cuStreamCreateWithPriority &&
+               cu->cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
+    if (prio)
+        CU(cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest), "cuStreamCreateWithPriority");
+    else
+        CU(cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    if (create_shared(c, why, whylen) != 0)
+        goto fail;
+    c->p2p_chunk = (P2P_AREA / (size_t)nranks / P2P_SLOTS) & ~(size_t)4095;
+    if (c->p2p_chunk > c->chunk)
+        c->p2p_chunk = c->chunk;
+    if (c->p2p_chunk < 4096)
+        c->p2p_chunk = 4096;
+    c->sent = calloc((size_t)nranks, sizeof(*c->sent));
+    c->recvd = calloc((size_t)nranks, sizeof(*c->recvd));
+    if (!c->sent || !c->recvd) {
+        snprintf(why, whylen, "out of memory");
+        goto fail;
+    }
+    CU(cu->cuMemAlloc(&c->base, p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk), "cuMemAlloc");
+    CU(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8");
+    struct ipc_export e;
+    memset(&e, 0, sizeof(e));
+    e.magic = EXPORT_MAGIC;
+    e.version = EXPORT_VERSION;
+    e.rank = rank;
+    e.nranks = nranks;
+    e.device = c->device;
+    e.nslots = c->nslots;
+    e.pid = (uint32_t)getpid();
+    e.chunk = c->chunk;
+    snprintf(e.shm, sizeof(e.shm), "%s", c->shm_name);
+    CU(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle");
+    memcpy(blob, &e, sizeof(e));
+    *bloblen = (int)sizeof(e);
+    c->peer[rank] = c->base;
+    c->peer_dev[rank] = c->device;
+    *out = c;
+    return 0;
+fail:
+    free_resources(c);
+    if (c->base)
+        cu->cuMemFree(c->base);
+    free(c->sent);
+    free(c->recvd);
+    free(c->peer);
+    free(c->peer_dev);
+    free(c);
+    return -1;
+}
+
+/* With a peer on this rank's own GPU and NCCLSHIM_IPC_COPY=sm, the copy
+ * kernel for the hops to it (shim/ipc/ipc_kernel.c); failing to load it only
+ * means copy engines, so it is noted, warned about, and not an error. */
+static void load_kernel(struct ipc_comm *c)
+{
+    int shared = 0;
+    for (int r = 0; r < c->nranks; r++)
+        shared |= r != c->rank && c->peer_dev[r] == c->device;
+    if (!shared || !shim_config()->ipc_copy_sm)
+        return;
+    char why[160];
+    if (ipc_kernel_load(c, why, sizeof(why)) != 0) {
+        snprintf(c->copy_note, sizeof(c->copy_note), "no copy kernel: %s", why);
+        shim_warn("ipc-copy", "ipc communicator (rank %d of %d): ranks share GPU %d but the shim's copy kernel "
+                  "did not load (%s): those hops use copy engines (NCCLSHIM_IPC_COPY=sm asked for it)", c->rank, c->nranks,
+                  c->device, why);
+    }
+}
+
+int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen)
+{
+    int seen = 0;
+    for (int i = 0; i < peers->npeers; i++) {
+        const struct rv_peer *p = &peers->peer[i];
+        struct ipc_export e;
+        if (p->bloblen != (int)sizeof(e) || p->rank < 0 || p->rank >= c->nranks) {
+            snprintf(why, whylen, "rank %d's export is malformed (%d bytes)", p->rank, p->bloblen);
+            return -1;
+        }
+        memcpy(&e, p->blob, sizeof(e));
+        if (e.magic != EXPORT_MAGIC || e.version != EXPORT_VERSION || e.rank != p->rank || e.nranks != c->nranks ||
+            e.chunk != c->chunk || e.nslots != c->nslots) {
+            snprintf(why, whylen, "rank %d's export does not match this rank's (chunk %llu/%zu, slots %d/%d): set the "
+                     "same NCCLSHIM_IPC_CHUNK_BYTES and NCCLSHIM_IPC_SLOTS everywhere", p->rank,
+                     (unsigned long long)e.chunk, c->chunk, e.nslots, c->nslots);
+            return -1;
+        }
+        if (p->rank == c->rank)
+            continue;
+        c->peer_dev[p->rank] = e.device;
+        if (e.pid == (uint32_t)getpid()) {
+            snprintf(why, whylen, "ranks %d and %d are in one process: CUDA IPC cannot map memory of its own process",
+                     c->rank, p->rank);
+            return -1;
+        }
+        CUresult r = c->cu->cuIpcOpenMemHandle(&c->peer[p->rank], e.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        if (r != CUDA_SUCCESS) {
+            char err[160];
+            snprintf(why, whylen, "opening rank %d's memory (device %d) from device %d: %s", p->rank, e.device,
+                     c->device, shim_cuda_error("cuIpcOpenMemHandle", r, err, sizeof(err)));
+            c->peer[p->rank] = 0;
+            return -1;
+        }
+        /* The ring neighbours' shared pages: broadcasts read the
+         * predecessor's descriptors and tell the successor what was read. */
+        int pred = (c->rank - 1 + c->nranks) % c->nranks, succ = (c->rank + 1) % c->nranks;
+        if ((p->rank == pred || p->rank == succ) && open_shared(c, p->rank, e.shm, why, whylen) != 0)
+            return -1;
+        seen++;
+    }
+    if (seen != c->nranks - 1) {
+        snprintf(why, whylen, "%d of %d peers' exports received", seen, c->nranks - 1);
+        return -1;
+    }
+    load_kernel(c);
+    return 0;
+}
+
+ncclResult_t ipc_async_error(struct ipc_comm *c)
+{
+    return atomic_load(&c->failed) ? ncclRemoteError : ncclSuccess;
+}
+
+void ipc_abort(struct ipc_comm *c)
+{
+    ipc_fail(c, "the communicator was aborted (ncclCommAbort)", 0);
+}
+
+void ipc_free(struct ipc_comm *c)
+{
+    if (!c)
+        return;
+    char why[256];
+    const struct shim_cuda *cu = c->cu;
+    CUcontext cur = NULL;
+    /* The barrier below ends with every rank closing its connection to the
+     * root, which the root takes for a rank leaving: stop watching first. */
+    cu->cuCtxGetCurrent(&cur);
+    if (cur != c->ctx)
+        cu->cuCtxSetCurrent(c->ctx);
+    /* This rank's work is done (the last operation's fence), then everyone
+     * says so (EXIT): nobody frees memory a peer still reads or writes. */
+    int ok = 1;
+    /* A rank without a single operation has had nothing of its memory read
+     * (and a setup undone in the vote round had none): it only says EXIT for
+     * the others; nor is there a barrier once a peer is gone (or the
+     * application aborts): nobody would answer. */
+    atomic_store(&c->closing, 1);
+    if (c->nranks > 1 && c->peer && !atomic_load(&c->failed)) {
+        int connected = 1;
+        for (int r = 0; r < c->nranks; r++)
+            connected &= c->peer[r] != 0;
+        if (connected) {
+            uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
+            pthread_mutex_lock(&c->qlock);
+            int off = c->fence_off;
+            uint64_t val = c->fence_val;
+            pthread_mutex_unlock(&c->qlock);
+            ok = (!val || ipc_wait_one(c, c->rank, off, val, deadline, why, sizeof(why)) == 0) &&
+                 ipc_write_flag(c, F_EXIT, 1) == 0 &&
+                 (c->ops == 0 || ipc_wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0);
+            if (!ok)
+                shim_warn("ipc", "destroying an ipc communicator (rank %d of %d): %s; freeing its memory anyway",
+                          c->rank, c->nranks, why);
+        }
+    }
+    ipc_reaper_stop(c);
+    ipc_unwatch(c);
+    ipc_kernel_unload(c);
+    for (int r = 0; c->peer && r < c->nranks; r++)
+        if (r != c->rank && c->peer[r])
+            cu->cuIpcCloseMemHandle(c->peer[r]);
+    free_resources(c);
+    if (c->base)
+        cu->cuMemFree(c->base);
+    if (cur != c->ctx)
+        cu->cuCtxSetCurrent(cur);
+    free(c->sent);
+    free(c->recvd);
+    free(c->peer);
+    free(c->peer_dev);
+    free(c);
+}
+

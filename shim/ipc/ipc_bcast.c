@@ -1,0 +1,619 @@
+/*
+ * One broadcast of an ipc communicator (the protocol: ipc_internal.h): where
+ * each rank's buffer is (the descriptors in the shared pages), which rank of
+ * each hop came first and so how the hop moves the data (PUSH, PULL or
+ * STAGED), and the copies and counter operations that do it, all enqueued on
+ * the caller's stream.
+ */
+#define _GNU_SOURCE
+#include "ipc_internal.h"
+
+#include "record.h"
+
+#include <limits.h>
+#include <sched.h>
+#include <linux/futex.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+enum hop { HOP_NONE = IPC_HOP_NONE, HOP_PUSH = IPC_HOP_PUSH, HOP_PULL = IPC_HOP_PULL, HOP_STAGED = IPC_HOP_STAGED };
+
+/* Shared (not private) futexes: the words live in shared memory. */
+static void futex_wait(_Atomic uint32_t *word, uint32_t seen, long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &ts, NULL, 0);
+}
+
+static void futex_wake(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
+static int pred_of(const struct ipc_comm *c)
+{
+    return (c->rank - 1 + c->nranks) % c->nranks;
+}
+
+static int succ_of(const struct ipc_comm *c)
+{
+    return (c->rank + 1) % c->nranks;
+}
+
+/* Whether a host wait for rank r must end (only a rank DRING broadcasts
+ * ahead of a neighbour waits): the communicator failed, or r has not moved
+ * for HOST_WAIT_US (it died without its connection closing, or stopped
+ * calling NCCL). */
+static int give_up(struct ipc_comm *c, uint64_t deadline, int r, const char *what, char *why, size_t whylen)
+{
+    if (atomic_load(&c->failed)) {
+        snprintf(why, whylen, "%s", c->failure);
+        return 1;
+    }
+    if (shim_mono_us() > deadline) {
+        snprintf(why, whylen, "rank %d did not %s within %llu s (it died, or stopped calling NCCL)", r, what,
+                 (unsigned long long)(HOST_WAIT_US / 1000000));
+        return 1;
+    }
+    return 0;
+}
+
+/* Whether this rank's descriptor of broadcast b has a place: both
+ * neighbours are done with the one DRING before it. */
+static int ring_room(const struct ipc_comm *c, uint64_t b)
+{
+    return atomic_load(&c->shared[succ_of(c)]->read_pred_upto) + DRING >= b &&
+           atomic_load(&c->shared[pred_of(c)]->read_succ_upto) + DRING >= b;
+}
+
+static int published(const struct ipc_comm *c, int r, uint64_t b)
+{
+    return atomic_load_explicit(&c->shared[r]->ring[b % DRING].seq, memory_order_acquire) == b;
+}
+
+static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, char *why, size_t whylen)
+{
+    uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
+    for (;;) {
+        /* Waits on one neighbour's word at a time, in 50 ms slices. */
+        int late = atomic_load(&c->shared[succ_of(c)]->read_pred_upto) + DRING >= b ? pred_of(c) : succ_of(c);
+        uint32_t seen = atomic_load(&c->shared[late]->readc);
+        if (ring_room(c, b))
+            break;
+        if (give_up(c, deadline, late, "finish this rank's earlier broadcasts", why, whylen))
+            return -1;
+        futex_wait(&c->shared[late]->readc, seen, 50);
+    }
+    struct ipc_shared *own = c->shared[c->rank];
+    struct ipc_desc *slot = &own->ring[b % DRING];
+    slot->direct = d->direct;
+    slot->buffer_id = d->buffer_id;
+    slot->offset = d->offset;
+    slot->alloc_size = d->alloc_size;
+    slot->handle = d->handle;
+    atomic_store_explicit(&slot->seq, b, memory_order_release);
+    atomic_fetch_add(&own->pub, 1);
+    futex_wake(&own->pub);
+    return 0;
+}
+
+/* Reads rank r's descriptor of broadcast b: published before r counted
+ * itself in on the hop, so there when this rank came second.  It stays put
+ * until this rank says it is done with it (mark_done). */
+static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char *why, size_t whylen)
+{
+    struct ipc_shared *page = c->shared[r];
+    const struct ipc_desc *slot = &page->ring[b % DRING];
+    uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
+    for (;;) {
+        uint32_t seen = atomic_load(&page->pub);
+        if (published(c, r, b))
+            break;
+        if (give_up(c, deadline, r, "enqueue the same broadcast", why, whylen))
+            return -1;
+        futex_wait(&page->pub, seen, 50);
+    }
+    d->direct = slot->direct;
+    d->buffer_id = slot->buffer_id;
+    d->offset = slot->offset;
+    d->alloc_size = slot->alloc_size;
+    d->handle = slot->handle;
+    return 0;
+}
+
+static void mark_done(struct ipc_comm *c, uint64_t b)
+{
+    struct ipc_shared *own = c->shared[c->rank];
+    atomic_store(&own->read_pred_upto, b);
+    atomic_store(&own->read_succ_upto, b);
+    atomic_fetch_add(&own->readc, 1);
+    futex_wake(&own->readc);
+}
+
+/* Counts this rank in on the hop into rank r for broadcast b (the word is
+ * in r's ring slot): 1 if it is the first of the two. */
+static int claim_first(struct ipc_comm *c, int r, uint64_t b)
+{
+    _Atomic uint64_t *w = &c->shared[r]->ring[b % DRING].claim_in;
+    uint64_t cur = atomic_load(w);
+    for (;;) {
+        /* Another broadcast's (DRING before, both counted in): start anew. */
+        uint64_t next = cur >> 2 == b ? cur + 1 : b << 2 | 1;
+        if (atomic_compare_exchange_weak(w, &cur, next))
+            return (next & 3) == 1;
+    }
+}
+
+/*
+ * A hop is pushed when its receiver counts in first, pulled when its sender
+ * does, and a push is the faster way: the copy engine writing to its peer
+ * (bench/copy_probe.py: 390 against 373 GB/s at 64 MiB; the broadcast, alone
+ * and under a matmul load, 2-4% faster from 16 to 256 MiB: docs/benchmarks.md).
+ * So a sender that finds its successor a few broadcasts behind (it has
+ * published one of the PUSH_BEHIND before b: it is calling them, a few us
+ * each) gives it up to push_wait_us to count in on b: in a loop of
+ * broadcasts the ranks then go in step and every hop is pushed.  Not only one
+ * behind: a sender that got ahead once (the receiver late out of a host
+ * synchronisation) would never wait again.  Bounded, and never needed for
+ * progress: a successor that does not come in time, or is further behind,
+ * is pulled from.
+ */
+enum { PUSH_BEHIND = 8 };
+static void await_receiver(struct ipc_comm *c, uint64_t b)
+{
+    int r = succ_of(c);
+    const _Atomic uint64_t *w = &c->shared[r]->ring[b % DRING].claim_in;
+    if (!c->push_wait_us || atomic_load(w) >> 2 == b)
+        return;
+    int near = 0;
+    for (uint64_t k = 1; k <= PUSH_BEHIND && k < b && !near; k++)
+        near = published(c, r, b - k);
+    if (!near)
+        return;
+    uint64_t t0 = shim_mono_us(), until = t0 + (uint64_t)c->push_wait_us;
+    while (atomic_load(w) >> 2 != b) {
+        if (atomic_load(&c->failed) || shim_mono_us() > until) {
+            ipc_trace(c, "b %llu: rank %d not in after %d us", (unsigned long long)b, r, c->push_wait_us);
+            return;
+        }
+        sched_yield();
+    }
+    ipc_trace(c, "b %llu: rank %d in after %llu us", (unsigned long long)b, r,
+              (unsigned long long)(shim_mono_us() - t0));
+}
+
+/* Whether `bytes` at `buf` can be reached by a neighbour where they are: an
+ * allocation cuIpcGetMemHandle exports.  Else d->direct stays 0. */
+static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t bytes, struct ipc_desc *d)
+{
+    const struct shim_cuda *cu = c->cu;
+    memset(d, 0, sizeof(*d));
+    CUdeviceptr start = 0;
+    size_t size = 0;
+    unsigned long long id = 0;
+    if (!bytes || cu->cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, buf) != CUDA_SUCCESS ||
+        cu->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, buf) != CUDA_SUCCESS ||
+        cu->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, buf) != CUDA_SUCCESS || !id ||
+        buf < start || buf - start > size || bytes > size - (buf - start))
+        return;
+    struct ipc_exported *e = NULL, *lru = &c->exported[0];
+    for (int i = 0; i < EXPORT_CACHE && !e; i++) {
+        if (c->exported[i].buffer_id == id && c->exported[i].start == start)
+            e = &c->exported[i];
+        else if (c->exported[i].last_b < lru->last_b)
+            lru = &c->exported[i];
+    }
+    if (!e) {
+        CUipcMemHandle h;
+        /* Fails for memory of cuMemCreate (expandable segments). */
+        if (cu->cuIpcGetMemHandle(&h, start) != CUDA_SUCCESS)
+            return;
+        e = lru;
+        e->buffer_id = id;
+        e->start = start;
+        e->handle = h;
+    }
+    e->last_b = b;
+    d->direct = 1;
+    d->buffer_id = id;
+    d->offset = buf - start;
+    d->alloc_size = size;
+    d->handle = e->handle;
+}
+
+/* Whether the last operation is over (the fence reached), or the
+ * communicator failed (its waits released).  qlock held.  Read on the
+ * communicator's own stream (nothing else runs on it): a plain cuMemcpyDtoH
+ * would wait for the application's legacy default stream. */
+static int fence_passed(const struct ipc_comm *c)
+{
+    uint64_t v = 0;
+    if (atomic_load(&c->failed) || !c->fence_val)
+        return 1;
+    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
+           c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS && v >= c->fence_val;
+}
+
+/*
+ * Closing a mapping waits (inside the driver) for the work issued before it,
+ * so it must not run while a copy through the mapping may still run: only
+ * with qlock held (no broadcast being enqueued) and the last operation over;
+ * else the cache grows until the next chance.
+ */
+void ipc_trim_maps(struct ipc_comm *c, int keep)
+{
+    if (c->nmap <= keep)
+        return;
+    ipc_trace(c, "trim to %d of %d", keep, c->nmap);
+    if (!fence_passed(c))
+        return;
+    while (c->nmap > keep) {
+        int lru = 0;
+        for (int i = 1; i < c->nmap; i++)
+            if (c->map[i].last_b < c->map[lru].last_b)
+                lru = i;
+        c->cu->cuIpcCloseMemHandle(c->map[lru].base);
+        c->map[lru] = c->map[--c->nmap];
+    }
+}
+
+/* Rank r's allocation of `d`, mapped here (cached: see ipc_trim_maps). */
+static int map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d, size_t bytes,
+                    CUdeviceptr *at, char *why, size_t whylen)
+{
+    if (d->offset > d->alloc_size || bytes > d->alloc_size - d->offset) {
+        snprintf(why, whylen, "rank %d's buffer (%llu bytes at %llu) is smaller than the broadcast (%zu bytes): "
+                 "the ranks disagree on its count or datatype", r, (unsigned long long)d->alloc_size,
+                 (unsigned long long)d->offset, bytes);
+        return -1;
+    }
+    struct ipc_map *m = NULL;
+    for (int i = 0; i < c->nmap && !m; i++)
+        if (c->map[i].rank == r && c->map[i].buffer_id == d->buffer_id &&
+            memcmp(&c->map[i].handle, &d->handle, sizeof(d->handle)) == 0)
+            m = &c->map[i];
+    if (!m) {
+        if (c->nmap == c->capmap) {
+            int cap = c->capmap ? 2 * c->capmap : MAP_CACHE;
+            struct ipc_map *grown = realloc(c->map, (size_t)cap * sizeof(*grown));
+            if (!grown) {
+                snprintf(why, whylen, "out of memory");
+                return -1;
+            }
+            c->map = grown;
+            c->capmap = cap;
+        }
+        CUdeviceptr p = 0;
+        uint64_t t0 = shim_mono_us();
+        CUresult res = c->cu->cuIpcOpenMemHandle(&p, d->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+        ipc_trace(c, "b %llu: opened rank %d's buffer (%llu bytes) in %llu us", (unsigned long long)b, r,
+                  (unsigned long long)d->alloc_size, (unsigned long long)(shim_mono_us() - t0));
+        if (res != CUDA_SUCCESS) {
+            char err[160];
+            snprintf(why, whylen, "opening rank %d's buffer (%llu bytes) for broadcast %llu: %s", r,
+                     (unsigned long long)d->alloc_size, (unsigned long long)b,
+                     shim_cuda_error("cuIpcOpenMemHandle", res, err, sizeof(err)));
+            return -1;
+        }
+        m = &c->map[c->nmap++];
+        m->rank = r;
+        m->buffer_id = d->buffer_id;
+        m->handle = d->handle;
+        m->base = p;
+    }
+    m->last_b = b;
+    c->map_used_us = shim_mono_us();
+    *at = m->base + d->offset;
+    return 0;
+}
+
+/* What this rank does in one broadcast. */
+struct hop_plan {
+    int pos, producer, consumer;        /* place in the chain; sends on; receives */
+    enum hop in, out;                   /* from the predecessor; to the successor */
+    CUdeviceptr mine;                   /* the data here: the root's sendbuff, else recvbuff */
+    CUdeviceptr from;                   /* PULL in: the predecessor's data, mapped here */
+    CUdeviceptr to;                     /* PUSH out: the successor's buffer, mapped here */
+    int first_in, first_out;            /* this rank came first on the hop */
+    int sm_in, sm_out;                  /* this rank's copy of the hop runs on the SMs (hop_copy) */
+};
+
+/* Which of this rank's copies run on the SMs (the hop's two ranks on one
+ * GPU, the kernel loaded, the addresses aligned: ipc_kernel_usable), and
+ * counts them for the records. */
+static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, struct hop_plan *p)
+{
+    int pred = pred_of(c), succ = succ_of(c), copies = 0;
+    if (p->in == HOP_PULL || p->in == HOP_STAGED) {
+        CUdeviceptr src = p->in == HOP_PULL ? p->from : slot(c, pred, 0);
+        p->sm_in = ipc_kernel_usable(c, pred, j->recv, src);
+        copies++;
+    }
+    if (p->out == HOP_PUSH || p->out == HOP_STAGED) {
+        CUdeviceptr dst = p->out == HOP_PUSH ? p->to : slot(c, c->rank, 0);
+        p->sm_out = ipc_kernel_usable(c, succ, dst, p->mine);
+        copies++;
+    }
+    unsigned sm = (unsigned)p->sm_in + (unsigned)p->sm_out;
+    atomic_fetch_add_explicit(&c->stat_sm, sm, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stat_ce, (unsigned)copies - sm, memory_order_relaxed);
+}
+
+/*
+ * Settles both of this rank's hops.  Publish, then count in on each hop: the
+ * first of a hop's two ranks takes the passive half its own buffer allows
+ * (receiver: PUSH if it can be exported; sender: PULL if it can; else
+ * STAGED); the second reads the first's descriptor and derives the same.
+ */
+static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct hop_plan *p, char *why, size_t whylen)
+{
+    int n = c->nranks, pred = pred_of(c), succ = succ_of(c);
+    memset(p, 0, sizeof(*p));
+    p->pos = (c->rank - j->root + n) % n;
+    p->producer = p->pos < n - 1;
+    p->consumer = p->pos > 0;
+    p->mine = p->pos == 0 ? j->send : j->recv;
+    if (!j->bytes) {
+        mark_done(c, j->b); /* nothing moves: nobody reads the descriptors */
+        return 0;
+    }
+    struct ipc_desc dm, other;
+    describe(c, j->b, p->mine, j->bytes, &dm);
+    if (publish(c, j->b, &dm, why, whylen) != 0)
+        return -1;
+    if (p->consumer) {
+        p->first_in = claim_first(c, c->rank, j->b);
+        if (p->first_in)
+            p->in = dm.direct ? HOP_PUSH : HOP_STAGED;
+        else if (fetch(c, pred, j->b, &other, why, whylen) != 0)
+            return -1;
+        else
+            p->in = other.direct ? HOP_PULL : HOP_STAGED;
+        if (p->in == HOP_PULL && map_peer(c, pred, j->b, &other, j->bytes, &p->from, why, whylen) != 0)
+            return -1;
+    }
+    if (p->producer) {
+        await_receiver(c, j->b);
+        p->first_out = claim_first(c, succ, j->b);
+        if (p->first_out)
+            p->out = dm.direct ? HOP_PULL : HOP_STAGED;
+        else if (fetch(c, succ, j->b, &other, why, whylen) != 0)
+            return -1;
+        else
+            p->out = other.direct ? HOP_PUSH : HOP_STAGED;
+        if (p->out == HOP_PUSH && map_peer(c, succ, j->b, &other, j->bytes, &p->to, why, whylen) != 0)
+            return -1;
+    }
+    mark_done(c, j->b);
+    return 0;
+}
+
+/* A rank's copies of its own data into its staging slots, for a successor
+ * that cannot be reached otherwise: chunk k once the data is here, into
+ * slot k % S once the successor has taken chunk k - S out of it. */
+struct staging {
+    struct ipc_comm *c;
+    int sm;                             /* the successor shares this GPU: the kernel copies (plan_copies) */
+    CUdeviceptr data;
+    size_t bytes;
+    uint64_t base;                      /* bytes broadcast before this one */
+    uint64_t next, nchunks;             /* chunks staged, and to stage */
+};
+
+static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, size_t whylen)
+{
+    struct ipc_comm *c = st->c;
+    const struct shim_cuda *cu = c->cu;
+    const uint64_t S = (uint64_t)c->nslots;
+    const size_t sch = c->chunk;
+    for (; st->next < st->nchunks; st->next++) {
+        size_t off = (size_t)(st->next * sch), len = st->bytes - off < sch ? st->bytes - off : sch;
+        if (off + len > limit)
+            break;
+        if (st->next >= S)
+            CU(cu->cuStreamWaitValue64(s, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch,
+                                       CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+        if (st->sm)
+            CU(ipc_kernel_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuLaunchKernel");
+        else
+            CU(ipc_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
+        CU(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
+                                    CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+    }
+    return 0;
+fail:
+    return -1;
+}
+
+/* A hop's copy, to or from neighbour r's memory: between GPUs on a copy
+ * engine (without the hints ipc_copy gives copies within one GPU); between
+ * processes on one GPU with the copy kernel where plan_copies chose it
+ * (`sm`): a copy engine moves IPC-mapped memory of its own GPU at a fifth
+ * of the SMs' rate (docs/benchmarks.md, "Colocated"). */
+static CUresult hop_copy(const struct ipc_comm *c, int sm, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s)
+{
+    if (sm)
+        return ipc_kernel_copy(c, dst, src, len, s);
+    return c->cu->cuMemcpyDtoDAsync(dst, src, len, s);
+}
+
+/* EXPERIMENT (measuring run only): NCCLSHIM_IPC_EXP bit 0: counter writes of
+ * a hop between two processes on one GPU without the system-wide barrier. */
+static int exp_bits(void)
+{
+    static atomic_int on = -1;
+    int v = atomic_load_explicit(&on, memory_order_relaxed);
+    if (v < 0) {
+        v = getenv("NCCLSHIM_IPC_EXP") ? atoi(getenv("NCCLSHIM_IPC_EXP")) : 0;
+        atomic_store_explicit(&on, v, memory_order_relaxed);
+    }
+    return v;
+}
+
+static unsigned hop_wflags(const struct ipc_comm *c, int r)
+{
+    return (exp_bits() & 1) && c->peer_dev && c->peer_dev[r] == c->device ? 1u : CU_STREAM_WRITE_VALUE_DEFAULT;
+}
+
+/* The bytes a hop moves per step: one copy between two ranks, pipelined
+ * steps along a chain, and staging chunks. */
+static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
+{
+    if (h == HOP_STAGED)
+        return c->chunk;
+    return c->nranks == 2 ? bytes : c->chunk * (size_t)c->nslots;
+}
+
+/* Whether broadcast j may copy before the one before it is over ("Senders
+ * overlap", ipc_internal.h): two ranks, this one the root pushing in place,
+ * after a broadcast that did the same into memory this one does not touch.
+ * Remembers this one for the next. */
+static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
+{
+    int push_only = c->nranks == 2 && j->bytes && p->pos == 0 && p->out == HOP_PUSH && j->recv == j->send;
+    int ok = push_only && c->last_push_only && j->fence_val && j->fence_off == F_DONE &&
+             (p->to + j->bytes <= c->push_to || c->push_to + c->push_len <= p->to);
+    if (j->bytes) {
+        c->last_push_only = push_only;
+        c->push_to = p->to;
+        c->push_len = j->bytes;
+    }
+    return ok;
+}
+
+/* The broadcast's copies and counter operations, on stream s. */
+static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p, CUstream s, char *why,
+                   size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    int me = c->rank, pred = pred_of(c), succ = succ_of(c);
+    const uint64_t base = j->base;
+    const size_t bytes = j->bytes, sch = c->chunk;
+    /* After the operation before (on another stream): its fence; or, for
+     * the last receiver of a pushed broadcast after another, only that
+     * one's TAKEN write ("Receivers run ahead", ipc_internal.h). */
+    int overlap = senders_overlap(c, j, p);
+    if (j->fence_val && !overlap) {
+        if (bytes && p->in == HOP_PUSH && !p->producer && j->fence_off == F_AVAIL)
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN_MINE), base, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+        else
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+    }
+    if (!bytes)
+        return 0;
+    if (p->pos == 0 && j->recv != j->send)
+        CU(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync");
+    /* This rank's buffer may be written from now on. */
+    if (p->in == HOP_PUSH) {
+        CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, hop_wflags(c, pred)),
+           "cuStreamWriteValue64");
+        if (!p->producer)
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+    }
+    /* The successor's may be, once it has reached this broadcast. */
+    if (p->out == HOP_PUSH)
+        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
+    struct staging st = { c, p->sm_out, p->mine, bytes, base, 0, p->out == HOP_STAGED ? (bytes + sch - 1) / sch : 0 };
+    /* In the steps of the data's arrival here (the root's is all there). */
+    size_t step = step_of(c, p->consumer ? p->in : p->out, bytes);
+    for (size_t off = 0; off < bytes; off += step) {
+        size_t len = bytes - off < step ? bytes - off : step;
+        uint64_t upto = base + off + len;
+        if (p->consumer) {
+            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_AVAIL), upto, CU_STREAM_WAIT_VALUE_GEQ),
+               "cuStreamWaitValue64");
+            if (p->in != HOP_PUSH) {
+                CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
+                CU(hop_copy(c, p->sm_in, j->recv + off, src, len, s), p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
+                CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue64");
+            }
+        }
+        if (p->out == HOP_PUSH) {
+            CU(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
+               p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
+            if (overlap) /* AVAIL in order ("Senders overlap") */
+                CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+                   "cuStreamWaitValue64");
+            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, hop_wflags(c, succ)),
+               "cuStreamWriteValue64");
+        } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
+            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+        } else if (p->out == HOP_STAGED && stage_upto(&st, off + len, s, why, whylen) != 0) {
+            return -1;
+        }
+    }
+    /* The caller may reuse its buffer once the successor has read it all. */
+    if (p->out == HOP_PULL || p->out == HOP_STAGED)
+        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
+    return 0;
+fail:
+    return -1;
+}
+
+const char *const ipc_hop_names[IPC_HOPS] = { "none", "push", "pull", "staged" };
+
+void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
+{
+    st->first = atomic_load_explicit(&c->stat_first, memory_order_relaxed);
+    for (int h = 0; h < IPC_HOPS; h++) {
+        st->in[h] = atomic_load_explicit(&c->stat_in[h], memory_order_relaxed);
+        st->out[h] = atomic_load_explicit(&c->stat_out[h], memory_order_relaxed);
+    }
+    st->sm = atomic_load_explicit(&c->stat_sm, memory_order_relaxed);
+    st->ce = atomic_load_explicit(&c->stat_ce, memory_order_relaxed);
+    st->copy_note = c->copy_note;
+}
+
+static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
+{
+    ipc_trace(c, "b %llu op %llu base %llu bytes %zu root %d: in %s%s, out %s%s", (unsigned long long)j->b,
+              (unsigned long long)j->op, (unsigned long long)j->base, j->bytes, j->root, ipc_hop_names[p->in],
+              p->first_in ? " (first)" : "", ipc_hop_names[p->out], p->first_out ? " (first)" : "");
+    if (!j->bytes)
+        return;
+    atomic_fetch_add_explicit(&c->stat_in[p->in], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stat_out[p->out], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->stat_first, (unsigned)p->first_in + (unsigned)p->first_out, memory_order_relaxed);
+}
+
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
+                    size_t whylen)
+{
+    struct hop_plan p;
+    ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
+    if (plan_hops(c, j, &p, why, whylen) != 0)
+        return -1;
+    count(c, j, &p);
+    if (j->bytes)
+        plan_copies(c, j, &p);
+    if (enqueue(c, j, &p, s, why, whylen) != 0)
+        return -1;
+    *off = -1; /* nothing moved: the fence before it stands */
+    if (!j->bytes)
+        return 0;
+    if (!p.producer && p.in == HOP_PUSH) {
+        /* Its last counter says it: nothing more on the critical path. */
+        *off = F_AVAIL;
+        *val = j->base + j->bytes;
+        return 0;
+    }
+    CU(c->cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+       "cuStreamWriteValue64");
+    *off = F_DONE;
+    *val = j->op + 1;
+    return 0;
+fail:
+    return -1;
+}

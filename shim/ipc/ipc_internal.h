@@ -1,0 +1,385 @@
+/*
+ * The CUDA IPC transport's internals, shared by shim/ipc*.c (the interface is
+ * shim/ipc/ipc.h).
+ *
+ * Each rank owns one device allocation, opened by every peer:
+ *   [0, 4096)            counters (u64 each)
+ *   [4096, +S * chunk)   S staging slots of `chunk` bytes
+ *   then                 the Send/Recv slots
+ * and one page of host shared memory (struct ipc_shared, POSIX shm, mapped by
+ * its ring neighbours) through which it tells them where the data of each
+ * broadcast is, or is to go.
+ *
+ * The host counts what each counter will say: `ops` (this rank's operations,
+ * DONE: Send/Recv involve only some ranks, so it differs between ranks),
+ * `bbytes` (bytes broadcast so far) and `allreduces` (the same on every rank).
+ * Counters only grow.  Each counter has one writer, and every stream wait is
+ * on this rank's own page (a wait polls; polling local memory is cheap, a
+ * write across NVLink is posted), so a rank's neighbours write into its page:
+ *   AVAIL        (written by the predecessor) bytes of the broadcasts so far
+ *                that are in this rank's buffer (PUSH) or that it holds where
+ *                this rank may read them (PULL, STAGED)
+ *   TAKEN        (written by the successor) bytes it has read from this rank
+ *                (PULL, STAGED), or whose broadcast it has reached (PUSH:
+ *                its buffer may be written)
+ *   SENT[q]      (written by q) Send/Recv chunks q has put in its slots for this rank
+ *   RECVD[q]     (written by q) chunks q has taken from this rank's slots for q
+ *   DONE         (this rank) operations completed, where no other counter
+ *                of this page says so (the fence, below)
+ *   AR, AR2      (this rank, from the host) all-reduce arrival and departure
+ *   EXIT         (this rank) set at destroy
+ *   TAKEN_MINE   (this rank) the TAKEN it last wrote as the last receiver
+ *                of a pushed broadcast: see "Receivers run ahead" below
+ *
+ * Broadcast is a chain along the ring root, root+1, ..., root-1.  Each rank
+ * but the root receives its data from its predecessor, and each hop moves
+ * it in one of three ways, the same on both sides: the two ranks learn the
+ * other's buffer from the descriptors in their shared pages.
+ *   PUSH    the successor's buffer can be exported (cuIpcGetMemHandle:
+ *           memory of cuMemAlloc, PyTorch's caching allocator by default):
+ *           the predecessor's stream copies into it over NVLink, once the
+ *           successor's stream has reached the broadcast (it says so with
+ *           TAKEN at the start).  A copy engine writing to a peer is faster
+ *           than one reading from it (bench/copy_probe.py, measured on H200:
+ *           390 GB/s against 373 at 64 MiB), and the successor then needs
+ *           nothing from its predecessor's host.
+ *   PULL    only the predecessor's buffer can be exported: the successor's
+ *           stream copies from it, and the predecessor's operation ends once
+ *           TAKEN says everything was read (so the caller may reuse it).
+ *   STAGED  neither (cuMemCreate memory, PyTorch's expandable segments): the
+ *           predecessor copies its buffer through its own staging slots
+ *           (chunk by chunk, S in flight) and the successor reads those.
+ * Between two ranks a hop is one copy; along longer chains it goes in steps
+ * of chunk x S bytes (PUSH, PULL) or chunks (STAGED), pipelined so that
+ * every hop is busy at once.  Every step and every stream memory operation
+ * costs microseconds on the critical path (docs/benchmarks.md): the fewest
+ * of them is what makes the transfer fast.
+ *
+ * Which of the three a hop takes is settled by which of its two ranks calls
+ * first: each rank publishes its descriptor, then counts itself in on the
+ * hop's claim word (in the receiver's ring slot).  The first enqueues the
+ * passive half, which needs nothing of its peer: a receiver says its buffer
+ * is ready and waits for the data (PUSH), a sender says its data is ready and
+ * waits until it was read (PULL); either one, when its own buffer cannot be
+ * exported, commits the hop to STAGED instead.  The second reads the first's
+ * descriptor (published before the claim) and enqueues the active half: the
+ * copy.  So every broadcast is enqueued whole by the application's thread,
+ * on its stream, and no thread waits for a peer (but when a rank runs DRING
+ * broadcasts ahead of a neighbour: its descriptor then waits for room).
+ * Nothing is left for another thread to enqueue later: a helper thread's
+ * driver calls can be held up by the application's own synchronous ones (a
+ * pageable cudaMemcpy on the legacy stream), while the application's stream
+ * waits for the helper's work: measured on H200, an earlier design whose
+ * proxy thread enqueued the copies hung that way in 1 run of 5.
+ *
+ * Operations of a communicator run in the order they were issued, whatever
+ * the stream: each one leaves a fence (a counter of this rank's own page and
+ * the value that says it is over), and an operation on another stream than
+ * the one before waits for it.  On one stream, the order is the stream's.
+ *
+ * Receivers run ahead.  A pushed broadcast's last receiver does nothing but
+ * say its buffer may be written (TAKEN) and wait for AVAIL, and AVAIL only
+ * grows in the order of the broadcasts, so reaching it says every earlier
+ * one arrived too.  Such a broadcast that follows another such on another
+ * stream waits, instead of the fence (the earlier one's data), only for the
+ * earlier one's TAKEN write (TAKEN_MINE, on its own page: TAKEN stays in
+ * order).  A refit on 2 streams in turn then has the next broadcast's TAKEN
+ * on the sender's page while the sender still copies the one before; with
+ * the fence, every broadcast waited for a round trip between the two
+ * processes (on one GPU, ~20 us each, two contexts time-sharing it).
+ *
+ * Senders overlap.  Between two ranks, a root whose broadcast follows one
+ * that only pushed out of its own buffer (it wrote nothing of its own) into
+ * a disjoint part of its successor's memory, on another stream, copies at
+ * once and waits for the fence only before it says AVAIL: AVAIL and DONE stay
+ * in order, the copies overlap each other's counter waits and writes.
+ *
+ * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
+ * operations as the application calls them), ipc_bcast.c (the broadcast),
+ * ipc_reaper.c (gives back idle mappings), ipc_monitor.c (watching for a
+ * lost peer).
+ */
+#ifndef NCCLSHIM_IPC_INTERNAL_H
+#define NCCLSHIM_IPC_INTERNAL_H
+
+#include "ipc.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#define FLAGS_BYTES 4096
+#define MAX_SLOTS 64
+/* One writer per 64-byte line. */
+#define F_AVAIL 0                       /* written by the predecessor */
+#define F_TAKEN 64                      /* written by the successor */
+#define F_DONE 128
+#define F_AR 192
+#define F_AR2 256
+#define F_EXIT 320
+#define F_TAKEN_MINE 384                /* this rank: the last TAKEN it wrote as a broadcast's last receiver */
+#define F_SENT 1024                     /* + 8 * peer, written by that peer: chunks it sent here */
+#define F_RECVD 2048                    /* + 8 * peer, written by that peer: chunks it took from here */
+#define MAX_PEERS 64
+_Static_assert(F_TAKEN_MINE + 8 <= F_SENT && F_SENT + 8 * MAX_PEERS <= F_RECVD && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES,
+               "the counters fit their page");
+_Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
+/* Send/Recv: each rank has, for each peer, P2P_SLOTS slots of p2p_chunk
+ * bytes that it sends through; the whole area is P2P_AREA bytes or less. */
+#define P2P_SLOTS 2
+/* With the default staging (2 x 23 MiB) the allocation is 60 MiB and 4 KiB:
+ * 62 MiB in the driver's 2 MiB pages, under 64 MiB with what the driver adds
+ * for the stream (torch.cuda.mem_get_info measured 64-66 MiB with 16 MiB here). */
+#define P2P_AREA (14u << 20)
+/* Descriptors a rank may publish ahead of its neighbours. */
+#define DRING 64
+/* Peer allocations kept mapped between broadcasts (the ones its
+ * predecessor used last); more stay mapped while broadcasts are in flight. */
+#define MAP_CACHE 8
+/* Allocations of this rank whose IPC handle is remembered. */
+#define EXPORT_CACHE 8
+/* Mappings unused this long are given back: a peer's freed memory is
+ * not kept alive by them for longer. */
+#define MAP_IDLE_MS 1000
+
+#define EXPORT_MAGIC 0x6370696du /* "mipc" */
+#define EXPORT_VERSION 3
+/* Host waits (all-reduce, destroy) give up after this long: a peer that
+ * stopped answering must not hang the application for ever. */
+#define HOST_WAIT_US (120ull * 1000 * 1000)
+
+/* What a rank exports (the rendezvous blob).  Same host, same build: plain bytes. */
+struct ipc_export {
+    uint32_t magic, version;
+    int32_t rank, nranks, device, nslots;
+    uint32_t pid, pad;
+    uint64_t chunk;
+    CUipcMemHandle handle;
+    char shm[48];                       /* its struct ipc_shared (shm_open name) */
+};
+_Static_assert(sizeof(struct ipc_export) <= RV_BLOB_LEN, "the export fits a vote");
+
+/* Where a rank's data for broadcast number `seq` is, for its successor. */
+struct ipc_desc {
+    _Atomic uint64_t seq;               /* stored last (release); the fields below are then valid */
+    uint32_t direct;                    /* 1: read the buffer itself; 0: read the staging slots */
+    uint32_t pad;
+    uint64_t buffer_id;                 /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique per allocation */
+    uint64_t offset;                    /* of the data in the allocation */
+    uint64_t alloc_size;
+    CUipcMemHandle handle;              /* of the allocation */
+    /* The hop from the predecessor, for broadcast b: b * 4 + ranks counted
+     * in (1: the first, 2: the second).  Written by both, never by publish. */
+    _Atomic uint64_t claim_in;
+};
+
+/* A rank's page of host shared memory.  Written by the thread that enqueues
+ * its broadcasts (ring, pub, the read marks, readc), read by its
+ * neighbours'.  The futex words wake a neighbour waiting for room. */
+#define SHARED_MAGIC 0x6873706du /* "mpsh" */
+struct ipc_shared {
+    uint32_t magic;
+    _Atomic uint32_t pub;               /* futex: bumped after each descriptor */
+    _Atomic uint32_t readc;             /* futex: bumped after the read marks move */
+    uint32_t pad;
+    /* Broadcasts this rank is done with its predecessor's (successor's)
+     * descriptors of: their places in those rings may be reused. */
+    _Atomic uint64_t read_pred_upto, read_succ_upto;
+    struct ipc_desc ring[DRING];        /* broadcast b in ring[b % DRING] */
+};
+
+/* One broadcast, as the application's thread issues it. */
+struct ipc_bcast_args {
+    uint64_t b;                         /* broadcast number, from 1 */
+    uint64_t op;                        /* DONE before it */
+    uint64_t base;                      /* bytes broadcast before it */
+    size_t bytes;
+    int root;
+    CUdeviceptr send, recv;
+    /* The operation before, if it ran on another stream (fence_val 0: on
+     * this one, or none): this one waits for it (or see "Receivers run ahead"). */
+    int fence_off;
+    uint64_t fence_val;
+};
+
+/* A neighbour's allocation as mapped here (under qlock). */
+struct ipc_map {
+    int rank;
+    uint64_t buffer_id;
+    CUipcMemHandle handle;
+    CUdeviceptr base;
+    uint64_t last_b;                    /* the last broadcast that used it */
+};
+
+/* An allocation of this rank and its IPC handle (as `struct ipc_map`). */
+struct ipc_exported {
+    uint64_t buffer_id;                 /* 0: unused */
+    CUdeviceptr start;
+    CUipcMemHandle handle;
+    uint64_t last_b;
+};
+
+struct ipc_comm {
+    const struct shim_cuda *cu;
+    int rank, nranks, device;
+    CUcontext ctx;
+    size_t chunk;
+    int nslots;
+    int push_wait_us;                   /* NCCLSHIM_IPC_PUSH_WAIT_US: see await_receiver */
+    CUdeviceptr base;                   /* this rank's allocation */
+    CUstream stream;                    /* the communicator's own: the reaper's reads of the fence */
+    CUdeviceptr *peer;                  /* every rank's allocation as mapped here; peer[rank] = base */
+    /* Host shared pages: this rank's and its ring neighbours' (NULL for others). */
+    struct ipc_shared **shared;
+    char shm_name[48];                  /* this rank's, until unlinked at commit */
+    /* Host counters, the same on every rank (ops are issued in the same order
+     * everywhere) but ops.  NCCL allows one thread per communicator at a
+     * time: only that thread touches them. */
+    uint64_t ops;
+    uint64_t bcasts, bbytes;            /* broadcasts issued, and their bytes */
+    uint64_t allreduces;                /* all-reduces issued: the AR/AR2 values (every rank takes part) */
+    size_t p2p_chunk;                   /* Send/Recv slot size */
+    uint64_t *sent, *recvd;             /* Send/Recv chunks per peer, as the counters will say */
+    /* Set once a peer is gone (shim/ipc/ipc.c's monitor): every later operation
+     * fails at once, waits are released, destroy skips its barrier. */
+    atomic_int failed;
+    char failure[256];                  /* written before `failed` is set */
+    int monitor_fd;                     /* the root's connection, watched; -1 if none */
+    /* Set by ipc_free before its barrier: a connection closing from then on
+     * is the others' teardown, not a loss (peer_closed records it, quietly). */
+    atomic_int closing, peer_closed;
+    char group[160];                    /* the communicator's name in the records, for messages */
+    /* The stream of the operation before (cuStreamGetId: ids are never
+     * reused, unlike handles), if known: an operation on the same stream
+     * needs no fence.  The application's thread's. */
+    unsigned long long last_sid;
+    int last_sid_known;
+    /* The operation before was a broadcast that this rank's stream only
+     * pushed out of its own buffer into its successor's, there at
+     * [push_to, push_to + push_len): "Senders overlap".  The application's thread's. */
+    int last_push_only;
+    CUdeviceptr push_to;
+    size_t push_len;
+    /* The reaper thread, started at the first broadcast: it gives back
+     * mappings nobody used for MAP_IDLE_MS.  `stop` and the fence are under
+     * qlock; `reaper_started` is the application's thread's. */
+    pthread_t reaper;
+    int reaper_started;
+    pthread_mutex_t qlock;
+    pthread_cond_t qcond;
+    int stop;
+    /* The last operation is over once this rank's counter at fence_off
+     * reaches fence_val (0: nothing to wait for). */
+    int fence_off;
+    uint64_t fence_val;
+    /* Under qlock: the application's thread enqueues broadcasts, and the
+     * reaper gives mappings back, holding it (and ipc_free once the reaper
+     * has stopped). */
+    struct ipc_map *map;
+    int nmap, capmap;
+    uint64_t map_used_us;               /* shim_mono_us() when a mapping was last used */
+    /* How the broadcasts went (ipc_get_stats), counted as they are enqueued. */
+    atomic_ullong stat_first, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
+    /* Hops (in and out) whose copies ran on the SMs (the copy kernel) or on
+     * copy engines. */
+    atomic_ullong stat_sm, stat_ce;
+    /* Every rank's device, from its export (NULL until connected). */
+    int *peer_dev;
+    /* The copy kernel (shim/ipc/ipc_kernel.c), loaded at connect when a peer
+     * shares this rank's device and NCCLSHIM_IPC_COPY=sm; else NULL, and
+     * copy_note says why if it was asked for and did not load. */
+    CUmodule kmod;
+    CUfunction kfn;
+    int sms;
+    char copy_note[200];
+    struct ipc_exported exported[EXPORT_CACHE];
+};
+
+static inline CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
+{
+    return c->peer[r] + (CUdeviceptr)off;
+}
+
+/* Staging slot of rank r that carries its chunk k of a broadcast. */
+static inline CUdeviceptr slot(const struct ipc_comm *c, int r, uint64_t k)
+{
+    return c->peer[r] + FLAGS_BYTES + (CUdeviceptr)((k % (uint64_t)c->nslots) * c->chunk);
+}
+
+#define CU(call, name)                                                                                 \
+    do {                                                                                               \
+        CUresult r_ = (call);                                                                          \
+        if (r_ != CUDA_SUCCESS) {                                                                      \
+            shim_cuda_error(name, r_, why, whylen);                                                    \
+            goto fail;                                                                                 \
+        }                                                                                              \
+    } while (0)
+
+static inline size_t p2p_offset(const struct ipc_comm *c)
+{
+    return FLAGS_BYTES + c->chunk * (size_t)c->nslots;
+}
+
+/* Where `from` sends its k-th chunk to `to`, in `from`'s allocation as mapped here. */
+static inline CUdeviceptr p2p_slot(const struct ipc_comm *c, int from, int to, uint64_t k)
+{
+    return c->peer[from] + p2p_offset(c) + ((size_t)to * P2P_SLOTS + (size_t)(k % P2P_SLOTS)) * c->p2p_chunk;
+}
+
+/* A value every wait of a failed communicator is satisfied by. */
+#define RELEASE (1ull << 62)
+
+/* Host-side counter access (bounded waits: HOST_WAIT_US at most). */
+int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v);
+int ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v);
+int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64_t deadline, char *why,
+                 size_t whylen);
+int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, size_t whylen);
+
+/* Marks `c` failed (once) and releases every wait of its streams; `lost`:
+ * a peer is gone (warned), else an abort. */
+void ipc_fail(struct ipc_comm *c, const char *why, int lost);
+
+/* ipc_fail, and the peers are told: this rank's connection to the root is
+ * shut, the root closes every other, and their monitors fail them too (a
+ * rank that cannot go on must not leave its peers waiting on it). */
+void ipc_fail_everywhere(struct ipc_comm *c, const char *why);
+
+/* At commit every neighbour has mapped this rank's shared page: its name goes. */
+void ipc_unlink_shared(struct ipc_comm *c);
+
+/* Stops watching `c` (shim/ipc/ipc_monitor.c) and closes its connection. */
+void ipc_unwatch(struct ipc_comm *c);
+
+/* A copy on `stream` (copy engines where the driver lets us ask). */
+CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream);
+
+/* shim/ipc/ipc_kernel.c: the copy kernel for hops between processes on one
+ * GPU.  ipc_kernel_load: 0, or -1 with the reason (copies then stay on copy
+ * engines); ipc_kernel_usable: whether a copy between this rank and rank r
+ * at dst and src goes to the kernel (same device, kernel loaded, both
+ * 16-byte aligned); ipc_kernel_copy enqueues it on s. */
+int ipc_kernel_load(struct ipc_comm *c, char *why, size_t whylen);
+void ipc_kernel_unload(struct ipc_comm *c);
+int ipc_kernel_usable(const struct ipc_comm *c, int r, CUdeviceptr dst, CUdeviceptr src);
+CUresult ipc_kernel_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s);
+
+/* shim/ipc/ipc_bcast.c: one broadcast, enqueued whole on the caller's stream
+ * `s` (qlock held): 0 and the fence in *off and *val (*off < 0: it moved
+ * nothing), or -1 with the reason. */
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
+                    size_t whylen);
+/* Gives back the mappings beyond the `keep` most recently used, if the last
+ * operation is over (qlock held); else none. */
+void ipc_trim_maps(struct ipc_comm *c, int keep);
+
+/* shim/ipc/ipc_reaper.c: starts the reaper if it is not (0, or -1 with the
+ * reason); ipc_reaper_stop: after the last operation, stops it and gives
+ * back what was mapped. */
+int ipc_reaper_start(struct ipc_comm *c, char *why, size_t whylen);
+void ipc_reaper_stop(struct ipc_comm *c);
+
+/* NCCLSHIM_IPC_TRACE=1: protocol steps on stderr (debugging). */
+void ipc_trace(const struct ipc_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,362 @@
+/* The operations of an ipc communicator (the protocol: ipc_internal.h). */
+#define _GNU_SOURCE
+#include "ipc_internal.h"
+
+#include "dtype.h"
+#include "reduce.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Runs with the communicator's context current; restores the caller's. */
+struct ctx_guard {
+    CUcontext saved;
+    int switched;
+};
+
+static void ctx_enter(const struct ipc_comm *c, struct ctx_guard *g)
+{
+    g->saved = NULL;
+    g->switched = 0;
+    if (c->cu->cuCtxGetCurrent(&g->saved) == CUDA_SUCCESS && g->saved != c->ctx)
+        g->switched = c->cu->cuCtxSetCurrent(c->ctx) == CUDA_SUCCESS;
+}
+
+static void ctx_leave(const struct ipc_comm *c, struct ctx_guard *g)
+{
+    if (g->switched)
+        c->cu->cuCtxSetCurrent(g->saved);
+}
+
+/* A communicator that lost a peer (or was aborted) fails every operation at once. */
+static int failed(struct ipc_comm *c, char *why, size_t whylen)
+{
+    if (!atomic_load(&c->failed))
+        return 0;
+    snprintf(why, whylen, "%s", c->failure);
+    return 1;
+}
+
+static int capturing(const struct ipc_comm *c, CUstream s)
+{
+    int status = 0;
+    return c->cu->cuStreamIsCapturing(s, &status) == CUDA_SUCCESS && status != 0;
+}
+
+/*
+ * Whether an operation on stream s must wait for the one before: not on the
+ * same stream (the stream orders them), nor when nothing came before.
+ * Returns s's id (and whether it is known) for set_fence.
+ */
+static int needs_fence(struct ipc_comm *c, CUstream s, unsigned long long *sid, int *known)
+{
+    const struct shim_cuda *cu = c->cu;
+    *sid = 0;
+    *known = cu->cuStreamGetId && cu->cuStreamGetId(s, sid) == CUDA_SUCCESS;
+    ipc_trace(c, "op %llu stream %llu (known %d) last %llu (known %d) fence %d>=%llu", (unsigned long long)c->ops,
+              *sid, *known, c->last_sid, c->last_sid_known, c->fence_off, (unsigned long long)c->fence_val);
+    if (*known && c->last_sid_known && *sid == c->last_sid)
+        return 0;
+    return c->fence_val != 0; /* read without qlock: only this thread writes it */
+}
+
+/* Orders an operation on stream s after the one before (needs_fence). */
+static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *sid, int *known)
+{
+    if (!needs_fence(c, s, sid, known))
+        return CUDA_SUCCESS;
+    return c->cu->cuStreamWaitValue64(s, flag(c, c->rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+}
+
+/* The operation just enqueued on stream `sid` is over once this rank's
+ * counter at `off` reaches `val` (off < 0: it moved nothing, the fence
+ * before it stands). */
+static void set_fence(struct ipc_comm *c, unsigned long long sid, int known, int off, uint64_t val)
+{
+    c->last_sid = sid;
+    c->last_sid_known = known;
+    if (off < 0)
+        return;
+    pthread_mutex_lock(&c->qlock); /* the reaper reads it (ipc_trim_maps) */
+    c->fence_off = off;
+    c->fence_val = val;
+    pthread_mutex_unlock(&c->qlock);
+}
+
+ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
+                           cudaStream_t stream, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUstream s = (CUstream)stream;
+    if (failed(c, why, whylen))
+        return ncclRemoteError;
+    if (root < 0 || root >= c->nranks) {
+        snprintf(why, whylen, "root %d outside 0..%d", root, c->nranks - 1);
+        return ncclInvalidArgument;
+    }
+    if (bytes && ((!sendbuff && c->rank == root) || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: ipc operations cannot be captured "
+                 "(their sequence numbers are fixed when enqueued); pass this communicator through "
+                 "(NCCLSHIM_WEIGHT_UPDATE=passthrough) to capture it");
+        return ncclInvalidUsage;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t op = c->ops;
+    int me = c->rank, locked = 0, off = -1;
+    uint64_t val = 0;
+    unsigned long long sid;
+    int known;
+    CUdeviceptr send = (CUdeviceptr)(uintptr_t)sendbuff, recv = (CUdeviceptr)(uintptr_t)recvbuff;
+    /* A broadcast between ranks orders itself (ipc_chain_bcast: it may wait for
+     * less than the fence). */
+    int fence = needs_fence(c, s, &sid, &known);
+    if (c->nranks == 1 && fence)
+        CU(cu->cuStreamWaitValue64(s, flag(c, me, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+           "cuStreamWaitValue64");
+    if (c->nranks == 1) {
+        if (recv != send && bytes) {
+            CU(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync");
+            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+               "cuStreamWriteValue64");
+            off = F_DONE;
+            val = op + 1;
+        }
+    } else {
+        struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv,
+                                    fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
+        if (ipc_reaper_start(c, why, whylen) != 0)
+            goto fail;
+        pthread_mutex_lock(&c->qlock);
+        locked = 1;
+        if (ipc_chain_bcast(c, &j, s, &off, &val, why, whylen) != 0)
+            goto fail;
+        if (off >= 0) {
+            /* Under the lock that covered the enqueue: the reaper must not
+             * judge the mappings idle by the fence before this one. */
+            c->fence_off = off;
+            c->fence_val = val;
+            off = -1;
+        }
+        pthread_mutex_unlock(&c->qlock);
+        locked = 0;
+        c->bcasts++;
+        c->bbytes += bytes;
+    }
+    set_fence(c, sid, known, off, val);
+    c->ops = op + 1;
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    if (locked)
+        pthread_mutex_unlock(&c->qlock);
+    /* Part of the operation may be enqueued: the counters no longer agree
+     * with the peers', who must not wait for this rank. */
+    if (c->nranks > 1)
+        ipc_fail_everywhere(c, why);
+    ctx_leave(c, &g);
+    return ncclUnhandledCudaError;
+}
+
+/* AllGather as one broadcast per rank into its block of recvbuff: the same
+ * chain and counters, so it needs nothing of its own. */
+ncclResult_t ipc_allgather(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes,
+                           cudaStream_t stream, char *why, size_t whylen)
+{
+    if (bytes && (!sendbuff || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    for (int r = 0; r < c->nranks; r++) {
+        char *block = (char *)recvbuff + (size_t)r * bytes;
+        ncclResult_t res = ipc_broadcast(c, r == c->rank ? sendbuff : block, block, bytes, r, stream, why, whylen);
+        if (res != ncclSuccess)
+            return res;
+    }
+    return ncclSuccess;
+}
+
+ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t dtype, ncclRedOp_t op, cudaStream_t stream, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUstream s = (CUstream)stream;
+    if (failed(c, why, whylen))
+        return ncclRemoteError;
+    size_t esize = shim_dtype_size_checked(dtype);
+    if (!esize || host_reduce_supported(dtype, op, why, whylen) != 0) {
+        if (!esize)
+            snprintf(why, whylen, "datatype %d is not an NCCL datatype", (int)dtype);
+        return ncclInvalidArgument;
+    }
+    size_t bytes = count * esize;
+    if (count && bytes / count != esize) {
+        snprintf(why, whylen, "count %zu overflows", count);
+        return ncclInvalidArgument;
+    }
+    if (bytes > ipc_host_reduce_max(c)) {
+        snprintf(why, whylen, "an ipc communicator reduces on the host, up to its staging size (%zu bytes: "
+                 "NCCLSHIM_IPC_CHUNK_BYTES x NCCLSHIM_IPC_SLOTS); this all-reduce is %zu bytes. Weight-update "
+                 "communicators all-reduce one value to warm up; pass this one through "
+                 "(NCCLSHIM_WEIGHT_UPDATE=passthrough) if it needs large all-reduces", ipc_host_reduce_max(c), bytes);
+        return ncclInvalidUsage;
+    }
+    if (count && (!sendbuff || !recvbuff)) {
+        snprintf(why, whylen, "NULL buffer");
+        return ncclInvalidArgument;
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: an ipc all-reduce synchronises the "
+                 "host and cannot be captured");
+        return ncclInvalidUsage;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t opn = c->ops;
+    uint8_t *acc = NULL, *tmp = NULL;
+    ncclResult_t res = ncclUnhandledCudaError;
+    unsigned long long sid;
+    int known;
+    /* After the operations before it (any stream: its broadcasts are then
+     * over, so its successor reads nothing more from its slots before this
+     * all-reduce is over everywhere), with this rank's data in its slot 0. */
+    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
+    if (bytes)
+        CU(ipc_copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
+           "cuMemcpyDtoDAsync");
+    CU(cu->cuStreamSynchronize(s), "cuStreamSynchronize");
+    uint64_t arn = c->allreduces + 1;
+    if (ipc_write_flag(c, F_AR, arn) != 0 || ipc_wait_all(c, F_AR, arn, why, whylen) != 0) {
+        res = ncclRemoteError;
+        goto fail;
+    }
+    acc = malloc(bytes ? bytes : 1);
+    tmp = malloc(bytes ? bytes : 1);
+    if (!acc || !tmp) {
+        snprintf(why, whylen, "out of host memory for %zu bytes", bytes);
+        res = ncclSystemError;
+        goto fail;
+    }
+    /* In rank order on every rank: every rank computes the same bits. */
+    for (int r = 0; r < c->nranks && bytes; r++) {
+        CU(cu->cuMemcpyDtoH(r == 0 ? acc : tmp, c->peer[r] + FLAGS_BYTES, bytes), "cuMemcpyDtoH");
+        if (r > 0)
+            host_reduce(acc, tmp, count, dtype, op == ncclAvg ? ncclSum : op);
+    }
+    if (op == ncclAvg && bytes)
+        host_reduce_finish_avg(acc, count, dtype, c->nranks);
+    if (bytes)
+        CU(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD");
+    /* Nobody refills its slot before every rank has read it. */
+    if (ipc_write_flag(c, F_AR2, arn) != 0 || ipc_wait_all(c, F_AR2, arn, why, whylen) != 0 ||
+        ipc_write_flag(c, F_DONE, opn + 1) != 0) {
+        res = ncclRemoteError;
+        goto fail;
+    }
+    set_fence(c, sid, known, F_DONE, opn + 1);
+    c->ops = opn + 1;
+    c->allreduces = arn;
+    free(acc);
+    free(tmp);
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    free(acc);
+    free(tmp);
+    ctx_leave(c, &g);
+    return res;
+}
+
+ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    if (failed(c, why, whylen))
+        return ncclRemoteError;
+    if (nops <= 0)
+        return ncclSuccess;
+    CUstream s = ops[0].stream;
+    for (int i = 0; i < nops; i++) {
+        if (ops[i].peer < 0 || ops[i].peer >= c->nranks) {
+            snprintf(why, whylen, "peer %d outside 0..%d", ops[i].peer, c->nranks - 1);
+            return ncclInvalidArgument;
+        }
+        if (ops[i].bytes && !ops[i].buf) {
+            snprintf(why, whylen, "NULL buffer");
+            return ncclInvalidArgument;
+        }
+        if (ops[i].stream != s) {
+            snprintf(why, whylen, "the Send/Recv of one group on an ipc communicator must use one stream");
+            return ncclInvalidUsage;
+        }
+    }
+    if (capturing(c, s)) {
+        snprintf(why, whylen, "the stream is being captured into a CUDA graph: ipc operations cannot be captured");
+        return ncclInvalidUsage;
+    }
+    uint64_t *done = calloc((size_t)nops, sizeof(*done));
+    if (!done) {
+        snprintf(why, whylen, "out of memory");
+        return ncclSystemError;
+    }
+    struct ctx_guard g;
+    ctx_enter(c, &g);
+    uint64_t op = c->ops;
+    int me = c->rank;
+    const uint64_t P = P2P_SLOTS;
+    unsigned long long sid;
+    int known;
+    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
+    /* One chunk of each operation in turn: a group's sends and receives
+     * between two ranks progress together, so neither waits on the other's
+     * full slots for ever. */
+    for (int more = 1; more;) {
+        more = 0;
+        for (int i = 0; i < nops; i++) {
+            const struct ipc_p2p *o = &ops[i];
+            uint64_t nch = o->bytes ? (o->bytes + c->p2p_chunk - 1) / c->p2p_chunk : 0;
+            if (done[i] >= nch)
+                continue;
+            size_t off = (size_t)(done[i] * c->p2p_chunk);
+            size_t len = o->bytes - off < c->p2p_chunk ? o->bytes - off : c->p2p_chunk;
+            CUdeviceptr user = (CUdeviceptr)(uintptr_t)o->buf + off;
+            int q = o->peer;
+            if (o->send) {
+                uint64_t pc = c->sent[q]++;
+                if (pc + 1 > P)
+                    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P, CU_STREAM_WAIT_VALUE_GEQ),
+                       "cuStreamWaitValue64");
+                CU(ipc_copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue64");
+            } else {
+                uint64_t pc = c->recvd[q]++;
+                CU(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
+                   "cuStreamWaitValue64");
+                CU(ipc_copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync");
+                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                   "cuStreamWriteValue64");
+            }
+            done[i]++;
+            more |= done[i] < nch;
+        }
+    }
+    CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+       "cuStreamWriteValue64");
+    set_fence(c, sid, known, F_DONE, op + 1);
+    c->ops = op + 1;
+    free(done);
+    ctx_leave(c, &g);
+    return ncclSuccess;
+fail:
+    free(done);
+    ctx_leave(c, &g);
+    return ncclUnhandledCudaError;
+}
+

@@ -1,0 +1,189 @@
+/*
+ * A rank's side of the rendezvous (shim/rendezvous/rendezvous.h), run inside the
+ * application's init call.  Every wait is bounded; anything unexpected means
+ * passthrough, which the root's protocol makes what every rank then does.
+ */
+#define _GNU_SOURCE
+#include "rendezvous.h"
+
+#include "policy/decide.h"
+#include "record.h"
+#include "rv_io.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Beyond the root's own timeout: the root answers within the timeout of the
+ * first rank's arrival (at or before ours), and needs a moment to send. */
+#define GRACE_US 2000000ull
+/* The longest a rank tries to reach the root. */
+#define CONNECT_MAX_MS 10000
+/* Connections a rank makes when the root closes one without a word before
+ * its decision: a root under a flood of strangers may have dropped it as one
+ * of them (rv_server.c, admission) before its HELLO came in. */
+#define HELLO_TRIES 3
+
+static void fall_back(struct rv_result *out, const char *fmt, const char *a, const char *b)
+{
+    out->via_root = 0;
+    out->v.action = ACTION_PASSTHROUGH;
+    out->v.final = 1;
+    snprintf(out->fallback, sizeof(out->fallback), fmt, a, b);
+    snprintf(out->v.action_reason, sizeof(out->v.action_reason), "%s", out->fallback);
+}
+
+/* The root's answer of type `type`: 0, or -1 with the reason. */
+static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_t deadline, struct rv_msg *m,
+                 char *err, size_t errlen)
+{
+    if (rv_recv_msg(fd, m, deadline, err, errlen) != 0)
+        return -1;
+    if (!rv_token_equal(m->token, mark->token)) {
+        snprintf(err, errlen, "the answer carries a wrong token (not the root's shim)");
+        errno = EPROTO;
+        return -1;
+    }
+    /* A veto ends the ipc setup early: COMMIT may come instead of PEERS. */
+    if (m->type != type && !(type == RV_PEERS && m->type == RV_COMMIT)) {
+        snprintf(err, errlen, "expected message type %d, got %d", (int)type, (int)m->type);
+        errno = EPROTO;
+        return -1;
+    }
+    return 0;
+}
+
+void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const struct rank_facts *facts,
+                   int timeout_ms, const struct rv_setup *setup, struct rv_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->monitor_fd = -1;
+    uint64_t t0 = shim_mono_us();
+    uint64_t deadline = t0 + (uint64_t)timeout_ms * 1000 + GRACE_US;
+    char err[400]; /* leaves room in a reason for the words around it */
+    struct rv_msg *m = calloc(1, sizeof(*m));
+    int fd = -1;
+    if (!m) {
+        fall_back(out, "out of memory for the rendezvous%s%s: passthrough", "", "");
+        return;
+    }
+    out->rounds = 1;
+
+    struct sockaddr_storage ss;
+    socklen_t sl = uid_nccl_addr(id, &ss);
+    if (!sl) {
+        fall_back(out, "the marked unique ID holds no IPv4/IPv6 root address%s%s: passthrough", "", "");
+        goto done;
+    }
+    ((struct sockaddr_in *)&ss)->sin_port = htons(mark->port); /* same offset in sockaddr_in6 */
+    rv_addr_str((struct sockaddr *)&ss, out->root, sizeof(out->root));
+    /* A root behind a firewall that drops packets would hold every rank for
+     * the whole timeout; giving up earlier is safe: the root, missing this
+     * rank, decides passthrough for all. */
+    uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
+    char closed[400] = ""; /* why the first connection ended, when it is tried again */
+    for (int attempt = 1;; attempt++) {
+        fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
+        if (fd < 0) {
+            /* What the connect's failure says of the cause (docs/troubleshooting.md). */
+            int e = errno;
+            const char *why =
+                e == ECONNREFUSED
+                    ? " (nothing listens there: the root's process exited, or its listener expired: "
+                      "NCCLSHIM_RENDEZVOUS_IDLE_MS)"
+                : e == ETIMEDOUT ? " (no answer: a firewall drops the root's port, or the root's host is down)"
+                : e == EHOSTUNREACH || e == ENETUNREACH
+                    ? " (the address NCCL put in the unique ID is not reachable from this host: "
+                      "NCCL_SOCKET_IFNAME)"
+                    : "";
+            if (closed[0]) {
+                char both[600];
+                snprintf(both, sizeof(both), "rendezvous with %s: %.150s before answering; connecting again: %.300s",
+                         out->root, closed, err);
+                fall_back(out, "%s%s: passthrough", both, why);
+            } else {
+                fall_back(out, "rendezvous: %s%s: passthrough", err, why);
+            }
+            goto done;
+        }
+        m->type = RV_HELLO;
+        memcpy(m->token, mark->token, RV_TOKEN_LEN);
+        m->u.hello = *facts;
+        if (rv_send_msg(fd, m, deadline, err, sizeof(err)) == 0 &&
+            await(fd, mark, RV_DECISION, deadline, m, err, sizeof(err)) == 0)
+            break;
+        int e = errno;
+        close(fd);
+        fd = -1;
+        /* Closed before any answer: the root may have taken this rank for a
+         * stranger (it does not wait for one long).  If the root did hear it,
+         * it forgot it with the connection, so a new one is a clean start;
+         * if the root has decided, the new one is refused. */
+        if ((e == ECONNRESET || e == EPIPE) && attempt < HELLO_TRIES && shim_mono_us() < connect_deadline) {
+            char msg[600];
+            snprintf(msg, sizeof(msg), "rendezvous with %s: %s before answering; connecting again (attempt %d of %d)",
+                     out->root, err, attempt + 1, HELLO_TRIES);
+            shim_record_warning("rendezvous-retry", msg);
+            if (!closed[0])
+                snprintf(closed, sizeof(closed), "%s", err);
+            continue;
+        }
+        fall_back(out, "rendezvous with %s: %s: passthrough", out->root, err);
+        goto done;
+    }
+    out->v = m->u.verdict;
+    out->via_root = 1;
+    if (out->v.final)
+        goto done;
+
+    /* Round 2: set the action up, vote, and carry out only what the root
+     * commits; ipc first exchanges the exports (PEERS) and votes again. */
+    struct rv_verdict decided = out->v;
+    for (out->rounds = 2; out->rounds <= 3; out->rounds++) {
+        char why[RV_REASON_LEN] = "";
+        int ok;
+        if (out->rounds == 2) {
+            memset(&m->u, 0, sizeof(m->u));
+            ok = setup->prepare(setup->ctx, decided.action, m->u.vote.blob, &m->u.vote.bloblen, why,
+                                sizeof(why)) == 0;
+        } else {
+            ok = setup->connect(setup->ctx, &m->u.peers, why, sizeof(why)) == 0;
+            memset(&m->u, 0, sizeof(m->u));
+        }
+        if (!ok)
+            m->u.vote.bloblen = 0;
+        m->type = RV_VOTE;
+        memcpy(m->token, mark->token, RV_TOKEN_LEN);
+        m->u.vote.ok = ok;
+        snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
+        deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
+        enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
+        if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
+            await(fd, mark, next, deadline, m, err, sizeof(err)) != 0) {
+            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", out->root, err);
+            goto done;
+        }
+        if (m->type == RV_COMMIT) {
+            out->v = m->u.verdict;
+            out->v.final = 1;
+            if (out->v.action == ACTION_IPC) {
+                /* Kept open for the communicator's life: the root closes it
+                 * when any rank leaves (shim/ipc/ipc_monitor.c watches it). */
+                out->monitor_fd = fd;
+                fd = -1;
+            }
+            goto done;
+        }
+    }
+    fall_back(out, "rendezvous with %s: no commit after the last round%s: passthrough", out->root, "");
+
+done:
+    if (fd >= 0)
+        close(fd);
+    free(m);
+    out->wait_us = shim_mono_us() - t0;
+}

@@ -1,0 +1,214 @@
+#define _GNU_SOURCE
+#include "rv_io.h"
+
+#include "record.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+void rv_addr_str(const struct sockaddr *sa, char *buf, size_t len)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    if (sa->sa_family == AF_INET) {
+        const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+        inet_ntop(AF_INET, &in->sin_addr, ip, sizeof(ip));
+        snprintf(buf, len, "%s:%u", ip, ntohs(in->sin_port));
+    } else if (sa->sa_family == AF_INET6) {
+        const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+        inet_ntop(AF_INET6, &in6->sin6_addr, ip, sizeof(ip));
+        snprintf(buf, len, "[%s]:%u", ip, ntohs(in6->sin6_port));
+    } else {
+        snprintf(buf, len, "(family %d)", sa->sa_family);
+    }
+}
+
+/* Milliseconds left before `deadline_us` for poll(), at least 0. */
+static int ms_left(uint64_t deadline_us)
+{
+    uint64_t now = shim_mono_us();
+    if (now >= deadline_us)
+        return 0;
+    uint64_t ms = (deadline_us - now + 999) / 1000;
+    return ms > 1000000 ? 1000000 : (int)ms;
+}
+
+/* Waits for `events` on fd until the deadline: 1 ready, 0 timeout, -1 error. */
+static int wait_fd(int fd, short events, uint64_t deadline_us)
+{
+    for (;;) {
+        struct pollfd p = { fd, events, 0 };
+        int n = poll(&p, 1, ms_left(deadline_us));
+        if (n > 0)
+            return 1;
+        if (n < 0 && errno != EINTR)
+            return -1;
+        if (n == 0 && shim_mono_us() >= deadline_us)
+            return 0;
+    }
+}
+
+int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us, char *err, size_t errlen)
+{
+    char where[80];
+    rv_addr_str(sa, where, sizeof(where));
+    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0) {
+        snprintf(err, errlen, "socket: %s", strerror(errno));
+        return -1;
+    }
+    int one = 1;
+    /* Small request/answer messages: do not let Nagle hold them back. */
+    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, sa, salen) == 0)
+        return fd;
+    int e = errno;
+    if (e == EINPROGRESS || e == EINTR) {
+        int r = wait_fd(fd, POLLOUT, deadline_us), soerr = 0;
+        socklen_t sl = sizeof(soerr);
+        if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+            return fd;
+        e = r == 0 ? ETIMEDOUT : r < 0 ? errno : soerr;
+    }
+    snprintf(err, errlen, "connect to the root's shim at %s: %s", where,
+             e == ETIMEDOUT ? "timed out" : strerror(e));
+    close(fd);
+    errno = e; /* the caller explains by the cause */
+    return -1;
+}
+
+int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen)
+{
+    uint8_t *buf = malloc(RV_MAX_FRAME);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory for a message");
+        return -1;
+    }
+    size_t len = rv_encode(m, buf, RV_MAX_FRAME), off = 0;
+    int rc = 0;
+    if (!len) {
+        snprintf(err, errlen, "message does not fit %d bytes", RV_MAX_FRAME);
+        rc = -1;
+    }
+    while (rc == 0 && off < len) {
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            int w = wait_fd(fd, POLLOUT, deadline_us);
+            if (w == 1)
+                continue;
+            snprintf(err, errlen, "send: %s", w == 0 ? "timed out" : strerror(errno));
+            if (w == 0)
+                errno = ETIMEDOUT;
+        } else if (errno == ECONNRESET || errno == EPIPE) {
+            snprintf(err, errlen, "connection closed by the peer (send: %s)", strerror(errno));
+        } else {
+            snprintf(err, errlen, "send: %s", strerror(errno));
+        }
+        rc = -1;
+    }
+    int e = errno; /* the caller reads it */
+    free(buf);
+    errno = e;
+    return rc;
+}
+
+/* Reads exactly `len` bytes before the deadline. */
+static int recv_all(int fd, uint8_t *buf, size_t len, uint64_t deadline_us, char *err, size_t errlen)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = recv(fd, buf + off, len - off, 0);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n == 0) {
+            snprintf(err, errlen, "connection closed by the peer%s", off ? " in the middle of a message" : "");
+            errno = off ? EPROTO : ECONNRESET;
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno == ECONNRESET) {
+            /* A peer that exits with our bytes unread resets instead of
+             * closing: the same event for the reader. */
+            snprintf(err, errlen, "connection closed by the peer (reset)%s", off ? " in the middle of a message" : "");
+            errno = off ? EPROTO : ECONNRESET;
+            return -1;
+        }
+        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+            snprintf(err, errlen, "recv: %s", strerror(errno));
+            return -1;
+        }
+        int w = wait_fd(fd, POLLIN, deadline_us);
+        if (w != 1) {
+            snprintf(err, errlen, "recv: %s", w == 0 ? "timed out" : strerror(errno));
+            if (w == 0)
+                errno = ETIMEDOUT;
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int rv_recv_msg(int fd, struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen)
+{
+    uint8_t head[RV_HEADER_LEN];
+    if (recv_all(fd, head, sizeof(head), deadline_us, err, errlen) != 0)
+        return -1;
+    char why[256];
+    long total = rv_frame_length(head, sizeof(head), why, sizeof(why));
+    if (total <= 0) {
+        snprintf(err, errlen, "malformed message: %s", total < 0 ? why : "short header");
+        errno = EPROTO;
+        return -1;
+    }
+    uint8_t *buf = malloc((size_t)total);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory for a %ld-byte message", total);
+        errno = ENOMEM;
+        return -1;
+    }
+    memcpy(buf, head, sizeof(head));
+    int rc = recv_all(fd, buf + sizeof(head), (size_t)total - sizeof(head), deadline_us, err, errlen);
+    if (rc != 0 && errno == ECONNRESET)
+        errno = EPROTO; /* after the header: in the middle of a message */
+    if (rc == 0 && rv_decode(buf, (size_t)total, m, why, sizeof(why)) != 0) {
+        snprintf(err, errlen, "malformed message: %s", why);
+        errno = EPROTO;
+        rc = -1;
+    }
+    int e = errno; /* the caller reads it */
+    free(buf);
+    errno = e;
+    return rc;
+}
+
+int rv_random(void *buf, size_t len)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = getrandom((char *)buf + off, len - off, 0);
+        if (n < 0) {
+            if (errno == EINTR)
+                continue;
+            return -1;
+        }
+        off += (size_t)n;
+    }
+    return 0;
+}

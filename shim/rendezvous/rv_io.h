@@ -1,0 +1,30 @@
+/* Bounded socket I/O for the rendezvous: every call has a deadline, none blocks past it. */
+#ifndef NCCLSHIM_RV_IO_H
+#define NCCLSHIM_RV_IO_H
+
+#include "rv_wire.h"
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+/* "1.2.3.4:5678" or "[::1]:5678". */
+void rv_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+
+/* A connected TCP socket (close-on-exec, non-blocking) to `sa`, or -1 with the reason. */
+int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us, char *err, size_t errlen);
+
+/* Sends `m` whole before the deadline: 0, or -1 with the reason (errno
+ * EPIPE or ECONNRESET: the peer closed the connection). */
+int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen);
+
+/* Receives one whole message before the deadline: 0, or -1 with the reason
+ * and errno: ETIMEDOUT, ECONNRESET (closed or reset by the peer before any
+ * byte of the message), EPROTO (closed in the middle of a message, or a
+ * malformed one), or what recv() said. */
+int rv_recv_msg(int fd, struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen);
+
+/* Random bytes from the kernel: 0, or -1 (errno set). */
+int rv_random(void *buf, size_t len);
+
+#endif

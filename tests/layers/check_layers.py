@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""The layering of shim/ (docs/design.md, "Layers"), checked on the code.
+
+Each folder may include and call only itself and the folders below it; no
+files may call each other in a loop.  Calls are read from the objects (`nm`):
+a symbol one object needs and another defines is a call from the first file to
+the second, whatever header declared it.  Prints TAP lines (the caller numbers
+nothing: this prints the plan).
+
+usage: check_layers.py ROOT OBJDIR   (OBJDIR holds <folder>/<file>.o)
+"""
+import os
+import re
+import subprocess
+import sys
+
+# Top to bottom; policy/ is below all of them.
+LAYERS = ["interpose", "comm", "ipc", "rendezvous", "nccl", "base"]
+LEVEL = {d: i for i, d in enumerate(LAYERS)}
+# libc functions the shim interposes (exported by the version script): a call
+# to one of them is a call to libc's, the interposer only sits in between.
+INTERPOSED_LIBC = {"getenv", "dlsym", "dlvsym", "_exit", "_Exit"}
+
+
+def sources(root):
+    for d in LAYERS:
+        for f in sorted(os.listdir(os.path.join(root, "shim", d))):
+            yield d, f
+
+
+def include_violations(root):
+    where = {f: d for d, f in sources(root)}
+    bad = []
+    for d, f in sources(root):
+        text = open(os.path.join(root, "shim", d, f), encoding="utf-8").read()
+        for inc in re.findall(r'#include "([^"]+)"', text):
+            t = where.get(os.path.basename(inc))
+            if inc.startswith("policy/") or t is None:
+                continue
+            if LEVEL[t] < LEVEL[d]:
+                bad.append(f"shim/{d}/{f} includes {t}/{inc}")
+    return bad
+
+
+def symbols(obj):
+    out = subprocess.run(["nm", "-P", obj], check=True, capture_output=True, text=True).stdout
+    defined, needed = set(), set()
+    for line in out.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        name, kind = parts[0], parts[1]
+        if kind == "U":
+            needed.add(name)
+        elif kind in "TDBRCVWtdbr" and kind.isupper():
+            defined.add(name)
+    return defined, needed
+
+
+def call_graph(objdir):
+    defs, needs = {}, {}
+    for d in LAYERS:
+        for o in sorted(os.listdir(os.path.join(objdir, d))):
+            key = f"shim/{d}/{o[:-2]}.c"
+            dset, nset = symbols(os.path.join(objdir, d, o))
+            needs[key] = nset
+            for s in dset:
+                defs[s] = key
+    edges = {k: {} for k in needs}
+    for k, nset in needs.items():
+        for s in nset:
+            t = defs.get(s)
+            if t and t != k and s not in INTERPOSED_LIBC:
+                edges[k].setdefault(t, []).append(s)
+    return edges
+
+
+def folder(key):
+    return key.split("/")[1]
+
+
+def loops(edges):
+    """Strongly connected components of more than one file (Tarjan)."""
+    index, low, stack, on, comps, n = {}, {}, [], set(), [], [0]
+
+    def visit(v):
+        index[v] = low[v] = n[0]
+        n[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in edges[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                comps.append(sorted(comp))
+
+    sys.setrecursionlimit(10000)
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return comps
+
+
+def main():
+    root, objdir = sys.argv[1], sys.argv[2]
+    results = []
+    bad = include_violations(root)
+    results.append((not bad, "no shim/ file includes a header of a folder above its own", bad, None))
+    edges = call_graph(objdir)
+    up = [f"{a} calls {b} ({', '.join(sorted(s)[:4])})"
+          for a in sorted(edges) for b, s in sorted(edges[a].items()) if LEVEL[folder(b)] < LEVEL[folder(a)]]
+    results.append((not up, "no shim/ file calls a function of a folder above its own", up, None))
+    comps = loops(edges)
+    desc = [" <-> ".join(c) for c in comps]
+    results.append((not comps, "no shim/ files call each other in a loop", desc, None))
+    print(f"1..{len(results)}")
+    for i, (good, what, detail, todo) in enumerate(results, 1):
+        print(f"{'ok' if good else 'not ok'} {i} - {what}{' # TODO ' + todo if todo else ''}")
+        for line in detail:
+            print(f"#   {line}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
