@@ -8,8 +8,9 @@ In one run (each case a fresh pair of processes):
             cuMemcpyDtoDAsync (2 streams in turn): the limit, and the baseline
             of every ratio (measured in rank 0 of every case; the first case's is shown)
   nccl      NCCL alone (no shim): it refuses two ranks on one GPU
-  shim      the shim's ipc communicator, NCCLSHIM_IPC_COPY=auto (the copy kernel)
+  shim      the shim's ipc communicator, NCCLSHIM_IPC_COPY=auto (copy engines)
   shim-ce   the same with NCCLSHIM_IPC_COPY=ce (copy engines only)
+  shim-sm   the same with NCCLSHIM_IPC_COPY=sm (the copy kernel; not run by default)
   staged-N  PyTorch's expandable segments (not exportable: the staged path),
             NCCLSHIM_IPC_CHUNK_BYTES=N MiB pieces
   torch-ipc the usual hand-written alternative, no NCCL: torch CUDA-IPC handles of
@@ -18,7 +19,8 @@ In one run (each case a fresh pair of processes):
 For each: the first refit (right after the communicator's warm-up) and warm
 ones (rank 1's host time from a common start to its streams' end), bit-exact
 checks, and single broadcasts of 4 KiB to 256 MiB against a plain copy of the
-same size.
+same size (back to back, 16 GiB's worth or 8 to 200 of them; the host's time
+per call too).
 
     python3 bench/colocated.py --outdir DIR --preload build/libncclshim.so [--cases shim,shim-ce,...]
 
@@ -356,8 +358,6 @@ def run_case(out, preload, case):
         env["NCCLSHIM_IPC_COPY"] = "ce"
     if case == "shim-sm":
         env["NCCLSHIM_IPC_COPY"] = "sm"
-    if case.startswith("shim-exp"):
-        env["NCCLSHIM_IPC_EXP"] = case[len("shim-exp"):]
     if case.startswith("staged-"):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         env["NCCLSHIM_IPC_CHUNK_BYTES"] = str(int(case.split("-")[1]) * MiB)

@@ -235,8 +235,22 @@ static int fence_passed(const struct ipc_comm *c)
     uint64_t v = 0;
     if (atomic_load(&c->failed) || !c->fence_val)
         return 1;
-    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
+    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->fence_rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
            c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS && v >= c->fence_val;
+}
+
+int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&c->qlock);
+    int r = c->fence_rank, off = c->fence_off;
+    uint64_t val = c->fence_val;
+    pthread_mutex_unlock(&c->qlock);
+    return val ? ipc_wait_one(c, r, off, val, deadline, why, whylen) : 0;
+}
+
+int ipc_same_gpu(const struct ipc_comm *c, int r)
+{
+    return r != c->rank && c->peer_dev && c->peer_dev[r] == c->device && c->peer && c->peer[r];
 }
 
 /*
@@ -442,24 +456,6 @@ static CUresult hop_copy(const struct ipc_comm *c, int sm, CUdeviceptr dst, CUde
     return c->cu->cuMemcpyDtoDAsync(dst, src, len, s);
 }
 
-/* EXPERIMENT (measuring run only): NCCLSHIM_IPC_EXP bit 0: counter writes of
- * a hop between two processes on one GPU without the system-wide barrier. */
-static int exp_bits(void)
-{
-    static atomic_int on = -1;
-    int v = atomic_load_explicit(&on, memory_order_relaxed);
-    if (v < 0) {
-        v = getenv("NCCLSHIM_IPC_EXP") ? atoi(getenv("NCCLSHIM_IPC_EXP")) : 0;
-        atomic_store_explicit(&on, v, memory_order_relaxed);
-    }
-    return v;
-}
-
-static unsigned hop_wflags(const struct ipc_comm *c, int r)
-{
-    return (exp_bits() & 1) && c->peer_dev && c->peer_dev[r] == c->device ? 1u : CU_STREAM_WRITE_VALUE_DEFAULT;
-}
-
 /* The bytes a hop moves per step: one copy between two ranks, pipelined
  * steps along a chain, and staging chunks. */
 static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
@@ -476,7 +472,10 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
 static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
 {
     int push_only = c->nranks == 2 && j->bytes && p->pos == 0 && p->out == HOP_PUSH && j->recv == j->send;
-    int ok = push_only && c->last_push_only && j->fence_val && j->fence_off == F_DONE &&
+    /* The fence such a broadcast leaves: DONE, or on one GPU the AVAIL it wrote. */
+    int after_push = (j->fence_rank == c->rank && j->fence_off == F_DONE) ||
+                     (j->fence_rank == succ_of(c) && j->fence_off == F_AVAIL);
+    int ok = push_only && c->last_push_only && j->fence_val && after_push &&
              (p->to + j->bytes <= c->push_to || c->push_to + c->push_len <= p->to);
     if (j->bytes) {
         c->last_push_only = push_only;
@@ -496,15 +495,16 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
     const size_t bytes = j->bytes, sch = c->chunk;
     /* After the operation before (on another stream): its fence; or, for
      * the last receiver of a pushed broadcast after another, only that
-     * one's TAKEN write ("Receivers run ahead", ipc_internal.h). */
+     * one's TAKEN write ("Receivers run ahead", ipc_internal.h): TAKEN_MINE,
+     * or on one GPU the TAKEN itself ("One GPU"). */
     int overlap = senders_overlap(c, j, p);
     if (j->fence_val && !overlap) {
-        if (bytes && p->in == HOP_PUSH && !p->producer && j->fence_off == F_AVAIL)
-            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN_MINE), base, CU_STREAM_WAIT_VALUE_GEQ),
-               "cuStreamWaitValue64");
+        if (bytes && p->in == HOP_PUSH && !p->producer && j->fence_rank == me && j->fence_off == F_AVAIL)
+            CU(cu->cuStreamWaitValue64(s, ipc_same_gpu(c, pred) ? flag(c, pred, F_TAKEN) : flag(c, me, F_TAKEN_MINE),
+                                       base, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
         else
-            CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
-               "cuStreamWaitValue64");
+            CU(cu->cuStreamWaitValue64(s, flag(c, j->fence_rank, j->fence_off), j->fence_val,
+                                       CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
     }
     if (!bytes)
         return 0;
@@ -512,9 +512,9 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
         CU(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync");
     /* This rank's buffer may be written from now on. */
     if (p->in == HOP_PUSH) {
-        CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, hop_wflags(c, pred)),
+        CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
            "cuStreamWriteValue64");
-        if (!p->producer)
+        if (!p->producer && !ipc_same_gpu(c, pred))
             CU(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
     }
@@ -542,9 +542,9 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
             CU(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
                p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
             if (overlap) /* AVAIL in order ("Senders overlap") */
-                CU(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
-                   "cuStreamWaitValue64");
-            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, hop_wflags(c, succ)),
+                CU(cu->cuStreamWaitValue64(s, flag(c, j->fence_rank, j->fence_off), j->fence_val,
+                                           CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
                "cuStreamWriteValue64");
         } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
             CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
@@ -588,8 +588,8 @@ static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const stru
     atomic_fetch_add_explicit(&c->stat_first, (unsigned)p->first_in + (unsigned)p->first_out, memory_order_relaxed);
 }
 
-int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
-                    size_t whylen)
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *rank, int *off, uint64_t *val,
+                    char *why, size_t whylen)
 {
     struct hop_plan p;
     ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
@@ -601,10 +601,18 @@ int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream
     if (enqueue(c, j, &p, s, why, whylen) != 0)
         return -1;
     *off = -1; /* nothing moved: the fence before it stands */
+    *rank = c->rank;
     if (!j->bytes)
         return 0;
     if (!p.producer && p.in == HOP_PUSH) {
         /* Its last counter says it: nothing more on the critical path. */
+        *off = F_AVAIL;
+        *val = j->base + j->bytes;
+        return 0;
+    }
+    if (!p.consumer && p.out == HOP_PUSH && ipc_same_gpu(c, succ_of(c))) {
+        /* A root pushing on one GPU: the AVAIL it wrote last says it ("One GPU"). */
+        *rank = succ_of(c);
         *off = F_AVAIL;
         *val = j->base + j->bytes;
         return 0;
