@@ -27,6 +27,8 @@ around the copy, with no peer to wait for
   s-cesig      the copy, then the counter written by an 8-byte device-to-device copy
   s-h2d        the copy, then the counter written by an 8-byte cuMemcpyHtoDAsync (pageable)
   s-memset     the copy, then the counter written by two cuMemsetD32Async
+  s-batch      the copy by cuMemcpyBatchAsync with the hint the shim's ipc_copy
+               gives (prefer overlap with compute), then one counter write
 Two processes:
   ipc-copy     rank 0 copies into rank 1's buffer (IPC-mapped), nothing else
   push         the shim's pushed broadcast: rank 1 writes T, TM, waits A;
@@ -37,6 +39,10 @@ Two processes:
   push-h2d     push-min with both counters written by 8-byte cuMemcpyHtoDAsync
   pull         rank 0 writes A, waits T, writes D; rank 1 waits A, copies out
                of rank 0's buffer, writes T
+  pull-batch   pull, rank 1's copy by cuMemcpyBatchAsync (as s-batch)
+  staged       the shim's staged hop, one chunk: rank 0 waits T (its slot free), copies
+               into its slot, writes A, waits T; rank 1 waits A, copies out, writes T
+  staged-batch staged, rank 0's copy into its slot by cuMemcpyBatchAsync (the shim's ipc_copy)
   ping         no copy: rank 1 writes T, waits A; rank 0 waits T, writes A
                (one round trip between the two processes)
   ping-h2d     ping with the writes as 8-byte cuMemcpyHtoDAsync
@@ -58,14 +64,15 @@ SIZES = [16 * MiB, 64 * MiB, 256 * MiB]
 NOMB = 1  # CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
 GEQ = 0   # CU_STREAM_WAIT_VALUE_GEQ
 CASES = ["plain", "s-w1", "s-w2", "s-wait", "s-full", "s-k", "s-k-full", "s-ksig", "s-cesig", "s-h2d", "s-memset",
-         "ipc-copy", "push", "push-min", "push-k", "push-ksig", "push-h2d", "pull",
+         "s-batch", "ipc-copy", "push", "push-min", "push-k", "push-ksig", "push-h2d", "pull", "pull-batch",
+         "staged", "staged-batch",
          "ping", "ping-h2d", "ping-1p", "push-1p"]
 PINGS = ("ping", "ping-h2d", "ping-1p")
 
 
 def ptx_text():
     import re
-    src = open(os.path.join(HERE, "..", "shim", "ipc_kernel.c")).read()
+    src = open(os.path.join(HERE, "..", "shim", "ipc", "ipc_kernel.c")).read()
     body = src.split("copy_ptx[] =", 1)[1].split(";\n", 1)[0]
     lines = re.findall(r'^\s*"(.*)"\s*$', body, re.M)
     return "".join(l.encode().decode("unicode_escape") for l in lines)
@@ -104,6 +111,29 @@ class Cu:
         cu.cuMemsetD32Async.argtypes = [u64, ctypes.c_uint, sz, vp]
         self.fn = None
         self.keep = []
+        self.batch_ok = None
+
+    def batch(self, dst, src, n, s, dev=0):
+        # The shim's ipc_copy: cuMemcpyBatchAsync (12.8 signature), stream order,
+        # both ends on this device, CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE.
+        class Loc(ctypes.Structure):
+            _fields_ = [("type", ctypes.c_int), ("id", ctypes.c_int)]
+
+        class Attr(ctypes.Structure):
+            _fields_ = [("order", ctypes.c_int), ("src", Loc), ("dst", Loc), ("flags", ctypes.c_uint)]
+        a = Attr(1, Loc(1, dev), Loc(1, dev), 1)
+        d, sr, sz = ctypes.c_uint64(dst), ctypes.c_uint64(src), ctypes.c_size_t(n)
+        idx, fail = ctypes.c_size_t(0), ctypes.c_size_t(0)
+        self.keep.append((a, d, sr, sz, idx, fail))
+        r = self.cu.cuMemcpyBatchAsync(ctypes.byref(d), ctypes.byref(sr), ctypes.byref(sz), ctypes.c_size_t(1),
+                                       ctypes.byref(a), ctypes.byref(idx), ctypes.c_size_t(1), ctypes.byref(fail),
+                                       ctypes.c_void_p(s))
+        if self.batch_ok is None:
+            self.batch_ok = r
+            print("cuMemcpyBatchAsync: CUresult %d%s" % (r, "" if r == 0 else " (then cuMemcpyDtoDAsync)"),
+                  flush=True)
+        if r != 0:
+            self.copy(dst, src, n, s)
 
     def h2d(self, addr, v, s):
         # Pageable source, 8 bytes: the driver takes the value at the call.
@@ -221,7 +251,7 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
             if case == "s-ksig":
                 cu.ksig(own, S0, size, s, OWN_D, v, TICKET)
                 return
-            (cu.kcopy if case in ("s-k", "s-k-full") else cu.copy)(own, S0, size, s)
+            {"s-k": cu.kcopy, "s-k-full": cu.kcopy, "s-batch": cu.batch}.get(case, cu.copy)(own, S0, size, s)
             if case in ("s-w1", "s-w2", "s-full", "s-k-full"):
                 cu.write(OWN_D, v, s)
             if case in ("s-w2", "s-full", "s-k-full"):
@@ -232,6 +262,8 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
                 cu.h2d(OWN_D, v, s)
             if case == "s-memset":
                 cu.memset(OWN_D, v, s)
+            if case == "s-batch":
+                cu.write(OWN_D, v, s)
         elif case == "ipc-copy":
             if rank == 0:
                 cu.copy(B, S0, size, s)
@@ -251,10 +283,23 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
                 (cu.h2d if case == "push-h2d" else cu.write)(A1, v, s)
                 if full:
                     cu.write(OWN_D, v, s)
-        elif case == "pull":
+        elif case in ("pull", "pull-batch"):
             if rank == 0:
                 cu.write(A1, v, s)
                 cu.wait(T0, v, s)
+                cu.write(OWN_D, v, s)
+            else:
+                cu.wait(A1, v, s)
+                (cu.batch if case == "pull-batch" else cu.copy)(own, S0, size, s)
+                cu.write(T0, v, s)
+        elif case in ("staged", "staged-batch"):
+            # Rank 0's staging slot is played by `src` (rank 1 has it mapped), its
+            # data by `mine` (which holds src's bytes: the plain case copied them).
+            if rank == 0:
+                cu.wait(T0, v - 1, s)          # the slot is free (the last chunk taken)
+                (cu.batch if case == "staged-batch" else cu.copy)(S0, mine.data_ptr(), size, s)
+                cu.write(A1, v, s)
+                cu.wait(T0, v, s)              # taken: the caller may reuse its buffer
                 cu.write(OWN_D, v, s)
             else:
                 cu.wait(A1, v, s)

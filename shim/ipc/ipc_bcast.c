@@ -434,6 +434,11 @@ static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, s
                                        CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
         if (st->sm)
             CU(ipc_kernel_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuLaunchKernel");
+        else if (ipc_same_gpu(c, succ_of(c)))
+            /* Colocated, both processes wait for the refit: a plain copy.
+             * With ipc_copy's hint each chunk's hand-over took ~150-290 us
+             * on H100 (docs/benchmarks.md, "Colocated"). */
+            CU(cu->cuMemcpyDtoDAsync(slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
         else
             CU(ipc_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
         CU(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
