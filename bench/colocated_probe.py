@@ -43,6 +43,8 @@ Two processes:
   staged       the shim's staged hop, one chunk: rank 0 waits T (its slot free), copies
                into its slot, writes A, waits T; rank 1 waits A, copies out, writes T
   staged-batch staged, rank 0's copy into its slot by cuMemcpyBatchAsync (the shim's ipc_copy)
+  staged-k     staged, rank 0's copy into its slot by the copy kernel (only rank 1
+               on the copy engines: the shim's auto since this probe)
   ping         no copy: rank 1 writes T, waits A; rank 0 waits T, writes A
                (one round trip between the two processes)
   ping-h2d     ping with the writes as 8-byte cuMemcpyHtoDAsync
@@ -65,7 +67,7 @@ NOMB = 1  # CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
 GEQ = 0   # CU_STREAM_WAIT_VALUE_GEQ
 CASES = ["plain", "s-w1", "s-w2", "s-wait", "s-full", "s-k", "s-k-full", "s-ksig", "s-cesig", "s-h2d", "s-memset",
          "s-batch", "ipc-copy", "push", "push-min", "push-k", "push-ksig", "push-h2d", "pull", "pull-batch",
-         "staged", "staged-batch",
+         "staged", "staged-batch", "staged-k",
          "ping", "ping-h2d", "ping-1p", "push-1p"]
 PINGS = ("ping", "ping-h2d", "ping-1p")
 
@@ -292,12 +294,12 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
                 cu.wait(A1, v, s)
                 (cu.batch if case == "pull-batch" else cu.copy)(own, S0, size, s)
                 cu.write(T0, v, s)
-        elif case in ("staged", "staged-batch"):
+        elif case in ("staged", "staged-batch", "staged-k"):
             # Rank 0's staging slot is played by `src` (rank 1 has it mapped), its
             # data by `mine` (which holds src's bytes: the plain case copied them).
             if rank == 0:
                 cu.wait(T0, v - 1, s)          # the slot is free (the last chunk taken)
-                (cu.batch if case == "staged-batch" else cu.copy)(S0, mine.data_ptr(), size, s)
+                {"staged-batch": cu.batch, "staged-k": cu.kcopy}.get(case, cu.copy)(S0, mine.data_ptr(), size, s)
                 cu.write(A1, v, s)
                 cu.wait(T0, v, s)              # taken: the caller may reuse its buffer
                 cu.write(OWN_D, v, s)

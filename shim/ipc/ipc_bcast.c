@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "ipc_internal.h"
 
+#include "config.h"
 #include "record.h"
 
 #include <limits.h>
@@ -239,20 +240,6 @@ static int fence_passed(const struct ipc_comm *c)
            c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS && v >= c->fence_val;
 }
 
-int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whylen)
-{
-    pthread_mutex_lock(&c->qlock);
-    int r = c->fence_rank, off = c->fence_off;
-    uint64_t val = c->fence_val;
-    pthread_mutex_unlock(&c->qlock);
-    return val ? ipc_wait_one(c, r, off, val, deadline, why, whylen) : 0;
-}
-
-int ipc_same_gpu(const struct ipc_comm *c, int r)
-{
-    return r != c->rank && c->peer_dev && c->peer_dev[r] == c->device && c->peer && c->peer[r];
-}
-
 /*
  * Closing a mapping waits (inside the driver) for the work issued before it,
  * so it must not run while a copy through the mapping may still run: only
@@ -343,14 +330,18 @@ struct hop_plan {
 static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, struct hop_plan *p)
 {
     int pred = pred_of(c), succ = succ_of(c), copies = 0;
+    /* NCCLSHIM_IPC_COPY=sm: every copy it can; auto: a staged hop's sender
+     * only, so that one of the two processes stays off the copy engines
+     * (shim/base/config.c). */
+    int all = shim_config()->ipc_copy_sm;
     if (p->in == HOP_PULL || p->in == HOP_STAGED) {
         CUdeviceptr src = p->in == HOP_PULL ? p->from : slot(c, pred, 0);
-        p->sm_in = ipc_kernel_usable(c, pred, j->recv, src);
+        p->sm_in = all && ipc_kernel_usable(c, pred, j->recv, src);
         copies++;
     }
     if (p->out == HOP_PUSH || p->out == HOP_STAGED) {
         CUdeviceptr dst = p->out == HOP_PUSH ? p->to : slot(c, c->rank, 0);
-        p->sm_out = ipc_kernel_usable(c, succ, dst, p->mine);
+        p->sm_out = (all || p->out == HOP_STAGED) && ipc_kernel_usable(c, succ, dst, p->mine);
         copies++;
     }
     unsigned sm = (unsigned)p->sm_in + (unsigned)p->sm_out;
@@ -434,11 +425,6 @@ static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, s
                                        CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
         if (st->sm)
             CU(ipc_kernel_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuLaunchKernel");
-        else if (ipc_same_gpu(c, succ_of(c)))
-            /* Colocated, both processes wait for the refit: a plain copy.
-             * With ipc_copy's hint each chunk's hand-over took ~150-290 us
-             * on H100 (docs/benchmarks.md, "Colocated"). */
-            CU(cu->cuMemcpyDtoDAsync(slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
         else
             CU(ipc_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
         CU(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,

@@ -77,6 +77,20 @@ int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, si
     return 0;
 }
 
+int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&c->qlock);
+    int r = c->fence_rank, off = c->fence_off;
+    uint64_t val = c->fence_val;
+    pthread_mutex_unlock(&c->qlock);
+    return val ? ipc_wait_one(c, r, off, val, deadline, why, whylen) : 0;
+}
+
+int ipc_same_gpu(const struct ipc_comm *c, int r)
+{
+    return r != c->rank && c->peer_dev && c->peer_dev[r] == c->device && c->peer && c->peer[r];
+}
+
 /* A peer is gone: no operation may wait for it any more.  Writes, from the
  * host, a value that satisfies every wait into every counter this rank's
  * streams may be waiting on (on its own page, and on one GPU two of its
