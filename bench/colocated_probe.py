@@ -44,7 +44,7 @@ Two processes:
                into its slot, writes A, waits T; rank 1 waits A, copies out, writes T
   staged-batch staged, rank 0's copy into its slot by cuMemcpyBatchAsync (the shim's ipc_copy)
   staged-k     staged, rank 0's copy into its slot by the copy kernel (only rank 1
-               on the copy engines: the shim's auto since this probe)
+               on the copy engines)
   ping         no copy: rank 1 writes T, waits A; rank 0 waits T, writes A
                (one round trip between the two processes)
   ping-h2d     ping with the writes as 8-byte cuMemcpyHtoDAsync

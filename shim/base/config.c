@@ -188,22 +188,17 @@ static void config_read(void)
      * Python and ctypes (tens of us); short beside the copy it saves time
      * on (64 MiB: 180 us). */
     c->ipc_push_wait_us = (int)config_number("NCCLSHIM_IPC_PUSH_WAIT_US", 200, 0, 1000000, 1);
-    /* auto: copy engines on every hop, also between processes on one GPU,
-     * where they measured faster than the shim's copy kernel (H100 and H200,
-     * driver 580: docs/benchmarks.md, "Colocated"), but for a staged hop
-     * within one GPU, whose sender fills its slots with the kernel (two
-     * processes' copies waiting on the copy engines at once hand over at the
-     * engines' time slice, ~0.3 ms); sm: the kernel for every hop within one
-     * GPU; ce: copy engines only, whatever a later version finds. */
+    /* auto and ce: copy engines on every hop, also between processes on
+     * one GPU, where they measured faster than the shim's copy kernel (H100
+     * and H200, driver 580: docs/benchmarks.md, "Colocated"); sm: the kernel
+     * for those hops.  auto is what the shim finds best, ce pins copy
+     * engines whatever a later version finds. */
     c->ipc_copy_sm = 0;
-    c->ipc_copy_ce = 0;
     v = getenv("NCCLSHIM_IPC_COPY");
     if (v && *v) {
         if (strcasecmp(v, "sm") == 0)
             c->ipc_copy_sm = 1;
-        else if (strcasecmp(v, "ce") == 0)
-            c->ipc_copy_ce = 1;
-        else if (strcasecmp(v, "auto") != 0)
+        else if (strcasecmp(v, "auto") != 0 && strcasecmp(v, "ce") != 0)
             config_warn("NCCLSHIM_IPC_COPY='%.60s' is not one of auto|ce|sm; using auto%s", v, "");
     }
 

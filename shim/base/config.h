@@ -26,7 +26,6 @@ struct shim_config {
     int ipc_slots;                      /* NCCLSHIM_IPC_SLOTS: slots per rank */
     int ipc_push_wait_us;               /* NCCLSHIM_IPC_PUSH_WAIT_US: a sender's wait for a receiver a few broadcasts behind */
     int ipc_copy_sm;                    /* NCCLSHIM_IPC_COPY=sm: the copy kernel for hops within one GPU */
-    int ipc_copy_ce;                    /* NCCLSHIM_IPC_COPY=ce: copy engines only */
     struct policy_patterns patterns;    /* pointers into the environment */
 };
 

@@ -210,24 +210,22 @@ fail:
     return -1;
 }
 
-/* With a peer on this rank's own GPU, unless NCCLSHIM_IPC_COPY=ce, the copy
- * kernel for the hops to it that use it (shim/ipc/ipc_kernel.c, plan_copies);
- * failing to load it only means copy engines, so it is noted, warned about,
- * and not an error. */
+/* With a peer on this rank's own GPU and NCCLSHIM_IPC_COPY=sm, the copy
+ * kernel for the hops to it (shim/ipc/ipc_kernel.c); failing to load it only
+ * means copy engines, so it is noted, warned about, and not an error. */
 static void load_kernel(struct ipc_comm *c)
 {
     int shared = 0;
     for (int r = 0; r < c->nranks; r++)
         shared |= r != c->rank && c->peer_dev[r] == c->device;
-    if (!shared || shim_config()->ipc_copy_ce)
+    if (!shared || !shim_config()->ipc_copy_sm)
         return;
     char why[160];
     if (ipc_kernel_load(c, why, sizeof(why)) != 0) {
         snprintf(c->copy_note, sizeof(c->copy_note), "no copy kernel: %s", why);
         shim_warn("ipc-copy", "ipc communicator (rank %d of %d): ranks share GPU %d but the shim's copy kernel "
-                  "did not load (%s): %s use copy engines (NCCLSHIM_IPC_COPY=ce says so without this warning)",
-                  c->rank, c->nranks, c->device, why,
-                  shim_config()->ipc_copy_sm ? "those hops" : "staged hops, slower there,");
+                  "did not load (%s): those hops use copy engines (NCCLSHIM_IPC_COPY=sm asked for it)", c->rank, c->nranks,
+                  c->device, why);
     }
 }
 

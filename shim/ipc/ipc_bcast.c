@@ -8,7 +8,6 @@
 #define _GNU_SOURCE
 #include "ipc_internal.h"
 
-#include "config.h"
 #include "record.h"
 
 #include <limits.h>
@@ -330,18 +329,14 @@ struct hop_plan {
 static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, struct hop_plan *p)
 {
     int pred = pred_of(c), succ = succ_of(c), copies = 0;
-    /* NCCLSHIM_IPC_COPY=sm: every copy it can; auto: a staged hop's sender
-     * only, so that one of the two processes stays off the copy engines
-     * (shim/base/config.c). */
-    int all = shim_config()->ipc_copy_sm;
     if (p->in == HOP_PULL || p->in == HOP_STAGED) {
         CUdeviceptr src = p->in == HOP_PULL ? p->from : slot(c, pred, 0);
-        p->sm_in = all && ipc_kernel_usable(c, pred, j->recv, src);
+        p->sm_in = ipc_kernel_usable(c, pred, j->recv, src);
         copies++;
     }
     if (p->out == HOP_PUSH || p->out == HOP_STAGED) {
         CUdeviceptr dst = p->out == HOP_PUSH ? p->to : slot(c, c->rank, 0);
-        p->sm_out = (all || p->out == HOP_STAGED) && ipc_kernel_usable(c, succ, dst, p->mine);
+        p->sm_out = ipc_kernel_usable(c, succ, dst, p->mine);
         copies++;
     }
     unsigned sm = (unsigned)p->sm_in + (unsigned)p->sm_out;
