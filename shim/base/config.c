@@ -16,7 +16,7 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
     "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
     "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
-    "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", NULL,
+    "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", "NCCLSHIM_IPC_RESUME_WAIT_MS", NULL,
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -147,6 +147,7 @@ static void config_read(void)
         if (v && *v)
             config_warn("NCCLSHIM_LOG_DIR is too long (%.40s...); using /tmp/ncclshim-<uid>%s", v, "");
         snprintf(c->log_dir, sizeof(c->log_dir), "/tmp/ncclshim-%u", (unsigned)getuid());
+        c->log_dir_default = 1;
     }
 
     v = getenv("NCCLSHIM_HOSTNAME");
@@ -188,6 +189,8 @@ static void config_read(void)
      * Python and ctypes (tens of us); short beside the copy it saves time
      * on (64 MiB: 180 us). */
     c->ipc_push_wait_us = (int)config_number("NCCLSHIM_IPC_PUSH_WAIT_US", 200, 0, 1000000, 1);
+    /* As long as any other wait for a peer that stopped answering. */
+    c->ipc_resume_wait_ms = (int)config_number("NCCLSHIM_IPC_RESUME_WAIT_MS", 120000, 0, 3600000, 1);
     /* auto and ce: copy engines on every hop, also between processes on
      * one GPU, where they measured faster than the shim's copy kernel (H100
      * and H200, driver 580: docs/benchmarks.md, "Colocated"); sm: the kernel

@@ -15,6 +15,7 @@ struct shim_config {
     enum shim_mode mode;
     int python_callsite;                /* NCCLSHIM_PYTHON_CALLSITE, default 1 */
     char log_dir[PATH_MAX];             /* NCCLSHIM_LOG_DIR, default /tmp/ncclshim-<uid> */
+    int log_dir_default;                /* log_dir is the default (must be private: record_file.c) */
     char host[256];                     /* NCCLSHIM_HOSTNAME or gethostname, cut at '.' like NCCL */
     char host_id[128];                  /* NCCLSHIM_HOSTNAME if set, else the kernel's boot_id: one per machine,
                                          * the same in every container on it */
@@ -25,6 +26,7 @@ struct shim_config {
     size_t ipc_chunk_bytes;             /* NCCLSHIM_IPC_CHUNK_BYTES: one staging slot */
     int ipc_slots;                      /* NCCLSHIM_IPC_SLOTS: slots per rank */
     int ipc_push_wait_us;               /* NCCLSHIM_IPC_PUSH_WAIT_US: a sender's wait for a receiver a few broadcasts behind */
+    int ipc_resume_wait_ms;             /* NCCLSHIM_IPC_RESUME_WAIT_MS: an operation's wait for a suspended peer's resume */
     int ipc_copy_sm;                    /* NCCLSHIM_IPC_COPY=sm: the copy kernel for hops within one GPU */
     struct policy_patterns patterns;    /* pointers into the environment */
 };

@@ -2,6 +2,7 @@
 #include "record.h"
 
 #include "config.h"
+#include "record_file.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -44,37 +45,20 @@ int shim_gettid(void)
     return (int)syscall(SYS_gettid);
 }
 
+/* What record_file_open did instead of the plain path, recorded once the
+ * file's first line is written; under g_open_lock until the file is published. */
+static char g_open_note[2 * PATH_MAX + 256];
+
 static int open_record_file(void)
 {
     const struct shim_config *c = shim_config();
     if (c->mode == MODE_OFF)
         return -2;
-    /* 0700: records name hosts, pids and call sites of the user's jobs. */
-    if (mkdir(c->log_dir, 0700) != 0 && errno != EEXIST) {
-        fprintf(stderr, "ncclshim: cannot create record directory %s: %s; records are off "
-                        "(set NCCLSHIM_LOG_DIR to a writable directory)\n", c->log_dir, strerror(errno));
-        return -2;
-    }
     char path[PATH_MAX];
-    int n = snprintf(path, sizeof(path), "%s/ncclshim.%s.%d.jsonl", c->log_dir, c->host, (int)getpid());
-    if (n < 0 || (size_t)n >= sizeof(path)) {
-        fprintf(stderr, "ncclshim: record path too long under %s; records are off\n", c->log_dir);
+    int fd = record_file_open(c->log_dir, c->log_dir_default, c->host, (int)getpid(), path, sizeof(path),
+                              g_open_note, sizeof(g_open_note));
+    if (fd < 0)
         return -2;
-    }
-    int fd = open(path, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        fprintf(stderr, "ncclshim: cannot open record file %s: %s; records are off "
-                        "(set NCCLSHIM_LOG_DIR to a writable directory)\n", path, strerror(errno));
-        return -2;
-    }
-    /* Keep the descriptor away from 0-2 so an application closing stdio cannot reuse it. */
-    if (fd < 3) {
-        int fd2 = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-        close(fd);
-        if (fd2 < 0)
-            return -2;
-        fd = fd2;
-    }
     memcpy(g_path, path, sizeof(path));
     return fd;
 }
@@ -109,8 +93,11 @@ static int record_fd(void)
     pthread_mutex_unlock(&g_open_lock);
     /* The file exists only for processes that use NCCL (a shell or `timeout`
      * under the same LD_PRELOAD writes nothing); its first line says who wrote it. */
-    if (opened)
+    if (opened) {
         write_first();
+        if (g_open_note[0])
+            shim_record_warning("record-file", g_open_note);
+    }
     return fd;
 }
 
@@ -122,6 +109,16 @@ const char *shim_record_path(void)
 int shim_record_opened(void)
 {
     return atomic_load_explicit(&g_fd, memory_order_acquire) >= 0;
+}
+
+void shim_record_lock_for_fork(void)
+{
+    pthread_mutex_lock(&g_open_lock);
+}
+
+void shim_record_unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&g_open_lock);
 }
 
 void shim_record_after_fork_child(void)

@@ -44,6 +44,8 @@ int shim_record_opened(void);
 void shim_record_set_first(void (*write_first)(void));
 /* After fork(): the child writes to a file of its own (called from the atfork handler). */
 void shim_record_after_fork_child(void);
+void shim_record_lock_for_fork(void);
+void shim_record_unlock_after_fork(void);
 
 /* Wall-clock seconds since the epoch, and a monotonic clock in microseconds. */
 double shim_now(void);

@@ -160,17 +160,17 @@ ncclResult_t vcomm_ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 
 /*
  * NCCL 2.29's suspend, resume and memory statistics.  A dropped communicator
- * has nothing to give back; an ipc one gives back what one rank can
- * (shim/ipc/ipc_suspend.c).  Operations on a suspended communicator are refused,
- * as NCCL refuses them ("the communicator cannot be used while suspended").
+ * has nothing to give back; an ipc one gives back its staging with
+ * NCCL_SUSPEND_MEM, on its rank alone (shim/ipc/ipc_suspend.c).  Operations
+ * on a suspended communicator are refused, as NCCL refuses them ("the
+ * communicator cannot be used while suspended").
  */
 ncclResult_t vcomm_ncclCommSuspend(ncclComm_t comm, int flags)
 {
     struct shim_comm *h = (struct shim_comm *)comm;
-    (void)flags;
     if (h->ipc) {
         char why[256] = "";
-        if (ipc_suspend(h->ipc, why, sizeof(why)) != 0) {
+        if (ipc_suspend(h->ipc, (flags & NCCL_SUSPEND_MEM) != 0, why, sizeof(why)) != 0) {
             shim_warn("ipc", "ncclCommSuspend on ipc communicator %s (rank %d of %d) returns %d: %s", h->group,
                       h->rank, h->nranks, (int)ncclInternalError, why);
             return ncclInternalError;
@@ -182,7 +182,17 @@ ncclResult_t vcomm_ncclCommSuspend(ncclComm_t comm, int flags)
 
 ncclResult_t vcomm_ncclCommResume(ncclComm_t comm)
 {
-    atomic_store(&((struct shim_comm *)comm)->suspended, 0);
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (h->ipc) {
+        char why[384] = "";
+        if (ipc_resume(h->ipc, why, sizeof(why)) != 0) {
+            /* Still suspended: its operations stay refused, a retry may succeed. */
+            shim_warn("ipc", "ncclCommResume on ipc communicator %s (rank %d of %d) returns %d: %s; it stays "
+                      "suspended", h->group, h->rank, h->nranks, (int)ncclUnhandledCudaError, why);
+            return ncclUnhandledCudaError;
+        }
+    }
+    atomic_store(&h->suspended, 0);
     return ncclSuccess;
 }
 

@@ -4,6 +4,8 @@
  */
 #define _GNU_SOURCE
 #include "comm.h"
+#include "cuda.h"
+#include "forward.h"
 #include "config.h"
 #include "loader.h"
 #include "net_env.h"
@@ -42,20 +44,44 @@ static void write_load_record(void)
         shim_record_warning("bad-setting", shim_config_warning(i));
 }
 
+/*
+ * fork() in a multi-threaded process (Python multiprocessing, Ray workers):
+ * the child has one thread, and any lock another thread held at the fork
+ * stays held in it forever.  So the forking thread takes every lock of the
+ * shim's that the child's path to its first NCCL call could take, always in
+ * this order (no path of the shim nests them the other way: each is held for
+ * a few stores, the record lock, innermost, for an open(), the CUDA lock,
+ * outermost and waited for a bounded time, across dlopen), and the child
+ * starts with them reset.  That CUDA lock is taken so that no thread of the
+ * shim is inside dlopen at the fork: glibc resets its loader lock in the
+ * child but not the loader's half-changed state.  The lock glibc does not
+ * reset at all (dl_iterate_phdr's, glibc 2.36) is no longer on the shim's
+ * path (creator.c reads /proc/self/maps).
+ */
 static void before_fork(void)
 {
+    shim_cuda_lock_for_fork();
+    shim_slots_lock_for_fork();
     shim_comm_lock_for_fork();
     rv_server_lock_for_fork();
+    ipc_monitor_lock_for_fork();
+    shim_record_lock_for_fork();
 }
 
 static void after_fork_parent(void)
 {
+    shim_record_unlock_after_fork();
+    ipc_monitor_unlock_after_fork();
     rv_server_unlock_after_fork();
     shim_comm_unlock_after_fork();
+    shim_slots_unlock_after_fork();
+    shim_cuda_unlock_after_fork();
 }
 
 static void after_fork_child(void)
 {
+    shim_slots_after_fork_child();
+    shim_cuda_after_fork_child();
     rv_server_after_fork_child();
     ipc_monitor_after_fork_child();
     shim_comm_after_fork_child();

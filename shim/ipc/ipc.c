@@ -107,8 +107,18 @@ static void free_resources(struct ipc_comm *c)
         if (c->shared[r])
             munmap(c->shared[r], sizeof(struct ipc_shared));
     free(c->shared);
-    pthread_cond_destroy(&c->qcond);
     pthread_mutex_destroy(&c->qlock);
+}
+
+/* The host memory of a communicator, once its device memory is given back. */
+static void free_host(struct ipc_comm *c)
+{
+    free(c->sent);
+    free(c->recvd);
+    free(c->peer);
+    free(c->peer_dev);
+    free(c->data);
+    free(c);
 }
 
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
@@ -120,17 +130,16 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     struct ipc_comm *c = calloc(1, sizeof(*c));
     if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer))) ||
         !(c->shared = calloc((size_t)nranks, sizeof(*c->shared))) ||
-        !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev)))) {
+        !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev))) ||
+        !(c->data = calloc((size_t)nranks, sizeof(*c->data)))) {
         if (c) {
-            free(c->peer);
             free(c->shared);
+            free_host(c);
         }
-        free(c);
         snprintf(why, whylen, "out of memory");
         return -1;
     }
     pthread_mutex_init(&c->qlock, NULL);
-    pthread_cond_init(&c->qcond, NULL);
     const struct shim_config *cfg = shim_config();
     c->cu = cu;
     c->monitor_fd = -1;
@@ -139,15 +148,19 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     c->chunk = cfg->ipc_chunk_bytes;
     c->nslots = cfg->ipc_slots;
     c->push_wait_us = cfg->ipc_push_wait_us;
+    c->resume_wait_ms = cfg->ipc_resume_wait_ms;
     int memops = 0;
-    CU(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent");
+    if (cu_check(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent", why, whylen) != 0)
+        goto fail;
     if (!c->ctx) {
         snprintf(why, whylen, "no current CUDA context on the thread that creates the communicator");
         goto fail;
     }
-    CU(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice");
-    CU(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
-       "cuDeviceGetAttribute");
+    if (cu_check(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
+                 "cuDeviceGetAttribute", why, whylen) != 0)
+        goto fail;
     if (!memops) {
         snprintf(why, whylen, "device %d cannot use 64-bit stream memory operations", c->device);
         goto fail;
@@ -161,10 +174,10 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     int least = 0, greatest = 0;
     int prio = cu->cuCtxGetStreamPriorityRange && cu->cuStreamCreateWithPriority &&
                cu->cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
-    if (prio)
-        CU(cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest), "cuStreamCreateWithPriority");
-    else
-        CU(cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
+    CUresult made = prio ? cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest)
+                         : cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
+    if (cu_check(made, prio ? "cuStreamCreateWithPriority" : "cuStreamCreate", why, whylen) != 0)
+        goto fail;
     if (create_shared(c, why, whylen) != 0)
         goto fail;
     c->p2p_chunk = (P2P_AREA / (size_t)nranks / P2P_SLOTS) & ~(size_t)4095;
@@ -178,8 +191,17 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         snprintf(why, whylen, "out of memory");
         goto fail;
     }
-    CU(cu->cuMemAlloc(&c->base, p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk), "cuMemAlloc");
-    CU(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8");
+    c->data_bytes = p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk;
+    if (cu_check(cu->cuMemAlloc(&c->base, FLAGS_BYTES), "cuMemAlloc", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuMemAlloc(&c->data[rank], c->data_bytes), "cuMemAlloc", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuIpcGetMemHandle(&c->shared[rank]->data_handle, c->data[rank]),
+                 "cuIpcGetMemHandle", why, whylen) != 0)
+        goto fail;
+    atomic_store(&c->shared[rank]->data_state, DATA_STATE(0, DATA_ACTIVE));
     struct ipc_export e;
     memset(&e, 0, sizeof(e));
     e.magic = EXPORT_MAGIC;
@@ -191,7 +213,8 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     e.pid = (uint32_t)getpid();
     e.chunk = c->chunk;
     snprintf(e.shm, sizeof(e.shm), "%s", c->shm_name);
-    CU(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle");
+    if (cu_check(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle", why, whylen) != 0)
+        goto fail;
     memcpy(blob, &e, sizeof(e));
     *bloblen = (int)sizeof(e);
     c->peer[rank] = c->base;
@@ -202,11 +225,9 @@ fail:
     free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
-    free(c->sent);
-    free(c->recvd);
-    free(c->peer);
-    free(c->peer_dev);
-    free(c);
+    if (c->data[rank])
+        cu->cuMemFree(c->data[rank]);
+    free_host(c);
     return -1;
 }
 
@@ -263,10 +284,10 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
             c->peer[p->rank] = 0;
             return -1;
         }
-        /* The ring neighbours' shared pages: broadcasts read the
-         * predecessor's descriptors and tell the successor what was read. */
-        int pred = (c->rank - 1 + c->nranks) % c->nranks, succ = (c->rank + 1) % c->nranks;
-        if ((p->rank == pred || p->rank == succ) && open_shared(c, p->rank, e.shm, why, whylen) != 0)
+        /* Every peer's shared page: broadcasts read the predecessor's
+         * descriptors and tell the successor what was read; every page says
+         * where its rank's staging is (Suspend). */
+        if (open_shared(c, p->rank, e.shm, why, whylen) != 0)
             return -1;
         seen++;
     }
@@ -275,7 +296,8 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
         return -1;
     }
     load_kernel(c);
-    return 0;
+    /* From now on a peer may suspend, and the reaper lets go of its staging. */
+    return c->nranks > 1 ? ipc_reaper_start(c, why, whylen) : 0;
 }
 
 ncclResult_t ipc_async_error(struct ipc_comm *c)
@@ -325,18 +347,17 @@ void ipc_free(struct ipc_comm *c)
     ipc_reaper_stop(c);
     ipc_unwatch(c);
     ipc_kernel_unload(c);
+    ipc_data_close(c);
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])
             cu->cuIpcCloseMemHandle(c->peer[r]);
     free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
+    if (c->data[c->rank])
+        cu->cuMemFree(c->data[c->rank]);
     if (cur != c->ctx)
         cu->cuCtxSetCurrent(cur);
-    free(c->sent);
-    free(c->recvd);
-    free(c->peer);
-    free(c->peer_dev);
-    free(c);
+    free_host(c);
 }
 

@@ -1,8 +1,8 @@
 /*
  * The CUDA IPC transport (DESIGN D7): a communicator of ranks on one host that
- * exists only in the shim.  Each rank owns one device allocation, exported
- * once with cuIpcGetMemHandle: a page of sequence counters, then a ring of
- * staging slots.  Operations only enqueue work on the caller's stream (copies
+ * exists only in the shim.  Each rank owns two device allocations, exported
+ * with cuIpcGetMemHandle: a page of sequence counters, and a ring of staging
+ * slots that ncclCommSuspend gives back.  Operations only enqueue work on the caller's stream (copies
  * on copy engines, waits and writes of counters with cuStreamWaitValue64 /
  * cuStreamWriteValue64), except small all-reduces, which synchronise the host.
  */
@@ -34,6 +34,8 @@ int ipc_watch(struct ipc_comm *c, int fd);
 
 /* After fork, in the child: the lost-peer monitor starts from nothing. */
 void ipc_monitor_after_fork_child(void);
+void ipc_monitor_lock_for_fork(void);
+void ipc_monitor_unlock_after_fork(void);
 
 /* ncclRemoteError once a peer is gone (or after ncclCommAbort), else ncclSuccess. */
 ncclResult_t ipc_async_error(struct ipc_comm *c);
@@ -48,9 +50,13 @@ void ipc_free(struct ipc_comm *c);
 int ipc_device(const struct ipc_comm *c);
 
 /* shim/ipc/ipc_suspend.c.  ncclCommSuspend: this rank's operations done, the
- * mappings of its peers' buffers given back (0, or -1 with the reason).
+ * mappings of its peers' buffers given back and, with `release`
+ * (NCCL_SUSPEND_MEM), its staging too, at once or, where a peer still holds
+ * it, as soon as it lets go (0, or -1 with the reason).  ncclCommResume:
+ * the staging back (0, or -1 with the reason: the rank stays suspended).
  * ncclCommMemStats: out[ncclCommMemStat_t] for this rank's memory. */
-int ipc_suspend(struct ipc_comm *c, char *why, size_t whylen);
+int ipc_suspend(struct ipc_comm *c, int release, char *why, size_t whylen);
+int ipc_resume(struct ipc_comm *c, char *why, size_t whylen);
 void ipc_mem_stats(const struct ipc_comm *c, int suspended, uint64_t out[4]);
 
 /* How this rank's broadcasts went, for its comm_end record: on how many

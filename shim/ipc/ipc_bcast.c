@@ -230,7 +230,7 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
  * communicator failed (its waits released).  qlock held.  Read on the
  * communicator's own stream (nothing else runs on it): a plain cuMemcpyDtoH
  * would wait for the application's legacy default stream. */
-static int fence_passed(const struct ipc_comm *c)
+int ipc_fence_passed(const struct ipc_comm *c)
 {
     uint64_t v = 0;
     if (atomic_load(&c->failed) || !c->fence_val)
@@ -250,7 +250,7 @@ void ipc_trim_maps(struct ipc_comm *c, int keep)
     if (c->nmap <= keep)
         return;
     ipc_trace(c, "trim to %d of %d", keep, c->nmap);
-    if (!fence_passed(c))
+    if (!ipc_fence_passed(c))
         return;
     while (c->nmap > keep) {
         int lru = 0;
@@ -415,15 +415,18 @@ static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, s
         size_t off = (size_t)(st->next * sch), len = st->bytes - off < sch ? st->bytes - off : sch;
         if (off + len > limit)
             break;
-        if (st->next >= S)
-            CU(cu->cuStreamWaitValue64(s, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch,
-                                       CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-        if (st->sm)
-            CU(ipc_kernel_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuLaunchKernel");
-        else
-            CU(ipc_copy(c, slot(c, c->rank, st->next), st->data + off, len, s), "cuMemcpyDtoDAsync");
-        CU(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
-                                    CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64");
+        if (st->next >= S) {
+            if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch,
+                                                 CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64", why, whylen) != 0)
+                goto fail;
+        }
+        CUdeviceptr to = slot(c, c->rank, st->next);
+        CUresult r = st->sm ? ipc_kernel_copy(c, to, st->data + off, len, s) : ipc_copy(c, to, st->data + off, len, s);
+        if (cu_check(r, st->sm ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+            goto fail;
+        if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
+                                              CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64", why, whylen) != 0)
+            goto fail;
     }
     return 0;
 fail:
@@ -485,29 +488,38 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
      * or on one GPU the TAKEN itself ("One GPU"). */
     int overlap = senders_overlap(c, j, p);
     if (j->fence_val && !overlap) {
-        if (bytes && p->in == HOP_PUSH && !p->producer && j->fence_rank == me && j->fence_off == F_AVAIL)
-            CU(cu->cuStreamWaitValue64(s, ipc_same_gpu(c, pred) ? flag(c, pred, F_TAKEN) : flag(c, me, F_TAKEN_MINE),
-                                       base, CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-        else
-            CU(cu->cuStreamWaitValue64(s, flag(c, j->fence_rank, j->fence_off), j->fence_val,
-                                       CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
+        int mine = bytes && p->in == HOP_PUSH && !p->producer && j->fence_rank == me && j->fence_off == F_AVAIL;
+        CUdeviceptr at = !mine                 ? flag(c, j->fence_rank, j->fence_off)
+                         : ipc_same_gpu(c, pred) ? flag(c, pred, F_TAKEN)
+                                                 : flag(c, me, F_TAKEN_MINE);
+        CUresult r = cu->cuStreamWaitValue64(s, at, mine ? base : j->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+        if (cu_check(r, "cuStreamWaitValue64", why, whylen) != 0)
+            goto fail;
     }
     if (!bytes)
         return 0;
-    if (p->pos == 0 && j->recv != j->send)
-        CU(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync");
+    if (p->pos == 0 && j->recv != j->send) {
+        if (cu_check(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+            goto fail;
+    }
     /* This rank's buffer may be written from now on. */
     if (p->in == HOP_PUSH) {
-        CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
-           "cuStreamWriteValue64");
-        if (!p->producer && !ipc_same_gpu(c, pred))
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+        if (cu_check(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
+                     "cuStreamWriteValue64", why, whylen) != 0)
+            goto fail;
+        if (!p->producer && !ipc_same_gpu(c, pred)) {
+            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes,
+                                                  CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue64", why, whylen) != 0)
+                goto fail;
+        }
     }
     /* The successor's may be, once it has reached this broadcast. */
-    if (p->out == HOP_PUSH)
-        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
+    if (p->out == HOP_PUSH) {
+        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
+                     "cuStreamWaitValue64", why, whylen) != 0)
+            goto fail;
+    }
     struct staging st = { c, p->sm_out, p->mine, bytes, base, 0, p->out == HOP_STAGED ? (bytes + sch - 1) / sch : 0 };
     /* In the steps of the data's arrival here (the root's is all there). */
     size_t step = step_of(c, p->consumer ? p->in : p->out, bytes);
@@ -515,34 +527,46 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
         size_t len = bytes - off < step ? bytes - off : step;
         uint64_t upto = base + off + len;
         if (p->consumer) {
-            CU(cu->cuStreamWaitValue64(s, flag(c, me, F_AVAIL), upto, CU_STREAM_WAIT_VALUE_GEQ),
-               "cuStreamWaitValue64");
+            if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_AVAIL), upto, CU_STREAM_WAIT_VALUE_GEQ),
+                         "cuStreamWaitValue64", why, whylen) != 0)
+                goto fail;
             if (p->in != HOP_PUSH) {
                 CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
-                CU(hop_copy(c, p->sm_in, j->recv + off, src, len, s), p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
-                CU(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-                   "cuStreamWriteValue64");
+                if (cu_check(hop_copy(c, p->sm_in, j->recv + off, src, len, s),
+                             p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+                    goto fail;
+                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+                             "cuStreamWriteValue64", why, whylen) != 0)
+                    goto fail;
             }
         }
         if (p->out == HOP_PUSH) {
-            CU(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
-               p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync");
-            if (overlap) /* AVAIL in order ("Senders overlap") */
-                CU(cu->cuStreamWaitValue64(s, flag(c, j->fence_rank, j->fence_off), j->fence_val,
-                                           CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64");
-            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+            if (cu_check(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
+                         p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+                goto fail;
+            if (overlap) { /* AVAIL in order ("Senders overlap") */
+                if (cu_check(cu->cuStreamWaitValue64(s, flag(c, j->fence_rank, j->fence_off), j->fence_val,
+                                                     CU_STREAM_WAIT_VALUE_GEQ),
+                             "cuStreamWaitValue64", why, whylen) != 0)
+                    goto fail;
+            }
+            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue64", why, whylen) != 0)
+                goto fail;
         } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
-            CU(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue64", why, whylen) != 0)
+                goto fail;
         } else if (p->out == HOP_STAGED && stage_upto(&st, off + len, s, why, whylen) != 0) {
             return -1;
         }
     }
     /* The caller may reuse its buffer once the successor has read it all. */
-    if (p->out == HOP_PULL || p->out == HOP_STAGED)
-        CU(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
+    if (p->out == HOP_PULL || p->out == HOP_STAGED) {
+        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
+                     "cuStreamWaitValue64", why, whylen) != 0)
+            goto fail;
+    }
     return 0;
 fail:
     return -1;
@@ -603,8 +627,9 @@ int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream
         *val = j->base + j->bytes;
         return 0;
     }
-    CU(c->cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-       "cuStreamWriteValue64");
+    if (cu_check(c->cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue64", why, whylen) != 0)
+        goto fail;
     *off = F_DONE;
     *val = j->op + 1;
     return 0;

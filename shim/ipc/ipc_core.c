@@ -1,21 +1,25 @@
 /*
  * The primitives every other file of the transport uses, below all of them:
  * the counters read, written and waited for from the host, failure (ipc_fail
- * releases every stream that waits on a lost peer), the one copy call, and
- * the trace.  Nothing here calls another ipc file but the driver table.
+ * releases every stream that waits on a lost peer), the one copy call, the
+ * futex words of the shared pages (suspend), and the trace.  Nothing here calls another ipc file but the driver table.
  */
 #define _GNU_SOURCE
 #include "ipc_internal.h"
 
 #include "record.h"
 
+#include <limits.h>
+#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 void ipc_unlink_shared(struct ipc_comm *c)
 {
@@ -26,6 +30,19 @@ void ipc_unlink_shared(struct ipc_comm *c)
 }
 
 /* Reads a peer's (or this rank's) counter from the host. */
+void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, ms < 0 ? NULL : &ts, NULL, 0);
+}
+
+void ipc_wake(const struct ipc_comm *c, int r)
+{
+    _Atomic uint32_t *w = &c->shared[r]->word;
+    atomic_fetch_add(w, 1);
+    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v)
 {
     return c->cu->cuMemcpyDtoH(v, flag(c, r, off), sizeof(*v)) == CUDA_SUCCESS ? 0 : -1;
@@ -58,8 +75,12 @@ int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64
             return -1;
         }
         if (shim_mono_us() > deadline) {
-            snprintf(why, whylen, "rank %d did not arrive within %llu s (it died, or stopped calling NCCL)", r,
-                     (unsigned long long)(HOST_WAIT_US / 1000000));
+            if (r != c->rank && DATA_ST(ipc_data_state(c, r)) != DATA_ACTIVE)
+                snprintf(why, whylen, "rank %d did not arrive within %llu s: it is suspended (ncclCommSuspend); "
+                         "call ncclCommResume on it first", r, (unsigned long long)(HOST_WAIT_US / 1000000));
+            else
+                snprintf(why, whylen, "rank %d did not arrive within %llu s (it died, or stopped calling NCCL)", r,
+                         (unsigned long long)(HOST_WAIT_US / 1000000));
             return -1;
         }
         /* Device memory has no host wake-up: poll, yielding the core. */

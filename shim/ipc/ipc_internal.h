@@ -2,13 +2,15 @@
  * The CUDA IPC transport's internals, shared by shim/ipc*.c (the interface is
  * shim/ipc/ipc.h).
  *
- * Each rank owns one device allocation, opened by every peer:
- *   [0, 4096)            counters (u64 each)
- *   [4096, +S * chunk)   S staging slots of `chunk` bytes
- *   then                 the Send/Recv slots
+ * Each rank owns two device allocations:
+ *   control   4096 bytes of counters (u64 each), opened by every peer at
+ *             connect and kept until destroy
+ *   staging   S staging slots of `chunk` bytes, then the Send/Recv slots;
+ *             opened by a peer when it first needs them, and given back by
+ *             ncclCommSuspend ("Suspend" below)
  * and one page of host shared memory (struct ipc_shared, POSIX shm, mapped by
- * its ring neighbours) through which it tells them where the data of each
- * broadcast is, or is to go.
+ * every peer) through which it tells its ring neighbours where the data of
+ * each broadcast is, or is to go, and everyone where its staging is.
  *
  * The host counts what each counter will say: `ops` (this rank's operations,
  * DONE: Send/Recv involve only some ranks, so it differs between ranks),
@@ -96,6 +98,27 @@
  * once and waits for the fence only before it says AVAIL: AVAIL and DONE stay
  * in order, the copies overlap each other's counter waits and writes.
  *
+ * Suspend.  A rank gives its staging back on its own (ncclCommSuspend;
+ * its peers may be busy, or suspended too), but not before no peer can
+ * touch it: legacy CUDA IPC memory freed while another process maps it is
+ * undefined behaviour, and stays allocated until that process closes it.
+ * The rank's shared page says where its staging is and in what state
+ * (data_state: an epoch, counting its suspends, and ACTIVE, RELEASING or
+ * RELEASED).  Suspending, the rank waits for its last operation, says
+ * RELEASING and wakes its peers' reapers; each closes its mapping of that
+ * staging once its own last operation is over (a copy through it may be
+ * queued) and acknowledges the epoch in the rank's page.  When every peer
+ * has, and every Send chunk in its slots was taken, the rank frees the
+ * staging (RELEASED).  A peer that cannot let go in time (its stream still
+ * has an operation that waits for this rank) leaves the release to the
+ * rank's reaper, which finishes it when the peer does; a resume before
+ * that keeps the staging (ACTIVE again, same allocation).  Resume after a
+ * release allocates anew and publishes the new handle.  An operation that
+ * copies from a peer's staging (a staged hop in, a Recv, an all-reduce)
+ * maps it under qlock (the reaper closes under qlock too), and waits,
+ * bounded (NCCLSHIM_IPC_RESUME_WAIT_MS), for a peer that is not ACTIVE:
+ * that peer has to resume to take part anyway.
+ *
  * One GPU.  Where a hop's two ranks share a device (colocated trainer and
  * inference engine), their pages are the same device memory, and the two
  * contexts time-share the GPU: a stream blocked on a wait lets the other
@@ -111,8 +134,9 @@
  *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
  * operations as the application calls them), ipc_bcast.c (the broadcast),
- * ipc_reaper.c (gives back idle mappings), ipc_monitor.c (watching for a
- * lost peer).
+ * ipc_reaper.c (gives back idle mappings and peers' released staging),
+ * ipc_suspend.c (suspend, resume, peers' staging), ipc_monitor.c (watching
+ * for a lost peer).
  */
 #ifndef NCCLSHIM_IPC_INTERNAL_H
 #define NCCLSHIM_IPC_INTERNAL_H
@@ -158,7 +182,7 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define MAP_IDLE_MS 1000
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 3
+#define EXPORT_VERSION 4
 /* Host waits (all-reduce, destroy) give up after this long: a peer that
  * stopped answering must not hang the application for ever. */
 #define HOST_WAIT_US (120ull * 1000 * 1000)
@@ -169,7 +193,7 @@ struct ipc_export {
     int32_t rank, nranks, device, nslots;
     uint32_t pid, pad;
     uint64_t chunk;
-    CUipcMemHandle handle;
+    CUipcMemHandle handle;              /* of its control page */
     char shm[48];                       /* its struct ipc_shared (shm_open name) */
 };
 _Static_assert(sizeof(struct ipc_export) <= RV_BLOB_LEN, "the export fits a vote");
@@ -201,7 +225,21 @@ struct ipc_shared {
      * descriptors of: their places in those rings may be reused. */
     _Atomic uint64_t read_pred_upto, read_succ_upto;
     struct ipc_desc ring[DRING];        /* broadcast b in ring[b % DRING] */
+    /* Suspend (see above).  `word` is a futex this rank's threads (its
+     * reaper, an operation waiting for a peer's resume) wait on: whoever
+     * changes what they wait for bumps it and wakes them. */
+    _Atomic uint32_t word;
+    uint32_t pad2;
+    _Atomic uint64_t data_state;        /* DATA_STATE(epoch, DATA_*): written by this rank */
+    CUipcMemHandle data_handle;         /* its staging; rewritten only while RELEASED */
+    _Atomic uint64_t acked[MAX_PEERS];  /* by peer q: the last epoch for which it let go of the staging;
+                                         * ACK_GONE: q destroyed the communicator, it never maps it again */
 };
+enum { DATA_ACTIVE = 0, DATA_RELEASING = 1, DATA_RELEASED = 2 };
+#define DATA_STATE(epoch, st) ((uint64_t)(epoch) << 2 | (uint64_t)(st))
+#define DATA_EPOCH(v) ((v) >> 2)
+#define DATA_ST(v) ((int)((v) & 3))
+#define ACK_GONE UINT64_MAX
 
 /* One broadcast, as the application's thread issues it. */
 struct ipc_bcast_args {
@@ -241,10 +279,17 @@ struct ipc_comm {
     size_t chunk;
     int nslots;
     int push_wait_us;                   /* NCCLSHIM_IPC_PUSH_WAIT_US: see await_receiver */
-    CUdeviceptr base;                   /* this rank's allocation */
+    int resume_wait_ms;                 /* NCCLSHIM_IPC_RESUME_WAIT_MS: see ipc_data_wait */
+    CUdeviceptr base;                   /* this rank's control page */
     CUstream stream;                    /* the communicator's own: the reaper's reads of the fence */
-    CUdeviceptr *peer;                  /* every rank's allocation as mapped here; peer[rank] = base */
-    /* Host shared pages: this rank's and its ring neighbours' (NULL for others). */
+    CUdeviceptr *peer;                  /* every rank's control page as mapped here; peer[rank] = base */
+    /* Every rank's staging as mapped here (0: not now); data[rank]: this
+     * rank's (0 while given back).  Under qlock, but data[rank], which the
+     * application's thread also reads in its operations (never while
+     * suspended, when alone it changes). */
+    CUdeviceptr *data;
+    size_t data_bytes;                  /* the size of a staging allocation */
+    /* Host shared pages of every rank (this rank's at shared[rank]). */
     struct ipc_shared **shared;
     char shm_name[48];                  /* this rank's, until unlinked at commit */
     /* Host counters, the same on every rank (ops are issued in the same order
@@ -275,13 +320,14 @@ struct ipc_comm {
     int last_push_only;
     CUdeviceptr push_to;
     size_t push_len;
-    /* The reaper thread, started at the first broadcast: it gives back
-     * mappings nobody used for MAP_IDLE_MS.  `stop` and the fence are under
-     * qlock; `reaper_started` is the application's thread's. */
+    /* The reaper thread, started at connect: it gives back mappings nobody
+     * used for MAP_IDLE_MS, and peers' staging they release; it finishes
+     * this rank's releases.  `stop` and the fence are under qlock;
+     * `reaper_started` is the application's thread's.  It waits on this
+     * rank's shared word (ipc_wake). */
     pthread_t reaper;
     int reaper_started;
     pthread_mutex_t qlock;
-    pthread_cond_t qcond;
     int stop;
     /* The last operation is over once rank fence_rank's counter at
      * fence_off reaches fence_val (0: nothing to wait for); fence_rank is
@@ -311,35 +357,45 @@ struct ipc_comm {
     struct ipc_exported exported[EXPORT_CACHE];
 };
 
+/* Rank r's data_state, from its shared page ("Suspend"). */
+static inline uint64_t ipc_data_state(const struct ipc_comm *c, int r)
+{
+    return atomic_load_explicit(&c->shared[r]->data_state, memory_order_acquire);
+}
+
 static inline CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
 {
     return c->peer[r] + (CUdeviceptr)off;
 }
 
-/* Staging slot of rank r that carries its chunk k of a broadcast. */
+/* Staging slot of rank r that carries its chunk k of a broadcast (r's
+ * staging mapped here: ipc_data_get). */
 static inline CUdeviceptr slot(const struct ipc_comm *c, int r, uint64_t k)
 {
-    return c->peer[r] + FLAGS_BYTES + (CUdeviceptr)((k % (uint64_t)c->nslots) * c->chunk);
+    return c->data[r] + (CUdeviceptr)((k % (uint64_t)c->nslots) * c->chunk);
 }
 
-#define CU(call, name)                                                                                 \
-    do {                                                                                               \
-        CUresult r_ = (call);                                                                          \
-        if (r_ != CUDA_SUCCESS) {                                                                      \
-            shim_cuda_error(name, r_, why, whylen);                                                    \
-            goto fail;                                                                                 \
-        }                                                                                              \
-    } while (0)
+/* 0 if `r` is CUDA_SUCCESS; else -1 with the reason (`fn` failed: the
+ * driver's error) in `why`.  Callers say where it goes next:
+ *     if (cu_check(cu->cuMemAlloc(&p, n), "cuMemAlloc", why, whylen) != 0)
+ *         goto fail; */
+static inline int cu_check(CUresult r, const char *fn, char *why, size_t whylen)
+{
+    if (r == CUDA_SUCCESS)
+        return 0;
+    shim_cuda_error(fn, r, why, whylen);
+    return -1;
+}
 
 static inline size_t p2p_offset(const struct ipc_comm *c)
 {
-    return FLAGS_BYTES + c->chunk * (size_t)c->nslots;
+    return c->chunk * (size_t)c->nslots;
 }
 
-/* Where `from` sends its k-th chunk to `to`, in `from`'s allocation as mapped here. */
+/* Where `from` sends its k-th chunk to `to`, in `from`'s staging as mapped here. */
 static inline CUdeviceptr p2p_slot(const struct ipc_comm *c, int from, int to, uint64_t k)
 {
-    return c->peer[from] + p2p_offset(c) + ((size_t)to * P2P_SLOTS + (size_t)(k % P2P_SLOTS)) * c->p2p_chunk;
+    return c->data[from] + p2p_offset(c) + ((size_t)to * P2P_SLOTS + (size_t)(k % P2P_SLOTS)) * c->p2p_chunk;
 }
 
 /* A value every wait of a failed communicator is satisfied by. */
@@ -393,12 +449,35 @@ int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whyl
 /* Gives back the mappings beyond the `keep` most recently used, if the last
  * operation is over (qlock held); else none. */
 void ipc_trim_maps(struct ipc_comm *c, int keep);
+/* Whether the last operation is over (qlock held). */
+int ipc_fence_passed(const struct ipc_comm *c);
 
 /* shim/ipc/ipc_reaper.c: starts the reaper if it is not (0, or -1 with the
  * reason); ipc_reaper_stop: after the last operation, stops it and gives
  * back what was mapped. */
 int ipc_reaper_start(struct ipc_comm *c, char *why, size_t whylen);
 void ipc_reaper_stop(struct ipc_comm *c);
+
+/* shim/ipc_suspend.c: peers' staging.  ipc_data_get (qlock held): rank r's
+ * staging mapped here in c->data[r]: 0; 1 if r has given it back (or is
+ * giving it back) and this rank holds no mapping (wait: ipc_data_wait,
+ * without qlock); -1 with the reason.  ipc_data_wait: 0 once r's staging
+ * is there again, -1 past NCCLSHIM_IPC_RESUME_WAIT_MS with a reason that
+ * says r is suspended.  ipc_data_reap (reaper, qlock held): lets go of the
+ * staging of peers that release it; ipc_release_step (qlock held) frees
+ * this rank's once nobody holds it; both return 1 while something is left
+ * to do later.  ipc_data_close (destroy): closes every peer's staging. */
+int ipc_data_get(struct ipc_comm *c, int r, char *why, size_t whylen);
+int ipc_data_wait(struct ipc_comm *c, int r, char *why, size_t whylen);
+int ipc_data_reap(struct ipc_comm *c);
+int ipc_release_step(struct ipc_comm *c);
+void ipc_data_close(struct ipc_comm *c);
+
+/* shim/ipc/ipc_core.c: futex waits and wakes on a shared page's word (shared, not private: the
+ * word is in shared memory); ipc_wait_word: up to `ms` (< 0: no bound). */
+void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
+/* Bumps rank r's word and wakes its waiters. */
+void ipc_wake(const struct ipc_comm *c, int r);
 
 /* NCCLSHIM_IPC_TRACE=1: protocol steps on stderr (debugging). */
 void ipc_trace(const struct ipc_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -130,9 +130,13 @@ int ipc_kernel_load(struct ipc_comm *c, char *why, size_t whylen)
     CUmodule mod = NULL;
     CUfunction fn = NULL;
     int sms = 0;
-    CU(cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->device), "cuDeviceGetAttribute");
-    CU(cu->cuModuleLoadData(&mod, copy_ptx), "cuModuleLoadData");
-    CU(cu->cuModuleGetFunction(&fn, mod, "ncclshim_copy"), "cuModuleGetFunction");
+    if (cu_check(cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->device),
+                 "cuDeviceGetAttribute", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuModuleLoadData(&mod, copy_ptx), "cuModuleLoadData", why, whylen) != 0)
+        goto fail;
+    if (cu_check(cu->cuModuleGetFunction(&fn, mod, "ncclshim_copy"), "cuModuleGetFunction", why, whylen) != 0)
+        goto fail;
     c->kmod = mod;
     c->kfn = fn;
     c->sms = sms > 0 ? sms : 1;

@@ -62,6 +62,32 @@ static int needs_fence(struct ipc_comm *c, CUstream s, unsigned long long *sid, 
     return c->fence_val != 0; /* read without qlock: only this thread writes it */
 }
 
+/*
+ * Takes qlock with the staging of every rank in `need` (a bit per rank)
+ * mapped here, for an operation that copies out of it: ncclSuccess with
+ * qlock held; else, without it, ncclInvalidUsage (a rank is suspended and
+ * was not resumed in time: ipc_data_wait), ncclRemoteError (the
+ * communicator failed meanwhile) or ncclUnhandledCudaError (the staging
+ * could not be mapped), with the reason.
+ */
+static ncclResult_t lock_with_data(struct ipc_comm *c, uint64_t need, char *why, size_t whylen)
+{
+    for (;;) {
+        pthread_mutex_lock(&c->qlock);
+        int r, rc = 0;
+        for (r = 0; r < c->nranks; r++)
+            if ((need >> r & 1) && (rc = ipc_data_get(c, r, why, whylen)) != 0)
+                break;
+        if (rc == 0)
+            return ncclSuccess;
+        pthread_mutex_unlock(&c->qlock);
+        if (rc < 0)
+            return ncclUnhandledCudaError;
+        if (ipc_data_wait(c, r, why, whylen) != 0)
+            return atomic_load(&c->failed) ? ncclRemoteError : ncclInvalidUsage;
+    }
+}
+
 /* Orders an operation on stream s after the one before (needs_fence). */
 static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *sid, int *known)
 {
@@ -118,24 +144,35 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     /* A broadcast between ranks orders itself (ipc_chain_bcast: it may wait for
      * less than the fence). */
     int fence = needs_fence(c, s, &sid, &known);
-    if (c->nranks == 1 && fence)
-        CU(cu->cuStreamWaitValue64(s, flag(c, c->fence_rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
-           "cuStreamWaitValue64");
+    if (c->nranks == 1 && fence) {
+        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->fence_rank, c->fence_off), c->fence_val,
+                                             CU_STREAM_WAIT_VALUE_GEQ),
+                     "cuStreamWaitValue64", why, whylen) != 0)
+            goto fail;
+    }
     if (c->nranks == 1) {
         if (recv != send && bytes) {
-            CU(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync");
-            CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-               "cuStreamWriteValue64");
+            if (cu_check(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+                goto fail;
+            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                         "cuStreamWriteValue64", why, whylen) != 0)
+                goto fail;
             off = F_DONE;
             val = op + 1;
         }
     } else {
         struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv,
                                     fence ? c->fence_rank : me, fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
-        if (ipc_reaper_start(c, why, whylen) != 0)
-            goto fail;
-        pthread_mutex_lock(&c->qlock);
+        /* A receiver may copy out of its predecessor's staging (a staged hop). */
+        int pred = (me - 1 + c->nranks) % c->nranks;
+        ncclResult_t res = lock_with_data(c, me != root && bytes ? 1ull << pred : 0, why, whylen);
+        if (res != ncclSuccess) {
+            /* Nothing enqueued: the communicator stays as it was. */
+            ctx_leave(c, &g);
+            return res;
+        }
         locked = 1;
+        int had = c->nmap;
         if (ipc_chain_bcast(c, &j, s, &frank, &off, &val, why, whylen) != 0)
             goto fail;
         if (off >= 0) {
@@ -146,8 +183,11 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
             c->fence_val = val;
             off = -1;
         }
+        int mapped = !had && c->nmap;
         pthread_mutex_unlock(&c->qlock);
         locked = 0;
+        if (mapped) /* the reaper sleeps without a bound while nothing is mapped */
+            ipc_wake(c, me);
         c->bcasts++;
         c->bbytes += bytes;
     }
@@ -182,6 +222,30 @@ ncclResult_t ipc_allgather(struct ipc_comm *c, const void *sendbuff, void *recvb
             return res;
     }
     return ncclSuccess;
+}
+
+/* Every rank's slot 0 reduced into acc (tmp: room for one), in rank order
+ * on every rank: every rank computes the same bits.  Every rank is in the
+ * all-reduce, so none is suspended; their staging is mapped under qlock,
+ * which keeps the reaper from closing it. */
+static ncclResult_t gather(struct ipc_comm *c, uint8_t *acc, uint8_t *tmp, size_t count, ncclDataType_t dtype,
+                           ncclRedOp_t op, char *why, size_t whylen)
+{
+    size_t bytes = count * shim_dtype_size_checked(dtype);
+    ncclResult_t res = lock_with_data(c, c->nranks >= 64 ? ~0ull : (1ull << c->nranks) - 1, why, whylen);
+    if (res != ncclSuccess)
+        return res;
+    for (int r = 0; r < c->nranks && res == ncclSuccess; r++) {
+        CUresult cr = c->cu->cuMemcpyDtoH(r == 0 ? acc : tmp, slot(c, r, 0), bytes);
+        if (cr != CUDA_SUCCESS) {
+            shim_cuda_error("cuMemcpyDtoH", cr, why, whylen);
+            res = ncclUnhandledCudaError;
+        } else if (r > 0) {
+            host_reduce(acc, tmp, count, dtype, op == ncclAvg ? ncclSum : op);
+        }
+    }
+    pthread_mutex_unlock(&c->qlock);
+    return res;
 }
 
 ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
@@ -220,6 +284,17 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     }
     struct ctx_guard g;
     ctx_enter(c, &g);
+    /* Every rank takes part: one that is suspended is waited for here
+     * (NCCLSHIM_IPC_RESUME_WAIT_MS), before anything is written, rather than
+     * at the arrival below (HOST_WAIT_US), after which a failure leaves this
+     * rank's counters ahead of the others'. */
+    uint64_t all = c->nranks >= 64 ? ~0ull : (1ull << c->nranks) - 1;
+    ncclResult_t ready = lock_with_data(c, all, why, whylen);
+    if (ready != ncclSuccess) {
+        ctx_leave(c, &g);
+        return ready;
+    }
+    pthread_mutex_unlock(&c->qlock);
     uint64_t opn = c->ops;
     uint8_t *acc = NULL, *tmp = NULL;
     ncclResult_t res = ncclUnhandledCudaError;
@@ -228,12 +303,16 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     /* After the operations before it (any stream: its broadcasts are then
      * over, so its successor reads nothing more from its slots before this
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
-    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
+        goto fail;
     c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
-    if (bytes)
-        CU(ipc_copy(c, c->base + FLAGS_BYTES, (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
-           "cuMemcpyDtoDAsync");
-    CU(cu->cuStreamSynchronize(s), "cuStreamSynchronize");
+    if (bytes) {
+        if (cu_check(ipc_copy(c, slot(c, c->rank, 0), (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
+                     "cuMemcpyDtoDAsync", why, whylen) != 0)
+            goto fail;
+    }
+    if (cu_check(cu->cuStreamSynchronize(s), "cuStreamSynchronize", why, whylen) != 0)
+        goto fail;
     uint64_t arn = c->allreduces + 1;
     if (ipc_write_flag(c, F_AR, arn) != 0 || ipc_wait_all(c, F_AR, arn, why, whylen) != 0) {
         res = ncclRemoteError;
@@ -246,16 +325,15 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
         res = ncclSystemError;
         goto fail;
     }
-    /* In rank order on every rank: every rank computes the same bits. */
-    for (int r = 0; r < c->nranks && bytes; r++) {
-        CU(cu->cuMemcpyDtoH(r == 0 ? acc : tmp, c->peer[r] + FLAGS_BYTES, bytes), "cuMemcpyDtoH");
-        if (r > 0)
-            host_reduce(acc, tmp, count, dtype, op == ncclAvg ? ncclSum : op);
-    }
+    if (bytes && (res = gather(c, acc, tmp, count, dtype, op, why, whylen)) != ncclSuccess)
+        goto fail;
+    res = ncclUnhandledCudaError;
     if (op == ncclAvg && bytes)
         host_reduce_finish_avg(acc, count, dtype, c->nranks);
-    if (bytes)
-        CU(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD");
+    if (bytes) {
+        if (cu_check(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD", why, whylen) != 0)
+            goto fail;
+    }
     /* Nobody refills its slot before every rank has read it. */
     if (ipc_write_flag(c, F_AR2, arn) != 0 || ipc_wait_all(c, F_AR2, arn, why, whylen) != 0 ||
         ipc_write_flag(c, F_DONE, opn + 1) != 0) {
@@ -310,11 +388,24 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     struct ctx_guard g;
     ctx_enter(c, &g);
     uint64_t op = c->ops;
-    int me = c->rank;
+    int me = c->rank, locked = 0;
     const uint64_t P = P2P_SLOTS;
     unsigned long long sid;
     int known;
-    CU(order_after(c, s, &sid, &known), "cuStreamWaitValue64");
+    /* A Recv copies out of its sender's slots. */
+    uint64_t need = 0;
+    for (int i = 0; i < nops; i++)
+        if (!ops[i].send && ops[i].bytes)
+            need |= 1ull << ops[i].peer;
+    ncclResult_t res = lock_with_data(c, need, why, whylen);
+    if (res != ncclSuccess) {
+        free(done);
+        ctx_leave(c, &g);
+        return res;
+    }
+    locked = 1;
+    if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
+        goto fail;
     c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
     /* One chunk of each operation in turn: a group's sends and receives
      * between two ranks progress together, so neither waits on the other's
@@ -332,32 +423,51 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
             int q = o->peer;
             if (o->send) {
                 uint64_t pc = c->sent[q]++;
-                if (pc + 1 > P)
-                    CU(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P, CU_STREAM_WAIT_VALUE_GEQ),
-                       "cuStreamWaitValue64");
-                CU(ipc_copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync");
-                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-                   "cuStreamWriteValue64");
+                if (pc + 1 > P) {
+                    if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P,
+                                                         CU_STREAM_WAIT_VALUE_GEQ),
+                                 "cuStreamWaitValue64", why, whylen) != 0)
+                        goto fail;
+                }
+                if (cu_check(ipc_copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+                    goto fail;
+                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1,
+                                                      CU_STREAM_WRITE_VALUE_DEFAULT),
+                             "cuStreamWriteValue64", why, whylen) != 0)
+                    goto fail;
             } else {
                 uint64_t pc = c->recvd[q]++;
-                CU(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
-                   "cuStreamWaitValue64");
-                CU(ipc_copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync");
-                CU(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-                   "cuStreamWriteValue64");
+                if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
+                             "cuStreamWaitValue64", why, whylen) != 0)
+                    goto fail;
+                if (cu_check(ipc_copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+                    goto fail;
+                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1,
+                                                      CU_STREAM_WRITE_VALUE_DEFAULT),
+                             "cuStreamWriteValue64", why, whylen) != 0)
+                    goto fail;
             }
             done[i]++;
             more |= done[i] < nch;
         }
     }
-    CU(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-       "cuStreamWriteValue64");
-    set_fence(c, sid, known, F_DONE, op + 1);
+    if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue64", why, whylen) != 0)
+        goto fail;
+    /* Under the lock that covered the enqueue (the reaper judges the
+     * mappings by the fence). */
+    c->fence_rank = me;
+    c->fence_off = F_DONE;
+    c->fence_val = op + 1;
+    pthread_mutex_unlock(&c->qlock);
+    set_fence(c, sid, known, -1, 0);
     c->ops = op + 1;
     free(done);
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
+    if (locked)
+        pthread_mutex_unlock(&c->qlock);
     free(done);
     ctx_leave(c, &g);
     return ncclUnhandledCudaError;

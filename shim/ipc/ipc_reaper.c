@@ -1,10 +1,16 @@
 /*
  * The reaper thread of an ipc communicator (the protocol: ipc_internal.h),
- * started at its first broadcast.  A mapping of a neighbour's buffer keeps
- * that memory allocated even after its owner freed it, so mappings unused
- * for MAP_IDLE_MS are given back (and beyond MAP_CACHE at once).  It never
- * enqueues GPU work: every broadcast is enqueued whole by the application's
- * thread.
+ * started at connect.  A mapping of a neighbour's buffer keeps that memory
+ * allocated even after its owner freed it, so mappings unused for
+ * MAP_IDLE_MS are given back (and beyond MAP_CACHE at once).  A peer that
+ * suspends asks every peer to let go of its staging (and of its buffers):
+ * the reaper does, and finishes this rank's own release when the peers have
+ * (shim/ipc/ipc_suspend.c).  It never enqueues GPU work: every broadcast is
+ * enqueued whole by the application's thread.
+ *
+ * It sleeps on this rank's shared word (a futex in shared memory), which
+ * the peers bump when they suspend, resume or let go, and the application's
+ * thread when it maps or stops.
  */
 #define _GNU_SOURCE
 #include "ipc_internal.h"
@@ -18,35 +24,39 @@
 #include <string.h>
 #include <time.h>
 
+/* While a release waits for a stream to move (nothing wakes the reaper
+ * then), it looks again this often. */
+#define RETRY_MS 10
+
 static void *reaper_main(void *arg)
 {
     struct ipc_comm *c = arg;
+    _Atomic uint32_t *word = &c->shared[c->rank]->word;
     c->cu->cuCtxSetCurrent(c->ctx);
     pthread_mutex_lock(&c->qlock);
     while (!c->stop) {
-        int had = c->nmap;
-        if (had > MAP_CACHE) {
+        /* Read before looking: a bump from now on cuts the sleep short. */
+        uint32_t seen = atomic_load(word);
+        long sleep_ms = -1;
+        int later = ipc_data_reap(c);
+        later |= ipc_release_step(c);
+        if (later)
+            sleep_ms = RETRY_MS;
+        if (c->nmap > MAP_CACHE)
             ipc_trim_maps(c, MAP_CACHE);
-            if (c->nmap < had)
-                continue;
+        if (c->nmap) {
+            uint64_t now = shim_mono_us(), due = c->map_used_us + MAP_IDLE_MS * 1000ull;
+            if (now >= due) {
+                ipc_trim_maps(c, 0);
+                due = now + MAP_IDLE_MS * 1000ull; /* if the last operation is not over: later */
+            }
+            long ms = c->nmap ? (long)((due - now + 999) / 1000) : -1;
+            if (ms >= 0 && (sleep_ms < 0 || ms < sleep_ms))
+                sleep_ms = ms;
         }
-        if (!c->nmap) {
-            pthread_cond_wait(&c->qcond, &c->qlock);
-            continue;
-        }
-        uint64_t now = shim_mono_us(), due = c->map_used_us + MAP_IDLE_MS * 1000ull;
-        if (now >= due) {
-            ipc_trim_maps(c, 0);
-            if (!c->nmap)
-                continue;
-            due = now + MAP_IDLE_MS * 1000ull; /* the last operation is not over: later */
-        }
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        uint64_t ns = (uint64_t)ts.tv_nsec + (due - now) * 1000ull;
-        ts.tv_sec += (time_t)(ns / 1000000000ull);
-        ts.tv_nsec = (long)(ns % 1000000000ull);
-        pthread_cond_timedwait(&c->qcond, &c->qlock, &ts);
+        pthread_mutex_unlock(&c->qlock);
+        ipc_wait_word(word, seen, sleep_ms);
+        pthread_mutex_lock(&c->qlock);
     }
     pthread_mutex_unlock(&c->qlock);
     return NULL;
@@ -74,8 +84,8 @@ void ipc_reaper_stop(struct ipc_comm *c)
     if (c->reaper_started) {
         pthread_mutex_lock(&c->qlock);
         c->stop = 1;
-        pthread_cond_broadcast(&c->qcond);
         pthread_mutex_unlock(&c->qlock);
+        ipc_wake(c, c->rank);
         pthread_join(c->reaper, NULL);
         c->reaper_started = 0;
     }

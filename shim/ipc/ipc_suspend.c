@@ -1,29 +1,259 @@
 /*
  * ncclCommSuspend / ncclCommResume / ncclCommMemStats (NCCL 2.29) on an ipc
- * communicator.  Colocated RL puts the inference engine to sleep between
- * refits and gives its GPU memory back; these are the calls it makes.
+ * communicator, and the peers' side of it: mapping a peer's staging when an
+ * operation needs it, letting go of it when the peer gives it back.
+ * Colocated RL puts the inference engine to sleep between refits and gives
+ * its GPU memory back; these are the calls it makes.
  *
- * What a suspend can give back on one rank alone: the mappings of the peers'
- * buffers (each keeps a peer's freed memory alive) and nothing else.  The
- * rank's own allocation (counters, staging, Send/Recv slots) is mapped by
- * every peer through legacy CUDA IPC, and the driver keeps memory alive while
- * any process maps it: freeing it here would release nothing until every peer
- * closed it, and a peer only learns of it at its next operation.  So that
- * allocation is reported as persistent (ncclStatGpuMemPersist), as NCCL
- * reports the memory its suspend keeps.
+ * A suspend gives back, on this rank alone (no peer need call anything, and
+ * peers may be busy or suspended too), the mappings of its peers' buffers
+ * and, with NCCL_SUSPEND_MEM, its staging (staging and Send/Recv slots: all
+ * of its memory but the 4 KiB control page, which its peers' streams may
+ * still wait on and write).  Every peer maps that staging through legacy
+ * CUDA IPC, and freeing memory another process maps is undefined behaviour
+ * (the driver keeps it allocated until the last mapping goes), so the free
+ * waits until every peer has closed its mapping and said so (the protocol:
+ * "Suspend" in ipc_internal.h).  Peers' reapers answer within milliseconds
+ * when their own last operation is over; a peer whose stream still has an
+ * operation queued (it may be waiting for this very rank) holds it, and the
+ * release finishes in the background once it lets go.  A resume allocates
+ * the staging anew and publishes its handle; peers open it when they next
+ * need it.
+ *
+ * ncclCommMemStats answers as NCCL's memory manager does: the staging is
+ * "suspendable" (ncclStatGpuMemSuspend), the control page persistent, the
+ * total both; a suspend changes none of them, only ncclStatGpuMemSuspended.
  */
+#define _GNU_SOURCE
 #include "ipc_internal.h"
 
 #include "record.h"
 
 #include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
 
-static size_t own_bytes(const struct ipc_comm *c)
+/* How long a suspend waits for its peers to let go of its staging before it
+ * returns and leaves the rest to its reaper: they answer in milliseconds
+ * unless an operation of theirs is still queued. */
+#define RELEASE_WAIT_US (2ull * 1000 * 1000)
+/* While a release or a peer's letting go waits for a queued operation, the
+ * reaper looks again this often (nothing wakes it when a stream moves). */
+#define RETRY_MS 10
+
+/* Every peer looks again at this rank's state (their reapers, their waits). */
+static void wake_peers(const struct ipc_comm *c)
 {
-    return p2p_offset(c) + (size_t)c->nranks * P2P_SLOTS * c->p2p_chunk;
+    for (int r = 0; r < c->nranks; r++)
+        if (r != c->rank)
+            ipc_wake(c, r);
 }
 
-int ipc_suspend(struct ipc_comm *c, char *why, size_t whylen)
+static void set_state(struct ipc_comm *c, uint64_t epoch, int st)
+{
+    atomic_store_explicit(&c->shared[c->rank]->data_state, DATA_STATE(epoch, st), memory_order_release);
+    wake_peers(c);
+}
+
+static void close_data(struct ipc_comm *c, int r)
+{
+    c->cu->cuIpcCloseMemHandle(c->data[r]);
+    c->data[r] = 0;
+    ipc_trace(c, "closed rank %d's staging", r);
+}
+
+int ipc_data_get(struct ipc_comm *c, int r, char *why, size_t whylen)
+{
+    if (r == c->rank)
+        return c->data[r] ? 0 : 1;
+    uint64_t v = ipc_data_state(c, r);
+    /* A mapping this rank holds was not acknowledged: its owner keeps the
+     * memory (RELEASING) until the reaper closes it under qlock. */
+    if (c->data[r])
+        return 0;
+    if (DATA_ST(v) != DATA_ACTIVE)
+        return 1;
+    /* ACTIVE: the handle is the allocation's until the owner has released
+     * it, which needs this rank's acknowledgement, which needs qlock (held
+     * here).  Read it between two reads of the state all the same: a
+     * release that finished with an older acknowledgement, and a resume,
+     * rewrite it. */
+    CUipcMemHandle h;
+    memcpy(&h, &c->shared[r]->data_handle, sizeof(h));
+    if (ipc_data_state(c, r) != v)
+        return 1;
+    CUdeviceptr p = 0;
+    CUresult res = c->cu->cuIpcOpenMemHandle(&p, h, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    if (res != CUDA_SUCCESS) {
+        char err[160];
+        snprintf(why, whylen, "opening rank %d's staging (%zu bytes, device %d) from device %d: %s", r, c->data_bytes,
+                 c->peer_dev[r], c->device, shim_cuda_error("cuIpcOpenMemHandle", res, err, sizeof(err)));
+        return -1;
+    }
+    c->data[r] = p;
+    ipc_trace(c, "opened rank %d's staging (epoch %llu)", r, (unsigned long long)DATA_EPOCH(v));
+    return 0;
+}
+
+int ipc_data_wait(struct ipc_comm *c, int r, char *why, size_t whylen)
+{
+    uint64_t t0 = shim_mono_us(), deadline = t0 + (uint64_t)c->resume_wait_ms * 1000ull;
+    _Atomic uint32_t *word = &c->shared[c->rank]->word;
+    for (;;) {
+        uint32_t seen = atomic_load(word);
+        if (DATA_ST(ipc_data_state(c, r)) == DATA_ACTIVE)
+            return 0;
+        if (atomic_load(&c->failed)) {
+            snprintf(why, whylen, "%s", c->failure);
+            return -1;
+        }
+        uint64_t now = shim_mono_us();
+        if (now >= deadline) {
+            snprintf(why, whylen, "rank %d is suspended (ncclCommSuspend gave its staging back) and was not resumed "
+                     "within %d ms (NCCLSHIM_IPC_RESUME_WAIT_MS): this operation needs its staging; call "
+                     "ncclCommResume on rank %d before operations that involve it", r, c->resume_wait_ms, r);
+            return -1;
+        }
+        /* In slices: a peer that died does not wake anyone. */
+        uint64_t left_ms = (deadline - now + 999) / 1000;
+        ipc_wait_word(word, seen, left_ms < 50 ? (long)left_ms : 50);
+    }
+}
+
+/* Whether every Send chunk in this rank's slots was taken by its receiver
+ * (a sender's operation ends before its receiver reads the slot).  The
+ * counters are read on the communicator's own stream, as the fence is. */
+static int sends_taken(const struct ipc_comm *c)
+{
+    uint64_t got[MAX_PEERS];
+    int any = 0;
+    for (int q = 0; q < c->nranks; q++)
+        any |= c->sent[q] != 0;
+    if (!any || atomic_load(&c->failed))
+        return 1;
+    if (c->cu->cuMemcpyDtoHAsync(got, flag(c, c->rank, F_RECVD), (size_t)c->nranks * sizeof(got[0]), c->stream) !=
+            CUDA_SUCCESS ||
+        c->cu->cuStreamSynchronize(c->stream) != CUDA_SUCCESS)
+        return 0;
+    for (int q = 0; q < c->nranks; q++)
+        if (got[q] < c->sent[q])
+            return 0;
+    return 1;
+}
+
+int ipc_release_step(struct ipc_comm *c)
+{
+    struct ipc_shared *own = c->shared[c->rank];
+    uint64_t v = ipc_data_state(c, c->rank);
+    if (DATA_ST(v) != DATA_RELEASING)
+        return 0;
+    for (int q = 0; q < c->nranks; q++)
+        if (q != c->rank && atomic_load(&own->acked[q]) != DATA_EPOCH(v) && atomic_load(&own->acked[q]) != ACK_GONE)
+            return 1;
+    if (!sends_taken(c))
+        return 1;
+    CUresult r = c->cu->cuMemFree(c->data[c->rank]);
+    if (r != CUDA_SUCCESS) {
+        char err[160];
+        shim_warn("ipc", "ipc communicator %s (rank %d of %d): giving its staging back: %s; it stays allocated",
+                  c->group, c->rank, c->nranks, shim_cuda_error("cuMemFree", r, err, sizeof(err)));
+        set_state(c, DATA_EPOCH(v), DATA_ACTIVE);
+        return 0;
+    }
+    c->data[c->rank] = 0;
+    ipc_trace(c, "staging released (epoch %llu)", (unsigned long long)DATA_EPOCH(v));
+    atomic_store_explicit(&own->data_state, DATA_STATE(DATA_EPOCH(v), DATA_RELEASED), memory_order_release);
+    ipc_wake(c, c->rank);
+    return 0;
+}
+
+int ipc_data_reap(struct ipc_comm *c)
+{
+    int pending = 0, passed = -1;
+    for (int r = 0; r < c->nranks; r++) {
+        if (r == c->rank)
+            continue;
+        uint64_t v = ipc_data_state(c, r);
+        if (DATA_ST(v) == DATA_ACTIVE)
+            continue;
+        int has_maps = 0;
+        for (int i = 0; i < c->nmap; i++)
+            has_maps |= c->map[i].rank == r;
+        int acked = DATA_ST(v) != DATA_RELEASING || atomic_load(&c->shared[r]->acked[c->rank]) == DATA_EPOCH(v);
+        if (!c->data[r] && !has_maps && acked)
+            continue;
+        /* A copy through these mappings may still be queued: only once this
+         * rank's last operation is over. */
+        if ((c->data[r] || has_maps) && passed < 0)
+            passed = ipc_fence_passed(c);
+        if ((c->data[r] || has_maps) && !passed) {
+            pending = 1;
+            continue;
+        }
+        if (c->data[r])
+            close_data(c, r);
+        /* Its buffers too: a suspended rank's application frees them next. */
+        for (int i = 0; i < c->nmap;) {
+            if (c->map[i].rank == r) {
+                c->cu->cuIpcCloseMemHandle(c->map[i].base);
+                c->map[i] = c->map[--c->nmap];
+            } else {
+                i++;
+            }
+        }
+        if (DATA_ST(v) == DATA_RELEASING) {
+            atomic_store(&c->shared[r]->acked[c->rank], DATA_EPOCH(v));
+            ipc_wake(c, r);
+        }
+    }
+    return pending;
+}
+
+void ipc_data_close(struct ipc_comm *c)
+{
+    for (int r = 0; c->data && r < c->nranks; r++) {
+        if (r == c->rank)
+            continue;
+        if (c->data[r])
+            close_data(c, r);
+        /* Nothing of this rank touches r's staging any more: r's releases,
+         * now or later, need not wait for this rank. */
+        if (c->shared && c->shared[r]) {
+            atomic_store(&c->shared[r]->acked[c->rank], ACK_GONE);
+            ipc_wake(c, r);
+        }
+    }
+}
+
+/* A suspend returns before its staging could be given back: who holds it. */
+static void warn_held(const struct ipc_comm *c)
+{
+    char who[128] = "";
+    size_t n = 0;
+    uint64_t e = DATA_EPOCH(ipc_data_state(c, c->rank));
+    for (int q = 0; q < c->nranks && n + 8 < sizeof(who); q++)
+        if (q != c->rank && atomic_load(&c->shared[c->rank]->acked[q]) != e &&
+            atomic_load(&c->shared[c->rank]->acked[q]) != ACK_GONE)
+            n += (size_t)snprintf(who + n, sizeof(who) - n, "%s%d", n ? "," : "", q);
+    if (n)
+        shim_warn("ipc-suspend", "ncclCommSuspend on ipc communicator %s (rank %d of %d): rank(s) %s still map this "
+                  "rank's staging (%zu bytes): an operation of theirs is still queued, perhaps one waiting for this "
+                  "rank; the staging is given back as soon as they finish it (a resume before that keeps it)",
+                  c->group, c->rank, c->nranks, who, c->data_bytes);
+    else
+        shim_warn("ipc-suspend", "ncclCommSuspend on ipc communicator %s (rank %d of %d): data it sent with ncclSend "
+                  "is not all received yet, so its staging (%zu bytes) is given back only once the peers have "
+                  "called the matching ncclRecv (a resume before that keeps it)", c->group, c->rank, c->nranks,
+                  c->data_bytes);
+}
+
+static size_t persist_bytes(void)
+{
+    return FLAGS_BYTES;
+}
+
+int ipc_suspend(struct ipc_comm *c, int release, char *why, size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
     CUcontext cur = NULL;
@@ -35,8 +265,72 @@ int ipc_suspend(struct ipc_comm *c, char *why, size_t whylen)
     if (rc == 0) {
         pthread_mutex_lock(&c->qlock);
         ipc_trim_maps(c, 0);
+        uint64_t v = ipc_data_state(c, c->rank);
+        if (release && DATA_ST(v) == DATA_ACTIVE) {
+            set_state(c, DATA_EPOCH(v) + 1, DATA_RELEASING);
+            ipc_trace(c, "releasing the staging (epoch %llu)", (unsigned long long)DATA_EPOCH(v) + 1);
+        }
         pthread_mutex_unlock(&c->qlock);
     }
+    /* The peers' reapers let go within milliseconds unless an operation of
+     * theirs is queued; then this rank's reaper finishes the release. */
+    uint64_t deadline = shim_mono_us() + RELEASE_WAIT_US;
+    _Atomic uint32_t *word = &c->shared[c->rank]->word;
+    while (rc == 0 && release) {
+        uint32_t seen = atomic_load(word);
+        pthread_mutex_lock(&c->qlock);
+        int left = ipc_release_step(c);
+        pthread_mutex_unlock(&c->qlock);
+        if (!left)
+            break;
+        if (shim_mono_us() >= deadline) {
+            warn_held(c);
+            break;
+        }
+        ipc_wait_word(word, seen, RETRY_MS);
+    }
+    if (cur != c->ctx)
+        cu->cuCtxSetCurrent(cur);
+    return rc;
+}
+
+int ipc_resume(struct ipc_comm *c, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUcontext cur = NULL;
+    if (cu->cuCtxGetCurrent(&cur) == CUDA_SUCCESS && cur != c->ctx)
+        cu->cuCtxSetCurrent(c->ctx);
+    int rc = 0;
+    pthread_mutex_lock(&c->qlock);
+    uint64_t v = ipc_data_state(c, c->rank);
+    if (DATA_ST(v) == DATA_RELEASING) {
+        /* Not given back yet: it stays.  Peers that let go open it again. */
+        set_state(c, DATA_EPOCH(v), DATA_ACTIVE);
+    } else if (DATA_ST(v) == DATA_RELEASED) {
+        CUdeviceptr p = 0;
+        CUipcMemHandle h;
+        CUresult r = cu->cuMemAlloc(&p, c->data_bytes);
+        const char *fn = "cuMemAlloc";
+        if (r == CUDA_SUCCESS) {
+            fn = "cuIpcGetMemHandle";
+            r = cu->cuIpcGetMemHandle(&h, p);
+            if (r != CUDA_SUCCESS)
+                cu->cuMemFree(p);
+        }
+        if (r != CUDA_SUCCESS) {
+            char err[160];
+            snprintf(why, whylen, "allocating the staging again (%zu bytes on device %d): %s; free GPU memory "
+                     "before ncclCommResume, or lower NCCLSHIM_IPC_CHUNK_BYTES / NCCLSHIM_IPC_SLOTS on every rank",
+                     c->data_bytes, c->device, shim_cuda_error(fn, r, err, sizeof(err)));
+            rc = -1;
+        } else {
+            c->data[c->rank] = p;
+            memcpy(&c->shared[c->rank]->data_handle, &h, sizeof(h));
+            set_state(c, DATA_EPOCH(v), DATA_ACTIVE);
+            ipc_trace(c, "staging allocated again (epoch %llu)", (unsigned long long)DATA_EPOCH(v));
+        }
+    }
+    pthread_mutex_unlock(&c->qlock);
     if (cur != c->ctx)
         cu->cuCtxSetCurrent(cur);
     return rc;
@@ -44,8 +338,8 @@ int ipc_suspend(struct ipc_comm *c, char *why, size_t whylen)
 
 void ipc_mem_stats(const struct ipc_comm *c, int suspended, uint64_t out[4])
 {
-    out[ncclStatGpuMemSuspend] = 0;
+    out[ncclStatGpuMemSuspend] = c->data_bytes;
     out[ncclStatGpuMemSuspended] = (uint64_t)(suspended != 0);
-    out[ncclStatGpuMemPersist] = own_bytes(c);
-    out[ncclStatGpuMemTotal] = own_bytes(c);
+    out[ncclStatGpuMemPersist] = persist_bytes();
+    out[ncclStatGpuMemTotal] = persist_bytes() + c->data_bytes;
 }

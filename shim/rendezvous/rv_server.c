@@ -35,22 +35,29 @@
 enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_DONE };
 
 /*
- * Admission (docs/operations.md, "A hostile network").  Anyone who can reach
+ * Admission (docs/operations.md, "Strangers on the rendezvous port").  Anyone who can reach
  * the port can connect; only a holder of the ID's token is a rank.  A rank
  * sends its HELLO, token first, the moment it is connected, so:
  *  - a connection is anonymous until the token has come (rv_frame_token:
  *    the first 32 bytes), and closed if it has not come HELLO_DEADLINE_US
  *    after its accept (idle or slow-drip connections cannot pile up);
- *  - at most MAX_ANONYMOUS are held per session (descriptors of the
- *    application's process); a new connection beyond that evicts the oldest
- *    anonymous one, after reading what that one sent, and is never refused:
- *    a rank is the newest for the round trip its HELLO takes, then leaves
- *    the count, so strangers cannot keep it out;
+ *  - past MAX_ANONYMOUS of them (descriptors of the application's
+ *    process), a new connection evicts the oldest anonymous one, after
+ *    reading what that one sent, and is never refused: a rank is the newest
+ *    for the round trip its HELLO takes, then leaves the count, so strangers
+ *    cannot keep it out.  One younger than EVICT_GRACE_US is spared (the new
+ *    one is taken beyond the cap) up to MAX_ANONYMOUS_HARD: a rank whose
+ *    process is not scheduled at once still shows its token in time, and
+ *    strangers that reconnect as soon as they are closed cannot make this
+ *    thread spin on them;
  *  - each connection is read as soon as it is accepted (what a rank or a
  *    flood sent is usually there already), at most ACCEPT_BURST per wake-up,
  *    and the ranks' connections are handled before the listener's.
  */
 #define MAX_ANONYMOUS 64
+#define MAX_ANONYMOUS_HARD 128
+#define EVICT_GRACE_US 100000ull
+_Static_assert(MAX_ANONYMOUS <= MAX_ANONYMOUS_HARD, "the hard cap is above the cap");
 /* Not a setting: a rank's first bytes follow its connect by one round trip,
  * and a rank that loses this race connects again (rv_client.c), so a longer
  * deadline would only let strangers hold descriptors longer. */
@@ -108,7 +115,7 @@ struct rv_session {
     struct rv_conn *conns;
     int nconns, capconns;
     int free_head;                      /* slots closed and referred to by no rank, linked by next_free; -1: none */
-    int anon[MAX_ANONYMOUS];            /* slots of the anonymous connections */
+    int anon[MAX_ANONYMOUS_HARD];       /* slots of the anonymous connections */
     int nanon;
     uint64_t accept_paused_until;
     int rejected;
@@ -603,19 +610,23 @@ static struct rv_conn *new_conn(struct rv_session *s, int fd, const struct socka
     return c;
 }
 
-/* Makes room for one anonymous connection: the oldest one goes, unless what
- * it has sent by now (read first) makes it a rank or gets it dropped anyway. */
-static void evict_oldest(struct rv_session *s)
+static struct rv_conn *oldest_anonymous(struct rv_session *s)
 {
     int oldest = s->anon[0];
     for (int i = 1; i < s->nanon; i++)
         if (s->conns[s->anon[i]].accepted_us < s->conns[oldest].accepted_us)
             oldest = s->anon[i];
-    struct rv_conn *c = &s->conns[oldest];
+    return &s->conns[oldest];
+}
+
+/* Makes room for one anonymous connection: the oldest one goes, unless what
+ * it has sent by now (read first) makes it a rank or gets it dropped anyway. */
+static void evict_oldest(struct rv_session *s)
+{
+    struct rv_conn *c = oldest_anonymous(s);
     on_readable(s, c);
     if (c->fd >= 0 && c->anon_slot >= 0 && s->state == ST_WAIT_HELLO)
-        reject(s, c, REJ_EVICTED,
-               "no token yet, and the newest of more than 64 connections without one needed the room");
+        reject(s, c, REJ_EVICTED, "no token yet, the oldest of too many connections without one");
 }
 
 static void on_acceptable(struct rv_session *s)
@@ -643,8 +654,11 @@ static void on_acceptable(struct rv_session *s)
             }
             return;
         }
-        while (s->nanon >= MAX_ANONYMOUS && s->state == ST_WAIT_HELLO)
+        while (s->nanon >= MAX_ANONYMOUS && s->state == ST_WAIT_HELLO) {
+            if (s->nanon < MAX_ANONYMOUS_HARD && shim_mono_us() - oldest_anonymous(s)->accepted_us < EVICT_GRACE_US)
+                break;
             evict_oldest(s);
+        }
         struct rv_conn *c = s->state == ST_WAIT_HELLO ? new_conn(s, fd, (struct sockaddr *)&ss) : NULL;
         if (!c) {
             /* Decided meanwhile (the evicted one was the last rank), or out of memory. */

@@ -17,6 +17,8 @@
  *            suspend=1 (NCCL 2.29's ncclCommSuspend, MemStats and Resume, looked up
  *            with dlsym(RTLD_DEFAULT): "SUSPEND i found=1 persist=<bytes> rc=<r>
  *            suspended=<n> refused=<r> resume=<r> after=<r>")
+ *            suspend=2 (suspend cycles, see suspend_cycles: "CYCLES i ...")
+ *            cycles=N (of suspend=2, default 1)  midbcast=1  resumefail=1  p2p=1
  *            leaks=1 (print sockets, pipes and threads before and after: "LEAKS ...")
  *            vanish=1 (after init, the process exits at once: a dead peer)
  *            xfer=1 (after init: broadcasts of odd sizes from every root, on
@@ -49,6 +51,8 @@
 #define MAX_IDS 16
 
 static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend;
+static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
+static void *g_cuda;                    /* the fake libcuda, if the test gives it */
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
 
@@ -364,6 +368,221 @@ static void suspend_resume(ncclComm_t comm, int i)
            (unsigned long long)persist, rc, (unsigned long long)suspended, refused, resumed, after);
 }
 
+/* --- suspend=2 --- */
+
+/* The processes of a test agree through files in RANK_CLIENT_SYNC: one
+ * creates a name, the others wait for it (bounded: 20 s). */
+static void sync_path(char *out, size_t len, const char *what, int cyc)
+{
+    snprintf(out, len, "%s/%s.%d", getenv("RANK_CLIENT_SYNC") ? getenv("RANK_CLIENT_SYNC") : "/tmp", what, cyc);
+}
+
+static void sync_post(const char *what, int cyc)
+{
+    char path[512];
+    sync_path(path, sizeof(path), what, cyc);
+    FILE *f = fopen(path, "w");
+    if (f)
+        fclose(f);
+}
+
+static int sync_wait(const char *what, int cyc)
+{
+    char path[512];
+    sync_path(path, sizeof(path), what, cyc);
+    for (int i = 0; i < 20000; i++) {
+        if (access(path, F_OK) == 0)
+            return 0;
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+    return -1;
+}
+
+/* Free device memory as the (fake) driver says: per process with the fake. */
+static long long free_mem(void)
+{
+    int (*info)(size_t *, size_t *) = NULL;
+    size_t f = 0, t = 0;
+    if (g_cuda)
+        *(void **)&info = dlsym(g_cuda, "cuMemGetInfo_v2");
+    return info && info(&f, &t) == 0 ? (long long)f : -1;
+}
+
+static int freed_mapped(void)
+{
+    int (*fm)(void) = NULL;
+    if (g_cuda)
+        *(void **)&fm = dlsym(g_cuda, "fakeCudaFreedMapped");
+    return fm ? fm() : -1;
+}
+
+/* A broadcast of 100000 bytes (staged through the sender's slots: malloc'ed
+ * memory) from `root`, checked; -1 if it failed or the bytes are wrong. */
+static int bcast_checked(ncclComm_t comm, int root, int seq, ncclResult_t *res)
+{
+    size_t n = 100000;
+    unsigned char *buf = malloc(n);
+    if (!buf)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = g_rank == root ? pattern(seq, root, i) : 0xee;
+    ncclResult_t r = ncclBroadcast(buf, buf, n, ncclUint8, root, comm, NULL);
+    if (res)
+        *res = r;
+    int bad = r != ncclSuccess;
+    for (size_t i = 0; i < n && !bad; i++)
+        bad = buf[i] != pattern(seq, root, i);
+    free(buf);
+    return bad ? -1 : 0;
+}
+
+/* `bytes` from `from` to `to` with ncclSend/ncclRecv (other ranks do
+ * nothing), checked at `to`; -1 if it failed or the bytes are wrong. */
+static int p2p_checked(ncclComm_t comm, int from, int to, int seq, ncclResult_t *res)
+{
+    size_t n = 100000;
+    unsigned char *buf = malloc(n);
+    if (!buf)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        buf[i] = g_rank == from ? pattern(seq, from, i) : 0xee;
+    ncclResult_t r = g_rank == from ? ncclSend(buf, n, ncclUint8, to, comm, NULL)
+                   : g_rank == to   ? ncclRecv(buf, n, ncclUint8, from, comm, NULL)
+                                    : ncclSuccess;
+    if (res)
+        *res = r;
+    int bad = r != ncclSuccess;
+    for (size_t i = 0; i < n && !bad && g_rank == to; i++)
+        bad = buf[i] != pattern(seq, from, i);
+    free(buf);
+    return bad ? -1 : 0;
+}
+
+/*
+ * Colocated RL's sleep between refits, `g_cycles` times, the last rank (S)
+ * the inference engine: a refit (broadcast from rank 0), S suspends with
+ * NCCL_SUSPEND_MEM and waits (bounded) until its free memory grew by its
+ * staging; the others then broadcast from S, which needs S's staging (rank
+ * S+1 copies out of it) and so waits for S's resume; S resumes and takes
+ * part (with p2p=1: S sends to rank 0 instead, whose Recv copies out of
+ * S's staging); then an all-reduce (every rank reads S's new staging);
+ * every byte checked.  With midbcast=1 the others start a broadcast
+ * from rank 0 before S suspends (S is mid-way in it for them); with
+ * resumefail=1 rank 0's broadcast from S fails first (S not resumed within
+ * NCCLSHIM_IPC_RESUME_WAIT_MS), then S resumes and it is retried.  At the
+ * end S suspends and destroys without resuming.
+ *   "CYCLES i rank=<r> cycles=<n> ok=<n> released=<n> held=<n> freed_mapped=<n> refused=<n>
+ *    failed_first=<n> leak=<bytes> final=<rc> bad=<first failure or ->"
+ */
+static void suspend_cycles(ncclComm_t comm, int idx)
+{
+    ncclResult_t (*suspend)(ncclComm_t, int), (*resume)(ncclComm_t);
+    ncclResult_t (*stats)(ncclComm_t, ncclCommMemStat_t, uint64_t *);
+    *(void **)&suspend = dlsym(RTLD_DEFAULT, "ncclCommSuspend");
+    *(void **)&resume = dlsym(RTLD_DEFAULT, "ncclCommResume");
+    *(void **)&stats = dlsym(RTLD_DEFAULT, "ncclCommMemStats");
+    int S = g_nranks - 1, okc = 0, released = 0, held = 0, refused = 0, failed_first = 0;
+    long long leak = 0, start_free = -1;
+    char bad[200] = "-";
+    ncclResult_t final = ncclSuccess;
+#define BAD(...)                                           \
+    do {                                                   \
+        if (bad[0] == '-')                                 \
+            snprintf(bad, sizeof(bad), __VA_ARGS__);       \
+    } while (0)
+    if (!suspend || !resume || !stats)
+        BAD("no ncclCommSuspend");
+    for (int cyc = 0; cyc < g_cycles && bad[0] == '-'; cyc++) {
+        if (bcast_checked(comm, 0, 3 * cyc, NULL) != 0) {
+            BAD("cycle %d: refit", cyc);
+            break;
+        }
+        if (g_midbcast && g_rank != S) {
+            if (g_rank == 0)
+                sync_post("started", cyc);
+            if (bcast_checked(comm, 0, 3 * cyc + 2, NULL) != 0)
+                BAD("cycle %d: broadcast during the suspend", cyc);
+        }
+        if (g_rank == S) {
+            if (g_midbcast && sync_wait("started", cyc) != 0)
+                BAD("cycle %d: no start", cyc);
+            long long f0 = free_mem();
+            if (start_free < 0)
+                start_free = f0;
+            int fm0 = freed_mapped();
+            uint64_t sb = 0, su = 0, total0 = 0, total1 = 0;
+            stats(comm, ncclStatGpuMemTotal, &total0);
+            ncclResult_t r = suspend(comm, NCCL_SUSPEND_MEM);
+            stats(comm, ncclStatGpuMemSuspend, &sb);
+            stats(comm, ncclStatGpuMemSuspended, &su);
+            stats(comm, ncclStatGpuMemTotal, &total1);
+            if (r != ncclSuccess || su != 1 || total1 != total0 || sb == 0)
+                BAD("cycle %d: suspend %d, suspended %llu, suspendable %llu, total %llu then %llu", cyc, (int)r,
+                    (unsigned long long)su, (unsigned long long)sb, (unsigned long long)total0,
+                    (unsigned long long)total1);
+            /* The peers' reapers let go within milliseconds. */
+            int rel = 0;
+            for (int k = 0; k < (g_midbcast ? 1 : 5000) && !rel; k++) {
+                rel = free_mem() - f0 >= (long long)sb;
+                if (!rel && !g_midbcast) {
+                    struct timespec ts = { 0, 1000000 };
+                    nanosleep(&ts, NULL);
+                }
+            }
+            released += rel;
+            held += !rel;
+            if (freed_mapped() != fm0)
+                BAD("cycle %d: the staging was freed while a peer mapped it", cyc);
+            float x[4] = { 0 };
+            refused += ncclBroadcast(x, x, 4, ncclFloat32, 0, comm, NULL) == ncclInvalidUsage;
+            if (!g_midbcast)
+                sync_post("suspended", cyc);
+            if (g_resumefail && sync_wait("peerfailed", cyc) != 0)
+                BAD("cycle %d: the peer's broadcast did not fail", cyc);
+            r = resume(comm);
+            stats(comm, ncclStatGpuMemSuspended, &su);
+            if (r != ncclSuccess || su != 0)
+                BAD("cycle %d: resume %d, suspended %llu", cyc, (int)r, (unsigned long long)su);
+            if (g_midbcast && bcast_checked(comm, 0, 3 * cyc + 2, NULL) != 0)
+                BAD("cycle %d: the broadcast it was mid-way in", cyc);
+            leak = start_free - free_mem();
+        } else if (!g_midbcast && sync_wait("suspended", cyc) != 0) {
+            BAD("cycle %d: rank %d never suspended", cyc, S);
+        }
+        if (g_midbcast)
+            continue;
+        /* From S: rank S+1 (0) copies out of S's staging (a staged hop, or a Recv). */
+        ncclResult_t r = ncclSuccess;
+        int got = g_p2p ? p2p_checked(comm, S, 0, 3 * cyc + 1, &r) : bcast_checked(comm, S, 3 * cyc + 1, &r);
+        if (got != 0 && g_resumefail && g_rank == 0 && r == ncclInvalidUsage) {
+            failed_first++;
+            sync_post("peerfailed", cyc);
+            got = bcast_checked(comm, S, 3 * cyc + 1, &r);
+        }
+        if (got != 0) {
+            BAD("cycle %d: %s from the suspended rank: result %d", cyc, g_p2p ? "Send/Recv" : "broadcast", (int)r);
+            continue;
+        }
+        /* Every rank reads every rank's slot: S's new staging, mapped anew. */
+        int32_t v[5] = { g_rank + 1, g_rank + 1, g_rank + 1, cyc, 1 };
+        r = ncclAllReduce(v, v, 5, ncclInt32, ncclSum, comm, NULL);
+        int n = g_nranks;
+        if (r != ncclSuccess || v[0] != n * (n + 1) / 2 || v[3] != n * cyc || v[4] != n)
+            BAD("cycle %d: all-reduce after the resume: result %d, %d", cyc, (int)r, v[0]);
+        else
+            okc++;
+    }
+    if (g_midbcast)
+        okc = g_cycles;
+    if (g_rank == S && suspend)
+        final = suspend(comm, NCCL_SUSPEND_MEM);
+#undef BAD
+    printf("CYCLES %d rank=%d cycles=%d ok=%d released=%d held=%d freed_mapped=%d refused=%d failed_first=%d "
+           "leak=%lld final=%d bad=%s\n", idx, g_rank, g_cycles, okc, released, held, freed_mapped(), refused,
+           failed_first, leak, (int)final, bad);
+}
+
 static void *run_one(void *arg)
 {
     int i = (int)(intptr_t)arg;
@@ -411,8 +630,10 @@ static void *run_one(void *arg)
         }
         if (g_allapi)
             call_all(comm, i);
-        if (g_suspend)
+        if (g_suspend == 1)
             suspend_resume(comm, i);
+        else if (g_suspend == 2)
+            suspend_cycles(comm, i);
         destroy = ncclCommDestroy(comm);
     }
     printf("COMM %d rc=%d count=%d rank=%d dev=%d ops=%d destroy=%d\n", i, rc, count, rank, dev, ops, destroy);
@@ -437,6 +658,14 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             g_allapi = atoi(argv[i] + 7);
         else if (strncmp(argv[i], "suspend=", 8) == 0)
             g_suspend = atoi(argv[i] + 8);
+        else if (strncmp(argv[i], "cycles=", 7) == 0)
+            g_cycles = atoi(argv[i] + 7);
+        else if (strncmp(argv[i], "midbcast=", 9) == 0)
+            g_midbcast = atoi(argv[i] + 9);
+        else if (strncmp(argv[i], "p2p=", 4) == 0)
+            g_p2p = atoi(argv[i] + 4);
+        else if (strncmp(argv[i], "resumefail=", 11) == 0)
+            g_resumefail = atoi(argv[i] + 11);
         else if (strncmp(argv[i], "leaks=", 6) == 0)
             *leaks = atoi(argv[i] + 6);
     }
@@ -448,6 +677,7 @@ int main(int argc, char **argv)
     /* The fake libcuda, when the test provides it, is loaded like an
      * application's CUDA runtime loads the driver. */
     void *cuda = getenv("RANK_CLIENT_CUDA") ? dlopen(getenv("RANK_CLIENT_CUDA"), RTLD_NOW | RTLD_GLOBAL) : NULL;
+    g_cuda = cuda;
     if (cuda) {
         int (*create)(void **, unsigned int) = NULL;
         *(void **)&create = dlsym(cuda, "cuStreamCreate");

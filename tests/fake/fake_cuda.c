@@ -36,6 +36,16 @@
  *                               times it opened an IPC handle in all)
  *
  * fakeCudaStats(&allocs, &ipc_opens) gives the same two numbers at any time.
+ *
+ * Device memory as the driver keeps it: an allocation lives until its owner
+ * frees it AND no other process maps it (legacy IPC; freeing memory another
+ * process maps is undefined behaviour in CUDA, and in practice keeps it).
+ * Each shared memory object starts with a page (struct alloc_header) that
+ * counts the processes mapping it.  cuMemGetInfo says, per process, what its
+ * allocations take: the live ones and the freed ones some process still maps
+ * (of FAKE_TOTAL_BYTES); fakeCudaFreedMapped() counts this process's
+ * cuMemFree calls that found another process still mapping the memory.  A
+ * handle of freed memory no longer opens (CUDA_ERROR_INVALID_HANDLE).
  * A forked child starts with empty tables (what its parent allocated or opened
  * is not its own); at exit, the names of the allocations still live are
  * unlinked, as the driver frees a process's memory when it ends.
@@ -45,6 +55,7 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -105,10 +116,18 @@ typedef struct CUipcMemHandle_st {
 
 /* ---------------------------------------------------------------- state */
 
+/* The page in front of every allocation, in its shared memory object. */
+struct alloc_header {
+    _Atomic int mappers;                /* processes that have it open by IPC */
+    _Atomic int freed;                  /* its owner freed it */
+};
+#define HDR 4096
+#define FAKE_TOTAL_BYTES (80ull << 30)
+
 /* One live allocation (ours) or one open IPC mapping (another process's). */
 struct mapping {
     struct mapping *next;
-    int ipc;          /* 0: cuMemAlloc'ed here; 1: opened by cuIpcOpenMemHandle */
+    int ipc;          /* 0: cuMemAlloc'ed here; 1: opened by cuIpcOpenMemHandle; 2: freed here, still mapped elsewhere */
     unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process */
     int refs;         /* opens of the same handle not closed yet (ipc only) */
     uintptr_t base;
@@ -138,6 +157,18 @@ static struct fake_stream *streams; /* under lock */
 static unsigned counter;         /* under lock: the <n> of the shm names */
 static unsigned long long buffer_ids; /* under lock: the last BUFFER_ID given */
 static unsigned long long opened;     /* under lock: successful cuIpcOpenMemHandle calls */
+static int freed_mapped;              /* under lock: cuMemFree of memory another process mapped */
+
+static struct alloc_header *header_of(const struct mapping *m)
+{
+    return (struct alloc_header *)(m->base - HDR);
+}
+
+/* Unmaps an allocation or mapping (with its header page). */
+static void unmap(const struct mapping *m)
+{
+    munmap((void *)(m->base - HDR), m->size + HDR);
+}
 
 static struct CUctx_st {
     int dummy;
@@ -221,9 +252,9 @@ static void count(int *allocs, int *opens)
 {
     int a = 0, o = 0;
     for (struct mapping *m = maps; m; m = m->next) {
-        if (m->ipc)
+        if (m->ipc == 1)
             o += m->refs;
-        else
+        else if (m->ipc == 0)
             a++;
     }
     *allocs = a;
@@ -287,7 +318,9 @@ __attribute__((destructor)) static void fake_cuda_fini(void)
     while (maps) {
         struct mapping *m = maps;
         maps = m->next;
-        if (!m->ipc)
+        if (m->ipc == 1)
+            atomic_fetch_sub(&header_of(m)->mappers, 1);
+        else
             shm_unlink(m->name);
         free(m);
     }
@@ -298,6 +331,49 @@ __attribute__((destructor)) static void fake_cuda_fini(void)
     }
     pthread_mutex_unlock(&lock);
 }
+
+/* Freed allocations nobody maps any more are gone (lock held). */
+static void reap_freed(void)
+{
+    for (struct mapping **pp = &maps; *pp;) {
+        struct mapping *m = *pp;
+        if (m->ipc == 2 && atomic_load(&header_of(m)->mappers) == 0) {
+            *pp = m->next;
+            unmap(m);
+            shm_unlink(m->name);
+            free(m);
+        } else {
+            pp = &m->next;
+        }
+    }
+}
+
+EXPORT int fakeCudaFreedMapped(void)
+{
+    pthread_mutex_lock(&lock);
+    int n = freed_mapped;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
+
+EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
+{
+    INJECT("cuMemGetInfo");
+    NEED_CONTEXT();
+    if (!free_bytes || !total)
+        return CUDA_ERROR_INVALID_VALUE;
+    unsigned long long used = 0;
+    pthread_mutex_lock(&lock);
+    reap_freed();
+    for (struct mapping *m = maps; m; m = m->next)
+        if (m->ipc != 1)
+            used += m->size;
+    pthread_mutex_unlock(&lock);
+    *total = (size_t)FAKE_TOTAL_BYTES;
+    *free_bytes = (size_t)(FAKE_TOTAL_BYTES - used);
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemGetInfo(size_t *free_bytes, size_t *total) ALIAS(cuMemGetInfo_v2);
 
 EXPORT int fakeCudaStats(int *allocs, int *ipc_opens)
 {
@@ -452,8 +528,8 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     }
     void *p = MAP_FAILED;
     if (fd >= 0) {
-        if (ftruncate(fd, (off_t)size) == 0)
-            p = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+        if (ftruncate(fd, (off_t)(size + HDR)) == 0)
+            p = mmap(NULL, size + HDR, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
         close(fd);
         if (p == MAP_FAILED)
             shm_unlink(m->name);
@@ -463,6 +539,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
         free(m);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
+    p = (char *)p + HDR;
     m->base = (uintptr_t)p;
     m->size = size;
     m->id = ++buffer_ids;
@@ -484,8 +561,17 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
         pthread_mutex_unlock(&lock);
         return CUDA_ERROR_INVALID_VALUE;
     }
+    struct alloc_header *h = header_of(m);
+    atomic_store(&h->freed, 1);
+    if (atomic_load(&h->mappers) > 0) {
+        /* Another process maps it: it stays, until the last one closes it. */
+        freed_mapped++;
+        m->ipc = 2;
+        pthread_mutex_unlock(&lock);
+        return CUDA_SUCCESS;
+    }
     unlink_mapping(m);
-    munmap((void *)m->base, m->size);
+    unmap(m);
     shm_unlink(m->name);
     pthread_mutex_unlock(&lock);
     free(m);
@@ -604,7 +690,7 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     pthread_mutex_lock(&lock);
     struct mapping *m;
     for (m = maps; m; m = m->next)
-        if ((uintptr_t)ptr >= m->base && (uintptr_t)ptr - m->base < m->size)
+        if (m->ipc != 2 && (uintptr_t)ptr >= m->base && (uintptr_t)ptr - m->base < m->size)
             break;
     if (!m)
         rc = CUDA_ERROR_INVALID_VALUE;
@@ -665,7 +751,7 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, 
     pthread_mutex_lock(&lock);
     struct mapping *m;
     for (m = maps; m; m = m->next)
-        if (m->ipc && strcmp(m->name, h.name) == 0)
+        if (m->ipc == 1 && strcmp(m->name, h.name) == 0)
             break;
     if (m) { /* opened already: the same address, one more reference */
         m->refs++;
@@ -680,16 +766,26 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, 
     }
     struct stat st;
     void *p = MAP_FAILED;
-    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= h.size)
-        p = mmap(NULL, (size_t)h.size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (fstat(fd, &st) == 0 && (uint64_t)st.st_size >= h.size + HDR)
+        p = mmap(NULL, (size_t)h.size + HDR, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
     close(fd);
     if (p == MAP_FAILED) {
         rc = CUDA_ERROR_INVALID_HANDLE;
         goto out;
     }
+    struct alloc_header *hdr = p;
+    atomic_fetch_add(&hdr->mappers, 1);
+    if (atomic_load(&hdr->freed)) { /* its owner freed it: the handle is stale */
+        atomic_fetch_sub(&hdr->mappers, 1);
+        munmap(p, (size_t)h.size + HDR);
+        rc = CUDA_ERROR_INVALID_HANDLE;
+        goto out;
+    }
+    p = (char *)p + HDR;
     m = calloc(1, sizeof *m);
     if (!m) {
-        munmap(p, (size_t)h.size);
+        atomic_fetch_sub(&hdr->mappers, 1);
+        munmap((char *)p - HDR, (size_t)h.size + HDR);
         rc = CUDA_ERROR_OUT_OF_MEMORY;
         goto out;
     }
@@ -724,7 +820,8 @@ EXPORT CUresult cuIpcCloseMemHandle(CUdeviceptr dptr)
         return CUDA_SUCCESS;
     }
     unlink_mapping(m);
-    munmap((void *)m->base, m->size);
+    atomic_fetch_sub(&header_of(m)->mappers, 1);
+    unmap(m);
     pthread_mutex_unlock(&lock);
     free(m);
     return CUDA_SUCCESS;
@@ -1024,6 +1121,7 @@ static const struct {
     {"cuDeviceGetAttribute", (void *)cuDeviceGetAttribute},
     {"cuMemAlloc", (void *)cuMemAlloc_v2},
     {"cuMemFree", (void *)cuMemFree_v2},
+    {"cuMemGetInfo", (void *)cuMemGetInfo_v2},
     {"cuMemsetD8", (void *)cuMemsetD8_v2},
     {"cuMemsetD8Async", (void *)cuMemsetD8Async},
     {"cuMemcpy", (void *)cuMemcpy},

@@ -207,6 +207,7 @@ static void test_exports(void)
         "cuStreamWaitValue32_v2", "cuStreamWriteValue32", "cuStreamWriteValue32_v2",
         "cuStreamSynchronize", "cuStreamQuery", "cuStreamCreate", "cuStreamDestroy",
         "cuStreamDestroy_v2", "cuStreamIsCapturing", "cuPointerGetAttribute", "fakeCudaStats",
+        "cuMemGetInfo", "cuMemGetInfo_v2", "fakeCudaFreedMapped",
     };
     int missing = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -455,6 +456,56 @@ static void test_ipc(void)
         _exit(cuIpcOpenMemHandle(&c, handle, 1) == INVALID_HANDLE ? 0 : 2);
     }
     is(child_status(pid), 0, "opening the handle of freed memory: CUDA_ERROR_INVALID_HANDLE");
+}
+
+/* Memory freed while another process maps it stays allocated until that
+ * process closes it, and is counted (fakeCudaFreedMapped); cuMemGetInfo
+ * says what the process's allocations take, those included. */
+static void test_freed_mapped(void)
+{
+    CUresult (*get_info)(size_t *, size_t *) = sym("cuMemGetInfo_v2");
+    int (*freed_mapped)(void) = sym("fakeCudaFreedMapped");
+    size_t free0 = 0, total = 0, free1 = 0, free2 = 0;
+    is(get_info(&free0, &total), OK, "cuMemGetInfo");
+    ok(total > 0 && free0 <= total, "cuMemGetInfo: %zu of %zu bytes free", free0, total);
+    CUdeviceptr p = 0;
+    cuMemAlloc(&p, 1 << 20);
+    get_info(&free1, &total);
+    is((long long)(free0 - free1), 1 << 20, "an allocation takes its size from cuMemGetInfo's free bytes");
+    CUipcMemHandle handle;
+    cuIpcGetMemHandle(&handle, p);
+    int to_child[2], to_parent[2];
+    if (pipe(to_child) != 0 || pipe(to_parent) != 0) {
+        ok(0, "pipe");
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        CUdeviceptr c = 0;
+        char b = 0;
+        CHILD_CHECK(2, cuIpcOpenMemHandle(&c, handle, 1) == OK);
+        CHILD_CHECK(3, write(to_parent[1], "o", 1) == 1);
+        CHILD_CHECK(4, read(to_child[0], &b, 1) == 1); /* the parent freed it */
+        CHILD_CHECK(5, cuIpcCloseMemHandle(c) == OK);
+        CHILD_CHECK(6, write(to_parent[1], "c", 1) == 1);
+        _exit(0);
+    }
+    char b = 0;
+    ok(read(to_parent[0], &b, 1) == 1 && b == 'o', "the child has opened it");
+    is(freed_mapped(), 0, "fakeCudaFreedMapped: 0 before");
+    is(cuMemFree(p), OK, "cuMemFree of memory another process maps succeeds");
+    is(freed_mapped(), 1, "... and is counted (fakeCudaFreedMapped)");
+    get_info(&free2, &total);
+    is((long long)(free0 - free2), 1 << 20, "... and the memory stays allocated while mapped");
+    is(stats_allocs(), 0, "... though it is no allocation of the process any more");
+    ok(write(to_child[1], "f", 1) == 1 && read(to_parent[0], &b, 1) == 1 && b == 'c', "the child closed it");
+    get_info(&free2, &total);
+    is((long long)(free0 - free2), 0, "once nobody maps it, it is gone");
+    is(child_status(pid), 0, "the child's checks");
+    close(to_child[0]);
+    close(to_child[1]);
+    close(to_parent[0]);
+    close(to_parent[1]);
 }
 
 /* The child raises a flag the parent waits on: the parent's thread is the one
@@ -807,6 +858,7 @@ int main(int argc, char **argv)
     test_context();
     test_memory();
     test_ipc();
+    test_freed_mapped();
     test_cross_process_wait();
     test_wait_conditions();
     test_threads();

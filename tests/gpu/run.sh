@@ -1,7 +1,8 @@
 #!/bin/bash
 # GPU tests of ncclshim (TAP): real NCCL (torch's wheel), without and with the shim
 # preloaded: the one-GPU tests wherever there is a GPU (identity handles and NCCL_NET;
-# the colocated case, two processes on one GPU), then those of 2 (and 4) GPUs.
+# the colocated case, two processes on one GPU, and its suspend/resume), then those of
+# 2 (and 4) GPUs.
 # Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
 #   SHIM=<libncclshim.so>     default build/libncclshim.so
 #   PYTHON=<python>           default python3 (needs torch with CUDA)
@@ -150,6 +151,16 @@ for colo in shim sm staged; do
     . "$WORK/colocated-$colo.count" # the subshell's counts (it keeps the exports to itself)
     import_checks < <(timeout -k 5 120 "$PY" "$HERE/colocated.py" --check "$WORK/colocated-$colo.shim" $colo 2>&1)
 done
+# (g) colocated RL's sleep: the inference process suspends (ncclCommSuspend gives the
+# shim's staging back: cuMemGetInfo's free memory grows by it) and resumes between refits.
+(
+    export NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_TRAINING_TITLES='*suspend.py --worker --rank 0 *'
+    export NCCLSHIM_INFERENCE_TITLES='*suspend.py --worker --rank 1 *'
+    launch suspend suspend.py shim
+    echo "n=$n nfail=$nfail" > "$WORK/suspend.count"
+)
+. "$WORK/suspend.count"
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/suspend.py" --check "$WORK/suspend.shim" 2>&1)
 if [ "$ngpu" -lt 2 ]; then
     echo "# the tests of 2 GPUs or more skipped: $ngpu GPU here"
     echo "1..$n"

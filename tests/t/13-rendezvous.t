@@ -538,8 +538,9 @@ for n in (2, 4, 8):
     ok(len(left) == 4 * n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=")
                                   for x in left),
        "ipc, %d processes: destroy freed every allocation and closed every mapping" % n, left)
-    ok(all(x == "opened=%d" % (n - 1) for x in left if x.startswith("opened=")),
-       "ipc, %d processes, buffers the shim cannot export: staged (only the peers' staging was opened)" % n, left)
+    ok(all(x == "opened=%d" % (2 * (n - 1)) for x in left if x.startswith("opened=")),
+       "ipc, %d processes, buffers the shim cannot export: staged (only the peers' control pages and staging "
+       "were opened)" % n, left)
     ends = ipc_ends(d)
     ok(len(ends) == n and all(hops(e, "in") == ["staged"] and hops(e, "out") == ["staged"] for e in ends) and
        counted_all(ends),
@@ -622,10 +623,72 @@ d, procs, ids = scenario("ipcsuspend", 2, dict(IPC_ENV, LD_LIBRARY_PATH=os.path.
 sus = [l for p in procs for l in p.wait().splitlines() if l.startswith("SUSPEND")]
 ok(len(sus) == 2 and all("found=1" in l and " rc=0 suspended=1 refused=5 resume=0 after=0" in l for l in sus),
    "ipc: ncclCommSuspend succeeds, MemStats says suspended, a broadcast is refused, Resume, then it works", sus)
-ok(all(int(l.split("persist=")[1].split()[0]) > 2 * 4096 for l in sus),
-   "ipc: MemStats reports the rank's own allocation as persistent", sus)
+ok(all(int(l.split("persist=")[1].split()[0]) == 4096 for l in sus),
+   "ipc: MemStats reports the control page as persistent (the staging can be suspended)", sus)
 ok(not [l for l in fake_lines(d + "/fake.log") if "Suspend" in l or "MemStats" in l or "Resume" in l],
    "ipc: none of them reached NCCL", fake_lines(d + "/fake.log"))
+
+# 25c. ncclCommSuspend gives the staging back, on one rank alone: 2 and 3 ranks, the last one
+#      suspends after each refit (a broadcast from rank 0); its free memory grows by its staging
+#      once the peers let go, never freed while a peer maps it (the fake counts that); the peers'
+#      next broadcast, from the suspended rank, waits for its resume and is exact; 50 cycles leave
+#      nothing behind; the last suspend is followed by destroy.
+def cycles(name, n, args, env=None):
+    sync = os.path.join(TMP, name + ".sync")
+    os.makedirs(sync)
+    log = os.path.join(TMP, name + ".cuda")
+    e = dict(IPC_ENV, LD_LIBRARY_PATH=os.path.join(ROOT, "tests/fake/new"), RANK_CLIENT_SYNC=sync,
+             FAKE_CUDA_LOG=log)
+    e.update(env or {})
+    d, procs, ids = scenario(name, n, e, roles(n - 1), root_args=["suspend=2"] + args,
+                             rank_args=["suspend=2"] + args)
+    out = [l for p in procs for l in p.wait().splitlines() if l.startswith("CYCLES") or l.startswith("COMM")]
+    cyc = {int(l.split("rank=")[1].split()[0]): dict(kv.split("=", 1) for kv in l.split()[2:])
+           for l in out if l.startswith("CYCLES")}
+    with open(log) as fh:
+        left = fh.read().split()
+    return d, procs, out, cyc, left
+
+for n in (2, 3):
+    d, procs, out, cyc, left = cycles("ipc-sleep%d" % n, n, ["cycles=3"])
+    S = cyc.get(n - 1, {})
+    ok(len(cyc) == n and all(c["ok"] == "3" and c["bad"] == "-" for c in cyc.values()),
+       "ipc sleep, %d ranks: every refit and every broadcast from the suspended rank is exact" % n, out)
+    ok(S.get("released") == "3" and S.get("held") == "0" and S.get("freed_mapped") == "0",
+       "ipc sleep, %d ranks: each suspend gave the staging back (free memory grew by it), never while mapped" % n, S)
+    ok(S.get("refused") == "3" and S.get("leak") == "0",
+       "ipc sleep, %d ranks: operations refused while suspended; nothing leaked across cycles" % n, S)
+    ok(S.get("final") == "0" and len([l for l in out if l.startswith("COMM") and "destroy=0" in l]) == n,
+       "ipc sleep, %d ranks: destroy while suspended succeeds everywhere" % n, out)
+    ok(len(left) == 4 * n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=")
+                                  for x in left),
+       "ipc sleep, %d ranks: destroy freed every allocation and closed every mapping" % n, left)
+
+d, procs, out, cyc, left = cycles("ipc-sleep50", 2, ["cycles=50"])
+S = cyc.get(1, {})
+ok(len(cyc) == 2 and all(c["ok"] == "50" and c["bad"] == "-" for c in cyc.values()) and
+   S.get("released") == "50" and S.get("leak") == "0" and S.get("freed_mapped") == "0",
+   "ipc sleep: 50 suspend/resume cycles, all exact, the staging given back each time, nothing leaked", S)
+
+d, procs, out, cyc, left = cycles("ipc-sleep-p2p", 3, ["cycles=3", "p2p=1"])
+ok(len(cyc) == 3 and all(c["ok"] == "3" and c["bad"] == "-" for c in cyc.values()) and
+   cyc[2].get("released") == "3" and cyc[2].get("freed_mapped") == "0",
+   "ipc sleep, 3 ranks: a Recv from the suspended rank waits for its resume and is exact; the staging was "
+   "given back each time", out)
+
+d, procs, out, cyc, left = cycles("ipc-sleep-mid", 2, ["cycles=2", "midbcast=1"])
+ok(len(cyc) == 2 and all(c["bad"] == "-" for c in cyc.values()) and cyc[1]["freed_mapped"] == "0",
+   "ipc sleep: a suspend while the peer is mid-broadcast (waiting for this rank) returns; after the resume "
+   "the broadcast completes, exact; the staging is never freed while mapped", out)
+
+d, procs, out, cyc, left = cycles("ipc-sleep-fail", 2, ["cycles=1", "resumefail=1"],
+                                  {"NCCLSHIM_IPC_RESUME_WAIT_MS": "200"})
+err = "".join(p.err for p in procs)
+ok(len(cyc) == 2 and all(c["bad"] == "-" for c in cyc.values()) and cyc[0].get("failed_first") == "1",
+   "ipc sleep: a broadcast that needs a suspended rank's staging fails past NCCLSHIM_IPC_RESUME_WAIT_MS, "
+   "and works once it resumed", out)
+ok("rank 1 is suspended" in err and "call ncclCommResume on rank 1" in err,
+   "ipc sleep: its message names the cause (the peer is suspended) and the fix (resume it)", err[-600:])
 
 # 26. Four ipc communicators at once in each of two processes.
 d, procs, ids = scenario("ipc-concurrent", 2, IPC_ENV, roles(1), k=4, root_args=["xfer=1", "leaks=1"],

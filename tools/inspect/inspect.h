@@ -81,6 +81,7 @@ typedef struct decision_rec {
     char *stage, *listen, *decision_id, *id_norm, *missing, *purpose, *purpose_reason, *action,
         *action_reason;
     long long nranks, arrived, rule, hosts, training, inference, unknown, rejected, wait_us;
+    char *rejected_by;      /* "cause=count,..." as recorded (shims from 2026-11-25 on), or NULL */
     decision_rank *ranks;   /* as recorded: the first 32 ranks that arrived */
     size_t nlisted;
     char *file;
@@ -298,6 +299,9 @@ void inspect_error(inspect_state *st, const char *file, long line, int fatal, co
 process *inspect_process(inspect_state *st, const char *host, long long pid);
 void rank_free(rank_rec *r);
 void decision_free(decision_rec *d);
+/* A decision's rejected connections by cause, for people: "74096 evicted, 63 late"
+ * (verbose: each cause explained).  NULL when the record has no causes. */
+char *inspect_rejected_text(const decision_rec *d, int verbose);
 
 /* read_records.c: one line of a ncclshim.*.jsonl file (no trailing newline). */
 void inspect_feed_record_line(inspect_state *st, const char *buf, size_t len,

@@ -705,7 +705,10 @@ static void summarize_decision(communicator *c)
             out = o;
         }
         if (d && d->rejected > 0) {
-            char *o = xasprintf("%s, %lld connection%s rejected", out, d->rejected, d->rejected == 1 ? "" : "s");
+            char *by = inspect_rejected_text(d, 0);
+            char *o = xasprintf("%s, %lld connection%s rejected%s%s%s", out, d->rejected, d->rejected == 1 ? "" : "s",
+                                by ? " (" : "", by ? by : "", by ? ")" : "");
+            free(by);
             free(out);
             out = o;
         }

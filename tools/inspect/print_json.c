@@ -111,6 +111,23 @@ static json_t *jrank(rank_rec *r)
     return o;
 }
 
+/* "key=n,key=n" (read_records.c) back into {key: n}; {} when none. */
+static json_t *jcounts(const char *s)
+{
+    json_t *o = json_object();
+    char *copy = xstrdup(s ? s : "");
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (eq) {
+            *eq = '\0';
+            json_object_set_new(o, item, json_integer(strtoll(eq + 1, NULL, 10)));
+        }
+    }
+    free(copy);
+    return o;
+}
+
 static json_t *jdecision(const decision_rec *d)
 {
     if (!d)
@@ -136,6 +153,7 @@ static json_t *jdecision(const decision_rec *d)
     json_object_set_new(o, "inference", json_integer(d->inference));
     json_object_set_new(o, "unknown", json_integer(d->unknown));
     json_object_set_new(o, "rejected_connections", json_integer(d->rejected));
+    json_object_set_new(o, "rejected_by", jcounts(d->rejected_by));
     json_object_set_new(o, "wait_us", json_integer(d->wait_us));
     json_t *a = json_array();
     for (size_t i = 0; i < d->nlisted; i++) {

@@ -119,6 +119,14 @@ static void print_header(inspect_state *st, FILE *out)
 static void print_ranks(communicator *c, FILE *out)
 {
     fprintf(out, "\nranks of %s:\n", c->group);
+    const decision_rec *d = c->decision;
+    if (d) {
+        char *by = inspect_rejected_text(d, 1);
+        fprintf(out, "  rendezvous: root %s (%s pid %lld), %s, %lld of %lld ranks arrived, %lld connection%s rejected%s%s\n",
+                d->listen ? d->listen : "?", d->host ? d->host : "?", d->pid, d->stage ? d->stage : "?", d->arrived,
+                d->nranks, d->rejected, d->rejected == 1 ? "" : "s", by ? ": " : "", by ? by : "");
+        free(by);
+    }
     for (size_t i = 0; i < c->nranks_rec; i++) {
         rank_rec *r = c->ranks[i];
         /* no NCCL communicator (drop, ipc, fail): the shim's handle says which one it was */

@@ -59,6 +59,32 @@ static char *get_str(ctx *c, json_t *o, const char *key, int required)
     return xstrdup(json_string_value(v));
 }
 
+/* An optional object of non-negative counts, as "key=n,key=n" (NULL if absent or empty). */
+static char *get_counts(ctx *c, json_t *o, const char *key)
+{
+    json_t *v = json_object_get(o, key);
+    if (!v || json_is_null(v))
+        return NULL;
+    if (!json_is_object(v)) {
+        bad_field(c, key, v, "an object of counts");
+        return NULL;
+    }
+    char *out = NULL;
+    const char *k;
+    json_t *n;
+    json_object_foreach(v, k, n) {
+        if (!json_is_integer(n) || json_integer_value(n) < 0 || strchr(k, '=') || strchr(k, ',')) {
+            bad_field(c, key, v, "an object of counts (name: non-negative integer)");
+            free(out);
+            return NULL;
+        }
+        char *o2 = xasprintf("%s%s%s=%lld", out ? out : "", out ? "," : "", k, (long long)json_integer_value(n));
+        free(out);
+        out = o2;
+    }
+    return out;
+}
+
 static long long get_int(ctx *c, json_t *o, const char *key, int required, long long dflt, int *present)
 {
     json_t *v = json_object_get(o, key);
@@ -394,6 +420,7 @@ static void feed_decision(ctx *c, json_t *o, const char *host, long long pid, lo
     d->inference = get_int(c, o, "inference", 0, 0, NULL);
     d->unknown = get_int(c, o, "unknown", 0, 0, NULL);
     d->rejected = get_int(c, o, "rejected_connections", 0, 0, NULL);
+    d->rejected_by = get_counts(c, o, "rejected_by");
     d->wait_us = get_int(c, o, "wait_us", 0, 0, NULL);
     json_t *ranks = json_object_get(o, "ranks");
     if (ranks && !json_is_null(ranks) && !c->bad) {

@@ -63,7 +63,7 @@ void decision_free(decision_rec *d)
 {
     char **fields[] = {&d->host, &d->stage, &d->listen, &d->decision_id, &d->id_norm, &d->missing,
                        &d->purpose, &d->purpose_reason, &d->action, &d->action_reason, &d->file,
-                       &d->group};
+                       &d->group, &d->rejected_by};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         free(*fields[i]);
     for (size_t i = 0; i < d->nlisted; i++) {
@@ -219,4 +219,45 @@ process *inspect_process(inspect_state *st, const char *host, long long pid)
     p->pid = pid;
     HASH_ADD_KEYPTR(hh, st->procs, p->key, strlen(p->key), p);
     return p;
+}
+
+/* The root's causes of rejection (shim/rv_server.c, enum rej), explained. */
+static const char *rejected_why(const char *cause)
+{
+    static const char *const why[][2] = {
+        { "no_hello", "no token within 1 s of connecting" },
+        { "evicted", "the oldest stranger, when more than 64 without a token were connected" },
+        { "malformed", "bytes that are not this protocol's frames" },
+        { "wrong_token", "another ID's token (an earlier run's, or a stranger's)" },
+        { "closed", "closed by the peer before its HELLO, or a rank that left" },
+        { "protocol", "a duplicate rank, an nranks that disagrees, a message out of place" },
+        { "late", "strangers still connected when every rank had arrived" },
+        { "other", "out of memory, or a send that failed" },
+    };
+    for (size_t i = 0; i < sizeof why / sizeof why[0]; i++)
+        if (strcmp(cause, why[i][0]) == 0)
+            return why[i][1];
+    return NULL;
+}
+
+char *inspect_rejected_text(const decision_rec *d, int verbose)
+{
+    if (!d->rejected_by || !d->rejected_by[0])
+        return NULL;
+    char *out = NULL;
+    char *copy = xstrdup(d->rejected_by);
+    char *save = NULL;
+    for (char *item = strtok_r(copy, ",", &save); item; item = strtok_r(NULL, ",", &save)) {
+        char *eq = strchr(item, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        const char *why = verbose ? rejected_why(item) : NULL;
+        char *o = xasprintf("%s%s%s %s%s%s%s", out ? out : "", out ? ", " : "", eq + 1, item, why ? " (" : "",
+                            why ? why : "", why ? ")" : "");
+        free(out);
+        out = o;
+    }
+    free(copy);
+    return out;
 }
