@@ -23,8 +23,10 @@ const char *const shim_setting_names[] = {
 static struct shim_config g_config;
 static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
 /* Problems found while reading settings, reported once records can be written. */
-static char g_config_warnings[12][POLICY_ERROR_LEN + 128];
-static int g_config_nwarnings;
+#define CONFIG_MAX_WARNINGS 32
+static char g_config_warnings[CONFIG_MAX_WARNINGS][POLICY_ERROR_LEN + 128];
+static int g_config_nwarnings; /* kept (at most CONFIG_MAX_WARNINGS) */
+static int g_config_nfound;    /* found, kept or not */
 
 const char *shim_mode_name(enum shim_mode m)
 {
@@ -78,7 +80,8 @@ static void read_host_id(char *buf, size_t len, const char *fallback)
  * are; a warning cut at its buffer's end is acceptable. */
 static __attribute__((noinline)) void config_warn(const char *fmt, const char *a, const char *b)
 {
-    if (g_config_nwarnings < (int)(sizeof(g_config_warnings) / sizeof(g_config_warnings[0])))
+    g_config_nfound++;
+    if (g_config_nwarnings < CONFIG_MAX_WARNINGS)
         snprintf(g_config_warnings[g_config_nwarnings++], sizeof(g_config_warnings[0]), fmt, a, b);
 }
 
@@ -115,8 +118,6 @@ static void check_names(void)
 
 static void config_read(void)
 {
-    check_names();
-
     struct shim_config *c = &g_config;
     const char *v = getenv("NCCLSHIM_MODE");
     c->mode = MODE_ENFORCE;
@@ -147,6 +148,7 @@ static void config_read(void)
         if (v && *v)
             config_warn("NCCLSHIM_LOG_DIR is too long (%.40s...); using /tmp/ncclshim-<uid>%s", v, "");
         snprintf(c->log_dir, sizeof(c->log_dir), "/tmp/ncclshim-%u", (unsigned)getuid());
+        c->log_dir_default = 1;
     }
 
     v = getenv("NCCLSHIM_HOSTNAME");
@@ -220,6 +222,17 @@ static void config_read(void)
     c->patterns.inference_titles = getenv("NCCLSHIM_INFERENCE_TITLES");
     c->patterns.inference_libs = getenv("NCCLSHIM_INFERENCE_LIBS");
     c->patterns.weight_update_callsites = getenv("NCCLSHIM_WEIGHT_UPDATE_CALLSITES");
+
+    /* Last: a bad value of a real setting is reported before any stray name. */
+    check_names();
+
+    /* None goes unreported: past the table, its last line counts the rest
+     * (a misspelt NCCLSHIM_MODE among 40 stray variables is then at least
+     * announced, not dropped in silence). */
+    if (g_config_nfound > CONFIG_MAX_WARNINGS)
+        snprintf(g_config_warnings[CONFIG_MAX_WARNINGS - 1], sizeof(g_config_warnings[0]),
+                 "%d more bad NCCLSHIM_* settings not shown (the first %d are); fix these and run again to see them",
+                 g_config_nfound - (CONFIG_MAX_WARNINGS - 1), CONFIG_MAX_WARNINGS - 1);
 }
 
 const struct shim_config *shim_config(void)

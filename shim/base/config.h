@@ -15,6 +15,7 @@ struct shim_config {
     enum shim_mode mode;
     int python_callsite;                /* NCCLSHIM_PYTHON_CALLSITE, default 1 */
     char log_dir[PATH_MAX];             /* NCCLSHIM_LOG_DIR, default /tmp/ncclshim-<uid> */
+    int log_dir_default;                /* log_dir is the default (must be private: record_file.c) */
     char host[256];                     /* NCCLSHIM_HOSTNAME or gethostname, cut at '.' like NCCL */
     char host_id[128];                  /* NCCLSHIM_HOSTNAME if set, else the kernel's boot_id: one per machine,
                                          * the same in every container on it */

@@ -37,27 +37,104 @@ void evidence_title(char *buf, size_t len)
 
 struct lib_list { const char **paths; size_t n, cap; };
 
-static int collect_lib(struct dl_phdr_info *info, size_t size, void *data)
+/* Adds a copy of `path` (len bytes) unless it is the last one added (a library
+ * is several consecutive mappings).  Returns -1 when out of memory. */
+static int add_lib(struct lib_list *l, const char *path, size_t len)
 {
-    (void)size;
-    struct lib_list *l = data;
-    if (!info->dlpi_name || !info->dlpi_name[0])
+    if (l->n && strlen(l->paths[l->n - 1]) == len && memcmp(l->paths[l->n - 1], path, len) == 0)
         return 0;
     if (l->n + 1 >= l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 256;
         const char **p = realloc(l->paths, cap * sizeof(*p));
         if (!p)
-            return 1; /* decide on what we have */
+            return -1; /* decide on what we have */
         l->paths = p;
         l->cap = cap;
     }
-    /* dlpi_name lives as long as the object is loaded: copy it. */
-    char *dup = strdup(info->dlpi_name);
+    char *dup = strndup(path, len);
     if (!dup)
-        return 1;
+        return -1;
     l->paths[l->n++] = dup;
     l->paths[l->n] = NULL;
     return 0;
+}
+
+/*
+ * One line of /proc/self/maps ("start-end perms offset dev inode path"): an
+ * executable mapping of a file is a loaded object's code.  The main program
+ * is left out (dl_iterate_phdr, used before, did not name it either).
+ */
+static int maps_line(struct lib_list *l, const char *line, size_t len, const char *exe)
+{
+    const char *end = line + len, *p = line;
+    int field = 0;
+    const char *perms = NULL;
+    while (p < end && field < 5) {
+        while (p < end && *p != ' ')
+            p++;
+        while (p < end && *p == ' ')
+            p++;
+        if (++field == 1)
+            perms = p;
+    }
+    if (!perms || perms + 3 >= end || perms[2] != 'x' || p >= end || *p != '/')
+        return 0;
+    size_t n = (size_t)(end - p);
+    static const char deleted[] = " (deleted)";
+    if (n > sizeof(deleted) - 1 && memcmp(end - (sizeof(deleted) - 1), deleted, sizeof(deleted) - 1) == 0)
+        n -= sizeof(deleted) - 1;
+    if (exe[0] && strlen(exe) == n && memcmp(exe, p, n) == 0)
+        return 0;
+    return add_lib(l, p, n);
+}
+
+/*
+ * The loaded objects, from /proc/self/maps.  Not dl_iterate_phdr: it takes
+ * glibc's dl_load_write_lock, which fork() does not reset (glibc 2.36), so a
+ * child forked while another thread was inside it (any C++ exception unwinds
+ * through it, as did our own evidence gathering) hung forever in its first
+ * communicator creation (issue 17: 4-6 children of 10).  Reading a file takes
+ * no lock of the process.  -1 if /proc is not there.
+ */
+static int libs_from_maps(struct lib_list *l)
+{
+    int fd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return -1;
+    char exe[PATH_MAX];
+    ssize_t en = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+    exe[en > 0 ? en : 0] = '\0';
+    char buf[16384];
+    size_t have = 0;
+    for (;;) {
+        ssize_t r = read(fd, buf + have, sizeof(buf) - have);
+        if (r < 0 && errno == EINTR)
+            continue;
+        if (r <= 0)
+            break;
+        have += (size_t)r;
+        char *start = buf, *nl;
+        while ((nl = memchr(start, '\n', have - (size_t)(start - buf)))) {
+            if (maps_line(l, start, (size_t)(nl - start), exe) < 0)
+                goto out;
+            start = nl + 1;
+        }
+        have -= (size_t)(start - buf);
+        memmove(buf, start, have);
+        if (have == sizeof(buf)) /* a line longer than the buffer: not a path we can use */
+            have = 0;
+    }
+out:
+    close(fd);
+    return 0;
+}
+
+static int collect_lib(struct dl_phdr_info *info, size_t size, void *data)
+{
+    (void)size;
+    if (!info->dlpi_name || !info->dlpi_name[0])
+        return 0;
+    return add_lib(data, info->dlpi_name, strlen(info->dlpi_name)) < 0;
 }
 
 void evidence_caller(struct creator *c, const void *caller)
@@ -76,7 +153,10 @@ void evidence_gather(struct creator *c, const void *caller)
     evidence_title(c->title, sizeof(c->title));
 
     struct lib_list libs = { NULL, 0, 0 };
-    dl_iterate_phdr(collect_lib, &libs);
+    /* Without /proc (some sandboxes) the loader's list; a forked child then
+     * risks the hang libs_from_maps avoids, which is no worse than before. */
+    if (libs_from_maps(&libs) < 0)
+        dl_iterate_phdr(collect_lib, &libs);
     c->role = classify_role(&cfg->patterns, c->title, libs.paths);
     for (size_t i = 0; i < libs.n; i++)
         free((void *)libs.paths[i]);

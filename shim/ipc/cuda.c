@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -121,4 +122,34 @@ const char *shim_cuda_error(const char *fn, CUresult r, char *buf, size_t len)
         g_cuda.cuGetErrorString(r, &s);
     snprintf(buf, len, "%s: CUresult %d (%s)", fn, r, s ? s : "unknown");
     return buf;
+}
+
+/* Whether before_fork got g_cuda_lock: only the forking thread touches it,
+ * between its prepare and parent handlers. */
+static int g_cuda_locked_for_fork;
+
+void shim_cuda_lock_for_fork(void)
+{
+    /* Bounded: g_cuda_lock is held across dlopen, which waits for the
+     * loader's lock; a fork from a constructor inside another thread's dlopen
+     * would otherwise deadlock here.  After the bound the fork goes on, as it
+     * did before the shim took this lock. */
+    struct timespec until;
+    clock_gettime(CLOCK_REALTIME, &until);
+    until.tv_sec += 1;
+    g_cuda_locked_for_fork = pthread_mutex_timedlock(&g_cuda_lock, &until) == 0;
+}
+
+void shim_cuda_unlock_after_fork(void)
+{
+    if (g_cuda_locked_for_fork)
+        pthread_mutex_unlock(&g_cuda_lock);
+    g_cuda_locked_for_fork = 0;
+}
+
+void shim_cuda_after_fork_child(void)
+{
+    /* The state is published only once loaded: a reset lock is enough. */
+    g_cuda_locked_for_fork = 0;
+    pthread_mutex_init(&g_cuda_lock, NULL);
 }

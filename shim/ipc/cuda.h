@@ -105,6 +105,13 @@ const struct shim_cuda *shim_cuda(char *why, size_t whylen);
 /* The current CUDA device of this thread, -1 if unknown (no driver loaded,
  * no current context).  Never loads CUDA. */
 int shim_cuda_current_device(void);
+/* fork(): no thread of the shim may be inside dlopen when the process forks
+ * (the child would inherit the loader's half-changed state: it crashed in
+ * its own first dlopen), so the load lock is taken before (bounded wait) and
+ * released or reset after (shim_main.c). */
+void shim_cuda_lock_for_fork(void);
+void shim_cuda_unlock_after_fork(void);
+void shim_cuda_after_fork_child(void);
 
 /* "cuMemAlloc: CUDA_ERROR_OUT_OF_MEMORY (2): out of memory" into buf. */
 const char *shim_cuda_error(const char *fn, CUresult r, char *buf, size_t len);

@@ -34,6 +34,8 @@ int ipc_watch(struct ipc_comm *c, int fd);
 
 /* After fork, in the child: the lost-peer monitor starts from nothing. */
 void ipc_monitor_after_fork_child(void);
+void ipc_monitor_lock_for_fork(void);
+void ipc_monitor_unlock_after_fork(void);
 
 /* ncclRemoteError once a peer is gone (or after ncclCommAbort), else ncclSuccess. */
 ncclResult_t ipc_async_error(struct ipc_comm *c);

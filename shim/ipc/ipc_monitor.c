@@ -155,6 +155,16 @@ void ipc_unwatch(struct ipc_comm *c)
 }
 
 
+void ipc_monitor_lock_for_fork(void)
+{
+    pthread_mutex_lock(&g_mon_lock);
+}
+
+void ipc_monitor_unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&g_mon_lock);
+}
+
 void ipc_monitor_after_fork_child(void)
 {
     /* The monitor thread is not in the child, nor are its communicators (CUDA

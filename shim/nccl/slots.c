@@ -263,3 +263,21 @@ struct shim_slot *shim_slot_for_library(const void *base, const char *path, cons
         fill_slot(s, how);
     return s;
 }
+
+void shim_slots_lock_for_fork(void)
+{
+    pthread_mutex_lock(&g_slot_lock);
+}
+
+void shim_slots_unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&g_slot_lock);
+}
+
+void shim_slots_after_fork_child(void)
+{
+    /* Held by the forking thread (before_fork), which is this one; a slot a
+     * thread of the parent had claimed but not filled is resolved by each
+     * caller itself (shim_resolve), never waited for. */
+    pthread_mutex_init(&g_slot_lock, NULL);
+}

@@ -48,6 +48,10 @@ static inline void *shim_real(struct shim_slot *slot, enum fn_index fn, const vo
 
 /* The slot bound to the library loaded at `base`, binding a free one to it
  * (`path` names it) if none is; NULL if every slot is taken. */
+/* fork(): the claim lock is taken before and released or reset after (shim_main.c). */
+void shim_slots_lock_for_fork(void);
+void shim_slots_unlock_after_fork(void);
+void shim_slots_after_fork_child(void);
 struct shim_slot *shim_slot_for_library(const void *base, const char *path, const char *how);
 
 #endif
