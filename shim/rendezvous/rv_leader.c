@@ -21,6 +21,7 @@
 #include "rv_leader.h"
 
 #include "config.h"
+#include "policy/decide.h"
 #include "record.h"
 #include "rv_io.h"
 
@@ -179,6 +180,8 @@ struct leader {
     uint64_t start_us;
     uint32_t pid;
     int aborted;                        /* an ABORT went to the root: send no second one */
+    int slot;                           /* of its name */
+    int turned_away;                    /* ranks answered FULL */
     struct reader rrd;
     struct rv_msg *msg;                 /* scratch */
     uint8_t *frame;                     /* scratch, RV_MAX_FRAME */
@@ -349,8 +352,25 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     if (final) {
         /* This process's own ranks last, after the ranks still at the door:
          * once they have it, this process may exit. */
+        int nranks = 0;
+        for (int i = 0; i < L->nm; i++)
+            nranks += L->m[i].fd >= 0 && L->m[i].rank >= 0;
         relay_to(L, len, 0);
         answer_the_rest(L, m);
+        double done = shim_now();
+        /* Written before this process's own ranks have it (then it may exit). */
+        struct jw w;
+        jw_begin(&w, "rendezvous_leader");
+        jw_str(&w, "root", L->rootstr);
+        jw_hex64(&w, "decision_id", m->u.verdict.decision_id);
+        jw_str(&w, "action", action_name((enum action)m->u.verdict.action));
+        jw_int(&w, "slot", L->slot);
+        jw_int(&w, "ranks", nranks);
+        jw_int(&w, "turned_away", L->turned_away);
+        jw_u64(&w, "lifetime_us", shim_mono_us() - L->start_us);
+        /* When its ranks of other processes had the final verdict in their sockets. */
+        jw_double(&w, "relayed_ts", done, 6);
+        jw_emit(&w);
         relay_to(L, len, 1);
         return 1;
     }
@@ -397,6 +417,7 @@ static void accept_members(struct leader *L)
         struct ucred cr;
         socklen_t sl = sizeof(cr);
         char b = admitted ? ADMIT : FULL;
+        L->turned_away += !admitted;
         /* The abstract namespace has no permissions: only this user's processes may join. */
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) != 0 || cr.uid != geteuid() ||
             send(fd, &b, 1, MSG_NOSIGNAL) != 1 || b == FULL) {
@@ -553,7 +574,7 @@ static socklen_t leader_name(struct sockaddr_un *sun, const uint8_t token[RV_TOK
 
 /* Starts a leader on listener `lfd`: 0, or -1 with errno (nothing left open but lfd). */
 static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
-                        int timeout_ms)
+                        int timeout_ms, int slot)
 {
     struct leader *L = calloc(1, sizeof(*L));
     struct rlimit rl;
@@ -567,6 +588,7 @@ static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen,
         goto nomem;
     L->lfd = lfd;
     L->rfd = -1;
+    L->slot = slot;
     memcpy(L->token, mark->token, RV_TOKEN_LEN);
     memcpy(&L->root, root, rootlen);
     L->rootlen = rootlen;
@@ -718,7 +740,7 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
             snprintf(err, errlen, "bind the leader's socket: %s", strerror(e));
             return -1;
         }
-        if (listen(lfd, SOMAXCONN) != 0 || start_leader(lfd, root, rootlen, mark, timeout_ms) != 0) {
+        if (listen(lfd, SOMAXCONN) != 0 || start_leader(lfd, root, rootlen, mark, timeout_ms, slot) != 0) {
             e = errno;
             close(lfd);
             *limit = rv_is_limit(e);
