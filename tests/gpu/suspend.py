@@ -15,6 +15,7 @@ import ctypes
 import glob
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -57,6 +58,23 @@ def allreduce_one(lib, comm, dev, stream):
     return one.item()
 
 
+def nccl229_calls(outdir, rank):
+    """ncclCommSuspend/Resume/MemStats as a linked caller has them: from the
+    global namespace where NCCL has them (2.29+), else through
+    nccl229_calls.c, whose linked calls bind to the preloaded shim's exports
+    (a lookup answers as NCCL would: not found on 2.28)."""
+    glob_ns = ctypes.CDLL(None)
+    try:
+        return glob_ns.ncclCommSuspend, glob_ns.ncclCommResume, glob_ns.ncclCommMemStats
+    except AttributeError:
+        pass
+    so = os.path.join(outdir, "nccl229_calls.%d.so" % rank)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nccl229_calls.c")
+    subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-o", so, src], check=True)
+    calls = ctypes.CDLL(so)
+    return calls.call_suspend, calls.call_resume, calls.call_mem_stats
+
+
 def worker(args):
     import torch
     torch.cuda.set_device(DEV)
@@ -72,10 +90,7 @@ def worker(args):
     else:
         uid = lib.unique_id_from_bytes(common.wait_file(path))
     comm = lib.ncclCommInitRank(2, uid, rank)
-    # NCCL 2.29's functions, from the global namespace: the preloaded shim's
-    # (torch's NCCL may predate them; the communicator is the shim's anyway).
-    glob_ns = ctypes.CDLL(None)
-    suspend, resume, stats = glob_ns.ncclCommSuspend, glob_ns.ncclCommResume, glob_ns.ncclCommMemStats
+    suspend, resume, stats = nccl229_calls(outdir, rank)
     suspend.argtypes, suspend.restype = [cb.ncclComm_t, ctypes.c_int], ctypes.c_int
     resume.argtypes, resume.restype = [cb.ncclComm_t], ctypes.c_int
     stats.argtypes, stats.restype = [cb.ncclComm_t, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int
