@@ -12,7 +12,6 @@ ranks' staging: the resumed rank's is new) and a second refit, bit-exact.
 Both ranks use GPU $COLOCATED_DEVICE (default 0).
 """
 import ctypes
-import glob
 import json
 import os
 import subprocess
@@ -151,9 +150,7 @@ def check(outdir):
         "ncclCommResume succeeds, MemStats says active (%s, %s)" % (inf.get("resume_rc"), inf.get("resumed")))
     chk(all(r.get("after") == 2.0 for r in ranks), "an all-reduce through the new staging gives 2.0 on both ranks")
     chk(all(r.get("refit2_ok") for r in ranks), "the refit after the resume is bit-exact")
-    recs = []
-    for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
-        recs += [json.loads(line) for line in open(f)]
+    recs = common.read_records(outdir)
     comms = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == "ctypes"]
     chk(len(comms) == 2 and all(c["action"] == "ipc" for c in comms),
         "auto made it ipc on both ranks (%s)" % [c.get("action") for c in comms])
@@ -166,11 +163,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--check":
         check(sys.argv[2])
         sys.exit(0)
-    if "--worker" in sys.argv:
-        # Not common.main: it puts rank r on GPU r.
-        a = common.parse_args(sys.argv)
-        r = worker(a)
-        r["rank"], r["pid"] = a["rank"], os.getpid()
-        common.emit_result(r)
-        sys.exit(0)
-    sys.exit(common.main(__file__, worker))
+    sys.exit(common.main(__file__, worker, one_gpu=True))
