@@ -1,7 +1,7 @@
 """Where a colocated broadcast's time goes: the ipc protocol's pieces between two
 processes on ONE GPU, without the shim (driver API through ctypes).
 
-    python3 bench/colocated_probe.py [--json FILE]
+    python3 bench/colocated_probe.py [--json FILE] [--cases plain,push,...]
 
 Rank 0 (the trainer) owns the data, rank 1 (the inference engine) a buffer and
 a page of counters, shared with CUDA IPC as the shim shares them.  Every case
@@ -40,11 +40,17 @@ Two processes:
   pull         rank 0 writes A, waits T, writes D; rank 1 waits A, copies out
                of rank 0's buffer, writes T
   pull-batch   pull, rank 1's copy by cuMemcpyBatchAsync (as s-batch)
-  staged       the shim's staged hop, one chunk: rank 0 waits T (its slot free), copies
-               into its slot, writes A, waits T; rank 1 waits A, copies out, writes T
+  staged       the shim's staged hop, one chunk: rank 0 copies into its slot, writes A,
+               waits T (the slot is free again); rank 1 waits A, copies out, writes T
   staged-batch staged, rank 0's copy into its slot by cuMemcpyBatchAsync (the shim's ipc_copy)
   staged-k     staged, rank 0's copy into its slot by the copy kernel (only rank 1
                on the copy engines)
+  staged-rk    staged, rank 1's copy out of the slot by the kernel (rank 0 on the copy engines)
+  staged-kk    staged, both copies by the kernel (no copy engine)
+  staged-1p    staged between two streams of rank 0 (no second process)
+  pull-2copy   pull, and rank 0 also copies within its own memory before it writes A
+               (both processes copy in each round, nothing shared between the copies)
+  push-2copy   push, and rank 1 also copies within its own memory after its wait
   ping         no copy: rank 1 writes T, waits A; rank 0 waits T, writes A
                (one round trip between the two processes)
   ping-h2d     ping with the writes as 8-byte cuMemcpyHtoDAsync
@@ -63,11 +69,10 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 MiB = 1 << 20
 SIZES = [16 * MiB, 64 * MiB, 256 * MiB]
-NOMB = 1  # CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER
 GEQ = 0   # CU_STREAM_WAIT_VALUE_GEQ
 CASES = ["plain", "s-w1", "s-w2", "s-wait", "s-full", "s-k", "s-k-full", "s-ksig", "s-cesig", "s-h2d", "s-memset",
          "s-batch", "ipc-copy", "push", "push-min", "push-k", "push-ksig", "push-h2d", "pull", "pull-batch",
-         "staged", "staged-batch", "staged-k",
+         "staged", "staged-batch", "staged-k", "staged-rk", "staged-kk", "staged-1p", "pull-2copy", "push-2copy",
          "ping", "ping-h2d", "ping-1p", "push-1p"]
 PINGS = ("ping", "ping-h2d", "ping-1p")
 
@@ -195,7 +200,7 @@ class Cu:
         self.ck(self.cu.cuLaunchKernel(self.fn_sig, blocks, 1, 1, 512, 1, 1, 0, s, params, None), "cuLaunchKernel")
 
 
-def worker(rank, q_in, q_out, res_q, bar, gate_path):
+def worker(rank, q_in, q_out, res_q, bar, gate_path, cases):
     import torch
     torch.cuda.set_device(0)
     cu = Cu()
@@ -237,6 +242,9 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
     out = {}
 
     dev_vals = torch.arange(0, 1 << 20, dtype=torch.int64, device="cuda")  # s-cesig: the value v at [v]
+    spare = torch.empty(big, dtype=torch.uint8, device="cuda")  # copies that share nothing
+    if rank == 1:
+        cu.load_kernel(sms)
     TICKET = P + 3072
 
     def one(case, size, v):
@@ -294,18 +302,48 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
                 cu.wait(A1, v, s)
                 (cu.batch if case == "pull-batch" else cu.copy)(own, S0, size, s)
                 cu.write(T0, v, s)
-        elif case in ("staged", "staged-batch", "staged-k"):
+        elif case == "staged-1p":
+            if rank == 0:  # stream 0 the sender (own -> slot), stream 1 the receiver (slot -> spare)
+                t, a, r = P + 1536, P + 2048, sh[1]
+                cu.copy(S0, own, size, s)
+                cu.write(a, v, s)
+                cu.wait(t, v, s)
+                cu.write(OWN_D, v, s)
+                cu.wait(a, v, r)
+                cu.copy(spare.data_ptr(), S0, size, r)
+                cu.write(t, v, r)
+        elif case in ("pull-2copy", "push-2copy"):
+            push = case == "push-2copy"
+            if rank == 0:
+                if push:
+                    cu.wait(T0, v, s)
+                    cu.copy(B, S0, size, s)
+                    cu.write(A1, v, s)
+                else:
+                    cu.copy(spare.data_ptr(), own, size, s)
+                    cu.write(A1, v, s)
+                    cu.wait(T0, v, s)
+            else:
+                if push:
+                    cu.write(T0, v, s)
+                    cu.wait(A1, v, s)
+                    cu.copy(spare.data_ptr(), own, size, s)
+                else:
+                    cu.wait(A1, v, s)
+                    cu.copy(own, S0, size, s)
+                    cu.write(T0, v, s)
+        elif case in ("staged", "staged-batch", "staged-k", "staged-rk", "staged-kk"):
             # Rank 0's staging slot is played by `src` (rank 1 has it mapped), its
             # data by `mine` (which holds src's bytes: the plain case copied them).
             if rank == 0:
-                cu.wait(T0, v - 1, s)          # the slot is free (the last chunk taken)
-                {"staged-batch": cu.batch, "staged-k": cu.kcopy}.get(case, cu.copy)(S0, mine.data_ptr(), size, s)
+                {"staged-batch": cu.batch, "staged-k": cu.kcopy, "staged-kk": cu.kcopy}.get(case, cu.copy)(
+                    S0, mine.data_ptr(), size, s)
                 cu.write(A1, v, s)
                 cu.wait(T0, v, s)              # taken: the caller may reuse its buffer
                 cu.write(OWN_D, v, s)
             else:
                 cu.wait(A1, v, s)
-                cu.copy(own, S0, size, s)
+                (cu.kcopy if case in ("staged-rk", "staged-kk") else cu.copy)(own, S0, size, s)
                 cu.write(T0, v, s)
         elif case in ("ping", "ping-h2d"):
             w = cu.h2d if case == "ping-h2d" else cu.write
@@ -355,7 +393,7 @@ def worker(rank, q_in, q_out, res_q, bar, gate_path):
         wd.cancel()
         return t0, t1, opened[0]
 
-    for case in CASES:
+    for case in cases:
         for size in (SIZES if case not in PINGS else [0]):
             n = 200 if size == 0 else max(8, min(64, (4 << 30) // size))
             measure(case, size, 2)  # warm
@@ -379,8 +417,12 @@ def main():
         f.write(b"\0" * 4096)
     q01, q10, res_q = ctx.Queue(), ctx.Queue(), ctx.Queue()
     bar = ctx.Barrier(2)
-    ps = [ctx.Process(target=worker, args=(0, q10, q01, res_q, bar, gate_path)),
-          ctx.Process(target=worker, args=(1, q01, q10, res_q, bar, gate_path))]
+    cases = CASES
+    if "--cases" in sys.argv:
+        cases = sys.argv[sys.argv.index("--cases") + 1].split(",")
+        assert "plain" in cases and all(c in CASES for c in cases), "--cases: a subset of %s with plain" % CASES
+    ps = [ctx.Process(target=worker, args=(0, q10, q01, res_q, bar, gate_path, cases)),
+          ctx.Process(target=worker, args=(1, q01, q10, res_q, bar, gate_path, cases))]
     for p in ps:
         p.start()
     got, parts = {}, {}
@@ -414,7 +456,7 @@ def main():
         res[key] = {"us": statistics.median(per) * 1e6, "all_us": [x * 1e6 for x in per], "watchdog": bad}
     print("colocated probe on one %s: us per iteration (median of 3), GB/s, x plain" % gpu)
     print("%-16s" % "case" + "".join("%26s" % ("%d MiB" % (s >> 20)) for s in SIZES))
-    for case in CASES:
+    for case in cases:
         if case.startswith("ping"):
             r = res["%s 0" % case]
             print("%-16s %10.2f us round trip%s" % (case, r["us"], " (watchdog)" if r["watchdog"] else ""))

@@ -12,7 +12,6 @@
 
 #include <limits.h>
 #include <sched.h>
-#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,18 +21,6 @@
 #include <unistd.h>
 
 enum hop { HOP_NONE = IPC_HOP_NONE, HOP_PUSH = IPC_HOP_PUSH, HOP_PULL = IPC_HOP_PULL, HOP_STAGED = IPC_HOP_STAGED };
-
-/* Shared (not private) futexes: the words live in shared memory. */
-static void futex_wait(_Atomic uint32_t *word, uint32_t seen, long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &ts, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t *word)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
 
 static int pred_of(const struct ipc_comm *c)
 {
@@ -87,7 +74,7 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
             break;
         if (give_up(c, deadline, late, "finish this rank's earlier broadcasts", why, whylen))
             return -1;
-        futex_wait(&c->shared[late]->readc, seen, 50);
+        ipc_wait_word(&c->shared[late]->readc, seen, 50);
     }
     struct ipc_shared *own = c->shared[c->rank];
     struct ipc_desc *slot = &own->ring[b % DRING];
@@ -98,7 +85,7 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
     slot->handle = d->handle;
     atomic_store_explicit(&slot->seq, b, memory_order_release);
     atomic_fetch_add(&own->pub, 1);
-    futex_wake(&own->pub);
+    ipc_wake_word(&own->pub);
     return 0;
 }
 
@@ -116,7 +103,7 @@ static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char
             break;
         if (give_up(c, deadline, r, "enqueue the same broadcast", why, whylen))
             return -1;
-        futex_wait(&page->pub, seen, 50);
+        ipc_wait_word(&page->pub, seen, 50);
     }
     d->direct = slot->direct;
     d->buffer_id = slot->buffer_id;
@@ -132,7 +119,7 @@ static void mark_done(struct ipc_comm *c, uint64_t b)
     atomic_store(&own->read_pred_upto, b);
     atomic_store(&own->read_succ_upto, b);
     atomic_fetch_add(&own->readc, 1);
-    futex_wake(&own->readc);
+    ipc_wake_word(&own->readc);
 }
 
 /* Counts this rank in on the hop into rank r for broadcast b (the word is

@@ -36,11 +36,16 @@ void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, ms < 0 ? NULL : &ts, NULL, 0);
 }
 
+void ipc_wake_word(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 void ipc_wake(const struct ipc_comm *c, int r)
 {
     _Atomic uint32_t *w = &c->shared[r]->word;
     atomic_fetch_add(w, 1);
-    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    ipc_wake_word(w);
 }
 
 int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v)

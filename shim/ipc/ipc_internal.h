@@ -476,6 +476,8 @@ void ipc_data_close(struct ipc_comm *c);
 /* shim/ipc/ipc_core.c: futex waits and wakes on a shared page's word (shared, not private: the
  * word is in shared memory); ipc_wait_word: up to `ms` (< 0: no bound). */
 void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
+/* Wakes every waiter on `word` (the caller has changed it). */
+void ipc_wake_word(_Atomic uint32_t *word);
 /* Bumps rank r's word and wakes its waiters. */
 void ipc_wake(const struct ipc_comm *c, int r);
 
