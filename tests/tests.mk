@@ -37,6 +37,12 @@ tests/bin/rank_client: tests/clients/rank_client.c shim/ipc/reduce.c shim/ipc/re
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< shim/ipc/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
+# Many ranks of one communicator, a thread each (tests/t/20-rendezvous-scale.t, bench/rendezvous_scale.py).
+tests-bin: tests/bin/many_ranks
+tests/bin/many_ranks: tests/clients/many_ranks.c shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
+
 tests-bin: tests/bin/rv_frame
 tests/bin/rv_frame: tests/clients/rv_frame.c shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c $(SHIM_HDRS)
 	@mkdir -p $(@D)
@@ -73,8 +79,14 @@ tests/bin/newer_dlopen: tests/clients/newer_client.c tests/clients/check.h shim/
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DNO_LINK -o $@ $< -ldl -lpthread
 
-# fork() while threads create communicators (tests/t/20-hostile-fork.t).
+# fork() while threads create communicators (tests/t/22-hostile-fork.t).
 tests-bin: tests/bin/fork_threads
 tests/bin/fork_threads: tests/clients/fork_threads.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
+
+# A process leaving with a communicator alive through _exit or a signal (tests/t/22-hostile-leave.t).
+tests-bin: tests/bin/leave_client
+tests/bin/leave_client: tests/clients/leave_client.c
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a'

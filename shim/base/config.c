@@ -15,7 +15,7 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_MODE", "NCCLSHIM_LOG_DIR", "NCCLSHIM_HOSTNAME", "NCCLSHIM_ROLE",
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
     "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
-    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
+    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_RENDEZVOUS_FANIN", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
     "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", "NCCLSHIM_IPC_RESUME_WAIT_MS", NULL,
 };
 
@@ -23,8 +23,10 @@ const char *const shim_setting_names[] = {
 static struct shim_config g_config;
 static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
 /* Problems found while reading settings, reported once records can be written. */
-static char g_config_warnings[12][POLICY_ERROR_LEN + 128];
-static int g_config_nwarnings;
+#define CONFIG_MAX_WARNINGS 32
+static char g_config_warnings[CONFIG_MAX_WARNINGS][POLICY_ERROR_LEN + 128];
+static int g_config_nwarnings; /* kept (at most CONFIG_MAX_WARNINGS) */
+static int g_config_nfound;    /* found, kept or not */
 
 const char *shim_mode_name(enum shim_mode m)
 {
@@ -78,7 +80,8 @@ static void read_host_id(char *buf, size_t len, const char *fallback)
  * are; a warning cut at its buffer's end is acceptable. */
 static __attribute__((noinline)) void config_warn(const char *fmt, const char *a, const char *b)
 {
-    if (g_config_nwarnings < (int)(sizeof(g_config_warnings) / sizeof(g_config_warnings[0])))
+    g_config_nfound++;
+    if (g_config_nwarnings < CONFIG_MAX_WARNINGS)
         snprintf(g_config_warnings[g_config_nwarnings++], sizeof(g_config_warnings[0]), fmt, a, b);
 }
 
@@ -115,8 +118,6 @@ static void check_names(void)
 
 static void config_read(void)
 {
-    check_names();
-
     struct shim_config *c = &g_config;
     const char *v = getenv("NCCLSHIM_MODE");
     c->mode = MODE_ENFORCE;
@@ -178,6 +179,11 @@ static void config_read(void)
     }
     c->rendezvous_timeout_ms = (int)config_number("NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", 30000, 1, 3600000, 1);
     c->rendezvous_idle_ms = (int)config_number("NCCLSHIM_RENDEZVOUS_IDLE_MS", 600000, 1, 86400000, 1);
+    /* Up to the ipc chain's size every rank talks to the root itself (one
+     * hop less; ipc's monitor needs the direct connection); above it the
+     * root would hold a descriptor per rank: the ranks of a host meet at a
+     * leader there (shim/rv_leader.c). */
+    c->rendezvous_fanin = (int)config_number("NCCLSHIM_RENDEZVOUS_FANIN", 64, 0, FACTS_MAX_RANKS, 1);
     /* Measured on H200 NVLink (docs/benchmarks.md): each chunk costs a fixed
      * ~10 us besides its copy, as a lone peer copy does, so bandwidth follows
      * the chunk size (4 MiB: 217 GB/s, 16 MiB: 310-323, 32 MiB: 347) more than
@@ -216,6 +222,17 @@ static void config_read(void)
     c->patterns.inference_titles = getenv("NCCLSHIM_INFERENCE_TITLES");
     c->patterns.inference_libs = getenv("NCCLSHIM_INFERENCE_LIBS");
     c->patterns.weight_update_callsites = getenv("NCCLSHIM_WEIGHT_UPDATE_CALLSITES");
+
+    /* Last: a bad value of a real setting is reported before any stray name. */
+    check_names();
+
+    /* None goes unreported: past the table, its last line counts the rest
+     * (a misspelt NCCLSHIM_MODE among 40 stray variables is then at least
+     * announced, not dropped in silence). */
+    if (g_config_nfound > CONFIG_MAX_WARNINGS)
+        snprintf(g_config_warnings[CONFIG_MAX_WARNINGS - 1], sizeof(g_config_warnings[0]),
+                 "%d more bad NCCLSHIM_* settings not shown (the first %d are); fix these and run again to see them",
+                 g_config_nfound - (CONFIG_MAX_WARNINGS - 1), CONFIG_MAX_WARNINGS - 1);
 }
 
 const struct shim_config *shim_config(void)

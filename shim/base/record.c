@@ -23,6 +23,10 @@
  * do not interleave.
  */
 static atomic_int g_fd = -1;
+/* The pid that opened g_fd: a vfork child sees the same memory, not the same process. */
+static atomic_int g_fd_pid;
+/* Set once the process is leaving (shim_record_leaving): no more opening or printing. */
+static atomic_int g_leaving;
 static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_path[PATH_MAX]; /* written under g_open_lock before g_fd is published */
 
@@ -60,7 +64,16 @@ static int open_record_file(void)
     if (fd < 0)
         return -2;
     memcpy(g_path, path, sizeof(path));
+    atomic_store_explicit(&g_fd_pid, (int)getpid(), memory_order_relaxed);
     return fd;
+}
+
+int shim_record_leaving(void)
+{
+    if (atomic_load_explicit(&g_fd, memory_order_acquire) < 0 ||
+        atomic_load_explicit(&g_fd_pid, memory_order_relaxed) != (int)getpid())
+        return 0;
+    return !atomic_exchange(&g_leaving, 1);
 }
 
 /* Set once by the constructor, before any thread exists; read-only afterwards. */
@@ -69,6 +82,14 @@ static void (*g_write_first)(void);
 void shim_record_set_first(void (*write_first)(void))
 {
     g_write_first = write_first;
+}
+
+static void (*g_first_use)(void);
+static atomic_int g_first_used;
+
+void shim_record_set_first_use(void (*first_use)(void))
+{
+    g_first_use = first_use;
 }
 
 static void write_first(void)
@@ -82,6 +103,11 @@ static int record_fd(void)
     int fd = atomic_load_explicit(&g_fd, memory_order_acquire);
     if (fd != -1)
         return fd;
+    if (atomic_load_explicit(&g_leaving, memory_order_relaxed))
+        return -2;
+    /* Not under g_open_lock: it prints (stdio's lock). */
+    if (g_first_use && !atomic_exchange(&g_first_used, 1))
+        g_first_use();
     pthread_mutex_lock(&g_open_lock);
     fd = atomic_load_explicit(&g_fd, memory_order_acquire);
     int opened = 0;
@@ -124,6 +150,7 @@ void shim_record_unlock_after_fork(void)
 void shim_record_after_fork_child(void)
 {
     /* The child must not append to its parent's file: it is another pid. */
+    atomic_store(&g_leaving, 0);
     int fd = atomic_exchange(&g_fd, -1);
     if (fd >= 0)
         close(fd);
@@ -174,8 +201,11 @@ static void put_string(struct jw *w, const char *s)
             put(w, esc, 2);
             p++;
         } else if (*p < 0x20) {
-            int n = snprintf(esc, sizeof(esc), "\\u%04x", *p);
-            put(w, esc, (size_t)n);
+            static const char hex[] = "0123456789abcdef";
+            memcpy(esc, "\\u00", 4);
+            esc[4] = hex[*p >> 4];
+            esc[5] = hex[*p & 15];
+            put(w, esc, 6);
             p++;
         } else {
             size_t n = utf8_len(p);
@@ -214,43 +244,105 @@ void jw_str(struct jw *w, const char *k, const char *v)
         put(w, "null", 4);
 }
 
+/*
+ * Numbers are formatted by hand, not with snprintf: records are also written
+ * from a fatal signal's handler and from _exit (shim_record_crash_begin),
+ * where only async-signal-safe code may run.  The writer as a whole is:
+ * no locks, no allocation, a caller's buffer and one write(2).
+ */
+static void put_u64(struct jw *w, unsigned long long v)
+{
+    char tmp[24];
+    size_t i = sizeof(tmp);
+    do
+        tmp[--i] = (char)('0' + v % 10);
+    while ((v /= 10));
+    put(w, tmp + i, sizeof(tmp) - i);
+}
+
+static void put_hex(struct jw *w, uint64_t v, int digits)
+{
+    static const char hex[] = "0123456789abcdef";
+    char tmp[18];
+    int n = 0;
+    for (int shift = 60; shift >= 0; shift -= 4) {
+        int d = (int)(v >> shift) & 15;
+        if (d || n || shift < 4 * digits)
+            tmp[n++] = hex[d];
+    }
+    put(w, "0x", 2);
+    put(w, tmp, (size_t)n);
+}
+
 void jw_int(struct jw *w, const char *k, long long v)
 {
-    char tmp[32];
     key(w, k);
-    put(w, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%lld", v));
+    if (v < 0)
+        putc_(w, '-');
+    put_u64(w, v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v);
 }
 
 void jw_u64(struct jw *w, const char *k, unsigned long long v)
 {
-    char tmp[32];
     key(w, k);
-    put(w, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%llu", v));
+    put_u64(w, v);
 }
 
 void jw_double(struct jw *w, const char *k, double v, int decimals)
 {
-    char tmp[64];
     key(w, k);
-    put(w, tmp, (size_t)snprintf(tmp, sizeof(tmp), "%.*f", decimals, v));
+    if (v != v) { /* NaN: not JSON; never expected (times, durations) */
+        put(w, "null", 4);
+        return;
+    }
+    if (decimals < 0)
+        decimals = 0;
+    if (decimals > 9)
+        decimals = 9;
+    unsigned long long scale = 1;
+    for (int i = 0; i < decimals; i++)
+        scale *= 10;
+    if (v < 0) {
+        putc_(w, '-');
+        v = -v;
+    }
+    /* Rounded to the decimals asked, as %.*f does (beyond 2^63 / scale, the
+     * integer part alone: no time or size of the shim comes near). */
+    if (v >= 9.2e18 / (double)scale) {
+        put_u64(w, v < 1.8e19 ? (unsigned long long)v : ~0ull);
+        return;
+    }
+    unsigned long long fixed = (unsigned long long)(v * (double)scale + 0.5);
+    put_u64(w, fixed / scale);
+    if (decimals) {
+        char frac[10];
+        unsigned long long f = fixed % scale;
+        for (int i = decimals - 1; i >= 0; i--, f /= 10)
+            frac[i] = (char)('0' + f % 10);
+        putc_(w, '.');
+        put(w, frac, (size_t)decimals);
+    }
 }
 
 void jw_ptr(struct jw *w, const char *k, const void *p)
 {
-    char tmp[32];
     if (!p) {
         jw_null(w, k);
         return;
     }
-    snprintf(tmp, sizeof(tmp), "%p", p);
-    jw_str(w, k, tmp);
+    /* As "%p" prints it: 0x and the digits, no leading zeros. */
+    key(w, k);
+    putc_(w, '"');
+    put_hex(w, (uintptr_t)p, 1);
+    putc_(w, '"');
 }
 
 void jw_hex64(struct jw *w, const char *k, uint64_t v)
 {
-    char tmp[32];
-    snprintf(tmp, sizeof(tmp), "0x%016llx", (unsigned long long)v);
-    jw_str(w, k, tmp);
+    key(w, k);
+    putc_(w, '"');
+    put_hex(w, v, 16);
+    putc_(w, '"');
 }
 
 void jw_null(struct jw *w, const char *k)
@@ -304,7 +396,7 @@ void jw_emit(struct jw *w)
     do
         n = write(fd, w->buf, w->len);
     while (n < 0 && errno == EINTR);
-    if (n < 0 || (size_t)n != w->len) {
+    if ((n < 0 || (size_t)n != w->len) && !atomic_load_explicit(&g_leaving, memory_order_relaxed)) {
         static atomic_int warned;
         if (!atomic_exchange(&warned, 1))
             fprintf(stderr, "ncclshim: writing record file %s failed: %s; later records may be lost\n",

@@ -42,10 +42,26 @@ int shim_record_opened(void);
 /* What to write first into a new record file (the load record: shim_main.c
  * sets it in the constructor, before any thread can open the file). */
 void shim_record_set_first(void (*write_first)(void));
+/* `first_use` runs once per process image, on the first record (the first
+ * NCCL call), opened or not, before the file's first line: where the
+ * constructor's caller prints the settings' warnings, so that `timeout`,
+ * shells and other processes under the same LD_PRELOAD that never use NCCL
+ * print nothing.  Set by the constructor. */
+void shim_record_set_first_use(void (*first_use)(void));
 /* After fork(): the child writes to a file of its own (called from the atfork handler). */
 void shim_record_after_fork_child(void);
 void shim_record_lock_for_fork(void);
 void shim_record_unlock_after_fork(void);
+
+/*
+ * The process is leaving (exit, _exit, a fatal signal): returns 1 for the
+ * first caller, whose records go to the file already open (if any) and
+ * nothing else: no file is opened after this, nothing is printed, no lock is
+ * taken.  0 for any later caller (another thread crashing at once, _exit
+ * after a destructor), and in a process that is not the file's owner (a
+ * vfork child shares the parent's memory and its open file).
+ */
+int shim_record_leaving(void);
 
 /* Wall-clock seconds since the epoch, and a monotonic clock in microseconds. */
 double shim_now(void);

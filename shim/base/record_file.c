@@ -94,9 +94,10 @@ static int open_default_dir(char *dir, size_t dirlen, char *note, size_t notelen
     int dfd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (dfd < 0)
-        bad = (errno == ELOOP || errno == ENOTDIR) ? not_dir_kind(dir) : strerror(errno);
+        bad = (errno == ELOOP || errno == ENOTDIR) ? not_dir_kind(dir) :
+              (snprintf(why, sizeof(why), "not usable by this user (%s)", strerror(errno)), why);
     else if (fstat(dfd, &st) != 0)
-        bad = strerror(errno);
+        bad = (snprintf(why, sizeof(why), "not usable (fstat: %s)", strerror(errno)), why);
     else
         bad = dir_not_private(&st, why, sizeof(why));
     if (!bad)
@@ -163,12 +164,20 @@ static int open_in(int dfd, const char *name, char *why, size_t len, int *err)
     *err = 0;
     const int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
     int fd = openat(dfd, name, flags | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno == EEXIST)
-        fd = openat(dfd, name, flags); /* checked below: only our own plain file is used */
-    if (fd < 0) {
-        *err = errno;
-        snprintf(why, len, "%s", errno == ELOOP ? "a symbolic link" : errno == ENXIO ? "a FIFO or socket" : strerror(errno));
+    if (fd < 0 && errno != EEXIST) {
+        *err = errno; /* the directory refuses a new file: no other name helps */
+        snprintf(why, len, "%s", strerror(errno));
         return -1;
+    }
+    if (fd < 0) {
+        /* The name is taken: only our own plain file is used (checked below);
+         * whatever else it is, another name may do. */
+        fd = openat(dfd, name, flags);
+        if (fd < 0) {
+            snprintf(why, len, "%s", errno == ELOOP ? "a symbolic link" : errno == ENXIO ? "a FIFO or socket" :
+                                     errno == EISDIR ? "a directory" : strerror(errno));
+            return -1;
+        }
     }
     char tmp[64];
     const char *bad = file_not_ours(fd, tmp, sizeof(tmp));
@@ -220,9 +229,7 @@ int record_file_open(const char *log_dir, int is_default, const char *host, int 
             snprintf(first, sizeof(first), "%s", path);
             snprintf(why, sizeof(why), "%s", w);
         }
-        /* Permission, space, a read-only file system: no other name helps. */
-        if (fd < 0 && (err == EACCES || err == EPERM || err == ENOSPC || err == EDQUOT || err == EROFS ||
-                       err == ENOENT || err == EIO))
+        if (fd < 0 && err)
             break;
     }
     close(dfd);

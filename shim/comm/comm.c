@@ -221,9 +221,19 @@ void shim_comm_free(struct shim_comm *h)
     pthread_mutex_unlock(&g_lock);
 }
 
+static void record_end_into(struct jw *wp, struct shim_comm *h, const char *how, int result);
+
 void shim_comm_record_end(struct shim_comm *h, const char *how, int result)
 {
     struct jw w;
+    record_end_into(&w, h, how, result);
+}
+
+/* Async-signal-safe (the leaving path calls it from a fatal signal's handler):
+ * the writer, atomics, and ipc_get_stats' atomic loads. */
+static void record_end_into(struct jw *wp, struct shim_comm *h, const char *how, int result)
+{
+#define w (*wp)
     jw_begin(&w, "comm_end");
     jw_ptr(&w, "comm", h->real);
     jw_ptr(&w, "handle", shim_comm_handle(h));
@@ -269,29 +279,40 @@ void shim_comm_record_end(struct shim_comm *h, const char *how, int result)
         jw_close(&w, '}');
     }
     jw_emit(&w);
+#undef w
 }
 
-void shim_comm_record_exit(void)
+void shim_comm_record_exit(struct jw *w, const char *by, int signo)
 {
     unsigned long alive = 0, created;
-    pthread_mutex_lock(&g_lock);
-    /* Records are written under the lock: at exit nobody else should be
-     * creating communicators, and none must be freed while we read it. */
-    struct comm_table *t = atomic_load_explicit(&g_comm_table, memory_order_relaxed);
+    /* At exit() the records are written under the lock: nobody else should be
+     * creating communicators, and none must be freed while we read it.  From
+     * _exit or a fatal signal no lock may be waited for (the thread that
+     * holds it may be the one interrupted): the table is read as the
+     * wrappers read it, lock-free, and its structs are never freed. */
+    int locked = by && strcmp(by, "exit") == 0;
+    if (locked)
+        pthread_mutex_lock(&g_lock);
+    struct comm_table *t = atomic_load_explicit(&g_comm_table, memory_order_acquire);
     for (size_t i = 0; t && i <= t->mask; i++) {
+        if (atomic_load_explicit(&t->e[i].key, memory_order_acquire) <= COMM_KEY_GONE)
+            continue;
         struct shim_comm *h = atomic_load_explicit(&t->e[i].val, memory_order_relaxed);
         if (!h)
             continue;
-        shim_comm_record_end(h, "exit", -1);
+        record_end_into(w, h, "exit", -1);
         alive++;
     }
     created = g_created;
-    pthread_mutex_unlock(&g_lock);
-    struct jw w;
-    jw_begin(&w, "exit");
-    jw_u64(&w, "comms_created", created);
-    jw_u64(&w, "comms_alive", alive);
-    jw_emit(&w);
+    if (locked)
+        pthread_mutex_unlock(&g_lock);
+    jw_begin(w, "exit");
+    jw_u64(w, "comms_created", created);
+    jw_u64(w, "comms_alive", alive);
+    jw_str(w, "by", by);
+    if (signo > 0)
+        jw_int(w, "signal", signo);
+    jw_emit(w);
 }
 
 void shim_comm_lock_for_fork(void)

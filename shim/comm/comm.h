@@ -54,6 +54,7 @@ struct shim_comm {
     struct ipc_comm *ipc;               /* action ipc: the transport (shim-only), freed with it */
     atomic_uint splits, shrinks, grows; /* to name children: <group>/split<N> */
     atomic_int suspended;               /* shim-only: between ncclCommSuspend and ncclCommResume */
+    atomic_int init_pending;            /* a non-blocking init returned ncclInProgress; its end not yet seen */
     struct shim_comm *next_free;        /* recycled structs (comm.c), under its lock */
 };
 
@@ -159,8 +160,12 @@ static inline ncclComm_t shim_comm_handle(struct shim_comm *h)
 }
 /* Writes a comm_end record for `h`. */
 void shim_comm_record_end(struct shim_comm *h, const char *how, int result);
-/* At exit: comm_end records for every live communicator, then the exit record. */
-void shim_comm_record_exit(void);
+/* When the process leaves: comm_end records for every live communicator, then
+ * the exit record, built in `w`.  `by`: "exit" (exit() or main's return: under
+ * the table's lock), "_exit" or "signal" (`signo`): lock-free and
+ * async-signal-safe. */
+struct jw;
+void shim_comm_record_exit(struct jw *w, const char *by, int signo);
 void shim_comm_after_fork_child(void);
 void shim_comm_lock_for_fork(void);
 void shim_comm_unlock_after_fork(void);

@@ -216,6 +216,7 @@ static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *
         jw_str(w, "root", p->rv.root);
         jw_int(w, "rounds", p->rv.rounds);
         jw_u64(w, "wait_us", p->rv.wait_us);
+        jw_double(w, "decided_ts", p->rv.decided_ts, 6);
         jw_int(w, "hosts", p->rv.v.nhosts);
         if (p->rv.fallback[0])
             jw_str(w, "fallback", p->rv.fallback);
@@ -293,6 +294,19 @@ static void register_creation(struct creation *c, struct shim_comm *h, int cuda_
                   "its traffic is not counted", c->fn, c->group);
 }
 
+/* Communicators whose non-blocking init has not been seen to end: while 0
+ * (always, for blocking inits), ncclCommGetAsyncError costs one load more. */
+static atomic_int g_inits_pending;
+
+/* Takes `h` out of the pending inits; 1 if it was in (once). */
+static int init_seen_ended(struct shim_comm *h)
+{
+    if (!atomic_load_explicit(&h->init_pending, memory_order_relaxed) || !atomic_exchange(&h->init_pending, 0))
+        return 0;
+    atomic_fetch_sub(&g_inits_pending, 1);
+    return 1;
+}
+
 /*
  * After the real call: register what was made and record it.  `out` is
  * where the caller receives the communicator: NCCL's own pointer, left as it
@@ -329,6 +343,11 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
     }
     record_creation(c, r, dur_us, real, h ? shim_comm_handle(h) : real, cuda_device);
     if (h) {
+        if (real && r == ncclInProgress) {
+            /* Its end is recorded when ncclCommGetAsyncError reveals it. */
+            atomic_store_explicit(&h->init_pending, 1, memory_order_relaxed);
+            atomic_fetch_add(&g_inits_pending, 1);
+        }
         register_creation(c, h, cuda_device);
         if (!real)
             *out = (ncclComm_t)h;
@@ -628,6 +647,8 @@ static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, con
         return ncclSuccess;
     }
     struct shim_comm *h = f ? shim_comm_find(comm) : NULL;
+    if (h)
+        init_seen_ended(h); /* its comm_end says how it ended: no separate record */
     int registered = h && shim_comm_unregister(h);
     ncclResult_t r = f ? f(comm) : ncclInternalError;
     if (registered) {
@@ -635,6 +656,46 @@ static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, con
             shim_comm_record_end(h, how, r);
         shim_comm_free(h);
     }
+    return r;
+}
+
+/*
+ * A non-blocking init (config blocking=0) returns ncclInProgress, and its
+ * comm record can say no more; the application learns how it ended from
+ * ncclCommGetAsyncError.  The first answer other than ncclInProgress is
+ * recorded (comm_init_end, docs/records.md): an init that fails there is
+ * otherwise invisible in the records.
+ */
+ncclResult_t life_ncclCommGetAsyncError(struct shim_slot *slot, const void *caller, ncclComm_t comm,
+                                        ncclResult_t *asyncError)
+{
+    if (shim_is_vcomm(comm))
+        return shim_vcomm_of(comm) ? vcomm_ncclCommGetAsyncError(comm, asyncError)
+                                   : vcomm_stale("ncclCommGetAsyncError");
+    __typeof__(&ncclCommGetAsyncError) f = REAL(slot, ncclCommGetAsyncError, caller);
+    if (!f)
+        return ncclInternalError;
+    ncclResult_t r = f(comm, asyncError);
+    if (__builtin_expect(!atomic_load_explicit(&g_inits_pending, memory_order_relaxed), 1) || r != ncclSuccess ||
+        !asyncError || *asyncError == ncclInProgress)
+        return r;
+    struct shim_comm *h = shim_comm_find(comm);
+    if (!h || !init_seen_ended(h) || shim_config()->mode == MODE_OFF)
+        return r;
+    if (*asyncError == ncclSuccess && h->cuda_device < 0)
+        h->cuda_device = ask_int(h->slot, FN_ncclCommCuDevice, comm);
+    struct jw w;
+    jw_begin(&w, "comm_init_end");
+    jw_ptr(&w, "comm", comm);
+    jw_str(&w, "group", h->group);
+    jw_int(&w, "rank", h->rank);
+    jw_int(&w, "nranks", h->nranks);
+    jw_int(&w, "cuda_device", h->cuda_device);
+    jw_int(&w, "result", *asyncError);
+    jw_str(&w, "result_str", result_name(*asyncError));
+    jw_str(&w, "by", "ncclCommGetAsyncError");
+    jw_double(&w, "after_s", shim_now() - h->created_ts, 6);
+    jw_emit(&w);
     return r;
 }
 

@@ -14,6 +14,8 @@
 #define NCCL_COMM(ret, name, params, args) ret vcomm_##name params;
 #define NCCL_DATA(name, op, params, args, count, dtype) ncclResult_t vcomm_##name params;
 #include "nccl_api.def"
+/* (a LIFE function in the table: lifecycle.c passes shim-only handles here) */
+ncclResult_t vcomm_ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *asyncError);
 
 /* A data operation on a dropped communicator: counted with its bytes, then
  * success at once; no buffer is touched (the data does not arrive: records

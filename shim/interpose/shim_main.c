@@ -15,7 +15,12 @@
 #include "rendezvous.h"
 #include "version.h"
 
+#include <dlfcn.h>
+#include <errno.h>
 #include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <unistd.h>
@@ -42,6 +47,18 @@ static void write_load_record(void)
     jw_emit(&w);
     for (int i = 0; i < shim_config_warning_count(); i++)
         shim_record_warning("bad-setting", shim_config_warning(i));
+}
+
+/*
+ * The settings' warnings on stderr, once: at the process's first NCCL call,
+ * not at load, so that a launcher (`timeout`, a shell, torchrun) under the
+ * same LD_PRELOAD does not print them a second time.  A fork child does not
+ * print them again (its parent did, or will).
+ */
+static void print_setting_warnings(void)
+{
+    for (int i = 0; i < shim_config_warning_count(); i++)
+        fprintf(stderr, "ncclshim: warning: %s\n", shim_config_warning(i));
 }
 
 /*
@@ -88,23 +105,114 @@ static void after_fork_child(void)
     shim_record_after_fork_child();
 }
 
+/*
+ * Leaving without exit(): the records of communicators still alive are the
+ * evidence an operator reads after a crash, and no destructor runs after
+ * _exit (Python's os._exit: every multiprocessing child) or a fatal signal.
+ * So _exit and _Exit are interposed, and the fatal signals whose action is
+ * still the default get a handler; each writes what exit() would have
+ * (comm_end "how":"exit", then the exit record, "by" saying how), to the file
+ * already open, async-signal-safely, then does what would have happened
+ * without the shim.
+ */
+typedef void (*exit_fn_t)(int);
+/* glibc's _exit, found by the constructor; read-only afterwards. */
+static exit_fn_t g_real_exit;
+/* The records are built here, not on the stack: a fatal signal's handler may
+ * run on a small alternate stack.  Used by the one caller shim_record_leaving
+ * lets through. */
+static struct jw g_leave_jw;
+
+static void leave_records(const char *by, int signo)
+{
+    if (shim_config()->mode != MODE_OFF && shim_record_leaving())
+        shim_comm_record_exit(&g_leave_jw, by, signo);
+}
+
+static __attribute__((noreturn)) void real_exit(int status)
+{
+    if (g_real_exit)
+        g_real_exit(status);
+    /* Called before the constructor (another library's): the system call
+     * _exit makes. */
+    for (;;)
+        syscall(SYS_exit_group, status);
+}
+
+__attribute__((visibility("default"), noreturn)) void _exit(int status)
+{
+    leave_records("_exit", 0);
+    real_exit(status);
+}
+
+__attribute__((visibility("default"), noreturn)) void _Exit(int status)
+{
+    leave_records("_exit", 0);
+    real_exit(status);
+}
+
+static const int g_fatal_signals[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT, SIGTERM };
+
+static void on_fatal_signal(int sig)
+{
+    int saved = errno;
+    leave_records("signal", sig);
+    /* Then the default action, as SA_RESETHAND would give: the signal is
+     * blocked while this handler runs, so the raise is delivered when it
+     * returns (a faulting instruction would fault again anyway), and the
+     * process ends as it would have, by this signal, with its core dump. */
+    struct sigaction dfl;
+    memset(&dfl, 0, sizeof(dfl));
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(sig, &dfl, NULL);
+    raise(sig);
+    errno = saved;
+}
+
+/* Only signals whose action is still the default: a handler or SIG_IGN set
+ * before the shim (another preloaded library) is the application's, and
+ * stays.  One set later replaces this one, and the application's own
+ * handling applies (a handler that ends in _exit still gets the records
+ * written). */
+static void install_fatal_handlers(void)
+{
+    for (size_t i = 0; i < sizeof(g_fatal_signals) / sizeof(g_fatal_signals[0]); i++) {
+        struct sigaction old, sa;
+        if (sigaction(g_fatal_signals[i], NULL, &old) != 0 || (old.sa_flags & SA_SIGINFO) ||
+            old.sa_handler != SIG_DFL)
+            continue;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_fatal_signal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_ONSTACK | SA_RESTART;
+        if (sigaction(g_fatal_signals[i], &sa, NULL) != 0)
+            fprintf(stderr, "ncclshim: warning: cannot watch signal %d (%s): records of communicators alive "
+                            "when it kills the process will be lost\n", g_fatal_signals[i], strerror(errno));
+    }
+}
+
 __attribute__((constructor)) static void shim_load(void)
 {
     /* Resolve glibc's dlsym now, while the process is still single-threaded. */
     shim_real_dlsym();
     shim_self_base();
+    g_real_exit = (exit_fn_t)shim_real_dlsym()(RTLD_NEXT, "_exit");
     net_env_init();
     if (shim_config()->mode == MODE_OFF)
         return;
     shim_record_set_first(write_load_record);
+    shim_record_set_first_use(print_setting_warnings);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
-    for (int i = 0; i < shim_config_warning_count(); i++)
-        fprintf(stderr, "ncclshim: warning: %s\n", shim_config_warning(i));
+    install_fatal_handlers();
 }
 
 __attribute__((destructor)) static void shim_unload(void)
 {
-    /* A process that never used NCCL leaves no file behind. */
-    if (shim_config()->mode != MODE_OFF && shim_record_opened())
-        shim_comm_record_exit();
+    /* A process that never used NCCL leaves no file behind (and
+     * shim_record_leaving lets nobody through). */
+    if (shim_config()->mode != MODE_OFF && shim_record_leaving()) {
+        struct jw w;
+        shim_comm_record_exit(&w, "exit", 0);
+    }
 }

@@ -1,6 +1,6 @@
 #!/bin/bash
 # The exported symbol set is the API: every function of NCCL's nccl.h, its pnccl
-# alias, dlsym and getenv, and nothing else.  And the library depends on libc alone.
+# alias, dlsym, getenv, _exit and _Exit, and nothing else.  And the library depends on libc alone.
 . "$(dirname "$0")/../tap.sh"
 
 exports=$(nm -D --defined-only "$SHIM_LIB" | awk '{print $3}' | sort)
@@ -13,9 +13,11 @@ table=$(cpp -P -I "$ROOT/shim/nccl" -x c - <<'X' | tr -s ' \n' '\n' | grep -v '^
 #include "nccl_api.def"
 dlsym
 getenv
+_exit
+_Exit
 X
 )
-is "$exports" "$table" "exported symbols are exactly the table's functions, their pnccl aliases, dlsym and getenv"
+is "$exports" "$table" "exported symbols are exactly the table's functions, their pnccl aliases, dlsym, getenv, _exit and _Exit"
 
 # Every function NCCL's own header declares is wrapped (where a header is installed).
 hdr=""

@@ -1,5 +1,6 @@
 /* --json: one document for scripts. Keys keep a fixed order and arrays are
- * sorted, so that two runs over the same input diff cleanly. */
+ * sorted, so that two runs over the same input diff cleanly; each element of
+ * the top-level arrays is one line. */
 #include "inspect.h"
 
 #include <jansson.h>
@@ -197,9 +198,40 @@ static int lib_cmp(library_rec *a, library_rec *b)
     return strcmp(a->key, b->key);
 }
 
+/*
+ * The document is written as it is built, one array element at a time (each
+ * on its own line), never held whole: on a 200 MB record file the
+ * whole jansson tree took 919 MB where the table view needs 203 MB (issue 17;
+ * docs/benchmarks.md, "inspect --json memory").
+ */
+typedef struct {
+    FILE *out;
+    int n; /* elements written in the open array */
+} jstream;
+
+static void js_array_open(jstream *js, const char *key, int first)
+{
+    fprintf(js->out, "%s  \"%s\": [", first ? "" : ",\n", key);
+    js->n = 0;
+}
+
+/* Writes `v` as the next element of the open array and frees it. */
+static void js_elem(jstream *js, json_t *v)
+{
+    fputs(js->n++ ? ",\n    " : "\n    ", js->out);
+    json_dumpf(v, js->out, JSON_INDENT(0) | JSON_PRESERVE_ORDER); /* one line, ", " and ": " */
+    json_decref(v);
+}
+
+static void js_array_close(jstream *js)
+{
+    fputs(js->n ? "\n  ]" : "]", js->out);
+}
+
 void inspect_print_json(inspect_state *st, FILE *out)
 {
-    json_t *doc = json_object();
+    jstream js = {out, 0};
+    fputs("{\n", out);
 
     size_t np = HASH_COUNT(st->procs), i = 0;
     process **procs = xmalloc((np ? np : 1) * sizeof *procs);
@@ -208,28 +240,28 @@ void inspect_print_json(inspect_state *st, FILE *out)
         procs[i++] = p;
     if (np)
         qsort(procs, np, sizeof *procs, proc_cmp);
-    json_t *jp = json_array();
+    js_array_open(&js, "processes", 1);
     for (i = 0; i < np; i++) {
         p = procs[i];
-        json_array_append_new(jp, json_pack("{s:o,s:I,s:o,s:o,s:o,s:b}", "host", jstr(p->host),
-                                            "pid", (json_int_t)p->pid, "title", jstr(p->title),
-                                            "log_file", jstr(p->log_file), "shim_version",
-                                            jstr(p->shim_version), "exited", p->has_exit));
+        js_elem(&js, json_pack("{s:o,s:I,s:o,s:o,s:o,s:b}", "host", jstr(p->host),
+                               "pid", (json_int_t)p->pid, "title", jstr(p->title),
+                               "log_file", jstr(p->log_file), "shim_version",
+                               jstr(p->shim_version), "exited", p->has_exit));
     }
     free(procs);
-    json_object_set_new(doc, "processes", jp);
+    js_array_close(&js);
 
     HASH_SORT(st->libs, lib_cmp);
-    json_t *jl = json_array();
+    js_array_open(&js, "libraries", 0);
     library_rec *l, *ltmp;
     HASH_ITER(hh, st->libs, l, ltmp) {
-        json_array_append_new(jl, json_pack("{s:I,s:o,s:I,s:i}", "slot", (json_int_t)l->slot, "path",
-                                            jstr(l->path), "version", (json_int_t)l->version,
-                                            "processes", l->nproc));
+        js_elem(&js, json_pack("{s:I,s:o,s:I,s:i}", "slot", (json_int_t)l->slot, "path",
+                               jstr(l->path), "version", (json_int_t)l->version,
+                               "processes", l->nproc));
     }
-    json_object_set_new(doc, "libraries", jl);
+    js_array_close(&js);
 
-    json_t *jc = json_array();
+    js_array_open(&js, "communicators", 0);
     for (i = 0; i < st->ncomms; i++) {
         communicator *c = st->sorted[i];
         json_t *o = json_object();
@@ -261,44 +293,41 @@ void inspect_print_json(inspect_state *st, FILE *out)
         json_object_set_new(o, "ipc_peer_left", jl2);
         json_object_set_new(o, "ipc_peer_lost", json_boolean(c->ipc_lost));
         json_object_set_new(o, "problems", jlist(&c->problems));
-        json_array_append_new(jc, o);
+        js_elem(&js, o);
     }
-    json_object_set_new(doc, "communicators", jc);
+    js_array_close(&js);
 
-    json_t *jw = json_array();
+    js_array_open(&js, "warnings", 0);
     for (i = 0; i < st->warnings.n; i++) {
         warning_rec *w = &st->warnings.v[i];
         json_t *jg = w->rank ? jstr(w->rank->group) : json_null();
         json_t *jr = w->rank ? json_integer(w->rank->rank) : json_null();
-        json_array_append_new(jw, json_pack("{s:o,s:I,s:f,s:o,s:o,s:o,s:o,s:b}", "host", jstr(w->host), "pid",
-                                            (json_int_t)w->pid, "ts", w->ts, "what", jstr(w->what), "message",
-                                            jstr(w->message), "group", jg, "rank", jr, "after_end", w->after_end));
+        js_elem(&js, json_pack("{s:o,s:I,s:f,s:o,s:o,s:o,s:o,s:b}", "host", jstr(w->host), "pid",
+                               (json_int_t)w->pid, "ts", w->ts, "what", jstr(w->what), "message",
+                               jstr(w->message), "group", jg, "rank", jr, "after_end", w->after_end));
     }
-    json_object_set_new(doc, "warnings", jw);
+    js_array_close(&js);
 
-    json_t *jd = json_array();
+    js_array_open(&js, "decisions", 0);
     for (decision_rec *d = st->decisions; d; d = d->next)
-        json_array_append_new(jd, jdecision(d));
-    json_object_set_new(doc, "decisions", jd);
-    json_t *jx = json_array();
+        js_elem(&js, jdecision(d));
+    js_array_close(&js);
+    js_array_open(&js, "rendezvous_expired", 0);
     for (i = 0; i < st->expired.n; i++)
-        json_array_append_new(jx, jexpired(&st->expired.v[i]));
-    json_object_set_new(doc, "rendezvous_expired", jx);
-    json_t *jpl = json_array();
+        js_elem(&js, jexpired(&st->expired.v[i]));
+    js_array_close(&js);
+    js_array_open(&js, "ipc_peer_left", 0);
     for (i = 0; i < st->peer_left.n; i++)
-        json_array_append_new(jpl, jpeer_left(&st->peer_left.v[i]));
-    json_object_set_new(doc, "ipc_peer_left", jpl);
+        js_elem(&js, jpeer_left(&st->peer_left.v[i]));
+    js_array_close(&js);
 
-    json_t *je = json_array();
+    js_array_open(&js, "input_errors", 0);
     for (i = 0; i < st->errors.n; i++) {
         input_error *e = &st->errors.v[i];
-        json_array_append_new(je, json_pack("{s:o,s:I,s:o,s:b}", "file", jstr(e->file), "line",
-                                            (json_int_t)e->line, "reason", jstr(e->reason),
-                                            "fatal", e->fatal));
+        js_elem(&js, json_pack("{s:o,s:I,s:o,s:b}", "file", jstr(e->file), "line",
+                               (json_int_t)e->line, "reason", jstr(e->reason),
+                               "fatal", e->fatal));
     }
-    json_object_set_new(doc, "input_errors", je);
-
-    json_dumpf(doc, out, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    fputc('\n', out);
-    json_decref(doc);
+    js_array_close(&js);
+    fputs("\n}\n", out);
 }

@@ -287,6 +287,36 @@ static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long l
     c->st->nrecords++;
 }
 
+/* How a non-blocking init ended (result ncclInProgress in its comm record):
+ * the rank's result becomes the final one, so that an init that failed
+ * there is reported as any failed init.  The comm record comes first in the
+ * same process's file; one not found is skipped. */
+static void feed_comm_init_end(ctx *c, json_t *o, const char *host, long long pid)
+{
+    char *comm = get_str(c, o, "comm", 1);
+    long long result = get_int(c, o, "result", 1, 0, NULL);
+    char *result_str = get_str(c, o, "result_str", 0);
+    long long dev = get_int(c, o, "cuda_device", 0, -1, NULL);
+    char *norm = (!c->bad && comm) ? norm_comm_ptr(comm) : NULL;
+    rank_rec *hit = NULL;
+    for (rank_rec *r = c->st->ranks; norm && r; r = r->next)
+        if (r->pid == pid && r->result == 7 && r->comm_norm && strcmp(r->comm_norm, norm) == 0 &&
+            r->host && strcmp(r->host, host) == 0)
+            hit = r; /* the latest: an address NCCL reused */
+    if (hit) {
+        hit->result = result;
+        free(hit->result_str);
+        hit->result_str = result_str;
+        result_str = NULL;
+        if (hit->cuda_device < 0)
+            hit->cuda_device = dev;
+        c->st->nrecords++;
+    }
+    free(norm);
+    free(comm);
+    free(result_str);
+}
+
 static void feed_comm_end(ctx *c, json_t *o, const char *host, long long pid, double ts)
 {
     comm_end_rec *e = xmalloc(sizeof *e);
@@ -538,7 +568,7 @@ static void feed_object(ctx *c, json_t *o)
     }
     const char *type = json_string_value(t);
     static const char *known[] = {"load", "library", "unique_id", "comm", "comm_end", "exit", "warning",
-                                  "decision", "rendezvous_expired", "ipc_peer_left"};
+                                  "decision", "rendezvous_expired", "ipc_peer_left", "comm_init_end"};
     int is_known = 0;
     for (size_t i = 0; i < sizeof known / sizeof known[0]; i++)
         if (strcmp(type, known[i]) == 0)
@@ -601,6 +631,8 @@ static void feed_object(ctx *c, json_t *o)
             inspect_process(c->st, host, pid);
     } else if (strcmp(type, "comm") == 0) {
         feed_comm(c, o, host, pid, tid, ts);
+    } else if (strcmp(type, "comm_init_end") == 0) {
+        feed_comm_init_end(c, o, host, pid);
     } else if (strcmp(type, "comm_end") == 0) {
         feed_comm_end(c, o, host, pid, ts);
         if (!c->bad)

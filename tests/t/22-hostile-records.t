@@ -2,8 +2,9 @@
 # Record files on a machine shared with other users (issue 17): nothing another
 # user or a stale file puts at the record paths can redirect the records,
 # hang the process, or take its records away without one clear line.
-# The default directory cases need a second, unprivileged user (created as
-# root, as CI runs); without root they are skipped.
+# The default directory cases need a second, unprivileged user (created as root,
+# as CI runs; without root they are skipped), this test's own, so that the fuzz
+# test running at the same time (another user) never shares its directory.
 . "$(dirname "$0")/../tap.sh"
 
 CLIENT=("$BIN/client_linked" linked basic)
@@ -83,9 +84,13 @@ if [ "$(id -u)" != 0 ]; then
     echo "# SKIP default-directory cases: they need root to create a second user and plant its files"
     done_testing; exit
 fi
-U=ncclshim-t20
+U=ncclshim-t22r
 # getent, not id: some sandboxes' id answers 0 for any name.
-getent passwd "$U" > /dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$U" > /dev/null 2>&1
+# (retried: another test's useradd may hold /etc/passwd's lock at this moment)
+for _ in 1 2 3 4 5; do
+    getent passwd "$U" > /dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$U" > /dev/null 2>&1 && break
+    sleep 1
+done
 VU=$(getent passwd "$U" | cut -d: -f3); VG=$(getent passwd "$U" | cut -d: -f4)
 case "$VU" in ''|0) echo "# SKIP default-directory cases: no unprivileged user $U (useradd failed)"; done_testing; exit ;; esac
 D=/tmp/ncclshim-$VU
