@@ -8,8 +8,9 @@ In one run (each case a fresh pair of processes):
             cuMemcpyDtoDAsync (2 streams in turn): the limit, and the baseline
             of every ratio (measured in rank 0 of every case; the first case's is shown)
   nccl      NCCL alone (no shim): it refuses two ranks on one GPU
-  shim      the shim's ipc communicator, NCCLSHIM_IPC_COPY=auto (the copy kernel)
+  shim      the shim's ipc communicator, NCCLSHIM_IPC_COPY=auto (copy engines)
   shim-ce   the same with NCCLSHIM_IPC_COPY=ce (copy engines only)
+  shim-sm   the same with NCCLSHIM_IPC_COPY=sm (the copy kernel; not run by default)
   staged-N  PyTorch's expandable segments (not exportable: the staged path),
             NCCLSHIM_IPC_CHUNK_BYTES=N MiB pieces
   torch-ipc the usual hand-written alternative, no NCCL: torch CUDA-IPC handles of
@@ -18,7 +19,8 @@ In one run (each case a fresh pair of processes):
 For each: the first refit (right after the communicator's warm-up) and warm
 ones (rank 1's host time from a common start to its streams' end), bit-exact
 checks, and single broadcasts of 4 KiB to 256 MiB against a plain copy of the
-same size.
+same size (back to back, 16 GiB's worth or 8 to 200 of them; the host's time
+per call too).
 
     python3 bench/colocated.py --outdir DIR --preload build/libncclshim.so [--cases shim,shim-ce,...]
 
@@ -46,6 +48,13 @@ SIZES = [4096, MiB, 16 * MiB, 64 * MiB, 256 * MiB]
 REFITS = 6
 CASES = ["nccl", "shim", "shim-ce", "staged-8", "staged-64", "torch-ipc"]
 DEV = int(os.environ.get("COLOCATED_DEVICE", "0"))
+
+
+def reps(sz):
+    """Broadcasts timed back to back at size sz: 16 GiB's worth, 8 to 200
+    (at 64 MiB 200, ~9 ms on H200: the ranks' ~0.1 ms skew out of the
+    barrier stays near 1%)."""
+    return max(8, min(200, (16 << 30) // sz))
 
 
 def offsets():
@@ -106,7 +115,7 @@ def plain(W, streams):
     exact = bool(torch.equal(D, W))
     sizes = {}
     for sz in SIZES:
-        n = max(5, min(200, (4 << 30) // sz))
+        n = reps(sz)
         s = streams[0]
         cp(D.data_ptr(), W.data_ptr(), sz, s.cuda_stream)
         torch.cuda.synchronize()
@@ -172,9 +181,9 @@ def worker_nccl_like(args, W, D, streams, barrier, res):
         if check:
             exact.append(bool(torch.equal(D, fill(total, 1))))
     res.update(first_s=times[0], warm_s=statistics.median(times[1:]), all_s=times, enqueue_s=enq, exact=exact)
-    sizes = {}
+    sizes, enq = {}, {}
     for sz in SIZES:
-        n = max(5, min(200, (4 << 30) // sz))
+        n = reps(sz)
         p = vp(buf.data_ptr())
 
         def op():
@@ -185,14 +194,17 @@ def worker_nccl_like(args, W, D, streams, barrier, res):
         t0 = time.perf_counter()
         for _ in range(n):
             op()
+        t1 = time.perf_counter()
         torch.cuda.synchronize()
         sizes[str(sz)] = (time.perf_counter() - t0) / n
+        enq[str(sz)] = (t1 - t0) / n
     res["size_s"] = sizes
+    res["size_enqueue_s"] = enq  # the host's time per call: under size_s, the GPU sets the pace
     # The same sizes on 2 streams in turn (a refit's pattern): a broadcast's
     # round trip between the processes overlaps the one before.
     sizes2 = {}
     for sz in SIZES:
-        n = max(6, min(200, (4 << 30) // sz)) // 2 * 2
+        n = reps(sz) // 2 * 2
         p = vp(buf.data_ptr())
         torch.cuda.synchronize()
         barrier()
@@ -289,7 +301,7 @@ def worker_torch_ipc(args, W, D, streams, barrier, res):
     res.update(first_s=times[0], warm_s=statistics.median(times[1:]), all_s=times, enqueue_s=enq, exact=exact)
     sizes = {}
     for sz in SIZES:
-        n = max(5, min(200, (4 << 30) // sz))
+        n = reps(sz)
         one(0, sz, 0)
         torch.cuda.synchronize()
         barrier()
@@ -344,6 +356,8 @@ def run_case(out, preload, case):
         cmd += ["--preload", preload]
     if case == "shim-ce":
         env["NCCLSHIM_IPC_COPY"] = "ce"
+    if case == "shim-sm":
+        env["NCCLSHIM_IPC_COPY"] = "sm"
     if case.startswith("staged-"):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
         env["NCCLSHIM_IPC_CHUNK_BYTES"] = str(int(case.split("-")[1]) * MiB)
@@ -431,6 +445,13 @@ def report(results):
                                                              pl["size_s"][str(sz)] / r1[key][str(sz)])
                                        for sz in SIZES))
     print("(\"2s\": the same broadcasts on 2 streams in turn, as in a refit; the plain copy on one stream)")
+    print("host time per call in those single broadcasts (rank 0, the root, then rank 1), us:")
+    for case, s in results.items():
+        r = [x["result"] for x in s["ranks"]]
+        if len(r) > 1 and all(x and "size_enqueue_s" in x for x in r):
+            print("%-10s" % case + "".join("%10.1f /%6.1f " % (r[0]["size_enqueue_s"][str(sz)] * 1e6,
+                                                               r[1]["size_enqueue_s"][str(sz)] * 1e6)
+                                           for sz in SIZES))
 
 
 if __name__ == "__main__":

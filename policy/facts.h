@@ -16,7 +16,7 @@
 #define FACTS_NAME_LEN 48
 /* Largest communicator that takes part in a rendezvous; larger ones pass
  * through (every rank sees the same nranks, so they all skip it). */
-#define FACTS_MAX_RANKS 4096
+#define FACTS_MAX_RANKS 8192
 
 struct rank_facts {
     int rank, nranks;

@@ -210,8 +210,10 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         return;
     }
     if (in->nranks < 1 || in->nranks > FACTS_MAX_RANKS || in->rank < 0 || in->rank >= in->nranks) {
-        decide_locally(in, p, "rank or size outside what the rendezvous serves (1..4096 ranks): "
-                              "NCCL will judge the arguments");
+        char why[160];
+        snprintf(why, sizeof(why), "rank or size outside what the rendezvous serves (1..%d ranks): "
+                 "NCCL will judge the arguments", FACTS_MAX_RANKS);
+        decide_locally(in, p, why);
         return;
     }
     p->marked = 1;

@@ -216,6 +216,7 @@ static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *
         jw_str(w, "root", p->rv.root);
         jw_int(w, "rounds", p->rv.rounds);
         jw_u64(w, "wait_us", p->rv.wait_us);
+        jw_double(w, "decided_ts", p->rv.decided_ts, 6);
         jw_int(w, "hosts", p->rv.v.nhosts);
         if (p->rv.fallback[0])
             jw_str(w, "fallback", p->rv.fallback);

@@ -336,11 +336,7 @@ void ipc_free(struct ipc_comm *c)
             connected &= c->peer[r] != 0;
         if (connected) {
             uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
-            pthread_mutex_lock(&c->qlock);
-            int off = c->fence_off;
-            uint64_t val = c->fence_val;
-            pthread_mutex_unlock(&c->qlock);
-            ok = (!val || ipc_wait_one(c, c->rank, off, val, deadline, why, sizeof(why)) == 0) &&
+            ok = ipc_wait_fence(c, deadline, why, sizeof(why)) == 0 &&
                  ipc_write_flag(c, F_EXIT, 1) == 0 &&
                  (c->ops == 0 || ipc_wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0);
             if (!ok)

@@ -12,7 +12,6 @@
 
 #include <limits.h>
 #include <sched.h>
-#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,18 +21,6 @@
 #include <unistd.h>
 
 enum hop { HOP_NONE = IPC_HOP_NONE, HOP_PUSH = IPC_HOP_PUSH, HOP_PULL = IPC_HOP_PULL, HOP_STAGED = IPC_HOP_STAGED };
-
-/* Shared (not private) futexes: the words live in shared memory. */
-static void futex_wait(_Atomic uint32_t *word, uint32_t seen, long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, &ts, NULL, 0);
-}
-
-static void futex_wake(_Atomic uint32_t *word)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
 
 static int pred_of(const struct ipc_comm *c)
 {
@@ -87,7 +74,7 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
             break;
         if (give_up(c, deadline, late, "finish this rank's earlier broadcasts", why, whylen))
             return -1;
-        futex_wait(&c->shared[late]->readc, seen, 50);
+        ipc_wait_word(&c->shared[late]->readc, seen, 50);
     }
     struct ipc_shared *own = c->shared[c->rank];
     struct ipc_desc *slot = &own->ring[b % DRING];
@@ -98,7 +85,7 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
     slot->handle = d->handle;
     atomic_store_explicit(&slot->seq, b, memory_order_release);
     atomic_fetch_add(&own->pub, 1);
-    futex_wake(&own->pub);
+    ipc_wake_word(&own->pub);
     return 0;
 }
 
@@ -116,7 +103,7 @@ static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char
             break;
         if (give_up(c, deadline, r, "enqueue the same broadcast", why, whylen))
             return -1;
-        futex_wait(&page->pub, seen, 50);
+        ipc_wait_word(&page->pub, seen, 50);
     }
     d->direct = slot->direct;
     d->buffer_id = slot->buffer_id;
@@ -132,7 +119,7 @@ static void mark_done(struct ipc_comm *c, uint64_t b)
     atomic_store(&own->read_pred_upto, b);
     atomic_store(&own->read_succ_upto, b);
     atomic_fetch_add(&own->readc, 1);
-    futex_wake(&own->readc);
+    ipc_wake_word(&own->readc);
 }
 
 /* Counts this rank in on the hop into rank r for broadcast b (the word is
@@ -235,7 +222,7 @@ int ipc_fence_passed(const struct ipc_comm *c)
     uint64_t v = 0;
     if (atomic_load(&c->failed) || !c->fence_val)
         return 1;
-    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
+    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->fence_rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
            c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS && v >= c->fence_val;
 }
 
@@ -461,7 +448,10 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
 static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
 {
     int push_only = c->nranks == 2 && j->bytes && p->pos == 0 && p->out == HOP_PUSH && j->recv == j->send;
-    int ok = push_only && c->last_push_only && j->fence_val && j->fence_off == F_DONE &&
+    /* The fence such a broadcast leaves: DONE, or on one GPU the AVAIL it wrote. */
+    int after_push = (j->fence_rank == c->rank && j->fence_off == F_DONE) ||
+                     (j->fence_rank == succ_of(c) && j->fence_off == F_AVAIL);
+    int ok = push_only && c->last_push_only && j->fence_val && after_push &&
              (p->to + j->bytes <= c->push_to || c->push_to + c->push_len <= p->to);
     if (j->bytes) {
         c->last_push_only = push_only;
@@ -481,11 +471,14 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
     const size_t bytes = j->bytes, sch = c->chunk;
     /* After the operation before (on another stream): its fence; or, for
      * the last receiver of a pushed broadcast after another, only that
-     * one's TAKEN write ("Receivers run ahead", ipc_internal.h). */
+     * one's TAKEN write ("Receivers run ahead", ipc_internal.h): TAKEN_MINE,
+     * or on one GPU the TAKEN itself ("One GPU"). */
     int overlap = senders_overlap(c, j, p);
     if (j->fence_val && !overlap) {
-        int mine = bytes && p->in == HOP_PUSH && !p->producer && j->fence_off == F_AVAIL;
-        CUdeviceptr at = mine ? flag(c, me, F_TAKEN_MINE) : flag(c, me, j->fence_off);
+        int mine = bytes && p->in == HOP_PUSH && !p->producer && j->fence_rank == me && j->fence_off == F_AVAIL;
+        CUdeviceptr at = !mine                 ? flag(c, j->fence_rank, j->fence_off)
+                         : ipc_same_gpu(c, pred) ? flag(c, pred, F_TAKEN)
+                                                 : flag(c, me, F_TAKEN_MINE);
         CUresult r = cu->cuStreamWaitValue64(s, at, mine ? base : j->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
         if (cu_check(r, "cuStreamWaitValue64", why, whylen) != 0)
             goto fail;
@@ -501,7 +494,7 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
         if (cu_check(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
                      "cuStreamWriteValue64", why, whylen) != 0)
             goto fail;
-        if (!p->producer) {
+        if (!p->producer && !ipc_same_gpu(c, pred)) {
             if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes,
                                                   CU_STREAM_WRITE_VALUE_DEFAULT),
                          "cuStreamWriteValue64", why, whylen) != 0)
@@ -539,7 +532,7 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
                          p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
                 goto fail;
             if (overlap) { /* AVAIL in order ("Senders overlap") */
-                if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, j->fence_off), j->fence_val,
+                if (cu_check(cu->cuStreamWaitValue64(s, flag(c, j->fence_rank, j->fence_off), j->fence_val,
                                                      CU_STREAM_WAIT_VALUE_GEQ),
                              "cuStreamWaitValue64", why, whylen) != 0)
                     goto fail;
@@ -592,8 +585,8 @@ static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const stru
     atomic_fetch_add_explicit(&c->stat_first, (unsigned)p->first_in + (unsigned)p->first_out, memory_order_relaxed);
 }
 
-int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
-                    size_t whylen)
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *rank, int *off, uint64_t *val,
+                    char *why, size_t whylen)
 {
     struct hop_plan p;
     ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
@@ -605,10 +598,18 @@ int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream
     if (enqueue(c, j, &p, s, why, whylen) != 0)
         return -1;
     *off = -1; /* nothing moved: the fence before it stands */
+    *rank = c->rank;
     if (!j->bytes)
         return 0;
     if (!p.producer && p.in == HOP_PUSH) {
         /* Its last counter says it: nothing more on the critical path. */
+        *off = F_AVAIL;
+        *val = j->base + j->bytes;
+        return 0;
+    }
+    if (!p.consumer && p.out == HOP_PUSH && ipc_same_gpu(c, succ_of(c))) {
+        /* A root pushing on one GPU: the AVAIL it wrote last says it ("One GPU"). */
+        *rank = succ_of(c);
         *off = F_AVAIL;
         *val = j->base + j->bytes;
         return 0;

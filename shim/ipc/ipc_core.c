@@ -36,11 +36,16 @@ void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, ms < 0 ? NULL : &ts, NULL, 0);
 }
 
+void ipc_wake_word(_Atomic uint32_t *word)
+{
+    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+}
+
 void ipc_wake(const struct ipc_comm *c, int r)
 {
     _Atomic uint32_t *w = &c->shared[r]->word;
     atomic_fetch_add(w, 1);
-    syscall(SYS_futex, (uint32_t *)w, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
+    ipc_wake_word(w);
 }
 
 int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v)
@@ -98,9 +103,24 @@ int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, si
     return 0;
 }
 
+int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whylen)
+{
+    pthread_mutex_lock(&c->qlock);
+    int r = c->fence_rank, off = c->fence_off;
+    uint64_t val = c->fence_val;
+    pthread_mutex_unlock(&c->qlock);
+    return val ? ipc_wait_one(c, r, off, val, deadline, why, whylen) : 0;
+}
+
+int ipc_same_gpu(const struct ipc_comm *c, int r)
+{
+    return r != c->rank && c->peer_dev && c->peer_dev[r] == c->device && c->peer && c->peer[r];
+}
+
 /* A peer is gone: no operation may wait for it any more.  Writes, from the
  * host, a value that satisfies every wait into every counter this rank's
- * streams may be waiting on (all on its own page), so that the streams drain.
+ * streams may be waiting on (on its own page, and on one GPU two of its
+ * neighbours': ipc_internal.h), so that the streams drain.
  * The data moved after this point is garbage; the error says so. */
 void ipc_fail(struct ipc_comm *c, const char *why, int lost)
 {
@@ -117,7 +137,7 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(c->ctx);
     uint64_t v = RELEASE;
-    /* Every stream wait is on this rank's own page. */
+    /* Every stream wait is on this rank's own page (but "One GPU", below). */
     CUdeviceptr page = c->peer[c->rank];
     c->cu->cuMemcpyHtoD(page + F_AVAIL, &v, sizeof(v));
     c->cu->cuMemcpyHtoD(page + F_TAKEN, &v, sizeof(v));
@@ -127,6 +147,16 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     }
     c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
     c->cu->cuMemcpyHtoD(page + F_TAKEN_MINE, &v, sizeof(v));
+    /* And the neighbours' words it may wait on where they share its GPU
+     * (ipc_internal.h, "One GPU"): the successor's AVAIL, the predecessor's
+     * TAKEN.  Their own waits are released by their failure. */
+    if (c->nranks > 1) {
+        int succ = (c->rank + 1) % c->nranks, pred = (c->rank - 1 + c->nranks) % c->nranks;
+        if (ipc_same_gpu(c, succ))
+            c->cu->cuMemcpyHtoD(flag(c, succ, F_AVAIL), &v, sizeof(v));
+        if (ipc_same_gpu(c, pred))
+            c->cu->cuMemcpyHtoD(flag(c, pred, F_TAKEN), &v, sizeof(v));
+    }
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
     /* A host wait for a neighbour's descriptor looks at `failed` as it polls. */

@@ -17,7 +17,8 @@
  * `bbytes` (bytes broadcast so far) and `allreduces` (the same on every rank).
  * Counters only grow.  Each counter has one writer, and every stream wait is
  * on this rank's own page (a wait polls; polling local memory is cheap, a
- * write across NVLink is posted), so a rank's neighbours write into its page:
+ * write across NVLink is posted), so a rank's neighbours write into its page
+ * (but between two ranks on one GPU: "One GPU", below):
  *   AVAIL        (written by the predecessor) bytes of the broadcasts so far
  *                that are in this rank's buffer (PUSH) or that it holds where
  *                this rank may read them (PULL, STAGED)
@@ -75,9 +76,10 @@
  * proxy thread enqueued the copies hung that way in 1 run of 5.
  *
  * Operations of a communicator run in the order they were issued, whatever
- * the stream: each one leaves a fence (a counter of this rank's own page and
- * the value that says it is over), and an operation on another stream than
- * the one before waits for it.  On one stream, the order is the stream's.
+ * the stream: each one leaves a fence (a counter, of this rank's own page but
+ * for "One GPU", and the value that says it is over), and an operation on
+ * another stream than the one before waits for it.  On one stream, the
+ * order is the stream's.
  *
  * Receivers run ahead.  A pushed broadcast's last receiver does nothing but
  * say its buffer may be written (TAKEN) and wait for AVAIL, and AVAIL only
@@ -116,6 +118,19 @@
  * maps it under qlock (the reaper closes under qlock too), and waits,
  * bounded (NCCLSHIM_IPC_RESUME_WAIT_MS), for a peer that is not ACTIVE:
  * that peer has to resume to take part anyway.
+ *
+ * One GPU.  Where a hop's two ranks share a device (colocated trainer and
+ * inference engine), their pages are the same device memory, and the two
+ * contexts time-share the GPU: a stream blocked on a wait lets the other
+ * process's stream run, so every counter write a stream makes before it
+ * blocks delays the other process (2-3 us each on H100: docs/benchmarks.md,
+ * "Colocated").  There a rank waits on its neighbour's page instead of
+ * writing a counter of its own: a root pushing to a successor on its GPU
+ * writes no DONE (its fence is the AVAIL it wrote, on the successor's page),
+ * and a last receiver of a push from a predecessor on its GPU writes no
+ * TAKEN_MINE (the next broadcast on another stream waits for its TAKEN, on
+ * the predecessor's page).  A failed rank releases those two words too
+ * (ipc_fail).  Between GPUs nothing changes.
  *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
  * operations as the application calls them), ipc_bcast.c (the broadcast),
@@ -236,7 +251,7 @@ struct ipc_bcast_args {
     CUdeviceptr send, recv;
     /* The operation before, if it ran on another stream (fence_val 0: on
      * this one, or none): this one waits for it (or see "Receivers run ahead"). */
-    int fence_off;
+    int fence_rank, fence_off;
     uint64_t fence_val;
 };
 
@@ -314,9 +329,10 @@ struct ipc_comm {
     int reaper_started;
     pthread_mutex_t qlock;
     int stop;
-    /* The last operation is over once this rank's counter at fence_off
-     * reaches fence_val (0: nothing to wait for). */
-    int fence_off;
+    /* The last operation is over once rank fence_rank's counter at
+     * fence_off reaches fence_val (0: nothing to wait for); fence_rank is
+     * this rank, or a neighbour on its GPU ("One GPU"). */
+    int fence_rank, fence_off;
     uint64_t fence_val;
     /* Under qlock: the application's thread enqueues broadcasts, and the
      * reaper gives mappings back, holding it (and ipc_free once the reaper
@@ -421,10 +437,15 @@ int ipc_kernel_usable(const struct ipc_comm *c, int r, CUdeviceptr dst, CUdevice
 CUresult ipc_kernel_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s);
 
 /* shim/ipc/ipc_bcast.c: one broadcast, enqueued whole on the caller's stream
- * `s` (qlock held): 0 and the fence in *off and *val (*off < 0: it moved
- * nothing), or -1 with the reason. */
-int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *off, uint64_t *val, char *why,
-                    size_t whylen);
+ * `s` (qlock held): 0 and the fence in *rank, *off and *val (*off < 0: it
+ * moved nothing), or -1 with the reason. */
+int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *rank, int *off, uint64_t *val,
+                    char *why, size_t whylen);
+/* Whether rank r shares this rank's GPU ("One GPU"; r's page is mapped). */
+int ipc_same_gpu(const struct ipc_comm *c, int r);
+/* The host waits until the last operation is over (its fence), bounded by
+ * `deadline`: 0, or -1 with the reason. */
+int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whylen);
 /* Gives back the mappings beyond the `keep` most recently used, if the last
  * operation is over (qlock held); else none. */
 void ipc_trim_maps(struct ipc_comm *c, int keep);
@@ -455,6 +476,8 @@ void ipc_data_close(struct ipc_comm *c);
 /* shim/ipc/ipc_core.c: futex waits and wakes on a shared page's word (shared, not private: the
  * word is in shared memory); ipc_wait_word: up to `ms` (< 0: no bound). */
 void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
+/* Wakes every waiter on `word` (the caller has changed it). */
+void ipc_wake_word(_Atomic uint32_t *word);
 /* Bumps rank r's word and wakes its waiters. */
 void ipc_wake(const struct ipc_comm *c, int r);
 

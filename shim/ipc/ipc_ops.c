@@ -54,8 +54,9 @@ static int needs_fence(struct ipc_comm *c, CUstream s, unsigned long long *sid, 
     const struct shim_cuda *cu = c->cu;
     *sid = 0;
     *known = cu->cuStreamGetId && cu->cuStreamGetId(s, sid) == CUDA_SUCCESS;
-    ipc_trace(c, "op %llu stream %llu (known %d) last %llu (known %d) fence %d>=%llu", (unsigned long long)c->ops,
-              *sid, *known, c->last_sid, c->last_sid_known, c->fence_off, (unsigned long long)c->fence_val);
+    ipc_trace(c, "op %llu stream %llu (known %d) last %llu (known %d) fence rank %d %d>=%llu",
+              (unsigned long long)c->ops, *sid, *known, c->last_sid, c->last_sid_known, c->fence_rank, c->fence_off,
+              (unsigned long long)c->fence_val);
     if (*known && c->last_sid_known && *sid == c->last_sid)
         return 0;
     return c->fence_val != 0; /* read without qlock: only this thread writes it */
@@ -92,7 +93,7 @@ static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *
 {
     if (!needs_fence(c, s, sid, known))
         return CUDA_SUCCESS;
-    return c->cu->cuStreamWaitValue64(s, flag(c, c->rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+    return c->cu->cuStreamWaitValue64(s, flag(c, c->fence_rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 /* The operation just enqueued on stream `sid` is over once this rank's
@@ -105,6 +106,7 @@ static void set_fence(struct ipc_comm *c, unsigned long long sid, int known, int
     if (off < 0)
         return;
     pthread_mutex_lock(&c->qlock); /* the reaper reads it (ipc_trim_maps) */
+    c->fence_rank = c->rank;
     c->fence_off = off;
     c->fence_val = val;
     pthread_mutex_unlock(&c->qlock);
@@ -134,7 +136,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     struct ctx_guard g;
     ctx_enter(c, &g);
     uint64_t op = c->ops;
-    int me = c->rank, locked = 0, off = -1;
+    int me = c->rank, locked = 0, off = -1, frank = me;
     uint64_t val = 0;
     unsigned long long sid;
     int known;
@@ -143,7 +145,8 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
      * less than the fence). */
     int fence = needs_fence(c, s, &sid, &known);
     if (c->nranks == 1 && fence) {
-        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ),
+        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->fence_rank, c->fence_off), c->fence_val,
+                                             CU_STREAM_WAIT_VALUE_GEQ),
                      "cuStreamWaitValue64", why, whylen) != 0)
             goto fail;
     }
@@ -159,7 +162,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         }
     } else {
         struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv,
-                                    fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
+                                    fence ? c->fence_rank : me, fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
         /* A receiver may copy out of its predecessor's staging (a staged hop). */
         int pred = (me - 1 + c->nranks) % c->nranks;
         ncclResult_t res = lock_with_data(c, me != root && bytes ? 1ull << pred : 0, why, whylen);
@@ -170,11 +173,12 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
         }
         locked = 1;
         int had = c->nmap;
-        if (ipc_chain_bcast(c, &j, s, &off, &val, why, whylen) != 0)
+        if (ipc_chain_bcast(c, &j, s, &frank, &off, &val, why, whylen) != 0)
             goto fail;
         if (off >= 0) {
             /* Under the lock that covered the enqueue: the reaper must not
              * judge the mappings idle by the fence before this one. */
+            c->fence_rank = frank;
             c->fence_off = off;
             c->fence_val = val;
             off = -1;
@@ -452,6 +456,7 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
         goto fail;
     /* Under the lock that covered the enqueue (the reaper judges the
      * mappings by the fence). */
+    c->fence_rank = me;
     c->fence_off = F_DONE;
     c->fence_val = op + 1;
     pthread_mutex_unlock(&c->qlock);

@@ -261,13 +261,7 @@ int ipc_suspend(struct ipc_comm *c, int release, char *why, size_t whylen)
         cu->cuCtxSetCurrent(c->ctx);
     /* This rank's last operation is over (its fence), so that no copy
      * through a mapping is still queued when the mapping goes. */
-    pthread_mutex_lock(&c->qlock);
-    int off = c->fence_off;
-    uint64_t val = c->fence_val;
-    pthread_mutex_unlock(&c->qlock);
-    int rc = 0;
-    if (val && ipc_wait_one(c, c->rank, off, val, shim_mono_us() + HOST_WAIT_US, why, whylen) != 0)
-        rc = -1;
+    int rc = ipc_wait_fence(c, shim_mono_us() + HOST_WAIT_US, why, whylen) != 0 ? -1 : 0;
     if (rc == 0) {
         pthread_mutex_lock(&c->qlock);
         ipc_trim_maps(c, 0);

@@ -53,6 +53,7 @@ struct rv_result {
     char root[80];                      /* the root's address */
     char fallback[RV_REASON_LEN];       /* why this rank fell back, or why the vote round undid the decision */
     uint64_t wait_us;                   /* time spent in the rendezvous */
+    double decided_ts;                  /* when it ended (shim_now(): the records' clock) */
     int rounds;                         /* 1, 2, or 3 (ipc) */
     int monitor_fd;                     /* ipc committed: the root's connection, kept open; else -1 */
 };

@@ -9,6 +9,7 @@
 #include "policy/decide.h"
 #include "record.h"
 #include "rv_io.h"
+#include "rv_leader.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -46,6 +47,11 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
     if (!rv_token_equal(m->token, mark->token)) {
         snprintf(err, errlen, "the answer carries a wrong token (not the root's shim)");
         errno = EPROTO;
+        return -1;
+    }
+    if (m->type == RV_ABORT) {
+        /* This host's leader gave up, and has told the root so. */
+        snprintf(err, errlen, "%.390s", m->u.reason);
         return -1;
     }
     /* A veto ends the ipc setup early: COMMIT may come instead of PEERS. */
@@ -86,8 +92,35 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
      * rank, decides passthrough for all. */
     uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
     char closed[400] = ""; /* why the first connection ended, when it is tried again */
+    const char *via = "";
+    char where[sizeof(out->root) + 40]; /* the root, and how this rank reaches it */
+    snprintf(where, sizeof(where), "%s", out->root);
+    int use_leader = rv_fanin(facts->nranks);
     for (int attempt = 1;; attempt++) {
-        fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
+        fd = -1;
+        if (use_leader) {
+            int limit = 0;
+            fd = rv_leader_join((struct sockaddr *)&ss, sl, mark, facts->host_id, facts->rank, timeout_ms,
+                                connect_deadline, err, sizeof(err), &limit);
+            if (fd < 0 && limit) {
+                /* Tell the root, so that every rank falls back now rather than at the timeout. */
+                char why[RV_REASON_LEN];
+                snprintf(why, sizeof(why), "rank %d: %s", facts->rank, err);
+                rv_abort_root((struct sockaddr *)&ss, sl, mark->token, why, shim_mono_us() + 1000000);
+                fall_back(out, "rendezvous: %s: passthrough%s", err, "");
+                goto done;
+            }
+            if (fd < 0) {
+                shim_warn("rendezvous", "rank %d: %s; talking to the root at %s directly", facts->rank, err,
+                          out->root);
+                use_leader = 0;
+            } else {
+                via = " (through this host's leader)";
+                snprintf(where, sizeof(where), "%s%s", out->root, via);
+            }
+        }
+        if (fd < 0)
+            fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
         if (fd < 0) {
             /* What the connect's failure says of the cause (docs/troubleshooting.md). */
             int e = errno;
@@ -99,6 +132,8 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
                 : e == EHOSTUNREACH || e == ENETUNREACH
                     ? " (the address NCCL put in the unique ID is not reachable from this host: "
                       "NCCL_SOCKET_IFNAME)"
+                : e == EMFILE ? " (this process is out of file descriptors: raise `ulimit -n`, or lower "
+                                "NCCLSHIM_RENDEZVOUS_FANIN so that ranks meet at their host's leader)"
                     : "";
             if (closed[0]) {
                 char both[600];
@@ -122,8 +157,9 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         /* Closed before any answer: the root may have taken this rank for a
          * stranger (it does not wait for one long).  If the root did hear it,
          * it forgot it with the connection, so a new one is a clean start;
-         * if the root has decided, the new one is refused. */
-        if ((e == ECONNRESET || e == EPIPE) && attempt < HELLO_TRIES && shim_mono_us() < connect_deadline) {
+         * if the root has decided, the new one is refused.  (A host's leader
+         * closes a rank's connection only after telling it why: no retry.) */
+        if (!*via && (e == ECONNRESET || e == EPIPE) && attempt < HELLO_TRIES && shim_mono_us() < connect_deadline) {
             char msg[600];
             snprintf(msg, sizeof(msg), "rendezvous with %s: %s before answering; connecting again (attempt %d of %d)",
                      out->root, err, attempt + 1, HELLO_TRIES);
@@ -132,7 +168,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
                 snprintf(closed, sizeof(closed), "%s", err);
             continue;
         }
-        fall_back(out, "rendezvous with %s: %s: passthrough", out->root, err);
+        fall_back(out, "rendezvous with %s: %s: passthrough", where, err);
         goto done;
     }
     out->v = m->u.verdict;
@@ -164,7 +200,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
         if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
             await(fd, mark, next, deadline, m, err, sizeof(err)) != 0) {
-            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", out->root, err);
+            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", where, err);
             goto done;
         }
         if (m->type == RV_COMMIT) {
@@ -186,4 +222,5 @@ done:
         close(fd);
     free(m);
     out->wait_us = shim_mono_us() - t0;
+    out->decided_ts = shim_now();
 }

@@ -56,31 +56,46 @@ static int wait_fd(int fd, short events, uint64_t deadline_us)
     }
 }
 
+/* The first connect attempt's own limit; each later one's is twice the last.
+ * A listener whose accept queue is full (a flood of strangers, a root
+ * starved of CPU) drops a SYN, and the kernel sends it again only after 1 s,
+ * then 3 s: a new socket's SYN goes out at once.  Doubling keeps a slow path
+ * (a long round trip) within reach. */
+#define CONNECT_STEP_US 250000ull
+
 int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us, char *err, size_t errlen)
 {
     char where[80];
     rv_addr_str(sa, where, sizeof(where));
-    int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0) {
-        snprintf(err, errlen, "socket: %s", strerror(errno));
-        return -1;
-    }
-    int one = 1;
-    /* Small request/answer messages: do not let Nagle hold them back. */
-    (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(fd, sa, salen) == 0)
-        return fd;
-    int e = errno;
-    if (e == EINPROGRESS || e == EINTR) {
-        int r = wait_fd(fd, POLLOUT, deadline_us), soerr = 0;
-        socklen_t sl = sizeof(soerr);
-        if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+    int e = ETIMEDOUT;
+    for (uint64_t step = CONNECT_STEP_US;; step *= 2) {
+        uint64_t now = shim_mono_us();
+        if (now >= deadline_us)
+            break;
+        uint64_t until = deadline_us - now > step ? now + step : deadline_us;
+        int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            snprintf(err, errlen, "socket: %s", strerror(errno));
+            return -1;
+        }
+        int one = 1;
+        /* Small request/answer messages: do not let Nagle hold them back. */
+        (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+        if (connect(fd, sa, salen) == 0)
             return fd;
-        e = r == 0 ? ETIMEDOUT : r < 0 ? errno : soerr;
+        e = errno;
+        if (e == EINPROGRESS || e == EINTR) {
+            int r = wait_fd(fd, POLLOUT, until), soerr = 0;
+            socklen_t sl = sizeof(soerr);
+            if (r == 1 && getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl) == 0 && soerr == 0)
+                return fd;
+            e = r == 0 ? ETIMEDOUT : r < 0 ? errno : soerr;
+        }
+        close(fd);
+        if (e != ETIMEDOUT)
+            break; /* refused, unreachable...: another SYN would be answered the same */
     }
-    snprintf(err, errlen, "connect to the root's shim at %s: %s", where,
-             e == ETIMEDOUT ? "timed out" : strerror(e));
-    close(fd);
+    snprintf(err, errlen, "connect to the root's shim at %s: %s", where, e == ETIMEDOUT ? "timed out" : strerror(e));
     errno = e; /* the caller explains by the cause */
     return -1;
 }

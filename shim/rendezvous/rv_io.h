@@ -11,7 +11,9 @@
 /* "1.2.3.4:5678" or "[::1]:5678". */
 void rv_addr_str(const struct sockaddr *sa, char *buf, size_t len);
 
-/* A connected TCP socket (close-on-exec, non-blocking) to `sa`, or -1 with the reason. */
+/* A connected TCP socket (close-on-exec, non-blocking) to `sa`, or -1 with
+ * the reason (errno: ETIMEDOUT, ECONNREFUSED, ...).  A SYN unanswered for
+ * 250 ms is sent again on a new socket (then 500 ms, 1 s, ...). */
 int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us, char *err, size_t errlen);
 
 /* Sends `m` whole before the deadline: 0, or -1 with the reason (errno

@@ -16,6 +16,7 @@
 #include "config.h"
 #include "record.h"
 #include "rv_io.h"
+#include "rv_leader.h"
 #include "version.h"
 #include "worker.h"
 
@@ -32,7 +33,9 @@
  * connection open, and the first one to close (a rank died, or the
  * communicator is being destroyed everywhere) closes them all: the other
  * ranks' shims take that as "a peer is gone" (shim/ipc/ipc_monitor.c). */
-enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_DONE };
+/* ST_ANSWER: fell back at a limit; the listener answers latecomers with
+ * that verdict until the timeout. */
+enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_ANSWER, ST_DONE };
 
 /*
  * Admission (docs/operations.md, "Strangers on the rendezvous port").  Anyone who can reach
@@ -88,7 +91,9 @@ static const char *const rej_name[REJ_COUNT] = { "no_hello", "evicted",  "malfor
 
 struct rv_conn {
     int fd;
-    int rank;                           /* -1 until its HELLO */
+    int rank;                           /* -1 until its HELLO; a leader's: its first rank */
+    uint32_t leader_pid;                /* a host's leader (rv_leader.c): it speaks for several ranks */
+    int told;                           /* sent ABORT: owed the final verdict although it named no rank */
     size_t have;                        /* bytes of the current frame received */
     long need;                          /* its length once the header is in, else 0 */
     uint8_t head[RV_HEADER_LEN];
@@ -105,13 +110,16 @@ struct rv_session {
     uint8_t token[RV_TOKEN_LEN];
     char addr[80];
     uint64_t created_us, first_us, decided_us;
+    uint64_t last_us;                   /* the last rank's arrival */
     int state;
     int nranks;                         /* 0 until the first HELLO */
     int arrived, votes;
     int round;                          /* 2: setting up; 3: ipc connecting (after PEERS) */
     struct rv_peers *peers;             /* ipc: every rank's export, sent with PEERS */
     struct rank_facts *facts;           /* nranks, by rank */
-    int *conn_of_rank;                  /* index into conns, -1 if absent */
+    int *conn_of_rank;                  /* index into conns, -1 if absent (a leader's: many ranks) */
+    unsigned char *voted;               /* nranks, by rank: voted in this round */
+    int leaders;                        /* connections of hosts' leaders */
     struct rv_conn *conns;
     int nconns, capconns;
     int free_head;                      /* slots closed and referred to by no rank, linked by next_free; -1: none */
@@ -158,11 +166,19 @@ static void reject(struct rv_session *s, struct rv_conn *c, enum rej cause, cons
     free(c->buf);
     c->buf = NULL;
     if (c->rank >= 0 && s->state == ST_WAIT_HELLO) {
-        /* A rank that leaves before the decision is missing again. */
-        s->conn_of_rank[c->rank] = -1;
-        s->arrived--;
+        /* A rank that leaves before the decision is missing again (a leader's ranks too). */
+        int idx = (int)(c - s->conns);
+        for (int r = c->leader_pid ? 0 : c->rank; r < (c->leader_pid ? s->nranks : c->rank + 1); r++)
+            if (s->conn_of_rank[r] == idx) {
+                s->conn_of_rank[r] = -1;
+                s->arrived--;
+            }
         c->rank = -1;
     }
+    if (c->leader_pid)
+        s->leaders--;
+    c->leader_pid = 0;
+    c->told = 0;
     if (c->rank < 0) {
         /* No rank refers to it: a slot for the next connection. */
         c->next_free = s->free_head;
@@ -198,6 +214,7 @@ static void session_free(struct rv_session *s)
     free(s->peers);
     free(s->facts);
     free(s->conn_of_rank);
+    free(s->voted);
     free(s);
 }
 
@@ -252,7 +269,10 @@ static void record_decision(struct rv_session *s, const char *stage)
     jw_int(&w, "unknown", s->verdict.nunknown);
     jw_int(&w, "rejected_connections", s->rejected);
     record_rejected_by(&w, s);
+    jw_int(&w, "leaders", s->leaders);
     jw_u64(&w, "wait_us", s->first_us ? shim_mono_us() - s->first_us : 0);
+    /* What the decision itself costs, the ranks' arrival aside. */
+    jw_u64(&w, "after_last_arrival_us", s->last_us ? shim_mono_us() - s->last_us : 0);
     jw_open(&w, "ranks", '[');
     /* The record stays under RECORD_MAX: the first ranks tell the story. */
     for (int r = 0; r < s->nranks && r < 32; r++) {
@@ -285,19 +305,25 @@ static int send_all(struct rv_session *s, const struct rv_msg *m)
     /* Other processes first, this process's own ranks last: once its own
      * rank has the answer, this process may exit (and this thread with it),
      * so every other rank's answer must already be in the kernel by then. */
+    /* Encoded once, sent once per connection: a host's leader hands it to each of its ranks. */
+    uint8_t *frame = malloc(RV_MAX_FRAME);
+    size_t len = frame ? rv_encode(m, frame, RV_MAX_FRAME) : 0;
     for (int pass = 0; pass < 2; pass++) {
-        for (int r = 0; r < s->nranks; r++) {
-            int i = s->conn_of_rank[r];
-            int own = s->facts[r].pid == me && strcmp(s->facts[r].host_id, cfg->host_id) == 0;
-            if (i < 0 || own != pass)
+        for (int i = 0; i < s->nconns; i++) {
+            struct rv_conn *c = &s->conns[i];
+            if (c->fd < 0 || (c->rank < 0 && !c->told))
                 continue;
-            char err[256];
-            if (rv_send_msg(s->conns[i].fd, m, deadline, err, sizeof(err)) != 0) {
+            uint32_t pid = c->leader_pid ? c->leader_pid : c->rank >= 0 && s->facts ? s->facts[c->rank].pid : 0;
+            int own = pid == me && (c->rank < 0 || !s->facts || strcmp(s->facts[c->rank].host_id, cfg->host_id) == 0);
+            if (own != pass)
+                continue;
+            if (!len || rv_send_bytes(c->fd, frame, len, deadline) != 0) {
                 failed++;
-                reject(s, &s->conns[i], REJ_OTHER, err);
+                reject(s, c, REJ_OTHER, !len ? "out of memory for a message" : errno == ETIMEDOUT ? "send: timed out" : strerror(errno));
             }
         }
     }
+    free(frame);
     return failed;
 }
 
@@ -335,13 +361,21 @@ static void fall_back(struct rv_session *s, enum rv_type type, const char *why)
 _Static_assert(POLICY_IPC_MAX_RANKS == RV_MAX_PEERS, "auto's ipc limit is the chain's");
 
 /* The action the policy chose, as this build and mode can carry it out. */
-static void adjust_action(struct rv_verdict *v, int nranks)
+static void adjust_action(struct rv_verdict *v, int nranks, int leaders)
 {
     const struct shim_config *cfg = shim_config();
     char why[RV_REASON_LEN];
     if (v->action == ACTION_IPC && (v->nhosts != 1 || nranks > RV_MAX_PEERS)) {
         snprintf(why, sizeof(why), "ipc chosen (%.400s), but CUDA IPC needs every rank on one host and at most %d "
                  "ranks (here %d hosts, %d ranks): passthrough", v->action_reason, RV_MAX_PEERS, v->nhosts, nranks);
+        v->action = ACTION_PASSTHROUGH;
+        memcpy(v->action_reason, why, sizeof(why));
+    }
+    if (v->action == ACTION_IPC && leaders) {
+        /* ipc's monitor is each rank's own connection to the root. */
+        snprintf(why, sizeof(why), "ipc chosen (%.400s), but ranks met at their host's leader (more than "
+                 "NCCLSHIM_RENDEZVOUS_FANIN=%d ranks) and ipc needs each rank connected to the root: passthrough",
+                 v->action_reason, cfg->rendezvous_fanin);
         v->action = ACTION_PASSTHROUGH;
         memcpy(v->action_reason, why, sizeof(why));
     }
@@ -366,7 +400,7 @@ static void decide_all(struct rv_session *s)
     v->nunknown = s->d.nunknown;
     snprintf(v->purpose_reason, sizeof(v->purpose_reason), "%s", s->d.purpose_reason);
     snprintf(v->action_reason, sizeof(v->action_reason), "%s", s->d.action_reason);
-    adjust_action(v, s->nranks);
+    adjust_action(v, s->nranks, s->leaders);
     v->final = v->action == ACTION_PASSTHROUGH || v->action == ACTION_FAIL;
     s->decided_us = shim_mono_us();
     if (s->lfd >= 0) {
@@ -392,18 +426,30 @@ static void decide_all(struct rv_session *s)
     }
 }
 
-static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_facts *f)
+static void limit_fall_back(struct rv_session *s, const char *limit);
+
+static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_facts *f, uint32_t leader_pid)
 {
-    char why[256];
+    char why[RV_REASON_LEN];
     if (s->nranks == 0) {
         s->facts = calloc((size_t)f->nranks, sizeof(*s->facts));
         s->conn_of_rank = malloc((size_t)f->nranks * sizeof(*s->conn_of_rank));
-        if (!s->facts || !s->conn_of_rank) {
+        s->voted = calloc((size_t)f->nranks, 1);
+        if (!s->facts || !s->conn_of_rank || !s->voted) {
             free(s->facts);
             free(s->conn_of_rank);
+            free(s->voted);
             s->facts = NULL;
             s->conn_of_rank = NULL;
-            reject(s, c, REJ_OTHER, "out of memory for the ranks' facts");
+            s->voted = NULL;
+            char who[64], what[96];
+            snprintf(who, sizeof(who), "the root's process (pid %u)", (unsigned)getpid());
+            snprintf(what, sizeof(what), "for %d ranks' facts (%zu bytes)", f->nranks,
+                     (size_t)f->nranks * sizeof(*s->facts));
+            rv_limit_reason(ENOMEM, who, what, why, sizeof(why));
+            anon_remove(s, c);
+            c->told = 1;
+            limit_fall_back(s, why);
             return;
         }
         for (int r = 0; r < f->nranks; r++)
@@ -423,19 +469,38 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         return;
     }
     anon_remove(s, c);
-    c->rank = f->rank;
+    if (c->rank < 0) {
+        c->rank = f->rank;
+        if (leader_pid) {
+            c->leader_pid = leader_pid;
+            s->leaders++;
+        }
+    }
     s->facts[f->rank] = *f;
     s->conn_of_rank[f->rank] = (int)(c - s->conns);
     s->arrived++;
-    if (s->arrived == s->nranks)
+    if (s->arrived == s->nranks) {
+        s->last_us = shim_mono_us();
         decide_all(s);
+    }
 }
 
 static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vote *v)
 {
+    /* A leader's connection names the voter; every rank votes once a round. */
+    int rank = c->leader_pid ? v->rank : c->rank;
+    if (rank < 0 || rank >= s->nranks || s->conn_of_rank[rank] != (int)(c - s->conns) || s->voted[rank]) {
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "a vote for rank %d from %s, which does not speak for it or already voted: "
+                 "passthrough for all", rank, c->peer);
+        reject(s, c, REJ_PROTOCOL, "a vote for a rank it does not speak for, or a second vote");
+        fall_back(s, RV_COMMIT, why);
+        return;
+    }
+    s->voted[rank] = 1;
     if (!v->ok) {
         char why[RV_REASON_LEN];
-        snprintf(why, sizeof(why), "rank %d could not set up %s (%.300s): passthrough for all", c->rank,
+        snprintf(why, sizeof(why), "rank %d could not set up %s (%.300s): passthrough for all", rank,
                  action_name((enum action)s->verdict.action), v->reason);
         fall_back(s, RV_COMMIT, why);
         return;
@@ -446,7 +511,7 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
             return;
         }
         struct rv_peer *p = &s->peers->peer[s->peers->npeers++];
-        p->rank = c->rank;
+        p->rank = rank;
         p->bloblen = v->bloblen;
         memcpy(p->blob, v->blob, (size_t)v->bloblen);
     }
@@ -464,6 +529,7 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
         free(m);
         s->round = 3;
         s->votes = 0;
+        memset(s->voted, 0, (size_t)s->nranks);
         s->decided_us = shim_mono_us();
         if (failed)
             fall_back(s, RV_COMMIT, "a rank could not be sent the peers' exports: passthrough for all");
@@ -480,6 +546,53 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
     }
 }
 
+/* Ends a session that is waiting for ranks with a final passthrough, now. */
+static void give_up_now(struct rv_session *s, const char *why)
+{
+    s->verdict.purpose = PURPOSE_UNKNOWN;
+    snprintf(s->verdict.purpose_reason, sizeof(s->verdict.purpose_reason), "not decided: %s",
+             "the rendezvous gave up before every rank arrived");
+    s->decided_us = shim_mono_us();
+    fall_back(s, RV_DECISION, why);
+}
+
+/*
+ * A limit (descriptors, memory) here or at a leader, or a leader that lost a
+ * rank: every rank falls back now, and the listener stays open until the
+ * timeout to give the same answer, naming the cause, to ranks still arriving
+ * (rv_answer_waiting): a rank turned away by a leader at its limit comes
+ * back through another one.
+ */
+static void limit_fall_back(struct rv_session *s, const char *cause)
+{
+    char why[RV_REASON_LEN];
+    snprintf(why, sizeof(why), "%.700s%s", cause, strstr(cause, "passthrough") ? "" : ": passthrough for all");
+    shim_warn("rendezvous", "%s", why);
+    if (s->state == ST_WAIT_HELLO)
+        give_up_now(s, why);
+    else
+        fall_back(s, RV_COMMIT, why);
+    /* What was held for the ranks is released now: the descriptors are what ran out. */
+    for (int i = 0; i < s->nconns; i++)
+        close_conn(&s->conns[i]);
+    if (s->lfd >= 0)
+        s->state = ST_ANSWER;
+}
+
+/* ST_ANSWER: ranks arriving after a fall-back at a limit get its verdict. */
+static void answer_late(struct rv_session *s)
+{
+    struct rv_msg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return;
+    m->type = RV_DECISION;
+    memcpy(m->token, s->token, RV_TOKEN_LEN);
+    m->u.verdict = s->verdict;
+    m->u.verdict.final = 1;
+    (void)rv_answer_waiting(s->lfd, NULL, 0, s->token, m, MAX_ANONYMOUS);
+    free(m);
+}
+
 #define WRONG_TOKEN "wrong token (not a rank of this unique ID, or an ID from an earlier run)"
 
 static void on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *buf, size_t len)
@@ -494,8 +607,14 @@ static void on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *b
         reject(s, c, REJ_MALFORMED, err);
     else if (!rv_token_equal(m->token, s->token))
         reject(s, c, REJ_WRONG_TOKEN, WRONG_TOKEN);
-    else if (m->type == RV_HELLO && c->rank < 0 && s->state == ST_WAIT_HELLO)
-        on_hello(s, c, &m->u.hello);
+    else if (m->type == RV_HELLO && (c->rank < 0 || c->leader_pid) && s->state == ST_WAIT_HELLO)
+        on_hello(s, c, &m->u.hello, m->leader_pid);
+    else if (m->type == RV_ABORT && (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES)) {
+        /* A leader lost a rank or hit a limit, or a rank hit one: nobody waits for the timeout. */
+        anon_remove(s, c);
+        c->told = 1;
+        limit_fall_back(s, m->u.reason[0] ? m->u.reason : "a rank gave up (no reason given)");
+    }
     else if (m->type == RV_VOTE && c->rank >= 0 && s->state == ST_WAIT_VOTES)
         on_vote(s, c, &m->u.vote);
     else {
@@ -534,8 +653,17 @@ static void on_readable(struct rv_session *s, struct rv_conn *c)
         if (n <= 0) {
             int was_voter = c->rank >= 0 && s->state == ST_WAIT_VOTES;
             int rank = c->rank;
+            uint32_t leader = s->state == ST_WAIT_HELLO ? c->leader_pid : 0;
+            char peer[sizeof(c->peer)];
+            memcpy(peer, c->peer, sizeof(peer));
             reject(s, c, REJ_CLOSED, n == 0 ? "connection closed" : strerror(errno));
-            if (was_voter) {
+            if (leader) {
+                /* Its ranks cannot be reached any more: no point waiting for the timeout. */
+                char why[RV_REASON_LEN];
+                snprintf(why, sizeof(why), "the leader of rank %d's host (pid %u, %s) closed its connection before "
+                         "the decision: passthrough for all", rank, (unsigned)leader, peer);
+                give_up_now(s, why);
+            } else if (was_voter) {
                 char why[RV_REASON_LEN];
                 snprintf(why, sizeof(why), "rank %d left before voting: passthrough for all", rank);
                 fall_back(s, RV_COMMIT, why);
@@ -644,6 +772,14 @@ static void on_acceptable(struct rv_session *s)
                 evict_oldest(s);
                 continue;
             }
+            if (e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS) {
+                /* Nothing to give back: the ranks waiting cannot all be held (rv_leader.h). */
+                char who[64], why[RV_REASON_LEN];
+                snprintf(who, sizeof(who), "the root's process (pid %u)", (unsigned)getpid());
+                rv_limit_reason(e, who, "accepting the ranks' connections", why, sizeof(why));
+                limit_fall_back(s, why);
+                return;
+            }
             if (e != EAGAIN && e != EWOULDBLOCK) {
                 /* The connection waits in the backlog; the listener stays
                  * readable, so poll() would return at once, forever. */
@@ -680,6 +816,15 @@ static int check_deadlines(struct rv_session *s, uint64_t now)
     char why[RV_REASON_LEN];
     if (s->state == ST_MONITOR)
         return 60000; /* no deadline: it lasts as long as the communicator */
+    if (s->state == ST_ANSWER) {
+        deadline = (s->first_us ? s->first_us : s->created_us) + (uint64_t)cfg->rendezvous_timeout_ms * 1000;
+        if (now >= deadline) {
+            finish(s);
+            return 0;
+        }
+        uint64_t ms = (deadline - now + 999) / 1000;
+        return ms > 60000 ? 60000 : (int)ms;
+    }
     uint64_t next = UINT64_MAX; /* the nearest admission deadline */
     if (s->state == ST_WAIT_HELLO) {
         /* Backwards: a removal moves the last entry into the one removed. */
@@ -860,6 +1005,8 @@ static void *serve(void *arg)
             if (ref[j].conn < 0) {
                 if (s->lfd == pfd[j].fd && s->state == ST_WAIT_HELLO)
                     on_acceptable(s);
+                else if (s->lfd == pfd[j].fd && s->state == ST_ANSWER)
+                    answer_late(s);
             } else if (s->conns[ref[j].conn].fd == pfd[j].fd) {
                 /* Not closed (and its slot not reused) since the poll. */
                 on_readable(s, &s->conns[ref[j].conn]);

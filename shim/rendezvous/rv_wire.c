@@ -33,6 +33,8 @@
  *     19   frame                 string     no   < EVIDENCE_FRAME_LEN bytes; repeated, once
  *                                                per frame, innermost first, at most
  *                                                EVIDENCE_MAX_FRAMES times (nframes = count)
+ *     20   leader_pid            u32        no   0 (or absent): the sender's own HELLO;
+ *                                                else a host leader's connection (its pid)
  *
  *   DECISION and COMMIT (struct rv_verdict)
  *      1   token                 16 bytes   yes
@@ -54,6 +56,8 @@
  *      2   ok                    i32        yes  0..1
  *      3   reason                string     no   < RV_REASON_LEN bytes
  *      4   blob                  bytes      no   <= RV_BLOB_LEN bytes (bloblen = its length)
+ *      5   rank                  i32        no   0..FACTS_MAX_RANKS-1: the voter, on a leader's
+ *                                                connection (others' is their HELLO's rank)
  *
  *   PEERS (struct rv_peers)
  *      1   token                 16 bytes   yes
@@ -61,8 +65,12 @@
  *                                                <= RV_BLOB_LEN bytes; repeated, at most
  *                                                RV_MAX_PEERS times (npeers = count)
  *
+ *   ABORT
+ *      1   token                 16 bytes   yes
+ *      2   reason                string     no   < RV_REASON_LEN bytes
+ *
  * Unknown tags are skipped.  rv_encode omits optional strings that are empty
- * and rejects (returns 0) a message rv_decode would reject, so that whatever
+ * and optional numbers that are 0, and rejects (returns 0) a message rv_decode would reject, so that whatever
  * it produces decodes to the same message.
  */
 #include "rv_wire.h"
@@ -89,7 +97,7 @@ _Static_assert(EVIDENCE_REASON_LEN <= 65536 && FACTS_PATH_LEN <= 65536 && RV_REA
 
 /* The largest HELLO payload: every field, every string at its limit, all frames. */
 #define RV_HELLO_MAX_PAYLOAD                                                                             \
-    (TLV_HDR + RV_TOKEN_LEN + 9 * (TLV_HDR + 4) + 2 * (TLV_HDR + SLIM(u.hello.host)) +                   \
+    (TLV_HDR + RV_TOKEN_LEN + 10 * (TLV_HDR + 4) + 2 * (TLV_HDR + SLIM(u.hello.host)) +                  \
      (TLV_HDR + SLIM(u.hello.fn)) + (TLV_HDR + SLIM(u.hello.shim_version)) +                             \
      (TLV_HDR + SLIM(u.hello.caller_lib)) + (TLV_HDR + SLIM(u.hello.title)) +                            \
      (TLV_HDR + SLIM(u.hello.role_reason)) + (TLV_HDR + SLIM(u.hello.local_purpose_reason)) +            \
@@ -143,6 +151,7 @@ static const struct field hello_fields[] = {
     F_STR(17, u.hello.role_reason, 0),
     F_STR(18, u.hello.local_purpose_reason, 0),
     { 19, K_FRAME, 0, "frame", offsetof(struct rv_msg, u.hello.frames), EVIDENCE_FRAME_LEN, 0, 0 },
+    F_U32(20, leader_pid, 0),
 };
 
 static const struct field verdict_fields[] = {
@@ -164,6 +173,12 @@ static const struct field vote_fields[] = {
     F_I32(2, u.vote.ok, REQ, 0, 1),
     F_STR(3, u.vote.reason, 0),
     { 4, K_BLOB, 0, "blob", offsetof(struct rv_msg, u.vote.blob), RV_BLOB_LEN, 0, 0 },
+    F_I32(5, u.vote.rank, 0, 0, FACTS_MAX_RANKS - 1),
+};
+
+static const struct field abort_fields[] = {
+    F_TOKEN,
+    F_STR(2, u.reason, 0),
 };
 
 static const struct field peers_fields[] = {
@@ -174,7 +189,7 @@ static const struct field peers_fields[] = {
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 /* Tags seen are tracked in a 32-bit mask, by index in the table. */
 _Static_assert(COUNT(hello_fields) <= 32 && COUNT(verdict_fields) <= 32 && COUNT(vote_fields) <= 32 &&
-                   COUNT(peers_fields) <= 32,
+                   COUNT(peers_fields) <= 32 && COUNT(abort_fields) <= 32,
                "field tables fit a 32-bit mask");
 
 struct msg_desc {
@@ -191,6 +206,7 @@ static const struct msg_desc *desc_of(unsigned type)
         [RV_VOTE] = { "VOTE", vote_fields, COUNT(vote_fields) },
         [RV_COMMIT] = { "COMMIT", verdict_fields, COUNT(verdict_fields) },
         [RV_PEERS] = { "PEERS", peers_fields, COUNT(peers_fields) },
+        [RV_ABORT] = { "ABORT", abort_fields, COUNT(abort_fields) },
     };
     if (type >= COUNT(descs) || !descs[type].name)
         return NULL;
@@ -503,14 +519,16 @@ size_t rv_encode(const struct rv_msg *m, uint8_t *buf, size_t cap)
             uint32_t u;
             memcpy(&u, &x, sizeof(u));
             put32(tmp, u);
-            put_tlv(&w, f->tag, tmp, 4);
+            if (x || (f->flags & REQ))
+                put_tlv(&w, f->tag, tmp, 4);
             break;
         }
         case K_U32: {
             uint32_t u;
             memcpy(&u, base + f->off, sizeof(u));
             put32(tmp, u);
-            put_tlv(&w, f->tag, tmp, 4);
+            if (u || (f->flags & REQ))
+                put_tlv(&w, f->tag, tmp, 4);
             break;
         }
         case K_U64: {

@@ -26,7 +26,10 @@
 #define RV_TOKEN_LEN 16
 #define RV_REASON_LEN 768
 
-enum rv_type { RV_HELLO = 1, RV_DECISION = 2, RV_VOTE = 3, RV_COMMIT = 4, RV_PEERS = 5 };
+/* ABORT: a leader or a rank that hit a limit (descriptors, memory, threads),
+ * or lost a rank it speaks for, tells the root, which then falls back for all
+ * at once; a host's leader also sends it to its ranks when it gives up. */
+enum rv_type { RV_HELLO = 1, RV_DECISION = 2, RV_VOTE = 3, RV_COMMIT = 4, RV_PEERS = 5, RV_ABORT = 6 };
 
 /* What a rank exports when it sets a transport up (ipc: its memory handle),
  * and how many ranks such a transport serves. */
@@ -47,6 +50,7 @@ struct rv_verdict {
 /* A rank's vote in round 2: it could (ok=1) or could not set up the action. */
 struct rv_vote {
     int ok;
+    int rank;                           /* the voter: read by the root on a leader's connection only */
     char reason[RV_REASON_LEN];
     int bloblen;                        /* 0..RV_BLOB_LEN: what this rank exports */
     uint8_t blob[RV_BLOB_LEN];
@@ -67,7 +71,11 @@ struct rv_peers {
 struct rv_msg {
     enum rv_type type;
     uint8_t token[RV_TOKEN_LEN];
+    /* HELLO: non-zero on a host leader's connection, which carries the HELLOs
+     * of several ranks: the leader's pid (the root answers it once for all). */
+    uint32_t leader_pid;
     union {
+        char reason[RV_REASON_LEN];     /* RV_ABORT */
         struct rank_facts hello;
         struct rv_verdict verdict;      /* RV_DECISION and RV_COMMIT */
         struct rv_vote vote;

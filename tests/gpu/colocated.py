@@ -11,7 +11,6 @@ refit: packed buffers on 2 streams in turn.  Every buffer against its hash.
 
 Both ranks use GPU $COLOCATED_DEVICE (default 0): it runs wherever there is one GPU.
 """
-import glob
 import json
 import os
 import sys
@@ -112,9 +111,7 @@ def check(outdir, mode):
                                                                                         for r in ranks]))
     chk(all(r.get("refit_ok") for r in ranks), "refit: %d packed buffers of %d MiB on 2 streams in turn, bit-exact"
         % (REFIT_BUFFERS, REFIT_BYTES >> 20))
-    recs = []
-    for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
-        recs += [json.loads(line) for line in open(f)]
+    recs = common.read_records(outdir)
     comms = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == "ctypes"]
     chk(len(comms) == 2 and all(c["action"] == "ipc" and c["comm"] is None for c in comms),
         "auto made it ipc on both ranks, with no NCCL communicator (%s)" % [c.get("action") for c in comms])
@@ -138,11 +135,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 4 and sys.argv[1] == "--check":
         check(sys.argv[2], sys.argv[3])
         sys.exit(0)
-    if "--worker" in sys.argv:
-        # Not common.main: it puts rank r on GPU r.
-        a = common.parse_args(sys.argv)
-        r = worker(a)
-        r["rank"], r["pid"] = a["rank"], os.getpid()
-        common.emit_result(r)
-        sys.exit(0)
-    sys.exit(common.main(__file__, worker))
+    sys.exit(common.main(__file__, worker, one_gpu=True))

@@ -16,6 +16,7 @@ NCCL unique ID of the ctypes tests): no TCP port to pick, so no port race.
 """
 import ctypes
 import hashlib
+import glob
 import json
 import os
 import shutil
@@ -207,14 +208,25 @@ def launch(script, args):
     return summary
 
 
-def main(script, worker):
-    """Entry point of every test script: worker(args) -> result dict, run in each rank."""
+def read_records(outdir):
+    """Every record the shim wrote under outdir/records, in file order."""
+    recs = []
+    for f in sorted(glob.glob(os.path.join(outdir, "records", "*.jsonl"))):
+        with open(f) as fh:
+            recs += [json.loads(line) for line in fh]
+    return recs
+
+
+def main(script, worker, one_gpu=False):
+    """Entry point of every test script: worker(args) -> result dict, run in each rank,
+    rank r on GPU r, or every rank on the worker's own choice (one_gpu: colocated)."""
     args = parse_args(sys.argv)
     if args["worker"]:
         import faulthandler
         faulthandler.register(signal.SIGUSR1, all_threads=True)  # the launcher asks where a hung rank is
-        import torch
-        torch.cuda.set_device(args["rank"])  # each rank on its own GPU
+        if not one_gpu:
+            import torch
+            torch.cuda.set_device(args["rank"])  # each rank on its own GPU
         res = worker(args)
         res["rank"] = args["rank"]
         res["pid"] = os.getpid()

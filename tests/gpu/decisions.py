@@ -69,9 +69,7 @@ def check(outdir, mode):
     chk(all(r.get("allreduce_f32") == r.get("allreduce_f32_expected") and
             r.get("allreduce_bf16") == r.get("allreduce_bf16_expected") for r in ranks),
         "the torch training all-reduce is exact (f32 and bf16)")
-    recs = []
-    for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
-        recs += [json.loads(line) for line in open(f)]
+    recs = common.read_records(outdir)
     comms = [r for r in recs if r["type"] == "comm"]
     wu = [c for c in comms if c["caller"]["api"] == "ctypes"]
     tr = [c for c in comms if c["caller"]["api"] == "torch"]

@@ -11,7 +11,6 @@ CHECK lines; run.sh turns them into TAP.
 """
 import ctypes
 import glob
-import json
 import os
 import re
 import sys
@@ -96,9 +95,7 @@ def main(outdir):
     want = os.environ.get("NCCL_NET")
     check(nets["passthrough"] == [want], "the others, at the same moments, the container's NCCL_NET=%s %s" %
           (want, nets["passthrough"]))
-    recs = []
-    for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
-        recs += [json.loads(line) for line in open(f)]
+    recs = common.read_records(outdir)
     comms = [r for r in recs if r["type"] == "comm"]
     check(len(comms) == 2 * ROUNDS and all(c["handle"] == c["comm"] for c in comms),
           "the records: handle == comm for every communicator")

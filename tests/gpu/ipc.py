@@ -144,9 +144,7 @@ def check(outdir):
         % (REFIT_BYTES >> 30, REFIT_BUFFERS))
     chk(all(r.get("allreduce_f32") == r.get("allreduce_f32_expected") for r in ranks),
         "the torch training all-reduce beside it is exact")
-    recs = []
-    for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
-        recs += [json.loads(line) for line in open(f)]
+    recs = common.read_records(outdir)
     wu = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == "ctypes"]
     main = [c for c in wu if c.get("decision", {}).get("id") == wu[0].get("decision", {}).get("id")] if wu else []
     chk(len(main) == world and all(c["action"] == "ipc" and c["comm"] is None for c in wu),

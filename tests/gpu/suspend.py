@@ -12,9 +12,9 @@ ranks' staging: the resumed rank's is new) and a second refit, bit-exact.
 Both ranks use GPU $COLOCATED_DEVICE (default 0).
 """
 import ctypes
-import glob
 import json
 import os
+import subprocess
 import sys
 import time
 
@@ -57,6 +57,23 @@ def allreduce_one(lib, comm, dev, stream):
     return one.item()
 
 
+def nccl229_calls(outdir, rank):
+    """ncclCommSuspend/Resume/MemStats as a linked caller has them: from the
+    global namespace where NCCL has them (2.29+), else through
+    nccl229_calls.c, whose linked calls bind to the preloaded shim's exports
+    (a lookup answers as NCCL would: not found on 2.28)."""
+    glob_ns = ctypes.CDLL(None)
+    try:
+        return glob_ns.ncclCommSuspend, glob_ns.ncclCommResume, glob_ns.ncclCommMemStats
+    except AttributeError:
+        pass
+    so = os.path.join(outdir, "nccl229_calls.%d.so" % rank)
+    src = os.path.join(os.path.dirname(os.path.abspath(__file__)), "nccl229_calls.c")
+    subprocess.run([os.environ.get("CC", "cc"), "-shared", "-fPIC", "-o", so, src], check=True)
+    calls = ctypes.CDLL(so)
+    return calls.call_suspend, calls.call_resume, calls.call_mem_stats
+
+
 def worker(args):
     import torch
     torch.cuda.set_device(DEV)
@@ -72,10 +89,7 @@ def worker(args):
     else:
         uid = lib.unique_id_from_bytes(common.wait_file(path))
     comm = lib.ncclCommInitRank(2, uid, rank)
-    # NCCL 2.29's functions, from the global namespace: the preloaded shim's
-    # (torch's NCCL may predate them; the communicator is the shim's anyway).
-    glob_ns = ctypes.CDLL(None)
-    suspend, resume, stats = glob_ns.ncclCommSuspend, glob_ns.ncclCommResume, glob_ns.ncclCommMemStats
+    suspend, resume, stats = nccl229_calls(outdir, rank)
     suspend.argtypes, suspend.restype = [cb.ncclComm_t, ctypes.c_int], ctypes.c_int
     resume.argtypes, resume.restype = [cb.ncclComm_t], ctypes.c_int
     stats.argtypes, stats.restype = [cb.ncclComm_t, ctypes.c_int, ctypes.POINTER(ctypes.c_uint64)], ctypes.c_int
@@ -136,9 +150,7 @@ def check(outdir):
         "ncclCommResume succeeds, MemStats says active (%s, %s)" % (inf.get("resume_rc"), inf.get("resumed")))
     chk(all(r.get("after") == 2.0 for r in ranks), "an all-reduce through the new staging gives 2.0 on both ranks")
     chk(all(r.get("refit2_ok") for r in ranks), "the refit after the resume is bit-exact")
-    recs = []
-    for f in glob.glob(os.path.join(outdir, "records", "*.jsonl")):
-        recs += [json.loads(line) for line in open(f)]
+    recs = common.read_records(outdir)
     comms = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == "ctypes"]
     chk(len(comms) == 2 and all(c["action"] == "ipc" for c in comms),
         "auto made it ipc on both ranks (%s)" % [c.get("action") for c in comms])
@@ -151,11 +163,4 @@ if __name__ == "__main__":
     if len(sys.argv) == 3 and sys.argv[1] == "--check":
         check(sys.argv[2])
         sys.exit(0)
-    if "--worker" in sys.argv:
-        # Not common.main: it puts rank r on GPU r.
-        a = common.parse_args(sys.argv)
-        r = worker(a)
-        r["rank"], r["pid"] = a["rank"], os.getpid()
-        common.emit_result(r)
-        sys.exit(0)
-    sys.exit(common.main(__file__, worker))
+    sys.exit(common.main(__file__, worker, one_gpu=True))

@@ -130,10 +130,11 @@ def fake_lines(path):
 
 
 def scenario(name, nranks, env=None, per_rank=None, shimless=(), absent=(), root_args=(), rank_args=(),
-             k=1, rank0_env=None):
+             k=1, rank0_env=None, one_gpu=False):
     """Rank 0 is the root (makes the IDs, then inits); ranks 1.. init with them.
     per_rank(r) -> extra env of rank r; ranks in `shimless` run without the
-    shim; ranks in `absent` never start."""
+    shim; ranks in `absent` never start; rank r on the fake's device r % 8,
+    or all on device 0 (`one_gpu`: colocated processes)."""
     d = os.path.join(TMP, name)
     os.makedirs(d)
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log", "RANK_CLIENT_CUDA": CUDA}
@@ -142,7 +143,7 @@ def scenario(name, nranks, env=None, per_rank=None, shimless=(), absent=(), root
     def env_of(r):
         e = dict(base)
         e.update((per_rank or (lambda r: {}))(r))
-        e["FAKE_CUDA_DEVICE"] = str(r % 8)
+        e["FAKE_CUDA_DEVICE"] = "0" if one_gpu else str(r % 8)
         return e
 
     procs = [Proc("root", ["root", str(k), str(nranks)] + list(root_args), env_of(0))]
@@ -593,6 +594,26 @@ ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and count
    sum(e["ipc"]["out"].get("push", 0) for e in ends) >= sum(sum(e["ipc"]["out"].values()) for e in ends) - 1,
    "ipc-push2: the senders waited for their receivers: every hop pushed but perhaps the first, all exact",
    [(e["rank"], e.get("ipc")) for e in ends] + xfer)
+
+# 25d. Colocated processes (every rank on one device): a root pushing to its successor leaves
+#      no DONE (its fence is the AVAIL it wrote on the successor's page) and a last receiver no
+#      TAKEN_MINE (the next broadcast on another stream waits for its TAKEN on the predecessor's
+#      page): broadcasts on 3 streams in turn, every root, odd sizes, stay exact, 2 and 4 ranks.
+for n in (2, 4):
+    name = "ipc-one-gpu%d" % n
+    log = os.path.join(TMP, name + ".cuda")
+    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"),
+                             lambda r, n=n: dict(roles(n - 1)(r), RANK_CLIENT_MEM="cuda"), root_args=["xfer=1"],
+                             rank_args=["xfer=1"], one_gpu=True)
+    xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+    ends = ipc_ends(d)
+    with open(log) as fh:
+        left = fh.read().split()
+    ok(len(xfer) == n and all(" ok" in l for l in xfer) and len(ends) == n and counted_all(ends) and
+       sum(e["ipc"]["out"].get("push", 0) for e in ends) > 0 and
+       all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=") for x in left),
+       "%s: colocated ranks, broadcasts on 3 streams in turn pushed and exact, everything freed" % name,
+       [(e["rank"], e.get("ipc")) for e in ends] + xfer + left + [p.err[-300:] for p in procs if p.err])
 
 # 25b. NCCL 2.29's suspend/resume on an ipc communicator (the fake NCCL 2.30.7, found
 #      before the 2.28 one the client links): answered by the shim, operations refused

@@ -66,6 +66,7 @@ static void hello_max(struct rv_msg *m)
     for (int i = 0; i < EVIDENCE_MAX_FRAMES; i++)
         FILL_MAX(h->frames[i], (char)(9 + i));
     h->strict_error = 1;
+    m->leader_pid = 0xfffffffdu;
 }
 
 /* Required fields only, every one at its smallest. */
@@ -105,7 +106,17 @@ static void vote_max(struct rv_msg *m)
     m->type = RV_VOTE;
     memset(m->token, 0xff, RV_TOKEN_LEN);
     m->u.vote.ok = 1;
+    m->u.vote.rank = FACTS_MAX_RANKS - 1;
     FILL_MAX(m->u.vote.reason, 3);
+}
+
+/* ABORT: a leader's or a rank's reason for giving up, at its longest. */
+static void abort_max(struct rv_msg *m)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = RV_ABORT;
+    memset(m->token, 0xa5, RV_TOKEN_LEN);
+    FILL_MAX(m->u.reason, 5);
 }
 
 static void vote_min(struct rv_msg *m)
@@ -322,6 +333,14 @@ static int write_corpus(const char *dir)
         fprintf(stderr, "test_wire: cannot write %s\n", path);
         return 1;
     }
+    abort_max(&m);
+    len = rv_encode(&m, buf, sizeof(buf));
+    snprintf(path, sizeof(path), "%s/abort_max", dir);
+    f = fopen(path, "wb");
+    if (!len || !f || fwrite(buf, 1, len, f) != len || fclose(f) != 0) {
+        fprintf(stderr, "test_wire: cannot write %s\n", path);
+        return 1;
+    }
     return 0;
 }
 
@@ -330,7 +349,7 @@ static size_t hello_max_payload(void)
 {
     struct rank_facts h;
     size_t t = 4; /* a TLV's header */
-    return (t + RV_TOKEN_LEN) + 9 * (t + 4) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
+    return (t + RV_TOKEN_LEN) + 10 * (t + 4) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
            (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(h.caller_lib) - 1) +
            (t + sizeof(h.title) - 1) + (t + sizeof(h.role_reason) - 1) + (t + sizeof(h.local_purpose_reason) - 1) +
            EVIDENCE_MAX_FRAMES * (t + sizeof(h.frames[0]) - 1);
@@ -355,6 +374,10 @@ int main(int argc, char **argv)
     ok(len == RV_HEADER_LEN + hello_max_payload() && hello_max_payload() <= RV_MAX_PAYLOAD, what);
     hello_min(&in);
     round_trip(&in, "HELLO, required fields only, empty strings, no frames");
+    abort_max(&in);
+    round_trip(&in, "ABORT, the longest reason");
+    in.u.reason[0] = '\0';
+    round_trip(&in, "ABORT without a reason");
     hello_min(&in);
     in.u.hello.nframes = 3;
     strcpy(in.u.hello.frames[0], "a.py:1 f");
@@ -494,7 +517,7 @@ int main(int argc, char **argv)
     rejects((int)rv_frame_length(buf2, len, err, sizeof(err)), err, "protocol version 2", "frame length: bad version");
     rejects(rv_decode(buf2, len, &out, err, sizeof(err)), err, "protocol version 2, this shim speaks 1",
             "decode: bad version");
-    for (unsigned t = 0; t < 8; t += 6) { /* 0 and 6 */
+    for (unsigned t = 0; t < 8; t += 7) { /* 0 and 7 */
         memcpy(buf2, buf, len);
         put16(buf2 + 6, t);
         char want[64];
@@ -603,8 +626,8 @@ int main(int argc, char **argv)
         { RV_HELLO, 13, PURPOSE_INFERENCE + 1, "tag 13 (local_purpose) is 4, outside 0..3" },
         { RV_HELLO, 14, 2, "tag 14 (strict_error) is 2, outside 0..1" },
         { RV_HELLO, 5, -2, "tag 5 (cuda_device) is -2" },
-        { RV_HELLO, 3, 0, "tag 3 (nranks) is 0, outside 1..4096" },
-        { RV_HELLO, 3, FACTS_MAX_RANKS + 1, "tag 3 (nranks) is 4097" },
+        { RV_HELLO, 3, 0, "tag 3 (nranks) is 0, outside 1..8192" },
+        { RV_HELLO, 3, FACTS_MAX_RANKS + 1, "tag 3 (nranks) is 8193" },
         { RV_HELLO, 3, -2147483647 - 1, "tag 3 (nranks) is -2147483648" },
         { RV_HELLO, 2, -1, "tag 2 (rank) is -1" },
         { RV_HELLO, 2, 1, "HELLO: rank 1 is outside 0..0 (nranks 1)" },
@@ -612,9 +635,9 @@ int main(int argc, char **argv)
         { RV_DECISION, 2, -1, "tag 2 (action) is -1" },
         { RV_COMMIT, 3, PURPOSE_INFERENCE + 1, "COMMIT: tag 3 (purpose) is 4" },
         { RV_DECISION, 4, 2, "tag 4 (final) is 2, outside 0..1" },
-        { RV_DECISION, 6, FACTS_MAX_RANKS + 1, "tag 6 (nhosts) is 4097" },
+        { RV_DECISION, 6, FACTS_MAX_RANKS + 1, "tag 6 (nhosts) is 8193" },
         { RV_DECISION, 7, -1, "tag 7 (ntraining) is -1" },
-        { RV_COMMIT, 8, FACTS_MAX_RANKS + 1, "tag 8 (ninference) is 4097" },
+        { RV_COMMIT, 8, FACTS_MAX_RANKS + 1, "tag 8 (ninference) is 8193" },
         { RV_COMMIT, 9, -5, "tag 9 (nunknown) is -5" },
         { RV_VOTE, 2, 2, "VOTE: tag 2 (ok) is 2, outside 0..1" },
         { RV_VOTE, 2, -1, "VOTE: tag 2 (ok) is -1" },
@@ -631,6 +654,11 @@ int main(int argc, char **argv)
         snprintf(what, sizeof(what), "out of range rejected: %s", ranges[k].want);
         rejects(decode_fr(), err, ranges[k].want, what);
     }
+    vote_min(&in);
+    in.u.vote.rank = 1;
+    start(&in);
+    set_i32(&fr, 5, FACTS_MAX_RANKS);
+    rejects(decode_fr(), err, "VOTE: tag 5 (rank) is 8192, outside 0..8191", "out of range rejected: a vote's rank");
     hello_min(&in);
     start(&in);
     set_i32(&fr, 3, FACTS_MAX_RANKS);

@@ -19,7 +19,8 @@ static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
         const struct rank_facts *x = &a->u.hello, *y = &b->u.hello;
         if (x->rank != y->rank || x->nranks != y->nranks || x->pid != y->pid || x->cuda_device != y->cuda_device ||
             x->nccl_version != y->nccl_version || x->api != y->api || x->role != y->role ||
-            x->local_purpose != y->local_purpose || x->strict_error != y->strict_error || x->nframes != y->nframes)
+            x->local_purpose != y->local_purpose || x->strict_error != y->strict_error || x->nframes != y->nframes ||
+            a->leader_pid != b->leader_pid)
             return 0;
         if (strcmp(x->host, y->host) || strcmp(x->host_id, y->host_id) || strcmp(x->fn, y->fn) ||
             strcmp(x->shim_version, y->shim_version) || strcmp(x->caller_lib, y->caller_lib) ||
@@ -40,7 +41,7 @@ static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
                !strcmp(x->purpose_reason, y->purpose_reason) && !strcmp(x->action_reason, y->action_reason);
     }
     case RV_VOTE:
-        return a->u.vote.ok == b->u.vote.ok && !strcmp(a->u.vote.reason, b->u.vote.reason) &&
+        return a->u.vote.ok == b->u.vote.ok && a->u.vote.rank == b->u.vote.rank && !strcmp(a->u.vote.reason, b->u.vote.reason) &&
                a->u.vote.bloblen == b->u.vote.bloblen &&
                !memcmp(a->u.vote.blob, b->u.vote.blob, (size_t)a->u.vote.bloblen);
     case RV_PEERS:
@@ -52,6 +53,8 @@ static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
                 return 0;
         }
         return 1;
+    case RV_ABORT:
+        return !strcmp(a->u.reason, b->u.reason);
     }
     return 0;
 }

@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""The rendezvous at the size of real RL jobs (issue 19), on this machine with the fake NCCL.
+
+Ranks are threads of tests/bin/many_ranks processes (at most 256 a process, at least one process
+per simulated host; hosts by NCCLSHIM_HOSTNAME); every process, the root's included, runs under
+`ulimit -n 1024`.  The unique ID is made by a process of its own (the root: it serves the rendezvous
+and samples its own descriptors and peak RSS).  Rank 0's process is training, the others inference,
+NCCLSHIM_WEIGHT_UPDATE=socket: the decision takes both rounds (DECISION, votes, COMMIT).
+
+Per configuration (median of REPS runs):
+  decide_ms   the root's last arrival (its decision record) -> the last rank to learn the decision
+              (comm records' decision.decided_ts): what the goal bounds (50 ms + 1 ms per host)
+  commit_ms   the root's last arrival -> COMMIT sent to every leader (after_last_arrival_us)
+  calls_ms    the last thread's call of ncclCommInitRank -> the last return (client clocks)
+  group_ms    the first call -> the last return
+and the root's peak descriptors and RSS.  With --baseline LIB, the 16-rank rows are run with that
+build too (the code before issue 19), in the same run, and the ratio printed.
+
+Usage: bench/rv_scale.py [--reps N] [--baseline /path/libncclshim.so] [--sizes 16,128,1024,4096]
+"""
+import argparse, glob, json, os, resource, select, statistics, subprocess, sys, tempfile, time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
+SHIM = os.path.join(ROOT, "build", "libncclshim.so")
+PER_PROC = 256
+
+
+def nofile():
+    resource.setrlimit(resource.RLIMIT_NOFILE, (1024, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+
+def env_of(base, **kw):
+    e = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLSHIM_", "FAKE_"))}
+    e.update(base)
+    e.update(kw)
+    return e
+
+
+def one(lib, nranks, hosts, d, extra=None):
+    base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "LD_PRELOAD": lib,
+            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "60000"}
+    base.update(extra or {})
+    root = subprocess.Popen([MANY, "id"], env=env_of(base, NCCLSHIM_ROLE="training"), stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=nofile)
+    fd = root.stdout.fileno()
+    buf = b""
+    while b"\n" not in buf:
+        if not select.select([fd], [], [], 60)[0]:
+            raise RuntimeError("no ID")
+        buf += os.read(fd, 4096)
+    hid = buf.split()[1].decode()
+    # Two processes at least: rank 0's trains, the others run inference.
+    nproc = max(2, hosts, -(-nranks // PER_PROC))
+    procs = []
+    for p in range(nproc):
+        first = p * nranks // nproc
+        count = (p + 1) * nranks // nproc - first
+        procs.append(subprocess.Popen(
+            [MANY, "ranks", hid, str(nranks), str(first), str(count)],
+            env=env_of(base, NCCLSHIM_HOSTNAME="h%d" % (p % hosts), NCCLSHIM_ROLE="training" if p == 0 else "inference"),
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=nofile))
+    outs = [p.communicate(timeout=120) for p in procs]
+    rout, _ = root.communicate("", timeout=60)
+    t0max = t1max = 0
+    t0min = float("inf")
+    for o, _ in outs:
+        for line in o.splitlines():
+            if line.startswith("RANKS"):
+                kv = dict(x.split("=") for x in line.split()[1:])
+                t0max = max(t0max, int(kv["t0max"]) / 1e9)
+                t1max = max(t1max, int(kv["t1max"]) / 1e9)
+                t0min = min(t0min, int(kv["t0min"]) / 1e9)
+    acts, dts, last, commit_ms = {}, [], None, None
+    for f in glob.glob(d + "/rec/*"):
+        for line in open(f, errors="replace"):
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if r.get("type") == "comm":
+                acts[r["action"]] = acts.get(r["action"], 0) + 1
+                if "decided_ts" in r.get("decision", {}):
+                    dts.append(r["decision"]["decided_ts"])
+            elif r.get("type") == "decision" and "after_last_arrival_us" in r:
+                last = r["ts"] - r["after_last_arrival_us"] / 1e6
+                commit_ms = r["after_last_arrival_us"] / 1e3
+    root_stats = {}
+    for line in rout.splitlines():
+        if line.startswith("ROOT "):
+            root_stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
+    return {
+        "ok": acts == {"socket": nranks},
+        "acts": acts,
+        "decide_ms": (max(dts) - last) * 1e3 if dts and last else None,
+        "commit_ms": commit_ms,
+        "calls_ms": (t1max - t0max) * 1e3,
+        "group_ms": (t1max - t0min) * 1e3,
+        "root_fds": root_stats.get("maxfds"),
+        "root_rss_mib": root_stats.get("hwm_kb", 0) / 1024,
+        "procs": nproc,
+    }
+
+
+def med(runs, k):
+    v = [r[k] for r in runs if r[k] is not None]
+    return statistics.median(v) if v else None
+
+
+def fmt(x, w=8, p=1):
+    return ("%*.*f" % (w, p, x)) if x is not None else "%*s" % (w, "-")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--baseline", help="a libncclshim.so built from the code before issue 19")
+    ap.add_argument("--sizes", default="16,128,1024,4096")
+    ap.add_argument("--big", type=int, default=8192, help="the correctness and root-footprint run (0: none)")
+    a = ap.parse_args()
+    tmp = tempfile.mkdtemp(prefix="rv_scale.")
+    print("machine: %d cores, %s, %s; every process under ulimit -n 1024; ranks are threads (<= %d a process)" % (
+        os.cpu_count(), open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
+        time.strftime("%Y-%m-%d", time.gmtime()), PER_PROC))
+    print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    print("%-7s %5s %5s %-8s %4s %9s %9s %9s %9s %8s %8s %6s" % (
+        "build", "ranks", "hosts", "goal_ms", "ok", "decide_ms", "commit_ms", "calls_ms", "group_ms", "root_fd",
+        "rss_MiB", "procs"))
+    n = 0
+    rows = {}
+    for size in [int(x) for x in a.sizes.split(",")]:
+        for hosts in (1, 8, 64):
+            if hosts > size:
+                continue
+            builds = [("new", SHIM)] + ([("base", a.baseline)] if a.baseline and size <= 64 else [])
+            for name, lib in builds:
+                runs = []
+                for _ in range(a.reps):
+                    n += 1
+                    d = os.path.join(tmp, str(n))
+                    os.makedirs(d)
+                    runs.append(one(lib, size, hosts, d))
+                rows[(name, size, hosts)] = runs
+                print("%-7s %5d %5d %-8s %4s %s %s %s %s %8s %8s %6d" % (
+                    name, size, hosts, "%d" % (50 + hosts), "yes" if all(r["ok"] for r in runs) else "NO",
+                    fmt(med(runs, "decide_ms"), 9), fmt(med(runs, "commit_ms"), 9), fmt(med(runs, "calls_ms"), 9),
+                    fmt(med(runs, "group_ms"), 9), max(r["root_fds"] or 0 for r in runs),
+                    fmt(max(r["root_rss_mib"] for r in runs), 8), runs[0]["procs"]))
+                sys.stdout.flush()
+            if (("base", size, hosts)) in rows:
+                nw, bs = rows[("new", size, hosts)], rows[("base", size, hosts)]
+                print("        ratio new/base at %d ranks, %d hosts: calls %.2f, group %.2f" % (
+                    size, hosts, med(nw, "calls_ms") / med(bs, "calls_ms"), med(nw, "group_ms") / med(bs, "group_ms")))
+    if a.big:
+        for hosts in (1, 64):
+            n += 1
+            d = os.path.join(tmp, str(n))
+            os.makedirs(d)
+            r = one(SHIM, a.big, hosts, d)
+            print("%-7s %5d %5d %-8s %4s %s %s %s %s %8s %8s %6d  (one run)" % (
+                "new", a.big, hosts, "-", "yes" if r["ok"] else "NO %s" % r["acts"], fmt(r["decide_ms"], 9),
+                fmt(r["commit_ms"], 9), fmt(r["calls_ms"], 9), fmt(r["group_ms"], 9), r["root_fds"],
+                fmt(r["root_rss_mib"], 8), r["procs"]))
+    print("load average after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    subprocess.run(["rm", "-rf", tmp])
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,753 @@
+/*
+ * A host's leader in the two-level rendezvous (shim/rv_leader.h).
+ *
+ * Joining: a rank connects to the abstract Unix socket of slot 0 of its
+ * (ID, host); nobody there (ECONNREFUSED) means it binds the name itself and
+ * starts the leader thread, then connects like any other rank.  The leader
+ * writes one byte to each connection it accepts: 'A' (admitted: speak the
+ * rendezvous protocol now) or 'F' (full: try the next slot).  Binding is the
+ * election: exactly one process holds a name, and a leader whose process is
+ * gone frees it with its descriptors.
+ *
+ * The leader thread owns every descriptor it opens; nothing else touches its
+ * state, so it needs no lock.  Every wait is a poll() bounded by the
+ * rendezvous timeout; whatever goes wrong, it tells the root (ABORT) and its
+ * ranks (ABORT), and everyone passes through.
+ */
+#define _GNU_SOURCE
+#include "rv_leader.h"
+
+#include "config.h"
+#include "record.h"
+#include "rv_io.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+/* Ranks one leader takes: its process holds a descriptor for each. */
+#define LEADER_MAX_RANKS 256
+/* Names per (ID, host): enough for FACTS_MAX_RANKS ranks on one host at the smallest group. */
+#define LEADER_SLOTS (2 + FACTS_MAX_RANKS / 4 + 64)
+/* A leader waits this long past the rendezvous timeout for the root's verdict (as a rank does). */
+#define LEADER_GRACE_US 2000000ull
+/* The longest a send to one peer may take: each is waiting on a connected socket. */
+#define SEND_US 200000ull
+
+#define ADMIT 'A'
+#define FULL 'F'
+
+int rv_fanin(int nranks)
+{
+    return nranks > shim_config()->rendezvous_fanin;
+}
+
+int rv_is_limit(int e)
+{
+    return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EAGAIN;
+}
+
+void rv_limit_reason(int e, const char *who, const char *doing, char *buf, size_t len)
+{
+    struct rlimit rl = { 0, 0 };
+    switch (e) {
+    case EMFILE:
+        (void)getrlimit(RLIMIT_NOFILE, &rl);
+        snprintf(buf, len,
+                 "%s ran out of file descriptors %s (EMFILE: RLIMIT_NOFILE is %llu; raise it with `ulimit -n` "
+                 "where the job is launched, or lower NCCLSHIM_RENDEZVOUS_FANIN so that ranks meet at their "
+                 "host's leader: the root then holds one descriptor per leader, a leader one per rank, at most %d)",
+                 who, doing, (unsigned long long)rl.rlim_cur, LEADER_MAX_RANKS);
+        break;
+    case ENFILE:
+        snprintf(buf, len, "%s: the system's file table is full %s (ENFILE: raise the sysctl fs.file-max)", who,
+                 doing);
+        break;
+    case EAGAIN:
+        snprintf(buf, len,
+                 "%s could not start a thread %s (EAGAIN: RLIMIT_NPROC, the sysctl kernel.threads-max or the "
+                 "container's pids.max; raise the one that is reached)", who, doing);
+        break;
+    default:
+        snprintf(buf, len, "%s ran out of memory %s (%s: the container's memory limit or RLIMIT_AS)", who, doing,
+                 e == ENOBUFS ? "ENOBUFS" : "ENOMEM");
+        break;
+    }
+}
+
+int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us)
+{
+    size_t off = 0;
+    while (off < len) {
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+        if (n > 0) {
+            off += (size_t)n;
+            continue;
+        }
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            uint64_t now = shim_mono_us();
+            if (now >= deadline_us) {
+                errno = ETIMEDOUT;
+                return -1;
+            }
+            struct pollfd p = { fd, POLLOUT, 0 };
+            (void)poll(&p, 1, (int)((deadline_us - now + 999) / 1000));
+            continue;
+        }
+        return -1;
+    }
+    return 0;
+}
+
+/* A frame read bit by bit from a non-blocking socket. */
+struct reader {
+    size_t have;
+    long need;                          /* the frame's length once the header is in, else 0 */
+    uint8_t head[RV_HEADER_LEN];
+    uint8_t *buf;
+};
+
+/* 1: a whole frame in *frame (the caller frees it); 0: nothing whole yet; -1: closed or bad (err). */
+static int read_frame(int fd, struct reader *r, uint8_t **frame, size_t *len, char *err, size_t errlen)
+{
+    for (;;) {
+        uint8_t *dst = r->need ? r->buf + r->have : r->head + r->have;
+        size_t want = r->need ? (size_t)r->need - r->have : RV_HEADER_LEN - r->have;
+        ssize_t n = recv(fd, dst, want, 0);
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return 0;
+        if (n <= 0) {
+            snprintf(err, errlen, "%s", n == 0 ? "connection closed" : strerror(errno));
+            return -1;
+        }
+        r->have += (size_t)n;
+        if (!r->need) {
+            if (r->have < RV_HEADER_LEN)
+                continue;
+            long total = rv_frame_length(r->head, r->have, err, errlen);
+            if (total <= 0)
+                return -1;
+            if (!(r->buf = malloc((size_t)total))) {
+                snprintf(err, errlen, "out of memory for a message");
+                return -1;
+            }
+            memcpy(r->buf, r->head, RV_HEADER_LEN);
+            r->need = total;
+        }
+        if (r->have == (size_t)r->need) {
+            *frame = r->buf;
+            *len = r->have;
+            r->buf = NULL;
+            r->need = 0;
+            r->have = 0;
+            return 1;
+        }
+    }
+}
+
+struct member {
+    int fd;
+    int rank;                           /* -1 until its HELLO */
+    uint32_t pid;
+    struct reader rd;
+};
+
+struct leader {
+    int lfd, rfd;
+    int paused;                         /* a limit was hit: accept no more */
+    int cap, nm;
+    struct member *m;
+    uint8_t token[RV_TOKEN_LEN];
+    struct sockaddr_storage root;
+    socklen_t rootlen;
+    char rootstr[80];
+    int timeout_ms;
+    uint64_t start_us;
+    uint32_t pid;
+    int aborted;                        /* an ABORT went to the root: send no second one */
+    struct reader rrd;
+    struct rv_msg *msg;                 /* scratch */
+    uint8_t *frame;                     /* scratch, RV_MAX_FRAME */
+};
+
+static void close_member(struct member *mb)
+{
+    if (mb->fd >= 0)
+        close(mb->fd);
+    mb->fd = -1;
+    free(mb->rd.buf);
+    mb->rd.buf = NULL;
+}
+
+/* Encodes `m` into the leader's scratch frame: its length, 0 if it does not encode. */
+static size_t encode(struct leader *L, const struct rv_msg *m)
+{
+    return rv_encode(m, L->frame, RV_MAX_FRAME);
+}
+
+/* Tells the root (once) that this host's ranks cannot go on: it falls back for all. */
+static void abort_root(struct leader *L, const char *why)
+{
+    if (L->rfd < 0 || L->aborted)
+        return;
+    L->aborted = 1;
+    struct rv_msg *m = L->msg;
+    memset(m, 0, sizeof(*m));
+    m->type = RV_ABORT;
+    memcpy(m->token, L->token, RV_TOKEN_LEN);
+    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
+    size_t n = encode(L, m);
+    if (n)
+        (void)rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + SEND_US);
+}
+
+/* Sends the encoded frame to every member that has said HELLO: other
+ * processes first, this process's own ranks last (once its own rank has the
+ * answer, this process may exit, and this thread with it).  Returns the
+ * number of members it could not reach (they are dropped). */
+static int relay(struct leader *L, size_t n)
+{
+    int failed = 0;
+    uint64_t deadline = shim_mono_us() + SEND_US;
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < L->nm; i++) {
+            struct member *mb = &L->m[i];
+            if (mb->fd < 0 || mb->rank < 0 || (mb->pid == L->pid) != pass)
+                continue;
+            if (rv_send_bytes(mb->fd, L->frame, n, deadline) != 0) {
+                failed++;
+                close_member(mb);
+            }
+        }
+    return failed;
+}
+
+/*
+ * After the final answer has gone to every rank that said HELLO: the ranks
+ * admitted that have not said it yet, and those still at the door, get it
+ * too.  The descriptors of the others are given back first: a leader at its
+ * limit could not accept the ones at the door.
+ */
+static void answer_the_rest(struct leader *L, const struct rv_msg *m)
+{
+    int *fds = malloc(sizeof(int) * (size_t)(L->nm ? L->nm : 1)), k = 0;
+    for (int i = 0; i < L->nm; i++) {
+        struct member *mb = &L->m[i];
+        if (fds && mb->fd >= 0 && mb->rank < 0 && mb->rd.have == 0) {
+            fds[k++] = mb->fd; /* rv_answer_waiting closes it */
+            mb->fd = -1;
+        }
+        close_member(mb);
+    }
+    (void)rv_answer_waiting(L->lfd, fds, k, L->token, m, LEADER_MAX_RANKS);
+    free(fds);
+}
+
+/* Gives up: the root and every rank of this leader hear why, then pass through. */
+static void give_up(struct leader *L, const char *why)
+{
+    shim_warn("rendezvous", "%s", why);
+    abort_root(L, why);
+    struct rv_msg *m = L->msg;
+    memset(m, 0, sizeof(*m));
+    m->type = RV_ABORT;
+    memcpy(m->token, L->token, RV_TOKEN_LEN);
+    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
+    size_t n = encode(L, m);
+    if (n) {
+        relay(L, n);
+        answer_the_rest(L, m);
+    }
+}
+
+/* A member's message. */
+static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *frame, size_t len)
+{
+    char err[256], why[RV_REASON_LEN];
+    struct rv_msg *m = L->msg;
+    if (rv_decode(frame, len, m, err, sizeof(err)) != 0 || !rv_token_equal(m->token, L->token)) {
+        /* Not a rank of this ID: it never spoke for a rank, so it is dropped silently. */
+        if (mb->rank < 0) {
+            close_member(mb);
+            return;
+        }
+        snprintf(why, sizeof(why), "rank %d sent its host's leader a bad message (%s): passthrough for all",
+                 mb->rank, err);
+        close_member(mb);
+        abort_root(L, why);
+        return;
+    }
+    if (m->type == RV_HELLO && mb->rank < 0) {
+        mb->rank = m->u.hello.rank;
+        mb->pid = m->u.hello.pid;
+        m->leader_pid = L->pid;
+    } else if (m->type == RV_VOTE && mb->rank >= 0) {
+        m->u.vote.rank = mb->rank;
+    } else if (m->type != RV_ABORT) {
+        snprintf(why, sizeof(why), "rank %d sent its host's leader an unexpected message (type %d): passthrough "
+                 "for all", mb->rank, (int)m->type);
+        close_member(mb);
+        abort_root(L, why);
+        return;
+    }
+    size_t n = encode(L, m);
+    if (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + SEND_US) != 0) {
+        snprintf(why, sizeof(why), "the host's leader (pid %u) could not forward rank %d's message to the root at "
+                 "%s: %s", (unsigned)L->pid, mb->rank, L->rootstr, n ? strerror(errno) : "it does not encode");
+        abort_root(L, why);
+    }
+}
+
+/* The root's message: 1 once the rendezvous is over for this leader. */
+static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
+{
+    char err[256], why[RV_REASON_LEN];
+    struct rv_msg *m = L->msg;
+    if (rv_decode(frame, len, m, err, sizeof(err)) != 0 || !rv_token_equal(m->token, L->token) ||
+        !(m->type == RV_DECISION || m->type == RV_PEERS || m->type == RV_COMMIT)) {
+        snprintf(why, sizeof(why), "the host's leader (pid %u) got a bad answer from the root at %s (%s): "
+                 "passthrough", (unsigned)L->pid, L->rootstr,
+                 rv_token_equal(m->token, L->token) ? err : "wrong token or type");
+        give_up(L, why);
+        return 1;
+    }
+    int final = m->type == RV_COMMIT || (m->type == RV_DECISION && m->u.verdict.final);
+    /* The root's bytes as they came: every member checks the same token. */
+    memcpy(L->frame, frame, len);
+    int failed = relay(L, len);
+    if (final) {
+        answer_the_rest(L, m);
+        return 1;
+    }
+    if (failed) {
+        snprintf(why, sizeof(why), "the host's leader (pid %u) could not hand the root's %s to %d of its ranks: "
+                 "passthrough for all", (unsigned)L->pid, m->type == RV_PEERS ? "PEERS" : "DECISION", failed);
+        abort_root(L, why);
+    }
+    return 0;
+}
+
+/* The ranks waiting to join: admitted while there is room. */
+static void accept_members(struct leader *L)
+{
+    while (!L->paused) {
+        int fd = accept4(L->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            int e = errno;
+            if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED)
+                return;
+            char why[RV_REASON_LEN], who[64];
+            snprintf(who, sizeof(who), "a host's leader (pid %u)", (unsigned)L->pid);
+            if (rv_is_limit(e))
+                rv_limit_reason(e, who, "accepting its host's ranks", why, sizeof(why));
+            else
+                snprintf(why, sizeof(why), "%s cannot accept its host's ranks: accept: %s", who, strerror(e));
+            /* The ranks left waiting are answered once the root has fallen back. */
+            L->paused = 1;
+            shim_warn("rendezvous", "%s: passthrough for all", why);
+            abort_root(L, why);
+            return;
+        }
+        struct ucred cr;
+        socklen_t sl = sizeof(cr);
+        /* The abstract namespace has no permissions: only this user's processes may join. */
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) != 0 || cr.uid != geteuid()) {
+            close(fd);
+            continue;
+        }
+        char b = L->nm < L->cap ? ADMIT : FULL;
+        if (send(fd, &b, 1, MSG_NOSIGNAL) != 1 || b == FULL) {
+            close(fd);
+            continue;
+        }
+        struct member *mb = &L->m[L->nm++];
+        memset(mb, 0, sizeof(*mb));
+        mb->fd = fd;
+        mb->rank = -1;
+    }
+}
+
+static void *lead(void *arg)
+{
+    struct leader *L = arg;
+    char err[400], why[RV_REASON_LEN];
+    uint64_t deadline = L->start_us + (uint64_t)L->timeout_ms * 1000 + LEADER_GRACE_US;
+    uint64_t connect_deadline = L->start_us + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 1000;
+    struct pollfd *pfd = calloc((size_t)L->cap + 2, sizeof(*pfd));
+    int *idx = calloc((size_t)L->cap + 2, sizeof(*idx));
+    if (!pfd || !idx) {
+        rv_limit_reason(ENOMEM, "a host's leader", "starting", why, sizeof(why));
+        give_up(L, why);
+        goto out;
+    }
+    L->rfd = rv_connect((struct sockaddr *)&L->root, L->rootlen, connect_deadline, err, sizeof(err));
+    if (L->rfd < 0) {
+        int e = errno;
+        if (rv_is_limit(e))
+            rv_limit_reason(e, "a host's leader", "connecting to the root", why, sizeof(why));
+        else
+            snprintf(why, sizeof(why), "the host's leader (pid %u): %s", (unsigned)L->pid, err);
+        give_up(L, why);
+        goto out;
+    }
+    for (;;) {
+        uint64_t now = shim_mono_us();
+        if (now >= deadline) {
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from the root at %s within "
+                     "%d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s: passthrough", (unsigned)L->pid, L->rootstr,
+                     L->timeout_ms);
+            give_up(L, why);
+            goto out;
+        }
+        int k = 0;
+        pfd[k] = (struct pollfd){ L->rfd, POLLIN, 0 };
+        idx[k++] = -2;
+        if (!L->paused) {
+            pfd[k] = (struct pollfd){ L->lfd, POLLIN, 0 };
+            idx[k++] = -1;
+        }
+        for (int i = 0; i < L->nm; i++)
+            if (L->m[i].fd >= 0) {
+                pfd[k] = (struct pollfd){ L->m[i].fd, POLLIN, 0 };
+                idx[k++] = i;
+            }
+        int n = poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000));
+        if (n < 0 && errno != EINTR) {
+            snprintf(why, sizeof(why), "the host's leader (pid %u): poll: %s", (unsigned)L->pid, strerror(errno));
+            give_up(L, why);
+            goto out;
+        }
+        for (int j = 0; j < k && n > 0; j++) {
+            if (!pfd[j].revents)
+                continue;
+            if (idx[j] == -1) {
+                accept_members(L);
+                continue;
+            }
+            struct reader *rd = idx[j] == -2 ? &L->rrd : &L->m[idx[j]].rd;
+            int fd = idx[j] == -2 ? L->rfd : L->m[idx[j]].fd;
+            for (int loops = 0; fd >= 0 && loops < 64; loops++) {
+                uint8_t *frame = NULL;
+                size_t len = 0;
+                int r = read_frame(fd, rd, &frame, &len, err, sizeof(err));
+                if (r == 0)
+                    break;
+                if (idx[j] == -2) {
+                    if (r < 0) {
+                        snprintf(why, sizeof(why), "the host's leader (pid %u) lost the root at %s (%s) before its "
+                                 "final answer: passthrough", (unsigned)L->pid, L->rootstr, err);
+                        give_up(L, why);
+                        goto out;
+                    }
+                    int done = on_root_frame(L, frame, len);
+                    free(frame);
+                    if (done)
+                        goto out;
+                    continue;
+                }
+                struct member *mb = &L->m[idx[j]];
+                if (r < 0) {
+                    int rank = mb->rank;
+                    uint32_t pid = mb->pid;
+                    close_member(mb);
+                    if (rank >= 0) {
+                        snprintf(why, sizeof(why), "rank %d (pid %u) left its host's leader before the final "
+                                 "answer (%s: its process exited or gave up waiting): passthrough for all", rank,
+                                 (unsigned)pid, err);
+                        abort_root(L, why);
+                    }
+                    break;
+                }
+                on_member_frame(L, mb, frame, len);
+                free(frame);
+                fd = mb->fd;
+            }
+        }
+    }
+out:
+    for (int i = 0; i < L->nm; i++)
+        close_member(&L->m[i]);
+    if (L->lfd >= 0)
+        close(L->lfd);
+    if (L->rfd >= 0)
+        close(L->rfd);
+    free(L->rrd.buf);
+    free(L->m);
+    free(L->msg);
+    free(L->frame);
+    free(pfd);
+    free(idx);
+    free(L);
+    return NULL;
+}
+
+/* "\0ncclshim-rv-<hash of token and host>-<slot>": only ranks of this ID on this host compute it. */
+static socklen_t leader_name(struct sockaddr_un *sun, const uint8_t token[RV_TOKEN_LEN], const char *host_id,
+                             int slot)
+{
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
+    for (size_t i = 0; i < RV_TOKEN_LEN; i++)
+        h = (h ^ token[i]) * 0x100000001b3ull;
+    for (const char *p = host_id; *p; p++)
+        h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
+    memset(sun, 0, sizeof(*sun));
+    sun->sun_family = AF_UNIX;
+    int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "ncclshim-rv-%016llx-%d", (unsigned long long)h,
+                     slot);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+/* Starts a leader on listener `lfd`: 0, or -1 with errno (nothing left open but lfd). */
+static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
+                        int timeout_ms)
+{
+    struct leader *L = calloc(1, sizeof(*L));
+    struct rlimit rl;
+    if (!L || !(L->msg = malloc(sizeof(*L->msg))) || !(L->frame = malloc(RV_MAX_FRAME)))
+        goto nomem;
+    L->cap = LEADER_MAX_RANKS;
+    /* A quarter of the process's descriptors at most: the application has its own. */
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 4 < (rlim_t)L->cap)
+        L->cap = rl.rlim_cur / 4 < 4 ? 4 : (int)(rl.rlim_cur / 4);
+    if (!(L->m = calloc((size_t)L->cap, sizeof(*L->m))))
+        goto nomem;
+    L->lfd = lfd;
+    L->rfd = -1;
+    memcpy(L->token, mark->token, RV_TOKEN_LEN);
+    memcpy(&L->root, root, rootlen);
+    L->rootlen = rootlen;
+    rv_addr_str(root, L->rootstr, sizeof(L->rootstr));
+    L->timeout_ms = timeout_ms;
+    L->start_us = shim_mono_us();
+    L->pid = (uint32_t)getpid();
+
+    /* Detached, deaf to the application's signals (as shim/worker.c's threads). */
+    sigset_t all, old;
+    sigfillset(&all);
+    pthread_sigmask(SIG_SETMASK, &all, &old);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+    pthread_t t;
+    int rc = pthread_create(&t, &attr, lead, L);
+    pthread_attr_destroy(&attr);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    if (rc == 0)
+        return 0;
+    free(L->m);
+    free(L->msg);
+    free(L->frame);
+    free(L);
+    errno = rc;
+    return -1;
+nomem:
+    if (L) {
+        free(L->m);
+        free(L->msg);
+        free(L->frame);
+    }
+    free(L);
+    errno = ENOMEM;
+    return -1;
+}
+
+/* Waits for the leader's admit byte: ADMIT, FULL, 0 (it closed), or -1 (timeout or error). */
+static int admit_byte(int fd, uint64_t deadline_us)
+{
+    for (;;) {
+        char b;
+        ssize_t n = recv(fd, &b, 1, 0);
+        if (n == 1)
+            return b;
+        if (n == 0)
+            return 0;
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)
+            return errno == ECONNRESET ? 0 : -1;
+        uint64_t now = shim_mono_us();
+        if (now >= deadline_us)
+            return -1;
+        struct pollfd p = { fd, POLLIN, 0 };
+        (void)poll(&p, 1, (int)((deadline_us - now + 999) / 1000));
+    }
+}
+
+int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
+                   const char *host_id, int facts_rank, int timeout_ms, uint64_t deadline_us, char *err,
+                   size_t errlen, int *limit)
+{
+    *limit = 0;
+    int slot = 0, rank = facts_rank;
+    for (int attempt = 0;; attempt++) {
+        if (slot >= LEADER_SLOTS || shim_mono_us() >= deadline_us) {
+            /* Not a setup where leaders cannot work (those fail at once), but a
+             * host too busy to admit its ranks: every rank had better know now. */
+            *limit = 1;
+            snprintf(err, errlen, "no leader of this host admitted this rank in time (%d tries, last slot %d): the "
+                     "host is overloaded, or raise NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", attempt, slot);
+            return -1;
+        }
+        if (attempt > 0 && attempt % 8 == 0)
+            usleep(1000); /* a leader between bind() and listen(), or a full backlog: let it run */
+        struct sockaddr_un sun;
+        socklen_t sl = leader_name(&sun, mark->token, host_id, slot);
+        int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (fd < 0) {
+            int e = errno;
+            *limit = rv_is_limit(e);
+            if (*limit)
+                rv_limit_reason(e, "this rank's process", "reaching its host's leader", err, errlen);
+            else
+                snprintf(err, errlen, "socket(AF_UNIX): %s", strerror(e));
+            return -1;
+        }
+        if (connect(fd, (struct sockaddr *)&sun, sl) == 0) {
+            struct ucred cr;
+            socklen_t cl = sizeof(cr);
+            if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &cl) != 0 || cr.uid != geteuid()) {
+                close(fd);
+                snprintf(err, errlen, "the leader's socket of this host is held by another user (uid %u)",
+                         (unsigned)cr.uid);
+                return -1;
+            }
+            int b = admit_byte(fd, deadline_us);
+            if (b == ADMIT)
+                return fd;
+            close(fd);
+            if (b == FULL) {
+                /* Slot 0 takes a host's ranks as they come (8 GPUs: all of
+                 * them); past it, ranks go by blocks of their rank numbers, so
+                 * that a join costs two tries, not one per leader. */
+                slot = slot == 0 ? 1 + rank / LEADER_MAX_RANKS : slot + 1;
+            } else if (b < 0) {
+                *limit = 1;
+                snprintf(err, errlen, "no word from this host's leader (slot %d) in time: the host is overloaded, or "
+                         "raise NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", slot);
+                return -1;
+            }
+            continue; /* 0: that leader has just finished: the name is free again */
+        }
+        int e = errno;
+        close(fd);
+        if (e == EAGAIN || e == EINTR)
+            continue; /* its backlog is full: it is accepting */
+        if (e != ECONNREFUSED && e != ENOENT) {
+            *limit = rv_is_limit(e);
+            if (*limit)
+                rv_limit_reason(e, "this rank's process", "reaching its host's leader", err, errlen);
+            else
+                snprintf(err, errlen, "connect to this host's leader: %s", strerror(e));
+            return -1;
+        }
+        /* Nobody leads this slot: lead it. */
+        int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        if (lfd < 0) {
+            e = errno;
+            *limit = rv_is_limit(e);
+            if (*limit)
+                rv_limit_reason(e, "this rank's process", "becoming its host's leader", err, errlen);
+            else
+                snprintf(err, errlen, "socket(AF_UNIX): %s", strerror(e));
+            return -1;
+        }
+        if (bind(lfd, (struct sockaddr *)&sun, sl) != 0) {
+            e = errno;
+            close(lfd);
+            if (e == EADDRINUSE)
+                continue; /* another rank won: join it */
+            snprintf(err, errlen, "bind the leader's socket: %s", strerror(e));
+            return -1;
+        }
+        if (listen(lfd, SOMAXCONN) != 0 || start_leader(lfd, root, rootlen, mark, timeout_ms) != 0) {
+            e = errno;
+            close(lfd);
+            *limit = rv_is_limit(e);
+            if (*limit)
+                rv_limit_reason(e, "this rank's process", "starting its host's leader", err, errlen);
+            else
+                snprintf(err, errlen, "start the host's leader: %s", strerror(e));
+            return -1;
+        }
+    }
+}
+
+void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t token[RV_TOKEN_LEN],
+                   const char *reason, uint64_t deadline_us)
+{
+    char err[256];
+    int fd = rv_connect(root, rootlen, deadline_us, err, sizeof(err));
+    if (fd < 0)
+        return;
+    struct rv_msg *m = calloc(1, sizeof(*m));
+    if (m) {
+        m->type = RV_ABORT;
+        memcpy(m->token, token, RV_TOKEN_LEN);
+        snprintf(m->u.reason, sizeof(m->u.reason), "%s", reason);
+        (void)rv_send_msg(fd, m, deadline_us, err, sizeof(err));
+        free(m);
+    }
+    close(fd);
+}
+
+int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
+                      int max)
+{
+    uint8_t *out = malloc(RV_MAX_FRAME);
+    struct rv_msg *in = malloc(sizeof(*in));
+    struct pollfd *pfd = calloc((size_t)(max + nfds) + 1, sizeof(*pfd));
+    size_t n = out ? rv_encode(m, out, RV_MAX_FRAME) : 0;
+    int answered = 0, k = 0;
+    for (int i = 0; i < nfds; i++) {
+        if (pfd)
+            pfd[k++] = (struct pollfd){ fds[i], POLLIN, 0 };
+        else
+            close(fds[i]);
+    }
+    /* All of them first, then their first messages, under one deadline: a
+     * rank whose thread is not scheduled at once still gets its answer. */
+    while (lfd >= 0 && n && in && pfd && k < max + nfds) {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0)
+            break;
+        /* A rank waiting at a leader's door expects its admit byte first. */
+        if (ss.ss_family == AF_UNIX)
+            (void)send(fd, "A", 1, MSG_NOSIGNAL);
+        pfd[k++] = (struct pollfd){ fd, POLLIN, 0 };
+    }
+    uint64_t deadline = shim_mono_us() + 1000000;
+    for (int left = n && in ? k : 0; left > 0;) {
+        uint64_t now = shim_mono_us();
+        if (now >= deadline || poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0)
+            break;
+        for (int i = 0; i < k; i++) {
+            if (pfd[i].fd < 0 || !pfd[i].revents)
+                continue;
+            char err[256];
+            /* Its whole HELLO follows its first bytes at once. */
+            if (rv_recv_msg(pfd[i].fd, in, shim_mono_us() + 50000, err, sizeof(err)) == 0 &&
+                rv_token_equal(in->token, token) && rv_send_bytes(pfd[i].fd, out, n, shim_mono_us() + SEND_US) == 0)
+                answered++;
+            close(pfd[i].fd);
+            pfd[i].fd = -1; /* poll() skips it */
+            left--;
+        }
+    }
+    for (int i = 0; i < k; i++)
+        if (pfd[i].fd >= 0)
+            close(pfd[i].fd);
+    free(pfd);
+    free(out);
+    free(in);
+    return answered;
+}

@@ -1,0 +1,173 @@
+/*
+ * Many ranks of one communicator in one process, one thread each, for the
+ * rendezvous at scale (tests/t/20-rendezvous-scale.t, bench/rendezvous_scale.py).
+ * Linked against the fake NCCL; the shim comes in LD_PRELOAD.
+ *
+ *   many_ranks id
+ *       ncclGetUniqueId, printed as "ID <hex>"; then serves it (the shim's
+ *       root) until stdin closes, sampling its own descriptors every
+ *       millisecond: "ROOT maxfds=<n> hwm_kb=<peak RSS> threads=<max>".
+ *   many_ranks ranks HEX NRANKS FIRST COUNT
+ *       ranks FIRST..FIRST+COUNT-1, one thread each, call ncclCommInitRank
+ *       and ncclCommDestroy; then "RANKS first=F count=C ok=<inits that
+ *       succeeded> t0max=<last call, ns> t1max=<last return, ns> t0min=..."
+ *       MANY_RANKS_FDS=n: first open n descriptors, as an application's own.
+ *       (CLOCK_REALTIME, as the records' ts: comparable between processes of one machine).
+ */
+#define _GNU_SOURCE
+#include "nccl_abi.h"
+#include "nccl_decls.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static ncclUniqueId g_id;
+static int g_nranks;
+/* Destroys wait until every rank of this process has its communicator: a
+ * destroy is no part of creating one, and would take the cores from ranks
+ * still deciding. */
+static pthread_barrier_t g_created;
+
+struct rank_run {
+    int rank;
+    int ok;
+    uint64_t t0, t1;
+};
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static int count_dir(const char *path)
+{
+    DIR *d = opendir(path);
+    int n = 0;
+    if (!d)
+        return -1;
+    for (struct dirent *e; (e = readdir(d));)
+        n += e->d_name[0] != '.';
+    closedir(d);
+    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
+}
+
+static long hwm_kb(void)
+{
+    FILE *f = fopen("/proc/self/status", "r");
+    char line[256];
+    long kb = -1;
+    while (f && fgets(line, sizeof(line), f))
+        if (sscanf(line, "VmHWM: %ld kB", &kb) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return kb;
+}
+
+static void *run_rank(void *arg)
+{
+    struct rank_run *r = arg;
+    ncclComm_t comm = NULL;
+    r->t0 = now_ns();
+    ncclResult_t rc = ncclCommInitRank(&comm, g_nranks, g_id, r->rank);
+    r->t1 = now_ns();
+    int count = -1;
+    r->ok = rc == ncclSuccess && ncclCommCount(comm, &count) == ncclSuccess && count == g_nranks;
+    pthread_barrier_wait(&g_created);
+    if (rc == ncclSuccess)
+        ncclCommDestroy(comm);
+    return NULL;
+}
+
+static int hex_in(const char *s, ncclUniqueId *id)
+{
+    if (strlen(s) < 2 * sizeof(id->internal))
+        return -1;
+    for (size_t i = 0; i < sizeof(id->internal); i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        id->internal[i] = (char)v;
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc == 2 && strcmp(argv[1], "id") == 0) {
+        if (ncclGetUniqueId(&g_id) != ncclSuccess) {
+            fprintf(stderr, "ncclGetUniqueId failed\n");
+            return 1;
+        }
+        printf("ID ");
+        for (size_t i = 0; i < sizeof(g_id.internal); i++)
+            printf("%02x", (unsigned char)g_id.internal[i]);
+        printf("\n");
+        int maxfds = 0, maxthreads = 0;
+        for (;;) {
+            int fds = count_dir("/proc/self/fd"), th = count_dir("/proc/self/task");
+            maxfds = fds > maxfds ? fds : maxfds;
+            maxthreads = th > maxthreads ? th : maxthreads;
+            struct pollfd p = { 0, POLLIN, 0 };
+            if (poll(&p, 1, 1) > 0) {
+                char b[64];
+                if (read(0, b, sizeof(b)) <= 0)
+                    break;
+            }
+        }
+        printf("ROOT maxfds=%d hwm_kb=%ld threads=%d\n", maxfds, hwm_kb(), maxthreads);
+        return 0;
+    }
+    if (argc != 6 || strcmp(argv[1], "ranks") != 0 || hex_in(argv[2], &g_id) != 0) {
+        fprintf(stderr, "usage: many_ranks id | many_ranks ranks HEX NRANKS FIRST COUNT\n");
+        return 2;
+    }
+    g_nranks = atoi(argv[3]);
+    /* MANY_RANKS_FDS=n: descriptors the "application" holds, to bring a limit near. */
+    for (int i = 0, n = getenv("MANY_RANKS_FDS") ? atoi(getenv("MANY_RANKS_FDS")) : 0; i < n; i++)
+        if (open("/dev/null", O_RDONLY) < 0) {
+            perror("open /dev/null");
+            return 1;
+        }
+    int first = atoi(argv[4]), count = atoi(argv[5]);
+    struct rank_run *runs = calloc((size_t)count, sizeof(*runs));
+    pthread_t *th = calloc((size_t)count, sizeof(*th));
+    if (!runs || !th)
+        return 1;
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 512 << 10);
+    pthread_barrier_init(&g_created, NULL, (unsigned)count);
+    int started = 0;
+    for (int i = 0; i < count; i++) {
+        runs[i].rank = first + i;
+        if (pthread_create(&th[i], &attr, run_rank, &runs[i]) != 0) {
+            fprintf(stderr, "pthread_create failed at rank %d: exiting\n", first + i);
+            _exit(1); /* the started ones would wait at the barrier for ever */
+        }
+        started++;
+    }
+    int ok = 0;
+    uint64_t t0max = 0, t1max = 0, t0min = UINT64_MAX;
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        ok += runs[i].ok;
+        t0max = runs[i].t0 > t0max ? runs[i].t0 : t0max;
+        t1max = runs[i].t1 > t1max ? runs[i].t1 : t1max;
+        t0min = runs[i].t0 < t0min ? runs[i].t0 : t0min;
+    }
+    printf("RANKS first=%d count=%d ok=%d t0max=%llu t1max=%llu t0min=%llu\n", first, count, ok,
+           (unsigned long long)t0max, (unsigned long long)t1max, (unsigned long long)t0min);
+    return ok == count ? 0 : 1;
+}

@@ -1,0 +1,257 @@
+#!/usr/bin/env python3
+# The rendezvous at the size of real jobs (issue 19): ranks of a host meet at
+# a leader, only leaders reach the root; limits end it at once for every rank,
+# naming the limit.  Ranks are threads of a few processes (tests/bin/many_ranks),
+# simulated hosts by NCCLSHIM_HOSTNAME; every process runs under `ulimit -n`
+# as given and under a bound, and a test that overruns it fails and says so.
+import glob, json, os, resource, select, signal, subprocess, sys, tempfile, time
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
+SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
+PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), SHIM]))
+BOUND = 60  # seconds: no process of these tests may live longer
+TMP = tempfile.mkdtemp(prefix="ncclshim-rvscale.")
+
+n_tests = 0
+failed = 0
+
+
+def ok(cond, what, diag=None):
+    global n_tests, failed
+    n_tests += 1
+    print(("ok" if cond else "not ok") + " %d - %s" % (n_tests, what))
+    if not cond:
+        failed += 1
+        if diag:
+            for line in str(diag).splitlines()[:30]:
+                print("#   " + line)
+
+
+def limits(nofile):
+    def f():
+        resource.setrlimit(resource.RLIMIT_NOFILE, (nofile, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+    return f
+
+
+class Proc:
+    def __init__(self, args, env, nofile=1024, stdin=False):
+        full = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLSHIM_", "FAKE_", "MANY_RANKS_"))}
+        full.update(env)
+        full["LD_PRELOAD"] = PRELOAD
+        self.p = subprocess.Popen([MANY] + args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, text=True,
+                                  preexec_fn=limits(nofile))
+        self.start = time.monotonic()
+        self.out = None
+
+    def read_id(self):
+        fd = self.p.stdout.fileno()
+        buf = b""
+        deadline = time.monotonic() + BOUND
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise RuntimeError("no ID within %ds" % BOUND)
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise RuntimeError("the ID's process exited: %s" % self.p.stderr.read())
+            buf += chunk
+        return buf.split(b"\n", 1)[0].decode().split()[1]
+
+    def release(self):
+        """Closes its stdin: the ID's process then reports and exits."""
+        self.p.stdin.close()
+        self.p.stdin = None
+
+    def wait(self):
+        if self.out is None:
+            try:
+                self.out, self.err = self.p.communicate(timeout=max(1, BOUND - (time.monotonic() - self.start)))
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.out, self.err = self.p.communicate()
+                self.err += "\nKILLED: ran past %ds (a hang)" % BOUND
+            self.elapsed = time.monotonic() - self.start
+        return self.out
+
+
+def records(d):
+    out = []
+    for f in sorted(glob.glob(d + "/rec/*")):
+        with open(f, errors="replace") as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    pass
+    return out
+
+
+def run(name, nranks, layout, env, nofile=1024, root_nofile=1024, before=None):
+    """layout: [(first, count, host, extra_env)]: one process each.  Rank 0's
+    process is training, the others inference.  Returns (dir, root, procs)."""
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket"}
+    base.update(env)
+    root = Proc(["id"], dict(base, NCCLSHIM_ROLE="training"), nofile=root_nofile, stdin=True)
+    hid = root.read_id()
+    procs = []
+    for first, count, host, extra in layout:
+        e = dict(base, NCCLSHIM_HOSTNAME=host, NCCLSHIM_ROLE="training" if first == 0 else "inference")
+        e.update(extra)
+        lim = int(e.pop("NOFILE", nofile))
+        procs.append(Proc(["ranks", hid, str(nranks), str(first), str(count)], e, nofile=lim))
+        if before:
+            before(len(procs) - 1, procs[-1])
+    for p in procs:
+        p.wait()
+    root.release()
+    root.wait()
+    return d, root, procs
+
+
+def comm_records(d):
+    return [r for r in records(d) if r.get("type") == "comm"]
+
+
+def decision_records(d):
+    return [r for r in records(d) if r.get("type") == "decision"]
+
+
+def root_stats(root):
+    for line in root.out.splitlines():
+        if line.startswith("ROOT "):
+            return {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
+    return {}
+
+
+# 1. 1100 ranks, `ulimit -n 1024` in every process (the root's included): 11
+#    processes of 100 rank threads over 10 simulated hosts.  All take socket.
+N = 1100
+layout = [(p * 100, 100, "node%d" % (p % 10), {}) for p in range(11)]
+d, root, procs = run("n1100", N, layout, {"NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "40000"})
+cr = comm_records(d)
+acts = {}
+for c in cr:
+    acts[c["action"]] = acts.get(c["action"], 0) + 1
+ok(len(cr) == N and acts == {"socket": N}, "1100 ranks under ulimit -n 1024: every rank takes socket", (acts, [
+    c["action_reason"] for c in cr if c["action"] != "socket"][:3], [p.err[-300:] for p in procs if p.err][:2]))
+ok(len({c["decision"]["id"] for c in cr}) == 1, "one decision id for all 1100 ranks")
+dr = decision_records(d)
+ok(len(dr) == 1 and dr[0]["stage"] == "commit" and dr[0]["arrived"] == N and 10 <= dr[0]["leaders"] <= 20,
+   "the root's one committed decision came through one leader per host (10 hosts)",
+   [(r["stage"], r["arrived"], r.get("leaders")) for r in dr])
+st = root_stats(root)
+ok(st and st["maxfds"] < 64, "the root's process held fewer than 64 descriptors (one per leader)", st)
+ok(all(p.elapsed < BOUND for p in procs), "bounded", [round(p.elapsed, 1) for p in procs])
+
+# 2. The same ranks talking to the root directly (NCCLSHIM_RENDEZVOUS_FANIN above
+#    the size): the root's process runs out of descriptors.  Every rank falls back
+#    at once, long before the timeout, and the reason names the limit and its setting.
+t0 = time.monotonic()
+d, root, procs = run("emfile-root", N, layout, {"NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "40000",
+                                                "NCCLSHIM_RENDEZVOUS_FANIN": "8192"})
+took = time.monotonic() - t0
+cr = comm_records(d)
+named = [c for c in cr if "RLIMIT_NOFILE is 1024" in c["action_reason"] and "ulimit -n" in c["action_reason"]
+         and "NCCLSHIM_RENDEZVOUS_FANIN" in c["action_reason"]]
+ok(len(cr) == N and all(c["action"] == "passthrough" for c in cr),
+   "EMFILE at the root (1100 direct connections, ulimit -n 1024): every rank passes through",
+   sorted({c["action"] for c in cr}))
+ok(len(named) == N, "and every rank's reason names RLIMIT_NOFILE, ulimit -n and NCCLSHIM_RENDEZVOUS_FANIN",
+   (len(named), [c["action_reason"] for c in cr if c not in named][:2]))
+ok(took < 25, "at once: %.1f s, the timeout is 40 s" % took)
+dr = decision_records(d)
+ok(dr and "ran out of file descriptors accepting the ranks' connections (EMFILE" in dr[0]["action_reason"],
+   "the root's decision record says it ran out of descriptors", [r["action_reason"] for r in dr][:1])
+
+# 3. EMFILE at a host's leader: the process that leads node0 holds most of its
+#    descriptors itself (MANY_RANKS_FDS); a second process's ranks join it.
+#    Every rank of every host falls back at once, the reason naming the limit.
+def wait_leading(i, p):
+    """The first process must lead: wait until it holds its leader's sockets."""
+    if i != 0:
+        return
+    deadline = time.monotonic() + BOUND
+    while time.monotonic() < deadline:
+        try:
+            socks = [os.readlink("/proc/%d/fd/%s" % (p.p.pid, f)) for f in os.listdir("/proc/%d/fd" % p.p.pid)]
+        except OSError:
+            socks = []
+        if sum(s.startswith("socket:") for s in socks) >= 4:  # listener, root, its rank, the rank's accepted end
+            return
+        time.sleep(0.005)
+
+
+layout = [(0, 1, "node0", {"MANY_RANKS_FDS": "45", "NOFILE": "64"}), (1, 40, "node0", {}), (41, 23, "node1", {})]
+t0 = time.monotonic()
+d, root, procs = run("emfile-leader", 64, layout, {"NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "40000",
+                                                   "NCCLSHIM_RENDEZVOUS_FANIN": "0"}, before=wait_leading)
+took = time.monotonic() - t0
+# (The leader's process may hold 64 descriptors: its leader takes at most 16
+# ranks, a quarter, but the process's own 45 leave room for about 10.)
+cr = comm_records(d)
+ok(len(cr) == 64 and all(c["action"] == "passthrough" for c in cr),
+   "EMFILE at a leader: all 64 ranks pass through", sorted({c["action"] for c in cr}))
+named = [c for c in cr if "ran out of file descriptors" in c["action_reason"] and "RLIMIT_NOFILE" in
+         c["action_reason"]]
+# A rank whose connection races the leader's last moments may see it close
+# instead (it still passes through, as every rank must): nearly all name it.
+ok(len(named) >= 56, "the ranks' reasons name the leader's descriptor limit (%d of 64)" % len(named),
+   (len(named), sorted({c["action_reason"][:160] for c in cr if c not in named})[:3]))
+ok(took < 25, "at once: %.1f s, the timeout is 40 s" % took)
+
+# 4. A leader dies mid-rendezvous (one rank never comes, so nothing is decided
+#    yet): every other rank passes through within the bound, and the root says why.
+d = os.path.join(TMP, "leader-dies")
+os.makedirs(d)
+base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_FANIN": "0",
+        "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "40000"}
+root = Proc(["id"], dict(base, NCCLSHIM_ROLE="training"), stdin=True)
+hid = root.read_id()
+leader = Proc(["ranks", hid, "40", "0", "1"], dict(base, NCCLSHIM_HOSTNAME="node0", NCCLSHIM_ROLE="training"))
+wait_leading(0, leader)
+member = Proc(["ranks", hid, "40", "1", "10"], dict(base, NCCLSHIM_HOSTNAME="node0", NCCLSHIM_ROLE="inference"))
+other = Proc(["ranks", hid, "40", "11", "28"], dict(base, NCCLSHIM_HOSTNAME="node1", NCCLSHIM_ROLE="inference"))
+# rank 39 never comes.  Wait until the root holds both hosts' leaders, then kill node0's.
+deadline = time.monotonic() + BOUND
+while time.monotonic() < deadline:
+    socks = []
+    try:
+        socks = [os.readlink("/proc/%d/fd/%s" % (root.p.pid, f)) for f in os.listdir("/proc/%d/fd" % root.p.pid)]
+    except OSError:
+        pass
+    if sum(s.startswith("socket:") for s in socks) >= 3:  # listener + 2 leaders
+        break
+    time.sleep(0.005)
+time.sleep(0.2)  # both leaders have forwarded their ranks' HELLOs
+t0 = time.monotonic()
+leader.p.kill()
+leader.wait()
+member.wait()
+other.wait()
+took = time.monotonic() - t0
+root.release()
+root.wait()
+cr = comm_records(d)
+ok(len(cr) == 38 and all(c["action"] == "passthrough" for c in cr),
+   "a leader killed: the 38 other ranks pass through", (len(cr), sorted({c["action"] for c in cr})))
+ok(took < 10, "within the bound: %.1f s after the kill, the timeout is 40 s" % took)
+dr = decision_records(d)
+ok(dr and "closed its connection before the decision" in dr[0]["action_reason"],
+   "the root's record says the leader's connection closed", [r["action_reason"] for r in dr])
+ok(all("leader" in c["action_reason"] for c in cr), "every rank's reason names the leader",
+   sorted({c["action_reason"][:160] for c in cr})[:3])
+
+# 5. ipc needs each rank's own connection: through leaders, auto's ipc becomes passthrough, and says why.
+d, root, procs = run("ipc-leaders", 3, [(0, 2, "node0", {}), (2, 1, "node0", {})],
+                     {"NCCLSHIM_WEIGHT_UPDATE": "auto", "NCCLSHIM_RENDEZVOUS_FANIN": "0"})
+cr = comm_records(d)
+ok(len(cr) == 3 and all(c["action"] == "passthrough" and "ipc needs each rank connected to the root" in
+                        c["action_reason"] for c in cr),
+   "auto's ipc through leaders: passthrough for all, naming NCCLSHIM_RENDEZVOUS_FANIN", [c["action_reason"] for c in cr])
+
+print("1..%d" % n_tests)
+sys.exit(1 if failed else 0)
