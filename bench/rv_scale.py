@@ -11,6 +11,9 @@ Per configuration (median of REPS runs):
   decide_ms   the root's last arrival (its decision record) -> the last rank to learn the decision
               (comm records' decision.decided_ts): what the goal bounds (50 ms + 1 ms per host)
   commit_ms   the root's last arrival -> COMMIT sent to every leader (after_last_arrival_us)
+  deliv_ms    the root's last arrival -> the last leader has put the COMMIT in each of its ranks'
+              sockets (rendezvous_leader records' relayed_ts): the decision delivered, before the
+              ranks' threads are scheduled to read it
   calls_ms    the last thread's call of ncclCommInitRank -> the last return (client clocks)
   group_ms    the first call -> the last return
 and the root's peak descriptors and RSS.  With --baseline LIB, the 16-rank rows are run with that
@@ -71,7 +74,7 @@ def one(lib, nranks, hosts, d, extra=None):
                 t0max = max(t0max, int(kv["t0max"]) / 1e9)
                 t1max = max(t1max, int(kv["t1max"]) / 1e9)
                 t0min = min(t0min, int(kv["t0min"]) / 1e9)
-    acts, dts, last, commit_ms = {}, [], None, None
+    acts, dts, last, commit_ms, relayed = {}, [], None, None, []
     for f in glob.glob(d + "/rec/*"):
         for line in open(f, errors="replace"):
             try:
@@ -82,6 +85,8 @@ def one(lib, nranks, hosts, d, extra=None):
                 acts[r["action"]] = acts.get(r["action"], 0) + 1
                 if "decided_ts" in r.get("decision", {}):
                     dts.append(r["decision"]["decided_ts"])
+            elif r.get("type") == "rendezvous_leader":
+                relayed.append(r["relayed_ts"])
             elif r.get("type") == "decision" and "after_last_arrival_us" in r:
                 last = r["ts"] - r["after_last_arrival_us"] / 1e6
                 commit_ms = r["after_last_arrival_us"] / 1e3
@@ -94,6 +99,7 @@ def one(lib, nranks, hosts, d, extra=None):
         "acts": acts,
         "decide_ms": (max(dts) - last) * 1e3 if dts and last else None,
         "commit_ms": commit_ms,
+        "delivered_ms": (max(relayed) - last) * 1e3 if relayed and last else None,
         "calls_ms": (t1max - t0max) * 1e3,
         "group_ms": (t1max - t0min) * 1e3,
         "root_fds": root_stats.get("maxfds"),
@@ -123,9 +129,9 @@ def main():
         os.cpu_count(), open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
         time.strftime("%Y-%m-%d", time.gmtime()), PER_PROC))
     print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
-    print("%-7s %5s %5s %-8s %4s %9s %9s %9s %9s %8s %8s %6s" % (
-        "build", "ranks", "hosts", "goal_ms", "ok", "decide_ms", "commit_ms", "calls_ms", "group_ms", "root_fd",
-        "rss_MiB", "procs"))
+    print("%-7s %5s %5s %-8s %4s %9s %9s %9s %9s %9s %8s %8s %6s" % (
+        "build", "ranks", "hosts", "goal_ms", "ok", "decide_ms", "commit_ms", "deliv_ms", "calls_ms", "group_ms",
+        "root_fd", "rss_MiB", "procs"))
     n = 0
     rows = {}
     for size in [int(x) for x in a.sizes.split(",")]:
@@ -141,9 +147,10 @@ def main():
                     os.makedirs(d)
                     runs.append(one(lib, size, hosts, d))
                 rows[(name, size, hosts)] = runs
-                print("%-7s %5d %5d %-8s %4s %s %s %s %s %8s %8s %6d" % (
+                print("%-7s %5d %5d %-8s %4s %s %s %s %s %s %8s %8s %6d" % (
                     name, size, hosts, "%d" % (50 + hosts), "yes" if all(r["ok"] for r in runs) else "NO",
-                    fmt(med(runs, "decide_ms"), 9), fmt(med(runs, "commit_ms"), 9), fmt(med(runs, "calls_ms"), 9),
+                    fmt(med(runs, "decide_ms"), 9), fmt(med(runs, "commit_ms"), 9), fmt(med(runs, "delivered_ms"), 9),
+                    fmt(med(runs, "calls_ms"), 9),
                     fmt(med(runs, "group_ms"), 9), max(r["root_fds"] or 0 for r in runs),
                     fmt(max(r["root_rss_mib"] for r in runs), 8), runs[0]["procs"]))
                 sys.stdout.flush()
@@ -157,9 +164,9 @@ def main():
             d = os.path.join(tmp, str(n))
             os.makedirs(d)
             r = one(SHIM, a.big, hosts, d)
-            print("%-7s %5d %5d %-8s %4s %s %s %s %s %8s %8s %6d  (one run)" % (
+            print("%-7s %5d %5d %-8s %4s %s %s %s %s %s %8s %8s %6d  (one run)" % (
                 "new", a.big, hosts, "-", "yes" if r["ok"] else "NO %s" % r["acts"], fmt(r["decide_ms"], 9),
-                fmt(r["commit_ms"], 9), fmt(r["calls_ms"], 9), fmt(r["group_ms"], 9), r["root_fds"],
+                fmt(r["commit_ms"], 9), fmt(r["delivered_ms"], 9), fmt(r["calls_ms"], 9), fmt(r["group_ms"], 9), r["root_fds"],
                 fmt(r["root_rss_mib"], 8), r["procs"]))
     print("load average after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     subprocess.run(["rm", "-rf", tmp])

@@ -13,6 +13,7 @@
 #include "record.h"
 #include "ipc.h"
 #include "rendezvous.h"
+#include "rv_leader.h"
 #include "version.h"
 
 #include <dlfcn.h>
@@ -81,6 +82,7 @@ static void before_fork(void)
     shim_slots_lock_for_fork();
     shim_comm_lock_for_fork();
     rv_server_lock_for_fork();
+    rv_leader_lock_for_fork();
     ipc_monitor_lock_for_fork();
     shim_record_lock_for_fork();
 }
@@ -89,6 +91,7 @@ static void after_fork_parent(void)
 {
     shim_record_unlock_after_fork();
     ipc_monitor_unlock_after_fork();
+    rv_leader_unlock_after_fork();
     rv_server_unlock_after_fork();
     shim_comm_unlock_after_fork();
     shim_slots_unlock_after_fork();
@@ -101,6 +104,7 @@ static void after_fork_child(void)
     shim_cuda_after_fork_child();
     evidence_after_fork_child();
     rv_server_after_fork_child();
+    rv_leader_after_fork_child();
     ipc_monitor_after_fork_child();
     shim_comm_after_fork_child();
     shim_record_after_fork_child();

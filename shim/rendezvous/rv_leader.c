@@ -10,7 +10,10 @@
  * gone frees it with its descriptors.
  *
  * The leader thread owns every descriptor it opens; nothing else touches its
- * state, so it needs no lock.  Every wait is a poll() bounded by the
+ * state, except the child of a fork, which closes what the leaders of its
+ * parent held (g_leaders: the thread takes g_leaders_lock around opening and
+ * closing the descriptors it keeps, so that the child sees each one either
+ * open and listed, or closed).  Every wait is a poll() bounded by the
  * rendezvous timeout; whatever goes wrong, it tells the root (ABORT) and its
  * ranks (ABORT), and everyone passes through.
  */
@@ -18,6 +21,7 @@
 #include "rv_leader.h"
 
 #include "config.h"
+#include "policy/decide.h"
 #include "record.h"
 #include "rv_io.h"
 
@@ -163,6 +167,7 @@ struct member {
 };
 
 struct leader {
+    struct leader *next;                /* in g_leaders */
     int lfd, rfd;
     int paused;                         /* a limit was hit: accept no more */
     int cap, nm;
@@ -175,16 +180,24 @@ struct leader {
     uint64_t start_us;
     uint32_t pid;
     int aborted;                        /* an ABORT went to the root: send no second one */
+    int slot;                           /* of its name */
+    int turned_away;                    /* ranks answered FULL */
     struct reader rrd;
     struct rv_msg *msg;                 /* scratch */
     uint8_t *frame;                     /* scratch, RV_MAX_FRAME */
 };
 
+/* The leaders running in this process: what a fork's child must close. */
+static pthread_mutex_t g_leaders_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct leader *g_leaders;
+
 static void close_member(struct member *mb)
 {
+    pthread_mutex_lock(&g_leaders_lock);
     if (mb->fd >= 0)
         close(mb->fd);
     mb->fd = -1;
+    pthread_mutex_unlock(&g_leaders_lock);
     free(mb->rd.buf);
     mb->rd.buf = NULL;
 }
@@ -211,15 +224,16 @@ static void abort_root(struct leader *L, const char *why)
         (void)rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + SEND_US);
 }
 
-/* Sends the encoded frame to every member that has said HELLO: other
- * processes first, this process's own ranks last (once its own rank has the
- * answer, this process may exit, and this thread with it).  Returns the
- * number of members it could not reach (they are dropped). */
-static int relay(struct leader *L, size_t n)
+/* Sends the encoded frame to every member that has said HELLO: those of
+ * other processes (own = 0), or this process's own ranks (own = 1), which go
+ * last: once its own rank has the answer, this process may exit, and this
+ * thread with it.  Returns the number of members it could not reach (they
+ * are dropped). */
+static int relay_to(struct leader *L, size_t n, int own)
 {
     int failed = 0;
     uint64_t deadline = shim_mono_us() + SEND_US;
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = own; pass < own + 1; pass++)
         for (int i = 0; i < L->nm; i++) {
             struct member *mb = &L->m[i];
             if (mb->fd < 0 || mb->rank < 0 || (mb->pid == L->pid) != pass)
@@ -230,6 +244,12 @@ static int relay(struct leader *L, size_t n)
             }
         }
     return failed;
+}
+
+static int relay(struct leader *L, size_t n)
+{
+    int failed = relay_to(L, n, 0);
+    return failed + relay_to(L, n, 1);
 }
 
 /*
@@ -243,13 +263,17 @@ static void answer_the_rest(struct leader *L, const struct rv_msg *m)
     int *fds = malloc(sizeof(int) * (size_t)(L->nm ? L->nm : 1)), k = 0;
     for (int i = 0; i < L->nm; i++) {
         struct member *mb = &L->m[i];
+        if (mb->rank >= 0 && mb->pid == L->pid)
+            continue; /* this process's own ranks: answered last, by the caller */
         if (fds && mb->fd >= 0 && mb->rank < 0 && mb->rd.have == 0) {
+            pthread_mutex_lock(&g_leaders_lock);
             fds[k++] = mb->fd; /* rv_answer_waiting closes it */
             mb->fd = -1;
+            pthread_mutex_unlock(&g_leaders_lock);
         }
         close_member(mb);
     }
-    (void)rv_answer_waiting(L->lfd, fds, k, L->token, m, LEADER_MAX_RANKS);
+    (void)rv_answer_waiting(L->lfd, fds, k, L->token, m, LEADER_MAX_RANKS, 1000);
     free(fds);
 }
 
@@ -265,8 +289,9 @@ static void give_up(struct leader *L, const char *why)
     snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
     size_t n = encode(L, m);
     if (n) {
-        relay(L, n);
+        relay_to(L, n, 0);
         answer_the_rest(L, m);
+        relay_to(L, n, 1);
     }
 }
 
@@ -324,11 +349,32 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     int final = m->type == RV_COMMIT || (m->type == RV_DECISION && m->u.verdict.final);
     /* The root's bytes as they came: every member checks the same token. */
     memcpy(L->frame, frame, len);
-    int failed = relay(L, len);
     if (final) {
+        /* This process's own ranks last, after the ranks still at the door:
+         * once they have it, this process may exit. */
+        int nranks = 0;
+        for (int i = 0; i < L->nm; i++)
+            nranks += L->m[i].fd >= 0 && L->m[i].rank >= 0;
+        relay_to(L, len, 0);
         answer_the_rest(L, m);
+        double done = shim_now();
+        /* Written before this process's own ranks have it (then it may exit). */
+        struct jw w;
+        jw_begin(&w, "rendezvous_leader");
+        jw_str(&w, "root", L->rootstr);
+        jw_hex64(&w, "decision_id", m->u.verdict.decision_id);
+        jw_str(&w, "action", action_name((enum action)m->u.verdict.action));
+        jw_int(&w, "slot", L->slot);
+        jw_int(&w, "ranks", nranks);
+        jw_int(&w, "turned_away", L->turned_away);
+        jw_u64(&w, "lifetime_us", shim_mono_us() - L->start_us);
+        /* When its ranks of other processes had the final verdict in their sockets. */
+        jw_double(&w, "relayed_ts", done, 6);
+        jw_emit(&w);
+        relay_to(L, len, 1);
         return 1;
     }
+    int failed = relay(L, len);
     if (failed) {
         snprintf(why, sizeof(why), "the host's leader (pid %u) could not hand the root's %s to %d of its ranks: "
                  "passthrough for all", (unsigned)L->pid, m->type == RV_PEERS ? "PEERS" : "DECISION", failed);
@@ -341,7 +387,17 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
 static void accept_members(struct leader *L)
 {
     while (!L->paused) {
-        int fd = accept4(L->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        pthread_mutex_lock(&g_leaders_lock);
+        int fd = accept4(L->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), admitted = 0;
+        if (fd >= 0 && L->nm < L->cap) {
+            L->m[L->nm].fd = fd; /* listed before a fork can see it */
+            L->m[L->nm].rd = (struct reader){ 0, 0, { 0 }, NULL };
+            L->m[L->nm].rank = -1;
+            L->m[L->nm].pid = 0;
+            L->nm++;
+            admitted = 1;
+        }
+        pthread_mutex_unlock(&g_leaders_lock);
         if (fd < 0) {
             int e = errno;
             if (e == EAGAIN || e == EWOULDBLOCK || e == EINTR || e == ECONNABORTED)
@@ -360,20 +416,16 @@ static void accept_members(struct leader *L)
         }
         struct ucred cr;
         socklen_t sl = sizeof(cr);
+        char b = admitted ? ADMIT : FULL;
+        L->turned_away += !admitted;
         /* The abstract namespace has no permissions: only this user's processes may join. */
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) != 0 || cr.uid != geteuid()) {
-            close(fd);
-            continue;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) != 0 || cr.uid != geteuid() ||
+            send(fd, &b, 1, MSG_NOSIGNAL) != 1 || b == FULL) {
+            if (admitted)
+                close_member(&L->m[L->nm - 1]);
+            else
+                close(fd);
         }
-        char b = L->nm < L->cap ? ADMIT : FULL;
-        if (send(fd, &b, 1, MSG_NOSIGNAL) != 1 || b == FULL) {
-            close(fd);
-            continue;
-        }
-        struct member *mb = &L->m[L->nm++];
-        memset(mb, 0, sizeof(*mb));
-        mb->fd = fd;
-        mb->rank = -1;
     }
 }
 
@@ -382,7 +434,10 @@ static void *lead(void *arg)
     struct leader *L = arg;
     char err[400], why[RV_REASON_LEN];
     uint64_t deadline = L->start_us + (uint64_t)L->timeout_ms * 1000 + LEADER_GRACE_US;
-    uint64_t connect_deadline = L->start_us + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 1000;
+    /* Before its ranks stop waiting to be admitted (rv_leader_join: the same
+     * bound, from their arrival): they then hear from it why. */
+    uint64_t connect_deadline =
+        L->start_us + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 750;
     struct pollfd *pfd = calloc((size_t)L->cap + 2, sizeof(*pfd));
     int *idx = calloc((size_t)L->cap + 2, sizeof(*idx));
     if (!pfd || !idx) {
@@ -390,7 +445,10 @@ static void *lead(void *arg)
         give_up(L, why);
         goto out;
     }
-    L->rfd = rv_connect((struct sockaddr *)&L->root, L->rootlen, connect_deadline, err, sizeof(err));
+    int rfd = rv_connect((struct sockaddr *)&L->root, L->rootlen, connect_deadline, err, sizeof(err));
+    pthread_mutex_lock(&g_leaders_lock);
+    L->rfd = rfd;
+    pthread_mutex_unlock(&g_leaders_lock);
     if (L->rfd < 0) {
         int e = errno;
         if (rv_is_limit(e))
@@ -477,10 +535,17 @@ static void *lead(void *arg)
 out:
     for (int i = 0; i < L->nm; i++)
         close_member(&L->m[i]);
+    pthread_mutex_lock(&g_leaders_lock);
     if (L->lfd >= 0)
         close(L->lfd);
     if (L->rfd >= 0)
         close(L->rfd);
+    for (struct leader **pp = &g_leaders; *pp; pp = &(*pp)->next)
+        if (*pp == L) {
+            *pp = L->next;
+            break;
+        }
+    pthread_mutex_unlock(&g_leaders_lock);
     free(L->rrd.buf);
     free(L->m);
     free(L->msg);
@@ -509,7 +574,7 @@ static socklen_t leader_name(struct sockaddr_un *sun, const uint8_t token[RV_TOK
 
 /* Starts a leader on listener `lfd`: 0, or -1 with errno (nothing left open but lfd). */
 static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
-                        int timeout_ms)
+                        int timeout_ms, int slot)
 {
     struct leader *L = calloc(1, sizeof(*L));
     struct rlimit rl;
@@ -523,6 +588,7 @@ static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen,
         goto nomem;
     L->lfd = lfd;
     L->rfd = -1;
+    L->slot = slot;
     memcpy(L->token, mark->token, RV_TOKEN_LEN);
     memcpy(&L->root, root, rootlen);
     L->rootlen = rootlen;
@@ -539,11 +605,18 @@ static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen,
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t t;
+    pthread_mutex_lock(&g_leaders_lock);
+    L->next = g_leaders;
+    g_leaders = L;
+    pthread_mutex_unlock(&g_leaders_lock);
     int rc = pthread_create(&t, &attr, lead, L);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc == 0)
         return 0;
+    pthread_mutex_lock(&g_leaders_lock);
+    g_leaders = L->next; /* still first: only its thread would have unlisted it */
+    pthread_mutex_unlock(&g_leaders_lock);
     free(L->m);
     free(L->msg);
     free(L->frame);
@@ -667,7 +740,7 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
             snprintf(err, errlen, "bind the leader's socket: %s", strerror(e));
             return -1;
         }
-        if (listen(lfd, SOMAXCONN) != 0 || start_leader(lfd, root, rootlen, mark, timeout_ms) != 0) {
+        if (listen(lfd, SOMAXCONN) != 0 || start_leader(lfd, root, rootlen, mark, timeout_ms, slot) != 0) {
             e = errno;
             close(lfd);
             *limit = rv_is_limit(e);
@@ -699,7 +772,7 @@ void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t
 }
 
 int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
-                      int max)
+                      int max, int wait_ms)
 {
     uint8_t *out = malloc(RV_MAX_FRAME);
     struct rv_msg *in = malloc(sizeof(*in));
@@ -725,7 +798,7 @@ int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_
             (void)send(fd, "A", 1, MSG_NOSIGNAL);
         pfd[k++] = (struct pollfd){ fd, POLLIN, 0 };
     }
-    uint64_t deadline = shim_mono_us() + 1000000;
+    uint64_t deadline = shim_mono_us() + (uint64_t)wait_ms * 1000;
     for (int left = n && in ? k : 0; left > 0;) {
         uint64_t now = shim_mono_us();
         if (now >= deadline || poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0)
@@ -750,4 +823,33 @@ int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_
     free(out);
     free(in);
     return answered;
+}
+
+void rv_leader_lock_for_fork(void)
+{
+    pthread_mutex_lock(&g_leaders_lock);
+}
+
+void rv_leader_unlock_after_fork(void)
+{
+    pthread_mutex_unlock(&g_leaders_lock);
+}
+
+void rv_leader_after_fork_child(void)
+{
+    /* The leaders' threads are not in the child: what they held would keep
+     * their names bound and their ranks' connections open. */
+    while (g_leaders) {
+        struct leader *L = g_leaders;
+        g_leaders = L->next;
+        for (int i = 0; i < L->nm; i++)
+            if (L->m[i].fd >= 0)
+                close(L->m[i].fd);
+        if (L->lfd >= 0)
+            close(L->lfd);
+        if (L->rfd >= 0)
+            close(L->rfd);
+        /* The rest (buffers) is left: the thread may have been using it. */
+    }
+    pthread_mutex_init(&g_leaders_lock, NULL);
 }

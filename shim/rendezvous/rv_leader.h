@@ -61,11 +61,16 @@ void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t
  * Answers the connections waiting on listener `lfd` (-1: none), up to `max`,
  * and `fds` (already accepted and admitted; closed here), once a rendezvous
  * is over: reads each one's first message and, if it carries `token`, sends
- * it `m` (the final verdict).  Bounded (1 s in all); returns how many were
- * answered.
+ * it `m` (the final verdict).  Waits at most `wait_ms` in all for their
+ * messages; returns how many were answered.
  */
 int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
-                      int max);
+                      int max, int wait_ms);
+
+/* Around fork(): the child closes the descriptors of its parent's leaders. */
+void rv_leader_lock_for_fork(void);
+void rv_leader_unlock_after_fork(void);
+void rv_leader_after_fork_child(void);
 
 /* Sends a whole encoded frame before the deadline: 0, or -1 (errno set). */
 int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us);

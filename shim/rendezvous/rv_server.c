@@ -126,6 +126,7 @@ struct rv_session {
     int anon[MAX_ANONYMOUS_HARD];       /* slots of the anonymous connections */
     int nanon;
     uint64_t accept_paused_until;
+    int accept_warned;                  /* accept() failures so far (warned about once) */
     int rejected;
     int rejected_by[REJ_COUNT];
     struct decision d;
@@ -457,14 +458,28 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         s->nranks = f->nranks;
         s->first_us = shim_mono_us();
     }
+    int bad = 0;
     if (f->nranks != s->nranks) {
         snprintf(why, sizeof(why), "rank %d says nranks=%d, the first rank said %d", f->rank, f->nranks, s->nranks);
-        reject(s, c, REJ_PROTOCOL, why);
-        return;
-    }
-    if (s->conn_of_rank[f->rank] >= 0) {
+        bad = 1;
+    } else if (s->conn_of_rank[f->rank] >= 0) {
         snprintf(why, sizeof(why), "rank %d arrived twice (first from pid %u on %s)", f->rank,
                  s->facts[f->rank].pid, s->facts[f->rank].host);
+        bad = 1;
+    }
+    if (bad && (c->leader_pid || leader_pid)) {
+        /* A host's leader speaks for other ranks too: dropping its connection
+         * would leave them all missing until the timeout.  The job is
+         * misconfigured: every rank passes through now, told why. */
+        char all[RV_REASON_LEN];
+        snprintf(all, sizeof(all), "%.300s (through the leader of a host, pid %u): passthrough for all", why,
+                 (unsigned)(c->leader_pid ? c->leader_pid : leader_pid));
+        anon_remove(s, c);
+        c->told = 1;
+        limit_fall_back(s, all);
+        return;
+    }
+    if (bad) {
         reject(s, c, REJ_PROTOCOL, why);
         return;
     }
@@ -589,7 +604,9 @@ static void answer_late(struct rv_session *s)
     memcpy(m->token, s->token, RV_TOKEN_LEN);
     m->u.verdict = s->verdict;
     m->u.verdict.final = 1;
-    (void)rv_answer_waiting(s->lfd, NULL, 0, s->token, m, MAX_ANONYMOUS);
+    /* Short: this thread serves every ID of the process; a rank sends its
+     * HELLO with its connect, a stranger that does not is not waited for. */
+    (void)rv_answer_waiting(s->lfd, NULL, 0, s->token, m, MAX_ANONYMOUS, 100);
     free(m);
 }
 
@@ -784,9 +801,11 @@ static void on_acceptable(struct rv_session *s)
                 /* The connection waits in the backlog; the listener stays
                  * readable, so poll() would return at once, forever. */
                 s->accept_paused_until = shim_mono_us() + ACCEPT_PAUSE_US;
-                shim_warn("rendezvous", "%s: accept: %s: connections wait in the backlog for %llu ms at a time%s",
-                          s->addr, strerror(e), ACCEPT_PAUSE_US / 1000,
-                          e == EMFILE || e == ENFILE ? " (the process is out of descriptors: raise ulimit -n)" : "");
+                if (!s->accept_warned++) /* once per ID: it may last, 10 times a second */
+                    shim_warn("rendezvous", "%s: accept: %s: connections wait in the backlog for %llu ms at a time%s",
+                              s->addr, strerror(e), ACCEPT_PAUSE_US / 1000,
+                              e == EMFILE || e == ENFILE ? " (the process is out of descriptors: raise ulimit -n)"
+                                                         : "");
             }
             return;
         }

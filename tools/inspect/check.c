@@ -254,6 +254,17 @@ static size_t root_rejections(inspect_state *st, const char *root, const warning
 static void root_gave_up(communicator *c)
 {
     const decision_rec *d = c->decision;
+    if (d->action_reason && !strstr(d->action_reason, "timed out after")) {
+        /* Not the timeout: a limit (descriptors, memory, threads) or a host's
+         * leader that lost a rank ended it at once; the ranks still missing were
+         * on their way, and the root's reason names the cause and its setting. */
+        char *why = str_cut(d->action_reason, 500);
+        add(c, xasprintf("decision fell back to passthrough: the root's rendezvous (%s, %s pid %lld) gave up at "
+                         "once, after %lld ms with %lld of %lld ranks arrived: %s", d->listen ? d->listen : "?",
+                         d->host, d->pid, (d->wait_us + 500) / 1000, d->arrived, d->nranks, why));
+        free(why);
+        return;
+    }
     list_buf noshim = {0}, late = {0}, unreach = {0}, old = {0};
     double latest = 0;
     const char *unreach_why = NULL;

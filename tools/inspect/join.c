@@ -691,7 +691,12 @@ static void summarize_decision(communicator *c)
                         rounds == 1 ? "" : "s", d && d->action ? d->action : c->action);
         free(sid);
         char *more = NULL;
-        if (d && inspect_root_gave_up(c))
+        if (d && inspect_root_gave_up(c) && d->action_reason && !strstr(d->action_reason, "timed out after")) {
+            /* Not the timeout: a limit, or a host's leader that lost a rank (newer shims). */
+            char *why = str_cut(d->action_reason, 160);
+            more = xasprintf(", gave up at once with %lld of %lld ranks arrived: %s", d->arrived, d->nranks, why);
+            free(why);
+        } else if (d && inspect_root_gave_up(c))
             more = xasprintf(", timed out with %lld of %lld ranks (missing %s)", d->arrived, d->nranks,
                              d->missing && d->missing[0] ? d->missing : "?");
         else if (inspect_root_gave_up(c))
