@@ -79,13 +79,13 @@ tests/bin/newer_dlopen: tests/clients/newer_client.c tests/clients/check.h shim/
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DNO_LINK -o $@ $< -ldl -lpthread
 
-# fork() while threads create communicators (tests/t/22-hostile-fork.t).
+# fork() while threads create communicators (tests/t/23-hostile-fork.t).
 tests-bin: tests/bin/fork_threads
 tests/bin/fork_threads: tests/clients/fork_threads.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
 
-# A process leaving with a communicator alive through _exit or a signal (tests/t/22-hostile-leave.t).
+# A process leaving with a communicator alive through _exit or a signal (tests/t/23-hostile-leave.t).
 tests-bin: tests/bin/leave_client
 tests/bin/leave_client: tests/clients/leave_client.c
 	@mkdir -p $(@D)

@@ -12,6 +12,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <errno.h>
+#include <stdatomic.h>
 
 void evidence_title(char *buf, size_t len)
 {
@@ -89,12 +90,13 @@ static int maps_line(struct lib_list *l, const char *line, size_t len, const cha
 }
 
 /*
- * The loaded objects, from /proc/self/maps.  Not dl_iterate_phdr: it takes
- * glibc's dl_load_write_lock, which fork() does not reset (glibc 2.36), so a
- * child forked while another thread was inside it (any C++ exception unwinds
- * through it, as did our own evidence gathering) hung forever in its first
- * communicator creation (issue 17: 4-6 children of 10).  Reading a file takes
- * no lock of the process.  -1 if /proc is not there.
+ * The loaded objects, from /proc/self/maps, in a fork child.  Not
+ * dl_iterate_phdr there: it takes glibc's dl_load_write_lock, which fork()
+ * does not reset (glibc 2.36), so a child forked while another thread was
+ * inside it (any C++ exception unwinds through it, as did our own evidence
+ * gathering) hung forever in its first communicator creation (issue 17: 4-6
+ * children of 10).  Reading a file takes no lock of the process.  -1 if
+ * /proc is not there.
  */
 static int libs_from_maps(struct lib_list *l)
 {
@@ -129,6 +131,15 @@ out:
     return 0;
 }
 
+/* Set in every fork child (evidence_after_fork_child): from then on the
+ * loader's dl_iterate_phdr lock may be held by a thread that is not here. */
+static atomic_int g_forked;
+
+void evidence_after_fork_child(void)
+{
+    atomic_store_explicit(&g_forked, 1, memory_order_relaxed);
+}
+
 static int collect_lib(struct dl_phdr_info *info, size_t size, void *data)
 {
     (void)size;
@@ -153,9 +164,11 @@ void evidence_gather(struct creator *c, const void *caller)
     evidence_title(c->title, sizeof(c->title));
 
     struct lib_list libs = { NULL, 0, 0 };
-    /* Without /proc (some sandboxes) the loader's list; a forked child then
-     * risks the hang libs_from_maps avoids, which is no worse than before. */
-    if (libs_from_maps(&libs) < 0)
+    /* The loader's list where its lock is sound (it is cheaper: reading the
+     * maps slowed creations enough to change the timing of 64-rank tests);
+     * in a fork child the maps, or, without /proc, the loader's list after
+     * all (no worse than before). */
+    if (!atomic_load_explicit(&g_forked, memory_order_relaxed) || libs_from_maps(&libs) < 0)
         dl_iterate_phdr(collect_lib, &libs);
     c->role = classify_role(&cfg->patterns, c->title, libs.paths);
     for (size_t i = 0; i < libs.n; i++)

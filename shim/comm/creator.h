@@ -23,6 +23,10 @@ void evidence_caller(struct creator *c, const void *caller);
  * shim lock (it may take Python's), so call it before any. */
 void evidence_gather(struct creator *c, const void *caller);
 
+/* In a fork child (the atfork handler): the loaded libraries are read from
+ * /proc/self/maps from then on (creator.c says why). */
+void evidence_after_fork_child(void);
+
 /* The process title (Ray renames actor processes through argv). */
 void evidence_title(char *buf, size_t len);
 

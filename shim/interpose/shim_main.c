@@ -73,8 +73,8 @@ static void print_setting_warnings(void)
  * starts with them reset.  That CUDA lock is taken so that no thread of the
  * shim is inside dlopen at the fork: glibc resets its loader lock in the
  * child but not the loader's half-changed state.  The lock glibc does not
- * reset at all (dl_iterate_phdr's, glibc 2.36) is no longer on the shim's
- * path (creator.c reads /proc/self/maps).
+ * reset at all (dl_iterate_phdr's, glibc 2.36) is not on a child's path
+ * (creator.c reads /proc/self/maps there).
  */
 static void before_fork(void)
 {
@@ -102,6 +102,7 @@ static void after_fork_child(void)
 {
     shim_slots_after_fork_child();
     shim_cuda_after_fork_child();
+    evidence_after_fork_child();
     rv_server_after_fork_child();
     rv_leader_after_fork_child();
     ipc_monitor_after_fork_child();

@@ -126,6 +126,7 @@ struct rv_session {
     int anon[MAX_ANONYMOUS_HARD];       /* slots of the anonymous connections */
     int nanon;
     uint64_t accept_paused_until;
+    int accept_warned;                  /* accept() failures so far (warned about once) */
     int rejected;
     int rejected_by[REJ_COUNT];
     struct decision d;
@@ -800,9 +801,11 @@ static void on_acceptable(struct rv_session *s)
                 /* The connection waits in the backlog; the listener stays
                  * readable, so poll() would return at once, forever. */
                 s->accept_paused_until = shim_mono_us() + ACCEPT_PAUSE_US;
-                shim_warn("rendezvous", "%s: accept: %s: connections wait in the backlog for %llu ms at a time%s",
-                          s->addr, strerror(e), ACCEPT_PAUSE_US / 1000,
-                          e == EMFILE || e == ENFILE ? " (the process is out of descriptors: raise ulimit -n)" : "");
+                if (!s->accept_warned++) /* once per ID: it may last, 10 times a second */
+                    shim_warn("rendezvous", "%s: accept: %s: connections wait in the backlog for %llu ms at a time%s",
+                              s->addr, strerror(e), ACCEPT_PAUSE_US / 1000,
+                              e == EMFILE || e == ENFILE ? " (the process is out of descriptors: raise ulimit -n)"
+                                                         : "");
             }
             return;
         }

@@ -51,10 +51,12 @@
  * unlinked, as the driver frees a process's memory when it ends.
  */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -291,8 +293,36 @@ static void after_fork_child(void)
     pthread_mutex_unlock(&lock);
 }
 
+/*
+ * The driver frees a process's memory when it dies; the fake's shared-memory
+ * segments outlive a process that leaves through _exit or a signal (the
+ * tests' dead peers do).  At load, the segments of dead processes go, and
+ * those named with this pid (a dead predecessor's: this process has made
+ * none yet), as a real driver would have freed them.
+ */
+static void sweep_dead_segments(void)
+{
+    DIR *d = opendir("/dev/shm");
+    if (!d)
+        return;
+    int me = (int)getpid();
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int pid;
+        if (sscanf(e->d_name, "fakecuda.%d.", &pid) != 1 || pid <= 0)
+            continue;
+        if (pid == me || (kill(pid, 0) != 0 && errno == ESRCH)) {
+            char name[300];
+            snprintf(name, sizeof name, "/%s", e->d_name);
+            shm_unlink(name);
+        }
+    }
+    closedir(d);
+}
+
 __attribute__((constructor)) static void fake_cuda_init(void)
 {
+    sweep_dead_segments();
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
 }
 

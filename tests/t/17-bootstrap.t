@@ -40,7 +40,9 @@ like "$out" "missing uthash.h, jq: run '(sudo )?apt-get install -y uthash-dev jq
     "both named, with both package managers' commands"
 
 # 3. As root with apt: install them, say so in one line, go on.  apt-get and id are stubs
-# that log their arguments and put the header and jq where the checks look.
+# that log their arguments and put the header and jq where the checks look.  The stub
+# replaces the link to the real id (writing through the link would overwrite the system's).
+rm -f "$TMP/bin/id"
 cat > "$TMP/bin/id" <<'SH'
 #!/bin/sh
 echo 0

@@ -19,10 +19,16 @@ leave() {
 leave _exit 7
 is "$(jqr "$TMP/_exit/rec" 'select(.type=="exit") | [.by, .comms_alive] | map(tostring) | join(",")')" '"_exit,1"' "_exit: the exit record says so"
 leave _Exit 7
-leave segv $((128 + 11))
-is "$(jqr "$TMP/segv/rec" 'select(.type=="exit") | [.by, .signal] | map(tostring) | join(",")')" '"signal,11"' "SIGSEGV: the exit record names the signal"
-leave fault $((128 + 11))
-is "$(jqr "$TMP/fault/rec" 'select(.type=="exit") | [.by, .signal] | map(tostring) | join(",")')" '"signal,11"' "a real fault (NULL store) too"
+if [ -n "${SHIM_PRELOAD_EXTRA:-}" ]; then
+    # The sanitizer runtime, loaded first, handles SIGSEGV itself (its report, then abort or
+    # its own exit): the shim's handler is not installed over it, as over any earlier handler.
+    for _ in 1 2 3 4 5 6; do ok 0 "# SKIP SIGSEGV belongs to the sanitizer runtime (make test-asan)"; done
+else
+    leave segv $((128 + 11))
+    is "$(jqr "$TMP/segv/rec" 'select(.type=="exit") | [.by, .signal] | map(tostring) | join(",")')" '"signal,11"' "SIGSEGV: the exit record names the signal"
+    leave fault $((128 + 11))
+    is "$(jqr "$TMP/fault/rec" 'select(.type=="exit") | [.by, .signal] | map(tostring) | join(",")')" '"signal,11"' "a real fault (NULL store) too"
+fi
 leave abort $((128 + 6))
 is "$(jqr "$TMP/abort/rec" 'select(.type=="exit") | [.by, .signal] | map(tostring) | join(",")')" '"signal,6"' "abort(): SIGABRT"
 leave term $((128 + 15))

@@ -4,6 +4,9 @@
 # (issue 17: 4-6 of 10 hung in their first init, on a lock another thread held
 # at the fork) or crash.  Every child is bounded by alarm(10) (fork_threads).
 . "$(dirname "$0")/../tap.sh"
+# GCC 12's AddressSanitizer allocator is not fork-safe in a multi-threaded process: without
+# the shim, 10-11 of 300 such children hang in malloc (in the fake NCCL alone).
+[ -n "${SHIM_PRELOAD_EXTRA:-}" ] && skip_all "the sanitizer runtime's allocator hangs fork children of threaded parents, with or without the shim"
 
 for run in 1 2 3 4; do
     out=$(NCCLSHIM_LOG_DIR=$TMP/rec$run LD_PRELOAD=$SHIM timeout -k 5 240 "$BIN/fork_threads" 100 4 2>"$TMP/err$run")

@@ -10,8 +10,11 @@
 # seed RECDIR_FUZZ_SEED (printed).
 . "$(dirname "$0")/../tap.sh"
 [ "$(id -u)" = 0 ] || skip_all "needs root, to create a second user and plant other users' files"
-U=ncclshim-t22f
+# A user of this run's own (deleted at the end): another checkout's tests running on the
+# same machine at the same time must not share its /tmp/ncclshim-<uid>.
+U=ncclshim-fz-$$
 # (retried: another test's useradd may hold /etc/passwd's lock at this moment)
+trap 'rm -rf "$TMP"; userdel "$U" > /dev/null 2>&1' EXIT
 for _ in 1 2 3 4 5; do
     getent passwd "$U" > /dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$U" > /dev/null 2>&1 && break
     sleep 1
@@ -25,7 +28,7 @@ SEED=${RECDIR_FUZZ_SEED:-$$}
 RANDOM=$SEED
 echo "# seed $SEED, $N runs"
 clean() { rm -rf "$D" "$D".??????; }
-trap 'clean; rm -rf "$TMP"' EXIT
+trap 'clean; rm -rf "$TMP"; userdel "$U" > /dev/null 2>&1' EXIT
 chmod 0755 "$TMP"
 T=$TMP/victim-rc
 mkdir -m 0777 "$TMP/attacker"
