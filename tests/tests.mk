@@ -37,7 +37,7 @@ tests/bin/rank_client: tests/clients/rank_client.c shim/ipc/reduce.c shim/ipc/re
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< shim/ipc/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
-# Many ranks of one communicator, a thread each (tests/t/23-rv-scale.t, bench/rv_scale.py).
+# Many ranks of one communicator, a thread each (tests/t/24-rv-scale.t, bench/rv_scale.py).
 tests-bin: tests/bin/many_ranks
 tests/bin/many_ranks: tests/clients/many_ranks.c shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)

@@ -233,16 +233,15 @@ static int relay_to(struct leader *L, size_t n, int own)
 {
     int failed = 0;
     uint64_t deadline = shim_mono_us() + SEND_US;
-    for (int pass = own; pass < own + 1; pass++)
-        for (int i = 0; i < L->nm; i++) {
-            struct member *mb = &L->m[i];
-            if (mb->fd < 0 || mb->rank < 0 || (mb->pid == L->pid) != pass)
-                continue;
-            if (rv_send_bytes(mb->fd, L->frame, n, deadline) != 0) {
-                failed++;
-                close_member(mb);
-            }
+    for (int i = 0; i < L->nm; i++) {
+        struct member *mb = &L->m[i];
+        if (mb->fd < 0 || mb->rank < 0 || (mb->pid == L->pid) != own)
+            continue;
+        if (rv_send_bytes(mb->fd, L->frame, n, deadline) != 0) {
+            failed++;
+            close_member(mb);
         }
+    }
     return failed;
 }
 
@@ -298,7 +297,7 @@ static void give_up(struct leader *L, const char *why)
 /* A member's message. */
 static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *frame, size_t len)
 {
-    char err[256], why[RV_REASON_LEN];
+    char err[256] = "wrong token", why[RV_REASON_LEN];
     struct rv_msg *m = L->msg;
     if (rv_decode(frame, len, m, err, sizeof(err)) != 0 || !rv_token_equal(m->token, L->token)) {
         /* Not a rank of this ID: it never spoke for a rank, so it is dropped silently. */
@@ -338,11 +337,14 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
 {
     char err[256], why[RV_REASON_LEN];
     struct rv_msg *m = L->msg;
-    if (rv_decode(frame, len, m, err, sizeof(err)) != 0 || !rv_token_equal(m->token, L->token) ||
-        !(m->type == RV_DECISION || m->type == RV_PEERS || m->type == RV_COMMIT)) {
+    const char *bad = rv_decode(frame, len, m, err, sizeof(err)) != 0 ? err
+                      : !rv_token_equal(m->token, L->token)          ? "wrong token"
+                      : !(m->type == RV_DECISION || m->type == RV_PEERS || m->type == RV_COMMIT)
+                          ? "an unexpected message type"
+                          : NULL;
+    if (bad) {
         snprintf(why, sizeof(why), "the host's leader (pid %u) got a bad answer from the root at %s (%s): "
-                 "passthrough", (unsigned)L->pid, L->rootstr,
-                 rv_token_equal(m->token, L->token) ? err : "wrong token or type");
+                 "passthrough", (unsigned)L->pid, L->rootstr, bad);
         give_up(L, why);
         return 1;
     }
