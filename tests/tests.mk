@@ -37,7 +37,7 @@ tests/bin/rank_client: tests/clients/rank_client.c shim/ipc/reduce.c shim/ipc/re
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< shim/ipc/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
-# Many ranks of one communicator, a thread each (tests/t/24-rv-scale.t, bench/rv_scale.py).
+# Many ranks of one communicator, a thread each (tests/t/30-rv-scale.t, bench/rv_scale.py).
 tests-bin: tests/bin/many_ranks
 tests/bin/many_ranks: tests/clients/many_ranks.c shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
@@ -69,7 +69,7 @@ tests/bin/test_reduce: tests/unit/test_reduce.c shim/ipc/reduce.c shim/ipc/reduc
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_reduce.c shim/ipc/reduce.c
 
-# NCCL 2.29/2.30's functions and one of a later release (tests/t/17-identity.t):
+# NCCL 2.29/2.30's functions and one of a later release (tests/t/19-identity.t):
 # linked against the fake NCCL 2.30.7, and the dlopen build.
 tests-bin: tests/bin/newer_linked tests/bin/newer_dlopen
 tests/bin/newer_linked: tests/clients/newer_client.c tests/clients/check.h shim/nccl/nccl_api.def shim/nccl/nccl_abi.h tests/fake/new/libnccl.so.2
@@ -79,13 +79,13 @@ tests/bin/newer_dlopen: tests/clients/newer_client.c tests/clients/check.h shim/
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -DNO_LINK -o $@ $< -ldl -lpthread
 
-# fork() while threads create communicators (tests/t/23-hostile-fork.t).
+# fork() while threads create communicators (tests/t/25-hostile-fork.t).
 tests-bin: tests/bin/fork_threads
 tests/bin/fork_threads: tests/clients/fork_threads.c
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
 
-# A process leaving with a communicator alive through _exit or a signal (tests/t/23-hostile-leave.t).
+# A process leaving with a communicator alive through _exit or a signal (tests/t/26-hostile-leave.t).
 tests-bin: tests/bin/leave_client
 tests/bin/leave_client: tests/clients/leave_client.c
 	@mkdir -p $(@D)

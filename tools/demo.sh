@@ -17,7 +17,7 @@
 set -u
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 # DEMO_SHIM / DEMO_INSPECT: another build of the library and the tool (an installed wheel's:
-# tests/t/19-wheel.t runs the demo with `python -m ncclshim --lib`).
+# tests/t/22-wheel.t runs the demo with `python -m ncclshim --lib`).
 SHIM=${DEMO_SHIM:-$ROOT/build/libncclshim.so}
 INSPECT=${DEMO_INSPECT:-$ROOT/tools/ncclshim-inspect}
 OUT=${DEMO_DIR:-$(mktemp -d /tmp/ncclshim-demo.XXXXXX)}

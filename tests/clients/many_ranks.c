@@ -1,6 +1,6 @@
 /*
  * Many ranks of one communicator in one process, one thread each, for the
- * rendezvous at scale (tests/t/24-rv-scale.t, bench/rv_scale.py).
+ * rendezvous at scale (tests/t/30-rv-scale.t, bench/rv_scale.py).
  * Linked against the fake NCCL; the shim comes in LD_PRELOAD.
  *
  *   many_ranks id

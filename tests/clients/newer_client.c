@@ -1,5 +1,5 @@
 /*
- * A client of NCCL 2.29/2.30's functions (tests/t/17-identity.t), run against
+ * A client of NCCL 2.29/2.30's functions (tests/t/19-identity.t), run against
  * the fake NCCL 2.30.7 (tests/fake/new), which exports one function of a
  * release the shim has never seen (ncclCommFutureQuery) and rejects every
  * communicator it did not make.
