@@ -6,34 +6,13 @@
 # that overruns it fails and says so.
 import json, os, select, signal, socket, struct, subprocess, sys, tempfile, time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BIN = os.path.join(ROOT, "tests", "bin")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tap import BIN, CUDA, PRELOAD, ROOT, done, is_, ok  # noqa: E402
+
 CLIENT = os.path.join(BIN, "rank_client")
 FRAME = os.path.join(BIN, "rv_frame")
-SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
-PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), SHIM]))
-CUDA = os.path.join(ROOT, "tests", "fake", "cuda", "libcuda.so.1")
 BOUND = 30  # seconds: no process of these tests may live longer
 TMP = tempfile.mkdtemp(prefix="ncclshim-rv.")
-
-n_tests = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n_tests, failed
-    n_tests += 1
-    print(("ok" if cond else "not ok") + " %d - %s" % (n_tests, what))
-    if not cond:
-        failed += 1
-        if diag:
-            for line in str(diag).splitlines()[:40]:
-                print("#   " + line)
-
-
-def is_(got, want, what):
-    ok(got == want, what, "got:      %r\nexpected: %r" % (got, want))
-
 
 class Proc:
     """One process of a scenario, killed (and reported) if it outlives BOUND."""
@@ -727,7 +706,4 @@ ok(lost and "gone" in lost[0]["message"], "and a warning record says the peer is
 bad = [x for sub in os.listdir(TMP) for x in records(os.path.join(TMP, sub, "rec")) if x.get("type") == "UNPARSABLE"]
 ok(not bad, "every record of every scenario parses", bad[:3])
 
-print("1..%d" % n_tests)
-if not os.environ.get("NCCLSHIM_TEST_KEEP"):
-    subprocess.run(["rm", "-rf", TMP])
-sys.exit(1 if failed else 0)
+done(TMP)

@@ -9,35 +9,17 @@
 # long as the ranks' rendezvous (a few seconds in all on two cores).
 import json, os, select, socket, subprocess, sys, tempfile, threading, time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
-BIN = os.path.join(ROOT, "tests", "bin")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tap import BIN, CUDA, PRELOAD, ROOT, done, ok  # noqa: E402
+
 CLIENT = os.path.join(BIN, "rank_client")
 FRAME = os.path.join(BIN, "rv_frame")
 ABUSE = os.path.join(ROOT, "tests", "rv", "abuse.py")
 INSPECT = os.environ.get("INSPECT", os.path.join(ROOT, "tools", "ncclshim-inspect"))
-SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
-PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), SHIM]))
-CUDA = os.path.join(ROOT, "tests", "fake", "cuda", "libcuda.so.1")
 BOUND = 30  # seconds: no process of these tests may live longer
 TMP = tempfile.mkdtemp(prefix="ncclshim-abuse.")
 # Every attack runs until its stdin closes; this is only its own bound.
 ATTACK_S = "25"
-
-n_tests = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n_tests, failed
-    n_tests += 1
-    print(("ok" if cond else "not ok") + " %d - %s" % (n_tests, what))
-    if not cond:
-        failed += 1
-        if diag is not None:
-            for line in str(diag).splitlines()[:40]:
-                print("#   " + line)
-    sys.stdout.flush()
-
 
 class Proc:
     """A process killed (and reported) if it outlives BOUND."""
@@ -293,7 +275,4 @@ ok(dec and dec[-1]["arrived"] == 2 and dec[-1]["rejected_by"].get("evicted", 0) 
 ok(not [w for w in rec if w.get("what") == "rendezvous-rejected" and "a rank that had arrived" in
         w.get("message", "")], "and no rank's connection is among the rejected")
 
-print("1..%d" % n_tests)
-if not os.environ.get("NCCLSHIM_TEST_KEEP") and not failed:
-    subprocess.run(["rm", "-rf", TMP])
-sys.exit(1 if failed else 0)
+done(TMP, keep_on_failure=True)

@@ -6,30 +6,12 @@
 # as given and under a bound, and a test that overruns it fails and says so.
 import glob, json, os, resource, select, signal, subprocess, sys, tempfile, time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tap import PRELOAD, ROOT, done, ok  # noqa: E402
+
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
-SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
-PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), SHIM]))
 BOUND = 60  # seconds: no process of these tests may live longer
 TMP = tempfile.mkdtemp(prefix="ncclshim-rvscale.")
-
-n_tests = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n_tests, failed
-    n_tests += 1
-    print(("ok" if cond else "not ok") + " %d - %s" % (n_tests, what))
-    if not cond:
-        failed += 1
-        # also on stderr: prove shows it without -v
-        sys.stderr.write("not ok %d - %s\n" % (n_tests, what))
-        if diag:
-            for line in str(diag).splitlines()[:30]:
-                print("#   " + line)
-                sys.stderr.write("#   " + line + "\n")
-
 
 def limits(nofile):
     def f():
@@ -270,7 +252,4 @@ dr = decision_records(d)
 ok(dr and "arrived twice" in dr[0]["action_reason"], "the root's record says which rank arrived twice",
    [r["action_reason"] for r in dr])
 
-print("1..%d" % n_tests)
-if not failed:
-    subprocess.run(["rm", "-rf", TMP])  # 1100 ranks' records; kept when something failed
-sys.exit(1 if failed else 0)
+done(TMP, keep_on_failure=True)

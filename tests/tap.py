@@ -1,0 +1,48 @@
+"""A small TAP library for the Python tests, as tests/tap.sh is for the bash ones:
+numbered checks, their diagnostics (on stdout for `prove -v`, and on stderr for a
+failure, which prove shows without -v), the plan at the end, and the paths every
+test uses.  A test imports it with `sys.path.insert(0, <tests/>)`."""
+import os
+import subprocess
+import sys
+
+ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+BIN = os.path.join(ROOT, "tests", "bin")
+SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
+# Under `make test-asan` the sanitizer runtime must be preloaded before the shim.
+PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), SHIM]))
+CUDA = os.path.join(ROOT, "tests", "fake", "cuda", "libcuda.so.1")
+
+_n = 0
+_failed = 0
+
+
+def ok(cond, what, diag=None):
+    global _n, _failed
+    _n += 1
+    print(("ok" if cond else "not ok") + " %d - %s" % (_n, what))
+    if cond:
+        return
+    _failed += 1
+    sys.stderr.write("not ok %d - %s\n" % (_n, what))
+    if diag is not None and diag != "":
+        for line in str(diag).splitlines()[:40]:
+            print("#   " + line)
+            sys.stderr.write("#   " + line + "\n")
+
+
+def is_(got, want, what):
+    ok(got == want, what, "got:      %r\nexpected: %r" % (got, want))
+
+
+def failed():
+    return _failed
+
+
+def done(tmp=None, keep_on_failure=False):
+    """The plan; `tmp` removed (unless NCCLSHIM_TEST_KEEP is set, or something
+    failed and keep_on_failure); exits 1 if any check failed."""
+    print("1..%d" % _n)
+    if tmp and not os.environ.get("NCCLSHIM_TEST_KEEP") and not (keep_on_failure and _failed):
+        subprocess.run(["rm", "-rf", tmp])
+    sys.exit(1 if _failed else 0)
