@@ -9,14 +9,10 @@
 #include <string.h>
 #include <unistd.h>
 
-int shim_worker_start(void *(*fn)(void *), int wake[2], char *err, size_t errlen)
+int shim_thread_start(void *(*fn)(void *), void *arg)
 {
-    if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
-        snprintf(err, errlen, "pipe2: %s", strerror(errno));
-        wake[0] = wake[1] = -1;
-        return -1;
-    }
-    /* The thread must not take the application's signals. */
+    /* The thread must not take the application's signals: it inherits the
+     * mask in force at its creation. */
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
@@ -24,9 +20,20 @@ int shim_worker_start(void *(*fn)(void *), int wake[2], char *err, size_t errlen
     pthread_attr_init(&attr);
     pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
     pthread_t t;
-    int rc = pthread_create(&t, &attr, fn, NULL);
+    int rc = pthread_create(&t, &attr, fn, arg);
     pthread_attr_destroy(&attr);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int shim_worker_start(void *(*fn)(void *), int wake[2], char *err, size_t errlen)
+{
+    if (pipe2(wake, O_CLOEXEC | O_NONBLOCK) != 0) {
+        snprintf(err, errlen, "pipe2: %s", strerror(errno));
+        wake[0] = wake[1] = -1;
+        return -1;
+    }
+    int rc = shim_thread_start(fn, NULL);
     if (rc != 0) {
         snprintf(err, errlen, "pthread_create: %s", strerror(rc));
         shim_worker_close(wake);

@@ -8,6 +8,10 @@
 
 #include <stddef.h>
 
+/* Starts fn(arg) on a detached thread that takes none of the application's
+ * signals: 0, or pthread_create's error number. */
+int shim_thread_start(void *(*fn)(void *), void *arg);
+
 /* Opens a non-blocking wake-up pipe into wake[2] and starts `fn` on a
  * detached thread that takes none of the application's signals.  0, or -1
  * with the reason (and nothing left open). */

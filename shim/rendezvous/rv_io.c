@@ -100,20 +100,10 @@ int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us,
     return -1;
 }
 
-int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen)
+int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us)
 {
-    uint8_t *buf = malloc(RV_MAX_FRAME);
-    if (!buf) {
-        snprintf(err, errlen, "out of memory for a message");
-        return -1;
-    }
-    size_t len = rv_encode(m, buf, RV_MAX_FRAME), off = 0;
-    int rc = 0;
-    if (!len) {
-        snprintf(err, errlen, "message does not fit %d bytes", RV_MAX_FRAME);
-        rc = -1;
-    }
-    while (rc == 0 && off < len) {
+    size_t off = 0;
+    while (off < len) {
         ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
         if (n > 0) {
             off += (size_t)n;
@@ -125,14 +115,33 @@ int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err,
             int w = wait_fd(fd, POLLOUT, deadline_us);
             if (w == 1)
                 continue;
-            snprintf(err, errlen, "send: %s", w == 0 ? "timed out" : strerror(errno));
             if (w == 0)
                 errno = ETIMEDOUT;
-        } else if (errno == ECONNRESET || errno == EPIPE) {
-            snprintf(err, errlen, "connection closed by the peer (send: %s)", strerror(errno));
-        } else {
-            snprintf(err, errlen, "send: %s", strerror(errno));
         }
+        return -1;
+    }
+    return 0;
+}
+
+int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen)
+{
+    uint8_t *buf = malloc(RV_MAX_FRAME);
+    if (!buf) {
+        snprintf(err, errlen, "out of memory for a message");
+        return -1;
+    }
+    size_t len = rv_encode(m, buf, RV_MAX_FRAME);
+    int rc = 0;
+    if (!len) {
+        snprintf(err, errlen, "message does not fit %d bytes", RV_MAX_FRAME);
+        rc = -1;
+    } else if (rv_send_bytes(fd, buf, len, deadline_us) != 0) {
+        if (errno == ETIMEDOUT)
+            snprintf(err, errlen, "send: timed out");
+        else if (errno == ECONNRESET || errno == EPIPE)
+            snprintf(err, errlen, "connection closed by the peer (send: %s)", strerror(errno));
+        else
+            snprintf(err, errlen, "send: %s", strerror(errno));
         rc = -1;
     }
     int e = errno; /* the caller reads it */

@@ -19,6 +19,9 @@ int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us,
 /* Sends `m` whole before the deadline: 0, or -1 with the reason (errno
  * EPIPE or ECONNRESET: the peer closed the connection). */
 int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen);
+/* Sends a whole encoded frame before the deadline: 0, or -1 (errno set;
+ * ETIMEDOUT at the deadline). */
+int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us);
 
 /* Receives one whole message before the deadline: 0, or -1 with the reason
  * and errno: ETIMEDOUT, ECONNRESET (closed or reset by the peer before any

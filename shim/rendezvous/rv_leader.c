@@ -24,6 +24,7 @@
 #include "policy/decide.h"
 #include "record.h"
 #include "rv_io.h"
+#include "worker.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -85,32 +86,6 @@ void rv_limit_reason(int e, const char *who, const char *doing, char *buf, size_
                  e == ENOBUFS ? "ENOBUFS" : "ENOMEM");
         break;
     }
-}
-
-int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us)
-{
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
-        if (n > 0) {
-            off += (size_t)n;
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-            uint64_t now = shim_mono_us();
-            if (now >= deadline_us) {
-                errno = ETIMEDOUT;
-                return -1;
-            }
-            struct pollfd p = { fd, POLLOUT, 0 };
-            (void)poll(&p, 1, (int)((deadline_us - now + 999) / 1000));
-            continue;
-        }
-        return -1;
-    }
-    return 0;
 }
 
 /* A frame read bit by bit from a non-blocking socket. */
@@ -599,21 +574,11 @@ static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen,
     L->start_us = shim_mono_us();
     L->pid = (uint32_t)getpid();
 
-    /* Detached, deaf to the application's signals (as shim/worker.c's threads). */
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_t t;
     pthread_mutex_lock(&g_leaders_lock);
     L->next = g_leaders;
     g_leaders = L;
     pthread_mutex_unlock(&g_leaders_lock);
-    int rc = pthread_create(&t, &attr, lead, L);
-    pthread_attr_destroy(&attr);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    int rc = shim_thread_start(lead, L);
     if (rc == 0)
         return 0;
     pthread_mutex_lock(&g_leaders_lock);

@@ -72,7 +72,5 @@ void rv_leader_lock_for_fork(void);
 void rv_leader_unlock_after_fork(void);
 void rv_leader_after_fork_child(void);
 
-/* Sends a whole encoded frame before the deadline: 0, or -1 (errno set). */
-int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us);
 
 #endif
