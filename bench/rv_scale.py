@@ -5,7 +5,8 @@ Ranks are threads of tests/bin/many_ranks processes (at most 256 a process, at l
 per simulated host; hosts by NCCLSHIM_HOSTNAME); every process, the root's included, runs under
 `ulimit -n 1024`.  The unique ID is made by a process of its own (the root: it serves the rendezvous
 and samples its own descriptors and peak RSS).  Rank 0's process is training, the others inference,
-NCCLSHIM_WEIGHT_UPDATE=socket: the decision takes both rounds (DECISION, votes, COMMIT).
+NCCLSHIM_WEIGHT_UPDATE=socket: the root commits socket in one round (every rank said in its HELLO
+that it can carry it out; the baseline took two: DECISION, votes, COMMIT).
 
 Per configuration (median of REPS runs):
   decide_ms   the root's last arrival (its decision record) -> the last rank to learn the decision
