@@ -476,6 +476,10 @@ ok(all(c["decision"]["rounds"] == 1 for c in cr) and len(dr) == 1 and dr[0]["rou
    and dr[0]["action"] == "passthrough" and dr[0]["action_reason"] == cr[0]["action_reason"],
    "it said so in its HELLO: decided in one round, the root's record has the same reason", (cr, dr))
 veto_reason = cr[0]["action_reason"] if cr else None
+table = subprocess.run([os.environ.get("INSPECT", os.path.join(ROOT, "tools", "ncclshim-inspect")), d + "/rec"],
+                       capture_output=True, text=True).stdout
+ok("1 round: passthrough, undone by a rank's HELLO (it could not set the action up)" in table,
+   "inspect: the decisions line says the HELLO, not a vote round, undid socket", table[-800:])
 # The same with the vote round (the not-ready rank sends no socket_ready): the same result.
 d, procs, ids = scenario("veto_old", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_ONE_ROUND": "0"},
                          lambda r: dict(roles(1)(r), **({"FAKE_NCCL_VERSION": "21304"} if r == 1 else {})))
