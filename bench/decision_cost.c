@@ -13,7 +13,8 @@
  *   b  shim, NCCLSHIM_TAG=none: unmarked ID, decided locally
  *   c  shim, default settings: marked ID, purpose unknown -> passthrough (1 round)
  *   d  shim, NCCLSHIM_WEIGHT_UPDATE=socket, rank 0 NCCLSHIM_ROLE=training, the
- *      others inference: weight-update -> socket (2 rounds, netName=Socket)
+ *      others inference: weight-update -> socket (1 round: every rank said in its
+ *      HELLO that it can carry socket out; netName=Socket)
  *   e  as d with NCCLSHIM_WEIGHT_UPDATE=drop (2 rounds, no NCCL init at all)
  *
  * The parent (no shim) forks the ranks; each re-executes this program with
@@ -217,7 +218,7 @@ static const struct config {
     { "(a) no shim", 0, NULL, NULL, 0, NULL, 0 },
     { "(b) shim, unmarked (TAG=none)", 1, "none", NULL, 0, "passthrough", 0 },
     { "(c) shim, marked, passthrough", 1, NULL, NULL, 0, "passthrough", 1 },
-    { "(d) shim, marked, socket", 1, NULL, "socket", 1, "socket", 2 },
+    { "(d) shim, marked, socket", 1, NULL, "socket", 1, "socket", 1 },
     { "(e) shim, marked, drop", 1, NULL, "drop", 1, "drop", 2 },
 };
 

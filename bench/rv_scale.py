@@ -5,7 +5,8 @@ Ranks are threads of tests/bin/many_ranks processes (at most 256 a process, at l
 per simulated host; hosts by NCCLSHIM_HOSTNAME); every process, the root's included, runs under
 `ulimit -n 1024`.  The unique ID is made by a process of its own (the root: it serves the rendezvous
 and samples its own descriptors and peak RSS).  Rank 0's process is training, the others inference,
-NCCLSHIM_WEIGHT_UPDATE=socket: the decision takes both rounds (DECISION, votes, COMMIT).
+NCCLSHIM_WEIGHT_UPDATE=socket: the root commits socket in one round (every rank said in its HELLO
+that it can carry it out; the baseline took two: DECISION, votes, COMMIT).
 
 Per configuration (median of REPS runs):
   decide_ms   the root's last arrival (its decision record) -> the last rank to learn the decision
@@ -19,7 +20,8 @@ Per configuration (median of REPS runs):
 and the root's peak descriptors and RSS.  With --baseline LIB, the 16-rank rows are run with that
 build too (the code before issue 19), in the same run, and the ratio printed.
 
-Usage: bench/rv_scale.py [--reps N] [--baseline /path/libncclshim.so] [--sizes 16,128,1024,4096]
+Usage: bench/rv_scale.py [--reps N] [--baseline /path/libncclshim.so [--baseline-max RANKS]]
+                        [--sizes 16,128,1024,4096] [--big 8192]
 """
 import argparse, glob, json, os, resource, select, statistics, subprocess, sys, tempfile, time
 
@@ -121,6 +123,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--baseline", help="a libncclshim.so built from the code before issue 19")
+    ap.add_argument("--baseline-max", type=int, default=64,
+                    help="run the baseline up to this many ranks (a baseline with leaders runs any size)")
     ap.add_argument("--sizes", default="16,128,1024,4096")
     ap.add_argument("--big", type=int, default=8192, help="the correctness and root-footprint run (0: none)")
     a = ap.parse_args()
@@ -138,7 +142,7 @@ def main():
         for hosts in (1, 8, 64):
             if hosts > size:
                 continue
-            builds = [("new", SHIM)] + ([("base", a.baseline)] if a.baseline and size <= 64 else [])
+            builds = [("new", SHIM)] + ([("base", a.baseline)] if a.baseline and size <= a.baseline_max else [])
             for name, lib in builds:
                 runs = []
                 for _ in range(a.reps):
@@ -156,8 +160,10 @@ def main():
                 sys.stdout.flush()
             if (("base", size, hosts)) in rows:
                 nw, bs = rows[("new", size, hosts)], rows[("base", size, hosts)]
-                print("        ratio new/base at %d ranks, %d hosts: calls %.2f, group %.2f" % (
-                    size, hosts, med(nw, "calls_ms") / med(bs, "calls_ms"), med(nw, "group_ms") / med(bs, "group_ms")))
+                dn, db = med(nw, "decide_ms"), med(bs, "decide_ms")
+                print("        ratio new/base at %d ranks, %d hosts: %scalls %.2f, group %.2f" % (
+                    size, hosts, "decide %.2f, " % (dn / db) if dn and db else "",
+                    med(nw, "calls_ms") / med(bs, "calls_ms"), med(nw, "group_ms") / med(bs, "group_ms")))
     if a.big:
         for hosts in (1, 64):
             n += 1

@@ -17,6 +17,8 @@
 /* Largest communicator that takes part in a rendezvous; larger ones pass
  * through (every rank sees the same nranks, so they all skip it). */
 #define FACTS_MAX_RANKS 8192
+/* Why a rank could not carry out socket, said before the decision. */
+#define FACTS_SOCKET_WHY_LEN 320
 
 struct rank_facts {
     int rank, nranks;
@@ -37,6 +39,12 @@ struct rank_facts {
     int nframes;                        /* 0..EVIDENCE_MAX_FRAMES */
     char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
     int strict_error;                   /* NCCLSHIM_STRICT=1 and a malformed policy on this rank */
+    /* Whether this rank can carry out socket, checked before its HELLO (all
+     * the checks are local): lets the root commit socket in one round.
+     * 0: not said (a shim before this, or NCCLSHIM_RENDEZVOUS_ONE_ROUND=0):
+     * the vote round decides; 1: ready; 2: not ready, socket_why says why. */
+    int socket_ready;
+    char socket_why[FACTS_SOCKET_WHY_LEN];
 };
 
 #endif

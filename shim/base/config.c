@@ -15,7 +15,7 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_MODE", "NCCLSHIM_LOG_DIR", "NCCLSHIM_HOSTNAME", "NCCLSHIM_ROLE",
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
     "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
-    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_RENDEZVOUS_FANIN", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
+    "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_RENDEZVOUS_FANIN", "NCCLSHIM_RENDEZVOUS_ONE_ROUND", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
     "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", "NCCLSHIM_IPC_RESUME_WAIT_MS", NULL,
 };
 
@@ -184,6 +184,10 @@ static void config_read(void)
      * root would hold a descriptor per rank: the ranks of a host meet at a
      * leader there (shim/rv_leader.c). */
     c->rendezvous_fanin = (int)config_number("NCCLSHIM_RENDEZVOUS_FANIN", 64, 0, FACTS_MAX_RANKS, 1);
+    /* 0 makes a rank speak as a shim before issue 19 did (no socket_ready in
+     * its HELLO): the root then takes the vote round; for comparison and as a
+     * way back should the one-round path misjudge a set-up. */
+    c->rendezvous_one_round = (int)config_number("NCCLSHIM_RENDEZVOUS_ONE_ROUND", 1, 0, 1, 1);
     /* Measured on H200 NVLink (docs/benchmarks.md): each chunk costs a fixed
      * ~10 us besides its copy, as a lone peer copy does, so bandwidth follows
      * the chunk size (4 MiB: 217 GB/s, 16 MiB: 310-323, 32 MiB: 347) more than

@@ -22,6 +22,8 @@ struct shim_config {
     enum shim_tag tag;                  /* NCCLSHIM_TAG, default bindings (IDs not made by torch) */
     int rendezvous_timeout_ms;          /* NCCLSHIM_RENDEZVOUS_TIMEOUT_MS: first rank's arrival to decision */
     int rendezvous_idle_ms;             /* NCCLSHIM_RENDEZVOUS_IDLE_MS: an ID's listener waits this long for a rank */
+    int rendezvous_one_round;           /* NCCLSHIM_RENDEZVOUS_ONE_ROUND (default 1): say in the HELLO whether socket can
+                                         * be carried out, so that the root commits it without the vote round */
     int rendezvous_fanin;               /* NCCLSHIM_RENDEZVOUS_FANIN: communicators of more ranks meet at a leader per host */
     struct policy policy;               /* NCCLSHIM_WEIGHT_UPDATE, NCCLSHIM_RULES, NCCLSHIM_STRICT */
     size_t ipc_chunk_bytes;             /* NCCLSHIM_IPC_CHUNK_BYTES: one staging slot */

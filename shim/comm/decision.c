@@ -93,7 +93,32 @@ static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t w
 struct setup_ctx {
     const struct plan_input *in;
     struct plan *plan;
+    int socket_checked;                 /* socket's set-up was made before the HELLO ... */
+    int socket_ok;                      /* ... with this result ... */
+    char socket_why[FACTS_SOCKET_WHY_LEN]; /* ... and, if it failed, this reason */
 };
+
+static int prepare_socket(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
+{
+    enum fn_index fn = strcmp(in->fn, "ncclCommInitRankScalable") == 0 ? FN_ncclCommInitRankScalable
+                                                                       : FN_ncclCommInitRankConfig;
+    if (in->slot->version && in->slot->version < NCCL_NETNAME_SINCE) {
+        snprintf(why, whylen, "NCCL %d has no ncclConfig_t.netName (2.14 or later needed)", in->slot->version);
+        return -1;
+    }
+    if (!shim_resolve(in->slot, fn, NULL)) {
+        snprintf(why, whylen, "the NCCL library (%s) lacks %s", in->slot->path, shim_fn_names[fn]);
+        return -1;
+    }
+    /* NCCL_NET would override the config's netName: the init hides it
+     * (shim/nccl/net_env.c) where that is sure to work; otherwise every rank
+     * passes through, rather than one silently leaving Socket. */
+    const char *env = net_env_value();
+    if (env && strcasecmp(env, "Socket") != 0 && !net_env_can_hide(in->slot->version, why, whylen))
+        return -1;
+    p->net_config = socket_config(in->config, why, whylen);
+    return p->net_config ? 0 : -1;
+}
 
 /* Round 2: can this rank carry out `action`?  Sets it up if so. */
 static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why, size_t whylen)
@@ -122,24 +147,14 @@ static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why
         return 0;
     }
     if (action == ACTION_SOCKET) {
-        enum fn_index fn = strcmp(in->fn, "ncclCommInitRankScalable") == 0 ? FN_ncclCommInitRankScalable
-                                                                           : FN_ncclCommInitRankConfig;
-        if (in->slot->version && in->slot->version < NCCL_NETNAME_SINCE) {
-            snprintf(why, whylen, "NCCL %d has no ncclConfig_t.netName (2.14 or later needed)", in->slot->version);
-            return -1;
+        /* Made before the HELLO (its checks are all local): the same answer,
+         * when a root without the one-round path asks in round 2. */
+        if (sc->socket_checked) {
+            if (!sc->socket_ok)
+                snprintf(why, whylen, "%s", sc->socket_why);
+            return sc->socket_ok ? 0 : -1;
         }
-        if (!shim_resolve(in->slot, fn, NULL)) {
-            snprintf(why, whylen, "the NCCL library (%s) lacks %s", in->slot->path, shim_fn_names[fn]);
-            return -1;
-        }
-        /* NCCL_NET would override the config's netName: the init hides it
-         * (shim/nccl/net_env.c) where that is sure to work; otherwise every rank
-         * passes through, rather than one silently leaving Socket. */
-        const char *env = net_env_value();
-        if (env && strcasecmp(env, "Socket") != 0 && !net_env_can_hide(in->slot->version, why, whylen))
-            return -1;
-        p->net_config = socket_config(in->config, why, whylen);
-        return p->net_config ? 0 : -1;
+        return prepare_socket(in, p, why, whylen);
     }
     snprintf(why, whylen, "action %s cannot be set up by this version of the shim", action_name((enum action)action));
     return -1;
@@ -224,7 +239,16 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         return;
     }
     fill_facts(in, p, f);
-    struct setup_ctx ctx = { in, p };
+    struct setup_ctx ctx = { in, p, 0, 0, "" };
+    if (cfg->rendezvous_one_round) {
+        /* Said in the HELLO: if the root decides socket and every rank is
+         * ready, it commits at once, without the vote round (design.md,
+         * "Rendezvous"); a rank that is not says why, as its veto would. */
+        ctx.socket_ok = prepare_socket(in, p, ctx.socket_why, sizeof(ctx.socket_why)) == 0;
+        ctx.socket_checked = 1;
+        f->socket_ready = ctx.socket_ok ? 1 : 2;
+        snprintf(f->socket_why, sizeof(f->socket_why), "%s", ctx.socket_ok ? "" : ctx.socket_why);
+    }
     struct rv_setup setup = { prepare, connect_peers, &ctx };
     rv_client_run(in->id, &mark, f, cfg->rendezvous_timeout_ms, &setup, &p->rv);
     free(f);

@@ -4,8 +4,13 @@
  *
  *   root (rv_server.c)                    each rank (rv_client.c)
  *   ncclGetUniqueId: listen, mark the ID
- *                                         init: connect, HELLO(facts)
- *   all nranks arrived: decide, DECISION
+ *                                         init: connect, HELLO(facts, and
+ *                                         whether socket can be carried out)
+ *   all nranks arrived: decide; socket
+ *   and every rank said ready: COMMIT at
+ *   once (one said not: COMMIT(passthrough)
+ *   with its reason; one said nothing: as
+ *   below); else DECISION
  *                                         set the action up; VOTE ok/veto
  *   all ok: COMMIT(action); any veto, a
  *   closed connection or the timeout:

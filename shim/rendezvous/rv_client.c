@@ -54,8 +54,9 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
         snprintf(err, errlen, "%.390s", m->u.reason);
         return -1;
     }
-    /* A veto ends the ipc setup early: COMMIT may come instead of PEERS. */
-    if (m->type != type && !(type == RV_PEERS && m->type == RV_COMMIT)) {
+    /* A veto ends the ipc setup early: COMMIT may come instead of PEERS; and
+     * a root that had every rank's word on socket commits without a DECISION. */
+    if (m->type != type && !((type == RV_PEERS || type == RV_DECISION) && m->type == RV_COMMIT)) {
         snprintf(err, errlen, "expected message type %d, got %d", (int)type, (int)m->type);
         errno = EPROTO;
         return -1;
@@ -173,6 +174,8 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     }
     out->v = m->u.verdict;
     out->via_root = 1;
+    if (m->type == RV_COMMIT)
+        out->v.final = 1; /* decided in one round: COMMIT does not carry `final` */
     if (out->v.final)
         goto done;
 

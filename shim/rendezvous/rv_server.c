@@ -114,7 +114,7 @@ struct rv_session {
     int state;
     int nranks;                         /* 0 until the first HELLO */
     int arrived, votes;
-    int round;                          /* 2: setting up; 3: ipc connecting (after PEERS) */
+    int round;                          /* 0: deciding; 1: committed on the HELLOs (socket); 2: setting up; 3: ipc connecting (after PEERS) */
     struct rv_peers *peers;             /* ipc: every rank's export, sent with PEERS */
     struct rank_facts *facts;           /* nranks, by rank */
     int *conn_of_rank;                  /* index into conns, -1 if absent (a leader's: many ranks) */
@@ -252,6 +252,8 @@ static void record_decision(struct rv_session *s, const char *stage)
     struct jw w;
     jw_begin(&w, "decision");
     jw_str(&w, "stage", stage);
+    /* 1: decided without a vote (final, or socket committed on the HELLOs' word); 2, 3: the vote rounds. */
+    jw_int(&w, "rounds", s->round ? s->round : 1);
     jw_str(&w, "listen", s->addr);
     jw_hex64(&w, "decision_id", s->verdict.decision_id);
     jw_int(&w, "nranks", s->nranks);
@@ -388,6 +390,38 @@ static void adjust_action(struct rv_verdict *v, int nranks, int leaders)
     }
 }
 
+/*
+ * socket's set-up is local to each rank, which says in its HELLO whether it
+ * can carry it out (socket_ready): when every rank said so, the root commits
+ * now, without the DECISION and the vote round; one that said it cannot
+ * makes it commit passthrough now, with the reason its veto would have given
+ * (the lowest such rank's).  1 if committed; 0 if a rank said nothing (a
+ * shim before this): the vote round decides, as it always did.
+ */
+static int one_round(struct rv_session *s)
+{
+    int not_ready = -1;
+    for (int r = 0; r < s->nranks; r++) {
+        if (s->facts[r].socket_ready == 0)
+            return 0;
+        if (s->facts[r].socket_ready == 2 && not_ready < 0)
+            not_ready = r;
+    }
+    s->round = 1;
+    if (not_ready >= 0) {
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "rank %d could not set up %s (%.300s): passthrough for all", not_ready,
+                 action_name(ACTION_SOCKET), s->facts[not_ready].socket_why);
+        fall_back(s, RV_COMMIT, why);
+        return 1;
+    }
+    s->verdict.final = 1;
+    record_decision(s, "commit");
+    send_verdict(s, RV_COMMIT);
+    finish(s);
+    return 1;
+}
+
 static void decide_all(struct rv_session *s)
 {
     const struct shim_config *cfg = shim_config();
@@ -411,6 +445,8 @@ static void decide_all(struct rv_session *s)
         s->lfd = -1;
     }
     reject_strangers(s);
+    if (!v->final && v->action == ACTION_SOCKET && one_round(s))
+        return;
     if (v->final)
         record_decision(s, "decision");
     int failed = send_verdict(s, RV_DECISION);

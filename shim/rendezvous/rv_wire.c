@@ -35,6 +35,10 @@
  *                                                EVIDENCE_MAX_FRAMES times (nframes = count)
  *     20   leader_pid            u32        no   0 (or absent): the sender's own HELLO;
  *                                                else a host leader's connection (its pid)
+ *     21   socket_ready          i32        no   0..2: 0 (or absent) not said, 1 ready for
+ *                                                socket, 2 not ready (a root may then commit
+ *                                                without the vote round: design.md)
+ *     22   socket_why            string     no   < FACTS_SOCKET_WHY_LEN bytes
  *
  *   DECISION and COMMIT (struct rv_verdict)
  *      1   token                 16 bytes   yes
@@ -101,6 +105,7 @@ _Static_assert(EVIDENCE_REASON_LEN <= 65536 && FACTS_PATH_LEN <= 65536 && RV_REA
      (TLV_HDR + SLIM(u.hello.fn)) + (TLV_HDR + SLIM(u.hello.shim_version)) +                             \
      (TLV_HDR + SLIM(u.hello.caller_lib)) + (TLV_HDR + SLIM(u.hello.title)) +                            \
      (TLV_HDR + SLIM(u.hello.role_reason)) + (TLV_HDR + SLIM(u.hello.local_purpose_reason)) +            \
+     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.socket_why)) +                                              \
      EVIDENCE_MAX_FRAMES * (TLV_HDR + EVIDENCE_FRAME_LEN - 1))
 _Static_assert(RV_HELLO_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal HELLO fits a frame");
 #define RV_VERDICT_MAX_PAYLOAD                                                                           \
@@ -152,6 +157,8 @@ static const struct field hello_fields[] = {
     F_STR(18, u.hello.local_purpose_reason, 0),
     { 19, K_FRAME, 0, "frame", offsetof(struct rv_msg, u.hello.frames), EVIDENCE_FRAME_LEN, 0, 0 },
     F_U32(20, leader_pid, 0),
+    F_I32(21, u.hello.socket_ready, 0, 0, 2),
+    F_STR(22, u.hello.socket_why, 0),
 };
 
 static const struct field verdict_fields[] = {

@@ -197,7 +197,17 @@ ok(all("idtail=0" in l for l in inits), "NCCL got the marked ID unchanged (tail 
 dr = decision_records(d)
 ok(len(dr) == 1 and dr[0]["stage"] == "commit" and dr[0]["arrived"] == 2 and dr[0]["missing"] == "",
    "the root records one committed decision with both ranks", dr)
-ok(all(c["decision"]["rounds"] == 2 for c in cr), "socket takes the vote round")
+ok(all(c["decision"]["rounds"] == 1 for c in cr) and dr and dr[0]["rounds"] == 1,
+   "socket is committed in one round (every rank said ready in its HELLO): ranks' and root's records say 1", (cr, dr))
+# 1b. A rank that sends no socket_ready (as a shim before issue 19, here through
+# NCCLSHIM_RENDEZVOUS_ONE_ROUND=0): the root takes the vote round, same action.
+d, procs, ids = scenario("socket2_old", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"},
+                         lambda r: dict(roles(1)(r), **({"NCCLSHIM_RENDEZVOUS_ONE_ROUND": "0"} if r == 1 else {})))
+all_comms_ok(procs, "socket, a rank without the capability: both inits and destroys succeed")
+cr, dr = comm_records(d), decision_records(d)
+ok(len(cr) == 2 and all(c["action"] == "socket" and c["decision"]["rounds"] == 2 for c in cr)
+   and len(dr) == 1 and dr[0]["rounds"] == 2 and len({c["decision"]["id"] for c in cr}) == 1,
+   "a rank without socket_ready: socket in two rounds, one decision", (cr, dr))
 
 # 2. A caller's config keeps its fields; only netName changes.
 d, procs, ids = scenario("socketcfg", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"}, roles(1),
@@ -461,6 +471,22 @@ cr = comm_records(d)
 ok(len(cr) == 2 and all(c["action"] == "passthrough" and "rank 1 could not set up socket" in c["action_reason"]
                         and "2.14" in c["action_reason"] for c in cr),
    "a rank that vetoes socket (NCCL 2.13): passthrough for all, with its reason", cr)
+dr = decision_records(d)
+ok(all(c["decision"]["rounds"] == 1 for c in cr) and len(dr) == 1 and dr[0]["rounds"] == 1
+   and dr[0]["action"] == "passthrough" and dr[0]["action_reason"] == cr[0]["action_reason"],
+   "it said so in its HELLO: decided in one round, the root's record has the same reason", (cr, dr))
+veto_reason = cr[0]["action_reason"] if cr else None
+table = subprocess.run([os.environ.get("INSPECT", os.path.join(ROOT, "tools", "ncclshim-inspect")), d + "/rec"],
+                       capture_output=True, text=True).stdout
+ok("1 round: passthrough, undone by a rank's HELLO (it could not set the action up)" in table,
+   "inspect: the decisions line says the HELLO, not a vote round, undid socket", table[-800:])
+# The same with the vote round (the not-ready rank sends no socket_ready): the same result.
+d, procs, ids = scenario("veto_old", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_ONE_ROUND": "0"},
+                         lambda r: dict(roles(1)(r), **({"FAKE_NCCL_VERSION": "21304"} if r == 1 else {})))
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "passthrough" and c["action_reason"] == veto_reason
+                        and c["decision"]["rounds"] == 2 for c in cr),
+   "the vote round's veto gives the very same action and reason as the HELLO's word", (veto_reason, cr))
 ok(not [l for l in fake_lines(d + "/fake.log") if "netName=Socket" in l], "and nobody called NCCL with Socket")
 
 # 20. NCCLSHIM_STRICT=1 with a malformed policy on one rank: every rank's init fails, none touches NCCL.

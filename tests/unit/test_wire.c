@@ -66,6 +66,8 @@ static void hello_max(struct rv_msg *m)
     for (int i = 0; i < EVIDENCE_MAX_FRAMES; i++)
         FILL_MAX(h->frames[i], (char)(9 + i));
     h->strict_error = 1;
+    h->socket_ready = 2;
+    FILL_MAX(h->socket_why, 17);
     m->leader_pid = 0xfffffffdu;
 }
 
@@ -349,7 +351,7 @@ static size_t hello_max_payload(void)
 {
     struct rank_facts h;
     size_t t = 4; /* a TLV's header */
-    return (t + RV_TOKEN_LEN) + 10 * (t + 4) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
+    return (t + RV_TOKEN_LEN) + 11 * (t + 4) + (t + sizeof(h.socket_why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
            (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(h.caller_lib) - 1) +
            (t + sizeof(h.title) - 1) + (t + sizeof(h.role_reason) - 1) + (t + sizeof(h.local_purpose_reason) - 1) +
            EVIDENCE_MAX_FRAMES * (t + sizeof(h.frames[0]) - 1);
@@ -383,6 +385,15 @@ int main(int argc, char **argv)
     strcpy(in.u.hello.frames[0], "a.py:1 f");
     strcpy(in.u.hello.frames[2], "c.py:3 h"); /* an empty frame in the middle survives */
     round_trip(&in, "HELLO, 3 frames, one empty, order kept");
+    hello_min(&in);
+    in.u.hello.socket_ready = 1;
+    round_trip(&in, "HELLO, ready for socket");
+    len = rv_encode(&in, buf, sizeof(buf));
+    hello_min(&in);
+    ok(len == rv_encode(&in, buf, sizeof(buf)) + 8, "socket_ready = 1 adds one 8-byte item; 0 (not said) adds none");
+    in.u.hello.socket_ready = 2;
+    strcpy(in.u.hello.socket_why, "NCCL 21304 has no ncclConfig_t.netName (2.14 or later needed)");
+    round_trip(&in, "HELLO, not ready for socket, with the reason");
     verdict_max(&in, RV_DECISION);
     round_trip(&in, "DECISION, maximal");
     verdict_min(&in, RV_DECISION);
@@ -625,6 +636,8 @@ int main(int argc, char **argv)
         { RV_HELLO, 12, ROLE_INFERENCE + 1, "tag 12 (role) is 3, outside 0..2" },
         { RV_HELLO, 13, PURPOSE_INFERENCE + 1, "tag 13 (local_purpose) is 4, outside 0..3" },
         { RV_HELLO, 14, 2, "tag 14 (strict_error) is 2, outside 0..1" },
+        { RV_HELLO, 21, 3, "tag 21 (socket_ready) is 3, outside 0..2" },
+        { RV_HELLO, 21, -1, "tag 21 (socket_ready) is -1" },
         { RV_HELLO, 5, -2, "tag 5 (cuda_device) is -2" },
         { RV_HELLO, 3, 0, "tag 3 (nranks) is 0, outside 1..8192" },
         { RV_HELLO, 3, FACTS_MAX_RANKS + 1, "tag 3 (nranks) is 8193" },
@@ -643,8 +656,10 @@ int main(int argc, char **argv)
         { RV_VOTE, 2, -1, "VOTE: tag 2 (ok) is -1" },
     };
     for (size_t k = 0; k < sizeof(ranges) / sizeof(ranges[0]); k++) {
-        if (ranges[k].type == RV_HELLO)
+        if (ranges[k].type == RV_HELLO) {
             hello_min(&in);
+            in.u.hello.socket_ready = 1; /* optional: present only when said */
+        }
         else if (ranges[k].type == RV_VOTE)
             vote_min(&in);
         else

@@ -702,7 +702,9 @@ static void summarize_decision(communicator *c)
         else if (inspect_root_gave_up(c))
             more = xstrdup(", timed out before every rank arrived");
         else if (inspect_vote_undone(c))
-            more = xstrdup(", undone in the vote round");
+            /* one round: socket, and a rank said in its HELLO that it could not set it up (shims from 2026-11-25) */
+            more = xstrdup(rounds == 1 ? ", undone by a rank's HELLO (it could not set the action up)"
+                                       : ", undone in the vote round");
         if (more) {
             char *o = xasprintf("%s%s", out, more);
             free(out);
