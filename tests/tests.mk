@@ -33,13 +33,13 @@ tests/bin/fork_client: tests/clients/fork_client.c
 
 # One rank of the multi-process rendezvous tests (tests/t/13-rendezvous.t).
 tests-bin: tests/bin/rank_client
-tests/bin/rank_client: tests/clients/rank_client.c shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/rank_client: tests/clients/rank_client.c tests/clients/client_util.h shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< shim/ipc/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
 # Many ranks of one communicator, a thread each (tests/t/30-rv-scale.t, bench/rv_scale.py).
 tests-bin: tests/bin/many_ranks
-tests/bin/many_ranks: tests/clients/many_ranks.c shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/many_ranks: tests/clients/many_ranks.c tests/clients/client_util.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
 
@@ -87,6 +87,6 @@ tests/bin/fork_threads: tests/clients/fork_threads.c
 
 # A process leaving with a communicator alive through _exit or a signal (tests/t/26-hostile-leave.t).
 tests-bin: tests/bin/leave_client
-tests/bin/leave_client: tests/clients/leave_client.c
+tests/bin/leave_client: tests/clients/leave_client.c tests/clients/client_util.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a'

@@ -4,6 +4,7 @@
  *        leave_client nonblocking   a blocking=0 init, polled with
  *                                   ncclCommGetAsyncError, destroyed, exit 0 */
 #define _GNU_SOURCE
+#include "client_util.h"
 #include "nccl_abi.h"
 #include "nccl_decls.h"
 
@@ -26,15 +27,7 @@ static int nonblocking(void)
     ncclUniqueId id;
     ncclComm_t c = NULL;
     ncclConfig_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.magic = NCCL_CONFIG_MAGIC;
-    cfg.version = 22809;
-    cfg.blocking = 0;
-    cfg.cgaClusterSize = cfg.minCTAs = cfg.maxCTAs = cfg.splitShare = cfg.trafficClass = NCCL_CONFIG_UNDEF_INT;
-    cfg.collnetEnable = cfg.CTAPolicy = cfg.shrinkShare = cfg.nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
-    cfg.nChannelsPerNetPeer = cfg.nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
-    cfg.graphUsageMode = cfg.numRmaCtx = cfg.maxP2pPeers = cfg.graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
+    client_config(&cfg, 0);
     if (ncclGetUniqueId(&id) != ncclSuccess)
         return 1;
     ncclResult_t r = ncclCommInitRankConfig(&c, 1, id, 0, &cfg);

@@ -15,6 +15,7 @@
  *       (CLOCK_REALTIME, as the records' ts: comparable between processes of one machine).
  */
 #define _GNU_SOURCE
+#include "client_util.h"
 #include "nccl_abi.h"
 #include "nccl_decls.h"
 
@@ -89,19 +90,6 @@ static void *run_rank(void *arg)
     return NULL;
 }
 
-static int hex_in(const char *s, ncclUniqueId *id)
-{
-    if (strlen(s) < 2 * sizeof(id->internal))
-        return -1;
-    for (size_t i = 0; i < sizeof(id->internal); i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        id->internal[i] = (char)v;
-    }
-    return 0;
-}
-
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -110,10 +98,7 @@ int main(int argc, char **argv)
             fprintf(stderr, "ncclGetUniqueId failed\n");
             return 1;
         }
-        printf("ID ");
-        for (size_t i = 0; i < sizeof(g_id.internal); i++)
-            printf("%02x", (unsigned char)g_id.internal[i]);
-        printf("\n");
+        id_print(&g_id);
         int maxfds = 0, maxthreads = 0;
         for (;;) {
             int fds = count_dir("/proc/self/fd"), th = count_dir("/proc/self/task");
@@ -129,7 +114,7 @@ int main(int argc, char **argv)
         printf("ROOT maxfds=%d hwm_kb=%ld threads=%d\n", maxfds, hwm_kb(), maxthreads);
         return 0;
     }
-    if (argc != 6 || strcmp(argv[1], "ranks") != 0 || hex_in(argv[2], &g_id) != 0) {
+    if (argc != 6 || strcmp(argv[1], "ranks") != 0 || id_from_hex(argv[2], &g_id) != 0) {
         fprintf(stderr, "usage: many_ranks id | many_ranks ranks HEX NRANKS FIRST COUNT\n");
         return 2;
     }

@@ -33,6 +33,7 @@
  * communicator: "COMM i rc=<r> count=<n> rank=<r> dev=<d> ops=<r> destroy=<r>".
  */
 #define _GNU_SOURCE
+#include "client_util.h"
 #include "nccl_abi.h"
 #include "nccl_decls.h"
 #include "reduce.h"
@@ -55,27 +56,6 @@ static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
 static void *g_cuda;                    /* the fake libcuda, if the test gives it */
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
-
-static void hex_out(const ncclUniqueId *id)
-{
-    printf("ID ");
-    for (size_t i = 0; i < sizeof(id->internal); i++)
-        printf("%02x", (unsigned char)id->internal[i]);
-    printf("\n");
-}
-
-static int hex_in(const char *s, ncclUniqueId *id)
-{
-    if (strlen(s) < 2 * sizeof(id->internal))
-        return -1;
-    for (size_t i = 0; i < sizeof(id->internal); i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        id->internal[i] = (char)v;
-    }
-    return 0;
-}
 
 /* Threads of this process. */
 static int count_tasks(void)
@@ -589,15 +569,7 @@ static void *run_one(void *arg)
     ncclComm_t comm = NULL;
     ncclResult_t rc;
     ncclConfig_t cfg;
-    memset(&cfg, 0, sizeof(cfg));
-    cfg.size = sizeof(cfg);
-    cfg.magic = NCCL_CONFIG_MAGIC;
-    cfg.version = 22809;
-    cfg.blocking = 1;
-    cfg.cgaClusterSize = cfg.minCTAs = cfg.maxCTAs = cfg.splitShare = cfg.trafficClass = NCCL_CONFIG_UNDEF_INT;
-    cfg.collnetEnable = cfg.CTAPolicy = cfg.shrinkShare = cfg.nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
-    cfg.nChannelsPerNetPeer = cfg.nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
-    cfg.graphUsageMode = cfg.numRmaCtx = cfg.maxP2pPeers = cfg.graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
+    client_config(&cfg, 1);
     if (g_fn == FN_CONFIG)
         rc = ncclCommInitRankConfig(&comm, g_nranks, g_ids[i], g_rank, &cfg);
     else if (g_fn == FN_SCALABLE)
@@ -705,7 +677,7 @@ int main(int argc, char **argv)
                 printf("GETID failed\n");
                 return 1;
             }
-            hex_out(&g_ids[i]);
+            id_print(&g_ids[i]);
         }
         if (strcmp(argv[1], "ids") == 0) {
             if (argc > 3 && strcmp(argv[3], "hold") == 0) {
@@ -725,7 +697,7 @@ int main(int argc, char **argv)
         g_nranks = atoi(argv[3]);
         char *list = argv[4], *save = NULL;
         for (char *t = strtok_r(list, ",", &save); t && nids < MAX_IDS; t = strtok_r(NULL, ",", &save))
-            if (hex_in(t, &g_ids[nids++]) != 0)
+            if (id_from_hex(t, &g_ids[nids++]) != 0)
                 return 2;
         opt(argc, argv, 5, &delay_ms, &leaks);
     } else {

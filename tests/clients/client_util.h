@@ -1,0 +1,49 @@
+/* What several C clients need of NCCL's API the same way: a config as NCCL's
+ * NCCL_CONFIG_INITIALIZER makes it (2.28's version, every field unset), and
+ * a unique ID written and read as hex (the .t scripts pass IDs between
+ * processes on the command line). */
+#ifndef NCCLSHIM_TEST_CLIENT_UTIL_H
+#define NCCLSHIM_TEST_CLIENT_UTIL_H
+
+#include "nccl_abi.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static inline void client_config(ncclConfig_t *cfg, int blocking)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->size = sizeof(*cfg);
+    cfg->magic = NCCL_CONFIG_MAGIC;
+    cfg->version = 22809;
+    cfg->blocking = blocking;
+    cfg->cgaClusterSize = cfg->minCTAs = cfg->maxCTAs = cfg->splitShare = cfg->trafficClass = NCCL_CONFIG_UNDEF_INT;
+    cfg->collnetEnable = cfg->CTAPolicy = cfg->shrinkShare = cfg->nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
+    cfg->nChannelsPerNetPeer = cfg->nvlinkCentricSched = NCCL_CONFIG_UNDEF_INT;
+    cfg->graphUsageMode = cfg->numRmaCtx = cfg->maxP2pPeers = cfg->graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
+}
+
+/* "ID <hex>" on stdout. */
+static inline void id_print(const ncclUniqueId *id)
+{
+    printf("ID ");
+    for (size_t i = 0; i < sizeof(id->internal); i++)
+        printf("%02x", (unsigned char)id->internal[i]);
+    printf("\n");
+}
+
+/* 0, or -1 if `s` is not the hex of a whole ID. */
+static inline int id_from_hex(const char *s, ncclUniqueId *id)
+{
+    if (strlen(s) < 2 * sizeof(id->internal))
+        return -1;
+    for (size_t i = 0; i < sizeof(id->internal); i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1)
+            return -1;
+        id->internal[i] = (char)v;
+    }
+    return 0;
+}
+
+#endif
