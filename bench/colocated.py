@@ -129,16 +129,6 @@ def plain(W, streams):
             "size_s": sizes}
 
 
-def make_comm(lib, outdir, rank):
-    path = os.path.join(outdir, "ncclid")
-    if rank == 0:
-        uid = lib.ncclGetUniqueId()
-        common.put_file(path, bytes(uid.internal))
-    else:
-        uid = lib.unique_id_from_bytes(common.wait_file(path))
-    return lib.ncclCommInitRank(2, uid, rank)
-
-
 def worker_nccl_like(args, W, D, streams, barrier, res):
     """The ctypes client: init, warm-up all-reduce, refits, single sizes."""
     import torch
@@ -146,7 +136,7 @@ def worker_nccl_like(args, W, D, streams, barrier, res):
     lib = cb.NCCLLibrary(common.nccl_so_path())
     t0 = time.perf_counter()
     try:
-        comm = make_comm(lib, args["outdir"], rank)
+        comm = cb.make_comm(lib, args, "colocated", device=DEV)
     except RuntimeError as e:
         res["init_error"] = str(e)
         return

@@ -11,7 +11,6 @@ refit: packed buffers on 2 streams in turn.  Every buffer against its hash.
 
 Both ranks use GPU $COLOCATED_DEVICE (default 0): it runs wherever there is one GPU.
 """
-import json
 import os
 import sys
 
@@ -30,16 +29,6 @@ def seeded(nbytes, seed):
     return torch.randint(0, 256, (nbytes,), dtype=torch.uint8, generator=g)
 
 
-def make_comm(lib, outdir, rank):
-    path = os.path.join(os.path.abspath(outdir), "ncclid.colocated")
-    if rank == 0:
-        uid = lib.ncclGetUniqueId()
-        common.put_file(path, bytes(uid.internal))
-    else:
-        uid = lib.unique_id_from_bytes(common.wait_file(path))
-    return lib.ncclCommInitRank(2, uid, rank)
-
-
 def worker(args):
     import torch
     torch.cuda.set_device(DEV)
@@ -48,7 +37,7 @@ def worker(args):
     lib = cb.NCCLLibrary(common.nccl_so_path())
     res = {"device": DEV, "gpu": torch.cuda.get_device_name(DEV)}
     try:
-        comm = make_comm(lib, args["outdir"], rank)
+        comm = cb.make_comm(lib, args, "colocated", device=DEV)
     except RuntimeError as e:
         res["init_error"] = str(e)
         return res
@@ -95,8 +84,7 @@ def check(outdir, mode):
     def chk(cond, what):
         out.append("CHECK %s colocated (%s): %s" % ("ok" if cond else "fail", mode, what))
 
-    summary = json.load(open(os.path.join(outdir, "summary.json")))
-    ranks = [r["result"] or {} for r in summary["ranks"]]
+    summary, ranks = common.read_summary(outdir)
     chk(summary["ok"], "both processes finished on one GPU (%s)" % (ranks[0].get("gpu") if ranks else "?"))
     if mode == "noshim":
         errs = [r.get("init_error") for r in ranks]

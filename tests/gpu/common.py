@@ -208,6 +208,13 @@ def launch(script, args):
     return summary
 
 
+def read_summary(outdir):
+    """A launch's summary.json, and each rank's result (an empty dict for a rank without one)."""
+    with open(os.path.join(outdir, "summary.json")) as f:
+        summary = json.load(f)
+    return summary, [r["result"] or {} for r in summary["ranks"]]
+
+
 def read_records(outdir):
     """Every record the shim wrote under outdir/records, in file order."""
     recs = []

@@ -121,8 +121,9 @@ class NCCLLibrary:
         self.NCCL_CHECK(self._funcs["ncclGroupEnd"]())
 
 
-def make_comm(lib, args, tag):
-    """Rank 0 makes the ID and writes it to a file that the other ranks wait for."""
+def make_comm(lib, args, tag, device=None):
+    """Rank 0 makes the ID and writes it to a file that the other ranks wait for.  Each
+    rank on GPU `rank`, or every rank on `device` (colocated)."""
     import torch
     rank, world = args["rank"], args["world"]
     path = os.path.join(os.path.abspath(args["outdir"]), "ncclid.%s" % tag)
@@ -131,7 +132,7 @@ def make_comm(lib, args, tag):
         common.put_file(path, bytes(uid.internal))
     else:
         uid = lib.unique_id_from_bytes(common.wait_file(path))
-    with torch.cuda.device(rank):
+    with torch.cuda.device(rank if device is None else device):
         return lib.ncclCommInitRank(world, uid, rank)
 
 

@@ -10,7 +10,6 @@ match "--rank 0" / "--rank 1").
     python3 tests/gpu/decisions.py --check DIR socket|drop      (CHECK lines)
 """
 import glob
-import json
 import os
 import re
 import sys
@@ -63,8 +62,7 @@ def check(outdir, mode):
     def chk(cond, what):
         out.append("CHECK %s %s: %s" % ("ok" if cond else "fail", mode, what))
 
-    summary = json.load(open(os.path.join(outdir, "summary.json")))
-    ranks = [r["result"] or {} for r in summary["ranks"]]
+    summary, ranks = common.read_summary(outdir)
     chk(summary["ok"], "both ranks finished")
     chk(all(r.get("allreduce_f32") == r.get("allreduce_f32_expected") and
             r.get("allreduce_bf16") == r.get("allreduce_bf16_expected") for r in ranks),

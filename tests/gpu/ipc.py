@@ -13,7 +13,6 @@ With N > 2 ranks (one per GPU: a trainer and an inference engine of N - 1 ranks)
 the broadcasts form a chain through every GPU, again decided by auto.
 """
 import glob
-import json
 import os
 import re
 import sys
@@ -127,8 +126,7 @@ def check(outdir):
     def chk(cond, what):
         out.append("CHECK %s ipc: %s" % ("ok" if cond else "fail", what))
 
-    summary = json.load(open(os.path.join(outdir, "summary.json")))
-    ranks = [r["result"] or {} for r in summary["ranks"]]
+    summary, ranks = common.read_summary(outdir)
     world = len(ranks)
     chk(summary["ok"], "all %d ranks finished" % world)
     chk(all(r.get("warmup") == float(world) for r in ranks),

@@ -12,7 +12,6 @@ ranks' staging: the resumed rank's is new) and a second refit, bit-exact.
 Both ranks use GPU $COLOCATED_DEVICE (default 0).
 """
 import ctypes
-import json
 import os
 import subprocess
 import sys
@@ -82,13 +81,7 @@ def worker(args):
     lib = cb.NCCLLibrary(common.nccl_so_path())
     res = {"device": DEV, "gpu": torch.cuda.get_device_name(DEV)}
     outdir = os.path.abspath(args["outdir"])
-    path = os.path.join(outdir, "ncclid.suspend")
-    if rank == 0:
-        uid = lib.ncclGetUniqueId()
-        common.put_file(path, bytes(uid.internal))
-    else:
-        uid = lib.unique_id_from_bytes(common.wait_file(path))
-    comm = lib.ncclCommInitRank(2, uid, rank)
+    comm = cb.make_comm(lib, args, "suspend", device=DEV)
     suspend, resume, stats = nccl229_calls(outdir, rank)
     suspend.argtypes, suspend.restype = [cb.ncclComm_t, ctypes.c_int], ctypes.c_int
     resume.argtypes, resume.restype = [cb.ncclComm_t], ctypes.c_int
@@ -133,8 +126,7 @@ def check(outdir):
     def chk(cond, what):
         out.append("CHECK %s suspend: %s" % ("ok" if cond else "fail", what))
 
-    summary = json.load(open(os.path.join(outdir, "summary.json")))
-    ranks = [r["result"] or {} for r in summary["ranks"]]
+    summary, ranks = common.read_summary(outdir)
     chk(summary["ok"], "both processes finished on one GPU (%s)" % (ranks[0].get("gpu") if ranks else "?"))
     inf = ranks[1] if len(ranks) > 1 else {}
     chk(all(r.get("warmup") == 2.0 and r.get("refit1_ok") for r in ranks),
