@@ -183,18 +183,23 @@ static size_t encode(struct leader *L, const struct rv_msg *m)
     return rv_encode(m, L->frame, RV_MAX_FRAME);
 }
 
+/* An ABORT of the ID `token`, saying why. */
+static void make_abort(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *why)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = RV_ABORT;
+    memcpy(m->token, token, RV_TOKEN_LEN);
+    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
+}
+
 /* Tells the root (once) that this host's ranks cannot go on: it falls back for all. */
 static void abort_root(struct leader *L, const char *why)
 {
     if (L->rfd < 0 || L->aborted)
         return;
     L->aborted = 1;
-    struct rv_msg *m = L->msg;
-    memset(m, 0, sizeof(*m));
-    m->type = RV_ABORT;
-    memcpy(m->token, L->token, RV_TOKEN_LEN);
-    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
-    size_t n = encode(L, m);
+    make_abort(L->msg, L->token, why);
+    size_t n = encode(L, L->msg);
     if (n)
         (void)rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + SEND_US);
 }
@@ -257,10 +262,7 @@ static void give_up(struct leader *L, const char *why)
     shim_warn("rendezvous", "%s", why);
     abort_root(L, why);
     struct rv_msg *m = L->msg;
-    memset(m, 0, sizeof(*m));
-    m->type = RV_ABORT;
-    memcpy(m->token, L->token, RV_TOKEN_LEN);
-    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
+    make_abort(m, L->token, why);
     size_t n = encode(L, m);
     if (n) {
         relay_to(L, n, 0);
@@ -729,9 +731,7 @@ void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t
         return;
     struct rv_msg *m = calloc(1, sizeof(*m));
     if (m) {
-        m->type = RV_ABORT;
-        memcpy(m->token, token, RV_TOKEN_LEN);
-        snprintf(m->u.reason, sizeof(m->u.reason), "%s", reason);
+        make_abort(m, token, reason);
         (void)rv_send_msg(fd, m, deadline_us, err, sizeof(err));
         free(m);
     }
