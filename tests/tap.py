@@ -2,6 +2,7 @@
 numbered checks, their diagnostics (on stdout for `prove -v`, and on stderr for a
 failure, which prove shows without -v), the plan at the end, and the paths every
 test uses.  A test imports it with `sys.path.insert(0, <tests/>)`."""
+import json
 import os
 import subprocess
 import sys
@@ -20,7 +21,7 @@ _failed = 0
 def ok(cond, what, diag=None):
     global _n, _failed
     _n += 1
-    print(("ok" if cond else "not ok") + " %d - %s" % (_n, what))
+    print(("ok" if cond else "not ok") + " %d - %s" % (_n, what), flush=True)
     if cond:
         return
     _failed += 1
@@ -33,6 +34,20 @@ def ok(cond, what, diag=None):
 
 def is_(got, want, what):
     ok(got == want, what, "got:      %r\nexpected: %r" % (got, want))
+
+
+def records(d):
+    """Every record of the files in directory d (none if it does not exist); a line
+    that is not JSON is kept as {"type": "UNPARSABLE", "line": ...}."""
+    out = []
+    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
+        with open(os.path.join(d, f), errors="replace") as fh:
+            for line in fh:
+                try:
+                    out.append(json.loads(line))
+                except ValueError:
+                    out.append({"type": "UNPARSABLE", "line": line})
+    return out
 
 
 def failed():

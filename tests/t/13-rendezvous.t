@@ -7,7 +7,7 @@
 import json, os, select, signal, socket, struct, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import BIN, CUDA, PRELOAD, ROOT, done, is_, ok  # noqa: E402
+from tap import BIN, CUDA, PRELOAD, ROOT, done, is_, ok, records  # noqa: E402
 
 CLIENT = os.path.join(BIN, "rank_client")
 FRAME = os.path.join(BIN, "rv_frame")
@@ -85,20 +85,6 @@ class Proc:
                 parts = line.split()
                 res[int(parts[1])] = dict(kv.split("=") for kv in parts[2:])
         return res
-
-
-def records(d):
-    out = []
-    if not os.path.isdir(d):
-        return out
-    for f in sorted(os.listdir(d)):
-        with open(os.path.join(d, f), errors="replace") as fh:
-            for line in fh:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    out.append({"type": "UNPARSABLE", "line": line})
-    return out
 
 
 def fake_lines(path):

@@ -7,41 +7,18 @@
 # refit whole, byte for byte, through the shim's ipc chain; across hosts every rank's
 # NCCL init gets netName=Socket.  Every process runs under a bound and is killed, and the
 # test fails, if it outlives it.
-import json, os, select, subprocess, sys, tempfile, time
+import os, select, subprocess, sys, tempfile, time
 
-ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tap import CUDA, PRELOAD, ROOT, done, ok, records  # noqa: E402
+
 CLIENT = os.path.join(ROOT, "tests", "clients", "pynccl_like.py")
 NCCL = os.path.join(ROOT, "tests", "fake", "a", "libnccl.so.2")
-CUDA = os.path.join(ROOT, "tests", "fake", "cuda", "libcuda.so.1")
-SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
-PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), SHIM]))
 BOUND = 60  # seconds for one group, all its processes together
 TMP = tempfile.mkdtemp(prefix="ncclshim-auto.")
 # A refit's packed buffers: a byte, a chunk and one, several chunks, several steps of the chain.
 REFIT = [1, 65537, 200003, 1 << 20]
 TITLES = {"T": "ray::DTensorPolicyWorker", "I": "ray::VllmGenerationWorker", "U": None}
-
-n_tests = 0
-failed = 0
-
-
-def ok(cond, what, diag=None):
-    global n_tests, failed
-    n_tests += 1
-    print(("ok" if cond else "not ok") + " %d - %s" % (n_tests, what), flush=True)
-    if not cond:
-        failed += 1
-        for line in str(diag).splitlines()[:40] if diag is not None else []:
-            print("#   " + line)
-
-
-def records(d):
-    out = []
-    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-        with open(os.path.join(d, f), errors="replace") as fh:
-            out += [json.loads(line) for line in fh]
-    return out
-
 
 def start(d, r, roles, hosts, extra):
     """Rank r: a Python process titled as Ray titles its actors (argv[0]), or untitled
@@ -156,7 +133,4 @@ got = check_group("2+2-passthrough", "TTII", None, "passthrough", "NCCLSHIM_WEIG
 ok(got[0] == ["ok"] * len(REFIT) and all(got[r] and "ok" not in got[r] for r in (1, 2, 3)),
    "control: without the ipc chain the receivers' bytes are wrong (only the root's are its own)", got)
 
-print("1..%d" % n_tests)
-if not os.environ.get("NCCLSHIM_TEST_KEEP"):
-    subprocess.run(["rm", "-rf", TMP])
-sys.exit(1 if failed else 0)
+done(TMP)

@@ -10,7 +10,7 @@
 import json, os, select, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import BIN, CUDA, PRELOAD, ROOT, done, ok  # noqa: E402
+from tap import BIN, CUDA, PRELOAD, ROOT, done, ok, records  # noqa: E402
 
 CLIENT = os.path.join(BIN, "rank_client")
 FRAME = os.path.join(BIN, "rv_frame")
@@ -71,18 +71,6 @@ class Proc:
             self.out = self.buf.decode(errors="replace") + out.decode(errors="replace")
             self.err = err.decode(errors="replace")
         return self.out
-
-
-def records(d):
-    out = []
-    for f in sorted(os.listdir(d)) if os.path.isdir(d) else []:
-        with open(os.path.join(d, f), errors="replace") as fh:
-            for line in fh:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    out.append({"type": "UNPARSABLE", "line": line})
-    return out
 
 
 def frame(*args):

@@ -4,10 +4,10 @@
 # naming the limit.  Ranks are threads of a few processes (tests/bin/many_ranks),
 # simulated hosts by NCCLSHIM_HOSTNAME; every process runs under `ulimit -n`
 # as given and under a bound, and a test that overruns it fails and says so.
-import glob, json, os, resource, select, signal, subprocess, sys, tempfile, time
+import os, resource, select, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import PRELOAD, ROOT, done, ok  # noqa: E402
+from tap import PRELOAD, ROOT, done, ok, records  # noqa: E402
 
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
 BOUND = 60  # seconds: no process of these tests may live longer
@@ -61,18 +61,6 @@ class Proc:
         return self.out
 
 
-def records(d):
-    out = []
-    for f in sorted(glob.glob(d + "/rec/*")):
-        with open(f, errors="replace") as fh:
-            for line in fh:
-                try:
-                    out.append(json.loads(line))
-                except ValueError:
-                    pass
-    return out
-
-
 def run(name, nranks, layout, env, nofile=1024, root_nofile=1024, before=None):
     """layout: [(first, count, host, extra_env)]: one process each.  Rank 0's
     process is training, the others inference.  Returns (dir, root, procs)."""
@@ -98,11 +86,11 @@ def run(name, nranks, layout, env, nofile=1024, root_nofile=1024, before=None):
 
 
 def comm_records(d):
-    return [r for r in records(d) if r.get("type") == "comm"]
+    return [r for r in records(d + "/rec") if r.get("type") == "comm"]
 
 
 def decision_records(d):
-    return [r for r in records(d) if r.get("type") == "decision"]
+    return [r for r in records(d + "/rec") if r.get("type") == "decision"]
 
 
 def root_stats(root):
