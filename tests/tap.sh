@@ -30,6 +30,22 @@ skip_all() { echo "1..0 # SKIP $1"; exit 0; }
 done_testing() { echo "1..$_tap_n"; [ "$_tap_fail" -eq 0 ]; }
 diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
 
+# second_user <name>: a fresh unprivileged user of this run (root only), deleted at exit with
+# $TMP; sets VU and VG (its uid and gid), or returns 1.  Its own per run: another checkout's
+# tests on the same machine must not share its /tmp/ncclshim-<uid>.  getent, not id: some
+# sandboxes' id answers 0 for any name.  useradd is retried: another test's may hold
+# /etc/passwd's lock at that moment.
+second_user() {
+    local u=$1
+    trap 'rm -rf "$TMP"; userdel "'"$u"'" > /dev/null 2>&1' EXIT
+    for _ in 1 2 3 4 5; do
+        getent passwd "$u" > /dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$u" > /dev/null 2>&1 && break
+        sleep 1
+    done
+    VU=$(getent passwd "$u" | cut -d: -f3); VG=$(getent passwd "$u" | cut -d: -f4)
+    case "$VU" in ''|0) return 1 ;; esac
+}
+
 # tap_run <seconds> <command...>: runs with a bound; exit status 124 means it hung.
 tap_run() { local t=$1; shift; timeout -k 5 "$t" "$@"; }
 

@@ -10,17 +10,8 @@
 # seed RECDIR_FUZZ_SEED (printed).
 . "$(dirname "$0")/../tap.sh"
 [ "$(id -u)" = 0 ] || skip_all "needs root, to create a second user and plant other users' files"
-# A user of this run's own (deleted at the end): another checkout's tests running on the
-# same machine at the same time must not share its /tmp/ncclshim-<uid>.
 U=ncclshim-fz-$$
-# (retried: another test's useradd may hold /etc/passwd's lock at this moment)
-trap 'rm -rf "$TMP"; userdel "$U" > /dev/null 2>&1' EXIT
-for _ in 1 2 3 4 5; do
-    getent passwd "$U" > /dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$U" > /dev/null 2>&1 && break
-    sleep 1
-done
-VU=$(getent passwd "$U" | cut -d: -f3); VG=$(getent passwd "$U" | cut -d: -f4)
-case "$VU" in ''|0) skip_all "no unprivileged user $U (useradd failed)" ;; esac
+second_user "$U" || skip_all "no unprivileged user $U (useradd failed)"
 D=/tmp/ncclshim-$VU
 H=fz
 N=${RECDIR_FUZZ_N:-60}

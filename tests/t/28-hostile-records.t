@@ -84,18 +84,8 @@ if [ "$(id -u)" != 0 ]; then
     echo "# SKIP default-directory cases: they need root to create a second user and plant its files"
     done_testing; exit
 fi
-# A user of this run's own (deleted at the end): another checkout's tests running on the
-# same machine at the same time must not share its /tmp/ncclshim-<uid>.
 U=ncclshim-rec-$$
-# getent, not id: some sandboxes' id answers 0 for any name.
-# (retried: another test's useradd may hold /etc/passwd's lock at this moment)
-trap 'rm -rf "$TMP"; userdel "$U" > /dev/null 2>&1' EXIT
-for _ in 1 2 3 4 5; do
-    getent passwd "$U" > /dev/null || useradd -r -M -d /nonexistent -s /usr/sbin/nologin "$U" > /dev/null 2>&1 && break
-    sleep 1
-done
-VU=$(getent passwd "$U" | cut -d: -f3); VG=$(getent passwd "$U" | cut -d: -f4)
-case "$VU" in ''|0) echo "# SKIP default-directory cases: no unprivileged user $U (useradd failed)"; done_testing; exit ;; esac
+second_user "$U" || { echo "# SKIP default-directory cases: no unprivileged user $U (useradd failed)"; done_testing; exit; }
 D=/tmp/ncclshim-$VU
 AS=(setpriv --reuid="$VU" --regid="$VG" --clear-groups)
 clean() { rm -rf "$D" "$D".??????; }
