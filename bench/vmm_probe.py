@@ -22,6 +22,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 
 CU = None
 ATTR = {"buffer_id": 7, "range_start": 11, "range_size": 12, "mapping_size": 18, "mapping_base": 19,
@@ -72,6 +73,7 @@ def rank0(sock, mib, out):
     out["attrs_mid"] = {k: attr(k, p + n // 2 + 12345) for k in ATTR}
     pieces = []
     at = p
+    t_export = 0.0
     while at < p + n:
         base, size = attr("mapping_base", at), attr("mapping_size", at)
         h = ctypes.c_uint64()
@@ -79,12 +81,15 @@ def rank0(sock, mib, out):
         prop = Prop()
         check(cu().cuMemGetAllocationPropertiesFromHandle(ctypes.byref(prop), h), "cuMemGetAllocationPropertiesFromHandle")
         fd = ctypes.c_int(-1)
+        t0 = time.perf_counter()
         r = cu().cuMemExportToShareableHandle(ctypes.byref(fd), h, POSIX_FD, ctypes.c_ulonglong(0))
+        t_export += time.perf_counter() - t0
         check(cu().cuMemRelease(h), "cuMemRelease")
         pieces.append({"base": base, "size": size, "block": attr("memory_block_id", at),
                        "handle_types": prop.requestedHandleTypes, "export": r, "fd": fd.value})
         at = base + size
     out["pieces"] = [dict(x, base=x["base"] - p) for x in pieces]
+    out["export_us_per_piece"] = round(t_export * 1e6 / len(pieces), 1)
     if any(x["export"] != 0 for x in pieces):
         sock.send(b"noexport")
         return
@@ -124,16 +129,43 @@ def rank1(sock, out):
     check(cu().cuMemAddressReserve(ctypes.byref(va), ctypes.c_size_t(total), ctypes.c_size_t(0), ctypes.c_uint64(0),
                                    ctypes.c_ulonglong(0)), "cuMemAddressReserve")
     handles = []
-    for (off, size), fd in zip(d["pieces"], fds):
+    acc = Access(1, 0, 3)
+    tim = {"import": 0.0, "map": 0.0, "access_each": 0.0}
+    half = len(fds) // 2
+    for i, ((off, size), fd) in enumerate(zip(d["pieces"], fds)):
         h = ctypes.c_uint64()
+        t0 = time.perf_counter()
         check(cu().cuMemImportFromShareableHandle(ctypes.byref(h), ctypes.c_void_p(fd), POSIX_FD), "import")
+        t1 = time.perf_counter()
         os.close(fd)
         check(cu().cuMemMap(ctypes.c_uint64(va.value + off), ctypes.c_size_t(size), ctypes.c_size_t(0), h,
                             ctypes.c_ulonglong(0)), "cuMemMap")
+        t2 = time.perf_counter()
+        if i < half:  # the first half one piece at a time, the rest in one call
+            check(cu().cuMemSetAccess(ctypes.c_uint64(va.value + off), ctypes.c_size_t(size), ctypes.byref(acc),
+                                      ctypes.c_size_t(1)), "cuMemSetAccess")
+        t3 = time.perf_counter()
+        tim["import"] += t1 - t0
+        tim["map"] += t2 - t1
+        tim["access_each"] += t3 - t2
         handles.append(h)
-    acc = Access(1, 0, 3)
-    check(cu().cuMemSetAccess(ctypes.c_uint64(va.value), ctypes.c_size_t(total), ctypes.byref(acc), ctypes.c_size_t(1)),
-          "cuMemSetAccess")
+    rest = d["pieces"][half][0]
+    t0 = time.perf_counter()
+    check(cu().cuMemSetAccess(ctypes.c_uint64(va.value + rest), ctypes.c_size_t(total - rest), ctypes.byref(acc),
+                              ctypes.c_size_t(1)), "cuMemSetAccess")
+    t_batch = time.perf_counter() - t0
+    npc = len(fds)
+    out["import_us_per_piece"] = round(tim["import"] * 1e6 / npc, 1)
+    out["map_us_per_piece"] = round(tim["map"] * 1e6 / npc, 1)
+    out["access_us_per_piece_each"] = round(tim["access_each"] * 1e6 / max(half, 1), 1)
+    out["access_us_per_piece_batched"] = round(t_batch * 1e6 / max(npc - half, 1), 1)
+    big = ctypes.c_uint64()
+    t0 = time.perf_counter()
+    r = cu().cuMemAddressReserve(ctypes.byref(big), ctypes.c_size_t(95 << 30), ctypes.c_size_t(0), ctypes.c_uint64(0),
+                                 ctypes.c_ulonglong(0))
+    out["reserve_95GiB_us"] = round((time.perf_counter() - t0) * 1e6, 1) if r == 0 else "err %d" % r
+    if r == 0:
+        cu().cuMemAddressFree(big, ctypes.c_size_t(95 << 30))
     n = d["n"]
     dst = va.value + d["off"]
     src = torch.full((n,), 9, dtype=torch.uint8, device="cuda")
@@ -153,6 +185,7 @@ def rank1(sock, out):
         e1.record()
         e1.synchronize()
         res[name + "_us"] = round(e0.elapsed_time(e1) * 1000 / it, 1)
+    res.update({k: v for k, v in out.items() if "per_piece" in k or k.startswith("reserve")})
     torch.cuda.synchronize()
     for h in handles:
         cu().cuMemRelease(h)

@@ -605,9 +605,12 @@ static void unmap_piece(struct ipc_comm *c, struct piece *p)
     drop_if_empty(c, m);
 }
 
-/* Maps piece `w` of rank r (its descriptor `fd`, consumed). */
-static int map_piece(struct ipc_comm *c, int r, const struct wire_piece *w, int fd, char *why, size_t whylen)
+/* Maps piece `w` of rank r (its descriptor `fd`, consumed), not yet
+ * accessible: *added, the new piece (NULL if it was here already). */
+static int map_piece(struct ipc_comm *c, int r, const struct wire_piece *w, int fd, struct piece **added, char *why,
+                     size_t whylen)
 {
+    *added = NULL;
     struct ipc_vmm *v = c->vmm;
     const struct shim_cuda *cu = c->cu;
     struct piece_key key = { .rank = r, .block = w->block };
@@ -684,19 +687,12 @@ static int map_piece(struct ipc_comm *c, int r, const struct wire_piece *w, int 
     }
     CUmemGenericAllocationHandle h = 0;
     CUdeviceptr at = m->at + (w->base - w->range);
-    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, c->device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
     const char *fn = "cuMemImportFromShareableHandle";
     CUresult res = cu->cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     close(fd);
     if (res == CUDA_SUCCESS) {
         fn = "cuMemMap";
         res = cu->cuMemMap(at, w->size, 0, h, 0);
-        if (res == CUDA_SUCCESS) {
-            fn = "cuMemSetAccess";
-            res = cu->cuMemSetAccess(at, w->size, &acc, 1);
-            if (res != CUDA_SUCCESS)
-                cu->cuMemUnmap(at, w->size);
-        }
         if (res != CUDA_SUCCESS)
             cu->cuMemRelease(h);
     }
@@ -719,6 +715,51 @@ static int map_piece(struct ipc_comm *c, int r, const struct wire_piece *w, int 
     m->n++;
     HASH_ADD(hh, v->pieces, key, sizeof(key), p);
     atomic_fetch_add_explicit(&c->stat_vmm_mapped, 1, memory_order_relaxed);
+    *added = p;
+    return 0;
+}
+
+static int by_place(const void *a, const void *b)
+{
+    const struct piece *x = *(struct piece *const *)a, *y = *(struct piece *const *)b;
+    if (x->m != y->m)
+        return (uintptr_t)x->m < (uintptr_t)y->m ? -1 : 1;
+    return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* Makes the `n` pieces just mapped accessible to this rank's device, in one
+ * call per run of neighbours: the driver's page table work is per call
+ * (bench/vmm_probe.py).  On failure they are unmapped. */
+static int grant_access(struct ipc_comm *c, struct piece **p, int n, char *why, size_t whylen)
+{
+    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, c->device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    qsort(p, (size_t)n, sizeof(*p), by_place);
+    CUresult res = CUDA_SUCCESS;
+    for (int i = 0, j; i < n && res == CUDA_SUCCESS; i = j) {
+        uint64_t end = p[i]->base + p[i]->size;
+        for (j = i + 1; j < n && p[j]->m == p[i]->m && p[j]->base == end; j++)
+            end += p[j]->size;
+        res = c->cu->cuMemSetAccess(p[i]->m->at + (p[i]->base - p[i]->m->range), end - p[i]->base, &acc, 1);
+    }
+    if (res == CUDA_SUCCESS)
+        return 0;
+    char err[120];
+    snprintf(why, whylen, "making rank %d's buffer accessible on device %d: %s", p[0]->key.rank, c->device,
+             shim_cuda_error("cuMemSetAccess", res, err, sizeof(err)));
+    for (int i = 0; i < n; i++)
+        unmap_piece(c, p[i]);
+    return -1;
+}
+
+/* Whether two pieces of a message claim the same addresses (a new piece
+ * replaces what is mapped where it goes: never one of its own message). */
+static int overlapping(const struct wire_msg *m)
+{
+    for (uint32_t i = 0; m->kind == MSG_PIECES && i < m->n; i++)
+        for (uint32_t j = i + 1; j < m->n; j++)
+            if (m->p[i].range == m->p[j].range && m->p[i].base < m->p[j].base + m->p[j].size &&
+                m->p[j].base < m->p[i].base + m->p[i].size)
+                return 1;
     return 0;
 }
 
@@ -770,6 +811,8 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
         bad = "sent a malformed message";
     else if (m.seq != l->in_seq + 1)
         bad = "sent a message out of sequence";
+    else if (overlapping(&m))
+        bad = "sent pieces that overlap";
     else if ((m.kind == MSG_PIECES && nfds != (int)m.n) || (m.kind == MSG_FORGET && nfds) ||
              (m.kind != MSG_PIECES && m.kind != MSG_FORGET))
         bad = "sent a message of the wrong kind or with the wrong descriptors";
@@ -781,12 +824,17 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
     }
     l->in_seq++;
     struct ipc_vmm *v = c->vmm;
+    struct piece *added[VMM_MSG_PIECES];
+    int nadded = 0;
     for (uint32_t i = 0; i < m.n; i++) {
         if (m.kind == MSG_PIECES) {
-            if (map_piece(c, l->peer, &m.p[i], fds[i], why, whylen) != 0) {
+            if (map_piece(c, l->peer, &m.p[i], fds[i], &added[nadded], why, whylen) != 0) {
                 close_fds(fds + i + 1, (int)m.n - (int)i - 1);
+                if (nadded)
+                    grant_access(c, added, nadded, why + strlen(why), 0);
                 return -1;
             }
+            nadded += added[nadded] != NULL;
             continue;
         }
         struct piece_key key = { .rank = l->peer, .block = m.p[i].block };
@@ -797,7 +845,7 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
             v->ndoomed++;
         }
     }
-    return 1;
+    return nadded ? (grant_access(c, added, nadded, why, whylen) == 0 ? 1 : -1) : 1;
 }
 
 int ipc_vmm_map(struct ipc_comm *c, int r, const struct ipc_desc *d, size_t bytes, CUdeviceptr *at, char *why,
