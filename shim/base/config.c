@@ -206,6 +206,10 @@ static void config_read(void)
      * and H200, driver 580: docs/benchmarks.md, "Colocated"); sm: the kernel
      * for those hops.  auto is what the shim finds best, ce pins copy
      * engines whatever a later version finds. */
+    /* 1: buffers of cuMemCreate (PyTorch's expandable segments) are shared
+     * as file descriptors over Unix sockets and pushed or pulled; 0: they
+     * are staged, as before (shim/ipc/ipc_vmm.c). */
+    c->ipc_vmm = (int)config_number("NCCLSHIM_IPC_VMM", 1, 0, 1, 1);
     c->ipc_copy_sm = 0;
     v = getenv("NCCLSHIM_IPC_COPY");
     if (v && *v) {
