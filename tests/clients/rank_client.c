@@ -33,8 +33,8 @@
  * segments: a buffer may straddle pieces); =vmm-noexport: the same, created
  * with no handle type (as vLLM's sleep-mode allocator: nothing to export);
  * else (=host or unset) from malloc (memory the fake libcuda does not know).
- * With =vmm or =vmm-noexport, xfer=1 also broadcasts a buffer over 2 MiB (three
- * pieces); RANK_CLIENT_BIG=1 or =0 says so for every mode (a run mixing vmm
+ * With =vmm or =vmm-noexport, xfer=1 also broadcasts a buffer over 2 MiB (two or
+ * three pieces); RANK_CLIENT_BIG=1 or =0 says so for every mode (a run mixing vmm
  * ranks with others gives it to all, so that every rank does the same
  * broadcasts).
  *
