@@ -617,10 +617,24 @@ for n in (2, 4):
 #      (POSIX descriptors), ones created with no handle type (vLLM's sleep mode), and a chain that
 #      mixes them with cuMemAlloc'ed ones. Every result exact, and every handle, mapping and
 #      reservation the clients and the shim made is given back (the fake's exit lines).
-for n, name, mem in ((2, "ipc-vmm2", lambda r: "vmm"), (2, "ipc-vmm-noexport2", lambda r: "vmm-noexport"),
-                     (3, "ipc-vmm-mixed3", lambda r: ("vmm", "cuda", "vmm-noexport")[r])):
+#      The exportable ones are pushed or pulled (shim/ipc/ipc_vmm.c), never staged; the others, and
+#      all of them with NCCLSHIM_IPC_VMM=0, are staged, and the records say why.
+def vmm_allowed(name, r, way):
+    """The hops a rank of these scenarios may take (each hop's first rank decides from its own buffer)."""
+    if name in ("ipc-vmm-noexport2", "ipc-vmm-off2"):
+        return {"staged"}
+    if name == "ipc-vmm-mixed3":        # rank 2's buffers cannot be shared: into it pulled or staged, out staged or pushed
+        return {(1, "out"): {"pull", "staged"}, (2, "in"): {"pull", "staged"}, (2, "out"): {"push", "staged"},
+                (0, "in"): {"push", "staged"}}.get((r, way), {"push", "pull"})
+    return {"push", "pull"}
+
+
+for n, name, mem, extra in ((2, "ipc-vmm2", lambda r: "vmm", {}),
+                            (2, "ipc-vmm-noexport2", lambda r: "vmm-noexport", {}),
+                            (2, "ipc-vmm-off2", lambda r: "vmm", {"NCCLSHIM_IPC_VMM": "0"}),
+                            (3, "ipc-vmm-mixed3", lambda r: ("vmm", "cuda", "vmm-noexport")[r], {})):
     log = os.path.join(TMP, name + ".cuda")
-    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, RANK_CLIENT_BIG="1"),
+    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, RANK_CLIENT_BIG="1", **extra),
                              lambda r, n=n, mem=mem: dict(roles(n - 1)(r), RANK_CLIENT_MEM=mem(r)),
                              root_args=["xfer=1"], rank_args=["xfer=1"])
     xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
@@ -632,6 +646,20 @@ for n, name, mem in ((2, "ipc-vmm2", lambda r: "vmm"), (2, "ipc-vmm-noexport2", 
        xfer + [(e["rank"], e.get("ipc")) for e in ends] + [p.err[-300:] for p in procs if p.err])
     ok(len(left) == CUDA_LOG_FIELDS * n and all(cuda_released(x) for x in left),
        "%s: every VMM handle, mapping and reservation released at exit" % name, left)
+    ok(len(ends) == n and all(set(hops(e, w)) <= vmm_allowed(name, e["rank"], w) for e in ends for w in ("in", "out")),
+       "%s: each rank's hops in and out are what its and its neighbours' buffers allow" % name,
+       [(e["rank"], e["ipc"]["in"], e["ipc"]["out"]) for e in ends])
+    vmm = [e["ipc"].get("vmm", {}) for e in ends]
+    if name == "ipc-vmm2":
+        ok(all(v.get("pieces_sent", 0) > 0 and v.get("pieces_mapped", 0) > 0 and "note" not in v for v in vmm),
+           "%s: both ranks sent pieces and mapped the other's, with no note" % name, vmm)
+    elif name == "ipc-vmm-noexport2":
+        ok(all("cannot be exported" in v.get("note", "") and "POSIX_FILE_DESCRIPTOR" in v["note"] for v in vmm) and
+           not any(v.get("pieces_sent") or v.get("pieces_mapped") for v in vmm),
+           "%s: the records say why it was staged (no file descriptor handle type)" % name, vmm)
+    elif name == "ipc-vmm-off2":
+        ok(all("NCCLSHIM_IPC_VMM=0" in v.get("note", "") for v in vmm),
+           "%s: the records say NCCLSHIM_IPC_VMM=0 staged it" % name, vmm)
 
 # 25b. NCCL 2.29's suspend/resume on an ipc communicator (the fake NCCL 2.30.7, found
 #      before the 2.28 one the client links): answered by the shim, operations refused
