@@ -218,7 +218,7 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
         /* Of cuMemCreate: its id is the mapping's (a piece), and the range
          * the whole reservation.  -1: never (not exportable), 0: not now. */
         if (!e->not_vmm) {
-            int r = ipc_vmm_describe(c, buf, bytes, start, size, d);
+            int r = ipc_vmm_describe(c, buf, bytes, start, size, &e->piece, d);
             e->not_vmm = r < 0;
             if (r > 0)
                 return;

@@ -467,7 +467,7 @@ fail:
 }
 
 int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
-                     struct ipc_desc *d)
+                     struct ipc_vmm_piece *first, struct ipc_desc *d)
 {
     struct ipc_vmm *v = c->vmm;
     if (!v)
@@ -483,11 +483,19 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         CUdeviceptr base = 0;
         size_t psize = 0;
         unsigned long long block = 0;
-        if (cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, at) != CUDA_SUCCESS ||
+        /* A small buffer in a piece described before: no driver call (3 took
+         * ~6 us of host time per broadcast on H100). */
+        if (at == buf && first->size && first->base <= at && at - first->base < first->size) {
+            block = first->block;
+            base = first->base;
+            psize = first->size;
+        } else if (cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, at) != CUDA_SUCCESS ||
             cu->cuPointerGetAttribute(&psize, CU_POINTER_ATTRIBUTE_MAPPING_SIZE, at) != CUDA_SUCCESS ||
             cu->cuPointerGetAttribute(&block, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, at) != CUDA_SUCCESS ||
             !psize || base > at || at - base >= psize || base < start || base - start > size || psize > size - (base - start))
             return n ? 0 : -1; /* not such memory (or the driver does not say): never; a hole: not now */
+        else if (at == buf)
+            *first = (struct ipc_vmm_piece){ block, base, psize };
         if (n == VMM_MAX_PIECES) {
             note(c, 1, "a buffer at %#llx spans more than %d pieces of cuMemCreate memory: it is staged",
                  (unsigned long long)buf, VMM_MAX_PIECES);
