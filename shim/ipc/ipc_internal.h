@@ -246,13 +246,15 @@ struct ipc_shared {
     CUipcMemHandle data_handle;         /* its staging; rewritten only while RELEASED */
     _Atomic uint64_t acked[MAX_PEERS];  /* by peer q: the last epoch for which it let go of the staging;
                                          * ACK_GONE: q destroyed the communicator, it never maps it again */
-    /* The Unix sockets of shim/ipc/ipc_vmm.c: VMM_TO_SUCC once this rank is
-     * connected to its successor, VMM_FROM_PRED once it accepted its
-     * predecessor's connection. */
+    /* The Unix sockets of shim/ipc/ipc_vmm.c: VMM_ON once this rank listens
+     * (set before its export: its neighbours see it at connect), VMM_TO_SUCC
+     * once it is connected to its successor, VMM_FROM_PRED once it accepted
+     * its predecessor's connection. */
     _Atomic uint32_t vmm_links;
 };
 #define VMM_TO_SUCC 1u
 #define VMM_FROM_PRED 2u
+#define VMM_ON 4u
 enum { DATA_ACTIVE = 0, DATA_RELEASING = 1, DATA_RELEASED = 2 };
 #define DATA_STATE(epoch, st) ((uint64_t)(epoch) << 2 | (uint64_t)(st))
 #define DATA_EPOCH(v) ((v) >> 2)
