@@ -42,6 +42,23 @@ def env_of(base, **kw):
     return e
 
 
+def hold_until_created(procs, deadline):
+    """Reads each process's stdout up to its CREATED line (or its end), then closes every stdin:
+    the processes then destroy their communicators and exit.  Returns what was read, by process."""
+    bufs = {p.stdout.fileno(): b"" for p in procs}
+    waiting = set(bufs)
+    while waiting and time.monotonic() < deadline:
+        for fd in select.select(list(waiting), [], [], max(0, deadline - time.monotonic()))[0]:
+            chunk = os.read(fd, 4096)
+            bufs[fd] += chunk
+            if not chunk or b"CREATED\n" in bufs[fd]:
+                waiting.discard(fd)
+    for p in procs:
+        p.stdin.close()
+        p.stdin = None
+    return [bufs[p.stdout.fileno()].decode(errors="replace") for p in procs]
+
+
 def one(lib, nranks, hosts, d, extra=None):
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "LD_PRELOAD": lib,
             "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "60000"}
@@ -63,9 +80,16 @@ def one(lib, nranks, hosts, d, extra=None):
         count = (p + 1) * nranks // nproc - first
         procs.append(subprocess.Popen(
             [MANY, "ranks", hid, str(nranks), str(first), str(count)],
-            env=env_of(base, NCCLSHIM_HOSTNAME="h%d" % (p % hosts), NCCLSHIM_ROLE="training" if p == 0 else "inference"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=nofile))
+            env=env_of(base, NCCLSHIM_HOSTNAME="h%d" % (p % hosts), NCCLSHIM_ROLE="training" if p == 0 else "inference",
+                       MANY_RANKS_HOLD="1"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=nofile))
+    # Every process's teardown (destroys, threads' and processes' exits) waits
+    # until all have their communicators: it is no part of the decision, and on
+    # this machine it would take the cores from ranks of other processes still
+    # deciding (with a core per rank, as in a job, it would not).
+    early = hold_until_created(procs, time.monotonic() + 120)
     outs = [p.communicate(timeout=120) for p in procs]
+    outs = [(e + o, err) for e, (o, err) in zip(early, outs)]
     rout, _ = root.communicate("", timeout=60)
     t0max = t1max = 0
     t0min = float("inf")

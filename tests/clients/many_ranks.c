@@ -12,6 +12,10 @@
  *       and ncclCommDestroy; then "RANKS first=F count=C ok=<inits that
  *       succeeded> t0max=<last call, ns> t1max=<last return, ns> t0min=..."
  *       MANY_RANKS_FDS=n: first open n descriptors, as an application's own.
+ *       MANY_RANKS_HOLD=1: once every rank of this process has its
+ *       communicator, print "CREATED" and destroy them only when stdin
+ *       closes: bench/rv_scale.py holds every process's teardown until all
+ *       processes have created theirs.
  *       (CLOCK_REALTIME, as the records' ts: comparable between processes of one machine).
  */
 #define _GNU_SOURCE
@@ -23,6 +27,8 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,10 +38,16 @@
 
 static ncclUniqueId g_id;
 static int g_nranks;
-/* Destroys wait until every rank of this process has its communicator: a
- * destroy is no part of creating one, and would take the cores from ranks
- * still deciding. */
-static pthread_barrier_t g_created;
+/* Destroys wait until every rank of this process has its communicator (and
+ * with MANY_RANKS_HOLD, of every process): a destroy, a thread's exit and a
+ * process's exit are no part of creating one, and would take the cores from
+ * ranks still deciding.  The last rank to have its communicator posts
+ * g_created for the main thread; every rank sleeps once, at g_go, which the
+ * main thread joins when the teardown may start. */
+static atomic_int g_ncreated;
+static int g_count;
+static sem_t g_created;
+static pthread_barrier_t g_go;
 
 struct rank_run {
     int rank;
@@ -84,7 +96,9 @@ static void *run_rank(void *arg)
     r->t1 = now_ns();
     int count = -1;
     r->ok = rc == ncclSuccess && ncclCommCount(comm, &count) == ncclSuccess && count == g_nranks;
-    pthread_barrier_wait(&g_created);
+    if (atomic_fetch_add(&g_ncreated, 1) + 1 == g_count)
+        sem_post(&g_created);
+    pthread_barrier_wait(&g_go);
     if (rc == ncclSuccess)
         ncclCommDestroy(comm);
     return NULL;
@@ -133,7 +147,9 @@ int main(int argc, char **argv)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 512 << 10);
-    pthread_barrier_init(&g_created, NULL, (unsigned)count);
+    g_count = count;
+    sem_init(&g_created, 0, 0);
+    pthread_barrier_init(&g_go, NULL, (unsigned)count + 1);
     int started = 0;
     for (int i = 0; i < count; i++) {
         runs[i].rank = first + i;
@@ -143,6 +159,16 @@ int main(int argc, char **argv)
         }
         started++;
     }
+    while (sem_wait(&g_created) != 0)
+        ; /* EINTR */
+    const char *hold = getenv("MANY_RANKS_HOLD");
+    if (hold && strcmp(hold, "1") == 0) {
+        printf("CREATED\n");
+        char b[64];
+        while (read(0, b, sizeof(b)) > 0)
+            ;
+    }
+    pthread_barrier_wait(&g_go);
     int ok = 0;
     uint64_t t0max = 0, t1max = 0, t0min = UINT64_MAX;
     for (int i = 0; i < started; i++) {
