@@ -3,8 +3,11 @@
 
 Ranks are threads of tests/bin/many_ranks processes (at most 256 a process, at least one process
 per simulated host; hosts by NCCLSHIM_HOSTNAME); every process, the root's included, runs under
-`ulimit -n 1024`.  The unique ID is made by a process of its own (the root: it serves the rendezvous
-and samples its own descriptors and peak RSS).  Rank 0's process is training, the others inference,
+`ulimit -n 1024`.  Since 2026-11-25 (issue 19) no process destroys its communicators or exits
+before every process has created all of its own (MANY_RANKS_HOLD), and each rank's thread first
+touches 64 KiB of its stack (MANY_RANKS_WARM_STACK_KIB), as a process's main thread has.
+The unique ID is made by a process of its own (the root: it serves the rendezvous and samples its
+own descriptors and peak RSS).  Rank 0's process is training, the others inference,
 NCCLSHIM_WEIGHT_UPDATE=socket: the root commits socket in one round (every rank said in its HELLO
 that it can carry it out; the baseline took two: DECISION, votes, COMMIT).
 
@@ -81,8 +84,11 @@ def one(lib, nranks, hosts, d, extra=None):
         procs.append(subprocess.Popen(
             [MANY, "ranks", hid, str(nranks), str(first), str(count)],
             env=env_of(base, NCCLSHIM_HOSTNAME="h%d" % (p % hosts), NCCLSHIM_ROLE="training" if p == 0 else "inference",
-                       MANY_RANKS_HOLD="1"),
+                       MANY_RANKS_HOLD="1", MANY_RANKS_WARM_STACK_KIB="64"),
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=nofile))
+    # MANY_RANKS_WARM_STACK_KIB: a rank's init runs, in a job, on a process's main thread, whose stack
+    # pages were touched long before; a fresh thread faults on each on first touch, the record's
+    # buffer's after the decision (docs/benchmarks.md, "Rendezvous at scale").
     # Every process's teardown (destroys, threads' and processes' exits) waits
     # until all have their communicators: it is no part of the decision, and on
     # this machine it would take the cores from ranks of other processes still

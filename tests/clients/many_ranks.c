@@ -12,6 +12,8 @@
  *       and ncclCommDestroy; then "RANKS first=F count=C ok=<inits that
  *       succeeded> t0max=<last call, ns> t1max=<last return, ns> t0min=..."
  *       MANY_RANKS_FDS=n: first open n descriptors, as an application's own.
+ *       MANY_RANKS_WARM_STACK_KIB=n: each rank's thread first touches n KiB of
+ *       its stack, as a process's main thread has (at most 256).
  *       MANY_RANKS_HOLD=1: once every rank of this process has its
  *       communicator, print "CREATED" and destroy them only when stdin
  *       closes: bench/rv_scale.py holds every process's teardown until all
@@ -23,6 +25,7 @@
 #include "nccl_abi.h"
 #include "nccl_decls.h"
 
+#include <alloca.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -87,10 +90,25 @@ static long hwm_kb(void)
     return kb;
 }
 
+/* Touches the first `kib` KiB of this thread's stack.  A rank's init runs,
+ * in a job, on a process's main thread (Python's), whose stack pages were
+ * touched long before; a fresh thread's first touch of each page is a page
+ * fault, and the deepest ones (the record's buffer) come after the decision. */
+static __attribute__((noinline)) void warm_stack(size_t kib)
+{
+    char *p = alloca(kib << 10);
+    memset(p, 0, kib << 10);
+    __asm__ volatile("" : : "r"(p) : "memory");
+}
+
+static size_t g_warm_kib;
+
 static void *run_rank(void *arg)
 {
     struct rank_run *r = arg;
     ncclComm_t comm = NULL;
+    if (g_warm_kib)
+        warm_stack(g_warm_kib);
     r->t0 = now_ns();
     ncclResult_t rc = ncclCommInitRank(&comm, g_nranks, g_id, r->rank);
     r->t1 = now_ns();
@@ -133,6 +151,10 @@ int main(int argc, char **argv)
         return 2;
     }
     g_nranks = atoi(argv[3]);
+    /* MANY_RANKS_WARM_STACK_KIB=n: each rank's thread touches n KiB of its stack first (warm_stack). */
+    g_warm_kib = getenv("MANY_RANKS_WARM_STACK_KIB") ? (size_t)atoi(getenv("MANY_RANKS_WARM_STACK_KIB")) : 0;
+    if (g_warm_kib > 256)
+        g_warm_kib = 256; /* within the 512 KiB stacks below */
     /* MANY_RANKS_FDS=n: descriptors the "application" holds, to bring a limit near. */
     for (int i = 0, n = getenv("MANY_RANKS_FDS") ? atoi(getenv("MANY_RANKS_FDS")) : 0; i < n; i++)
         if (open("/dev/null", O_RDONLY) < 0) {
