@@ -11,7 +11,9 @@ In one run (each case a fresh pair of processes):
   shim      the shim's ipc communicator, NCCLSHIM_IPC_COPY=auto (copy engines)
   shim-ce   the same with NCCLSHIM_IPC_COPY=ce (copy engines only)
   shim-sm   the same with NCCLSHIM_IPC_COPY=sm (the copy kernel; not run by default)
-  staged-N  PyTorch's expandable segments (not exportable: the staged path),
+  vmm       PyTorch's expandable segments (cuMemCreate memory, shared as file
+            descriptors over Unix sockets: shim/ipc/ipc_vmm.c)
+  staged-N  the same with NCCLSHIM_IPC_VMM=0 (the staged path, as before),
             NCCLSHIM_IPC_CHUNK_BYTES=N MiB pieces
   torch-ipc the usual hand-written alternative, no NCCL: torch CUDA-IPC handles of
             2 staging buffers (256 MiB) in the inference process and interprocess
@@ -46,7 +48,7 @@ MiB = 1 << 20
 LAYOUT = [256 * MiB] * 14 + [32 * MiB] * 14 + [4 * MiB] * 17
 SIZES = [4096, MiB, 16 * MiB, 64 * MiB, 256 * MiB]
 REFITS = 6
-CASES = ["nccl", "shim", "shim-ce", "staged-8", "staged-64", "torch-ipc"]
+CASES = ["nccl", "shim", "shim-ce", "vmm", "staged-64", "torch-ipc"]
 DEV = int(os.environ.get("COLOCATED_DEVICE", "0"))
 
 
@@ -339,7 +341,7 @@ def run_case(out, preload, case):
     env = dict(os.environ, COLOCATED_CASE=case, COLOCATED_CHILD="1", NCCLSHIM_LOG_DIR=os.path.join(d, "records"),
                NCCL_DEBUG="WARN")
     cmd = [sys.executable, os.path.abspath(__file__), "--outdir", d, "--timeout", "150"]
-    if case.startswith(("shim", "staged")):
+    if case.startswith(("shim", "staged", "vmm")):
         env.update(NCCLSHIM_WEIGHT_UPDATE="auto",
                    NCCLSHIM_TRAINING_TITLES="*colocated.py --worker --rank 0 *",
                    NCCLSHIM_INFERENCE_TITLES="*colocated.py --worker --rank 1 *")
@@ -348,8 +350,10 @@ def run_case(out, preload, case):
         env["NCCLSHIM_IPC_COPY"] = "ce"
     if case == "shim-sm":
         env["NCCLSHIM_IPC_COPY"] = "sm"
-    if case.startswith("staged-"):
+    if case.startswith(("staged-", "vmm")):
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
+    if case.startswith("staged-"):
+        env["NCCLSHIM_IPC_VMM"] = "0"
         env["NCCLSHIM_IPC_CHUNK_BYTES"] = str(int(case.split("-")[1]) * MiB)
     t0 = time.monotonic()
     subprocess.run(cmd, env=env, check=False, stdout=subprocess.DEVNULL)
@@ -380,7 +384,7 @@ def main():
     preload = os.path.abspath(args["preload"]) if args["preload"] else None
     results = {}
     for case in cases:
-        if case.startswith(("shim", "staged")) and not preload:
+        if case.startswith(("shim", "staged", "vmm")) and not preload:
             continue
         results[case] = run_case(out, preload, case)
     common.put_file(os.path.join(out, "colocated.json"), json.dumps(results, indent=1, sort_keys=True).encode())

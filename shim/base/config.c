@@ -16,7 +16,7 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
     "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
     "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_RENDEZVOUS_FANIN", "NCCLSHIM_RENDEZVOUS_ONE_ROUND", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
-    "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", "NCCLSHIM_IPC_RESUME_WAIT_MS", NULL,
+    "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", "NCCLSHIM_IPC_RESUME_WAIT_MS", "NCCLSHIM_IPC_VMM", NULL,
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -206,6 +206,10 @@ static void config_read(void)
      * and H200, driver 580: docs/benchmarks.md, "Colocated"); sm: the kernel
      * for those hops.  auto is what the shim finds best, ce pins copy
      * engines whatever a later version finds. */
+    /* 1: buffers of cuMemCreate (PyTorch's expandable segments) are shared
+     * as file descriptors over Unix sockets and pushed or pulled; 0: they
+     * are staged, as before (shim/ipc/ipc_vmm.c). */
+    c->ipc_vmm = (int)config_number("NCCLSHIM_IPC_VMM", 1, 0, 1, 1);
     c->ipc_copy_sm = 0;
     v = getenv("NCCLSHIM_IPC_COPY");
     if (v && *v) {

@@ -276,6 +276,14 @@ static void record_end_into(struct jw *wp, struct shim_comm *h, const char *how,
         if (st.copy_note[0])
             jw_str(&w, "note", st.copy_note);
         jw_close(&w, '}');
+        if (st.vmm_sent || st.vmm_mapped || st.vmm_note[0]) {
+            jw_open(&w, "vmm", '{');
+            jw_u64(&w, "pieces_sent", st.vmm_sent);
+            jw_u64(&w, "pieces_mapped", st.vmm_mapped);
+            if (st.vmm_note[0])
+                jw_str(&w, "note", st.vmm_note);
+            jw_close(&w, '}');
+        }
         jw_close(&w, '}');
     }
     jw_emit(&w);

@@ -80,6 +80,25 @@ static int cuda_load(void)
             memcpy(&g_cuda.cuModuleUnload, &mod[2], sizeof(void *));
             memcpy(&g_cuda.cuLaunchKernel, &mod[3], sizeof(void *));
         }
+        void *vmm[9] = { NULL };
+        const char *vnames[9] = { "cuMemRetainAllocationHandle", "cuMemRelease", "cuMemExportToShareableHandle",
+                                  "cuMemImportFromShareableHandle", "cuMemAddressReserve", "cuMemAddressFree",
+                                  "cuMemMap", "cuMemUnmap", "cuMemSetAccess" };
+        all = 1;
+        for (int i = 0; i < 9; i++)
+            all &= getproc(vnames[i], &vmm[i], SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && vmm[i];
+        if (all) {
+            memcpy(&g_cuda.cuMemRetainAllocationHandle, &vmm[0], sizeof(void *));
+            memcpy(&g_cuda.cuMemRelease, &vmm[1], sizeof(void *));
+            memcpy(&g_cuda.cuMemExportToShareableHandle, &vmm[2], sizeof(void *));
+            memcpy(&g_cuda.cuMemImportFromShareableHandle, &vmm[3], sizeof(void *));
+            memcpy(&g_cuda.cuMemAddressReserve, &vmm[4], sizeof(void *));
+            memcpy(&g_cuda.cuMemAddressFree, &vmm[5], sizeof(void *));
+            memcpy(&g_cuda.cuMemMap, &vmm[6], sizeof(void *));
+            memcpy(&g_cuda.cuMemUnmap, &vmm[7], sizeof(void *));
+            memcpy(&g_cuda.cuMemSetAccess, &vmm[8], sizeof(void *));
+            g_cuda.vmm_ok = 1;
+        }
     }
     /* The handle stays open: the functions must outlive this call. */
     return CUDA_OK;

@@ -30,6 +30,13 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
 #define CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
 #define CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
+#define CU_POINTER_ATTRIBUTE_MAPPING_SIZE 18
+#define CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR 19
+#define CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID 20
+#define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 0x1
+#define CU_MEM_LOCATION_TYPE_DEVICE 0x1
+#define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 0x3
+typedef unsigned long long CUmemGenericAllocationHandle;
 
 /* X(name, params): every driver function the shim uses, by its base name. */
 #define SHIM_CUDA_FUNCTIONS(X)                                                                     \
@@ -70,6 +77,10 @@ typedef struct {
     CUmemLocation srcLocHint, dstLocHint;
     unsigned int flags;                 /* CU_MEMCPY_FLAG_PREFER_OVERLAP_WITH_COMPUTE = 1 */
 } CUmemcpyAttributes;
+typedef struct {
+    CUmemLocation location;
+    int flags;                          /* CUmemAccess_flags */
+} CUmemAccessDesc;
 typedef CUresult (*cuMemcpyBatchAsync_12080_t)(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                                CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                                size_t *failIdx, CUstream stream);
@@ -93,6 +104,22 @@ struct shim_cuda {
     CUresult (*cuModuleUnload)(CUmodule module);
     CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
                                unsigned bz, unsigned shared, CUstream stream, void **params, void **extra);
+    /* Optional (CUDA 10.2+): memory of cuMemCreate (PyTorch's expandable
+     * segments) shared as file descriptors (shim/ipc/ipc_vmm.c).  All, or
+     * none (vmm_ok). */
+    int vmm_ok;
+    CUresult (*cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *h, void *addr);
+    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle h);
+    CUresult (*cuMemExportToShareableHandle)(void *shareable, CUmemGenericAllocationHandle h, int type,
+                                             unsigned long long flags);
+    CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *h, void *os_handle, int type);
+    CUresult (*cuMemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
+                                    unsigned long long flags);
+    CUresult (*cuMemAddressFree)(CUdeviceptr ptr, size_t size);
+    CUresult (*cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
+                         unsigned long long flags);
+    CUresult (*cuMemUnmap)(CUdeviceptr ptr, size_t size);
+    CUresult (*cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
 };
 
 /*

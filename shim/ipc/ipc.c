@@ -217,11 +217,13 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         goto fail;
     memcpy(blob, &e, sizeof(e));
     *bloblen = (int)sizeof(e);
+    ipc_vmm_listen(c);
     c->peer[rank] = c->base;
     c->peer_dev[rank] = c->device;
     *out = c;
     return 0;
 fail:
+    ipc_vmm_close(c);
     free_resources(c);
     if (c->base)
         cu->cuMemFree(c->base);
@@ -253,6 +255,9 @@ static void load_kernel(struct ipc_comm *c)
 int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen)
 {
     int seen = 0;
+    int succ = (c->rank + 1) % c->nranks, pred = (c->rank - 1 + c->nranks) % c->nranks;
+    char succ_shm[48] = "";
+    uint32_t succ_pid = 0, pred_pid = 0;
     for (int i = 0; i < peers->npeers; i++) {
         const struct rv_peer *p = &peers->peer[i];
         struct ipc_export e;
@@ -289,6 +294,12 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
          * where its rank's staging is (Suspend). */
         if (open_shared(c, p->rank, e.shm, why, whylen) != 0)
             return -1;
+        if (p->rank == succ) {
+            memcpy(succ_shm, e.shm, sizeof(succ_shm));
+            succ_pid = e.pid;
+        }
+        if (p->rank == pred)
+            pred_pid = e.pid;
         seen++;
     }
     if (seen != c->nranks - 1) {
@@ -296,6 +307,8 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
         return -1;
     }
     load_kernel(c);
+    if (c->nranks > 1)
+        ipc_vmm_connect(c, succ_shm, succ_pid, pred_pid);
     /* From now on a peer may suspend, and the reaper lets go of its staging. */
     return c->nranks > 1 ? ipc_reaper_start(c, why, whylen) : 0;
 }
@@ -348,6 +361,7 @@ void ipc_free(struct ipc_comm *c)
     ipc_unwatch(c);
     ipc_kernel_unload(c);
     ipc_data_close(c);
+    ipc_vmm_close(c);
     for (int r = 0; c->peer && r < c->nranks; r++)
         if (r != c->rank && c->peer[r])
             cu->cuIpcCloseMemHandle(c->peer[r]);

@@ -69,6 +69,11 @@ struct ipc_stats {
     unsigned long long in[IPC_HOPS], out[IPC_HOPS];
     unsigned long long sm, ce;          /* hops copied by the SMs (same GPU), by copy engines */
     const char *copy_note;              /* why no hop may use the SMs ("" if none shares the GPU); owned by c */
+    /* Pieces of cuMemCreate memory (PyTorch's expandable segments) sent to
+     * the neighbours, and theirs mapped here (shim/ipc/ipc_vmm.c); and why
+     * such memory was staged, if it was ("" if not); owned by c. */
+    unsigned long long vmm_sent, vmm_mapped;
+    const char *vmm_note;
 };
 void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st);
 size_t ipc_host_reduce_max(const struct ipc_comm *c);

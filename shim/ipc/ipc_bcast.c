@@ -83,6 +83,10 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
     slot->offset = d->offset;
     slot->alloc_size = d->alloc_size;
     slot->handle = d->handle;
+    slot->vmm = d->vmm;
+    slot->range = d->range;
+    slot->vmm_seq[0] = d->vmm_seq[0];
+    slot->vmm_seq[1] = d->vmm_seq[1];
     atomic_store_explicit(&slot->seq, b, memory_order_release);
     atomic_fetch_add(&own->pub, 1);
     ipc_wake_word(&own->pub);
@@ -110,6 +114,10 @@ static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char
     d->offset = slot->offset;
     d->alloc_size = slot->alloc_size;
     d->handle = slot->handle;
+    d->vmm = slot->vmm;
+    d->range = slot->range;
+    d->vmm_seq[0] = slot->vmm_seq[0];
+    d->vmm_seq[1] = slot->vmm_seq[1];
     return 0;
 }
 
@@ -175,7 +183,8 @@ static void await_receiver(struct ipc_comm *c, uint64_t b)
 }
 
 /* Whether `bytes` at `buf` can be reached by a neighbour where they are: an
- * allocation cuIpcGetMemHandle exports.  Else d->direct stays 0. */
+ * allocation cuIpcGetMemHandle exports, or memory of cuMemCreate shared as
+ * file descriptors (ipc_vmm.c).  Else d->direct stays 0. */
 static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t bytes, struct ipc_desc *d)
 {
     const struct shim_cuda *cu = c->cu;
@@ -196,34 +205,32 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
             lru = &c->exported[i];
     }
     if (!e) {
-        CUipcMemHandle h;
-        /* Fails for memory of cuMemCreate (expandable segments). */
-        if (cu->cuIpcGetMemHandle(&h, start) != CUDA_SUCCESS)
-            return;
         e = lru;
+        memset(e, 0, sizeof(*e));
         e->buffer_id = id;
         e->start = start;
-        e->handle = h;
+        /* Fails for memory of cuMemCreate (expandable segments), which
+         * cannot be shared so whatever the buffer: remembered. */
+        e->not_ipc = cu->cuIpcGetMemHandle(&e->handle, start) != CUDA_SUCCESS;
     }
     e->last_b = b;
+    if (e->not_ipc) {
+        /* Of cuMemCreate: its id is the mapping's (a piece), and the range
+         * the whole reservation.  -1: never (not exportable), 0: not now. */
+        if (!e->not_vmm) {
+            int r = ipc_vmm_describe(c, buf, bytes, start, size, d);
+            e->not_vmm = r < 0;
+            if (r > 0)
+                return;
+        }
+        memset(d, 0, sizeof(*d));
+        return;
+    }
     d->direct = 1;
     d->buffer_id = id;
     d->offset = buf - start;
     d->alloc_size = size;
     d->handle = e->handle;
-}
-
-/* Whether the last operation is over (the fence reached), or the
- * communicator failed (its waits released).  qlock held.  Read on the
- * communicator's own stream (nothing else runs on it): a plain cuMemcpyDtoH
- * would wait for the application's legacy default stream. */
-int ipc_fence_passed(const struct ipc_comm *c)
-{
-    uint64_t v = 0;
-    if (atomic_load(&c->failed) || !c->fence_val)
-        return 1;
-    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->fence_rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
-           c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS && v >= c->fence_val;
 }
 
 /*
@@ -258,6 +265,12 @@ static int map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc
                  "the ranks disagree on its count or datatype", r, (unsigned long long)d->alloc_size,
                  (unsigned long long)d->offset, bytes);
         return -1;
+    }
+    if (d->vmm) {
+        if (ipc_vmm_map(c, r, d, bytes, at, why, whylen) != 0)
+            return -1;
+        c->map_used_us = shim_mono_us();
+        return 0;
     }
     struct ipc_map *m = NULL;
     for (int i = 0; i < c->nmap && !m; i++)
@@ -571,6 +584,9 @@ void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
     st->sm = atomic_load_explicit(&c->stat_sm, memory_order_relaxed);
     st->ce = atomic_load_explicit(&c->stat_ce, memory_order_relaxed);
     st->copy_note = c->copy_note;
+    st->vmm_sent = atomic_load_explicit(&c->stat_vmm_sent, memory_order_relaxed);
+    st->vmm_mapped = atomic_load_explicit(&c->stat_vmm_mapped, memory_order_relaxed);
+    st->vmm_note = c->vmm_note;
 }
 
 static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)

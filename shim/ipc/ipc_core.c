@@ -213,3 +213,16 @@ void ipc_trace(const struct ipc_comm *c, const char *fmt, ...)
     va_end(ap);
     fprintf(stderr, "ncclshim-trace: %.6f rank %d tid %d: %s\n", shim_now(), c->rank, shim_gettid(), line);
 }
+
+/* Whether the last operation is over (the fence reached), or the
+ * communicator failed (its waits released).  qlock held.  Read on the
+ * communicator's own stream (nothing else runs on it): a plain cuMemcpyDtoH
+ * would wait for the application's legacy default stream. */
+int ipc_fence_passed(const struct ipc_comm *c)
+{
+    uint64_t v = 0;
+    if (atomic_load(&c->failed) || !c->fence_val)
+        return 1;
+    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->fence_rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
+           c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS && v >= c->fence_val;
+}

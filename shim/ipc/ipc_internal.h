@@ -39,7 +39,8 @@
  * it in one of three ways, the same on both sides: the two ranks learn the
  * other's buffer from the descriptors in their shared pages.
  *   PUSH    the successor's buffer can be exported (cuIpcGetMemHandle:
- *           memory of cuMemAlloc, PyTorch's caching allocator by default):
+ *           memory of cuMemAlloc, PyTorch's caching allocator by default;
+ *           of cuMemCreate with a file descriptor handle: ipc_vmm.c):
  *           the predecessor's stream copies into it over NVLink, once the
  *           successor's stream has reached the broadcast (it says so with
  *           TAKEN at the start).  A copy engine writing to a peer is faster
@@ -49,7 +50,9 @@
  *   PULL    only the predecessor's buffer can be exported: the successor's
  *           stream copies from it, and the predecessor's operation ends once
  *           TAKEN says everything was read (so the caller may reuse it).
- *   STAGED  neither (cuMemCreate memory, PyTorch's expandable segments): the
+ *   STAGED  neither (cuMemCreate memory without a shareable handle type,
+ *           as vLLM's sleep-mode allocator makes; PyTorch's expandable
+ *           segments are exported as file descriptors: ipc_vmm.c): the
  *           predecessor copies its buffer through its own staging slots
  *           (chunk by chunk, S in flight) and the successor reads those.
  * Between two ranks a hop is one copy; along longer chains it goes in steps
@@ -134,6 +137,7 @@
  *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
  * operations as the application calls them), ipc_bcast.c (the broadcast),
+ * ipc_vmm.c (cuMemCreate memory shared as file descriptors),
  * ipc_reaper.c (gives back idle mappings and peers' released staging),
  * ipc_suspend.c (suspend, resume, peers' staging), ipc_monitor.c (watching
  * for a lost peer).
@@ -182,7 +186,7 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define MAP_IDLE_MS 1000
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 4
+#define EXPORT_VERSION 5
 /* Host waits (all-reduce, destroy) give up after this long: a peer that
  * stopped answering must not hang the application for ever. */
 #define HOST_WAIT_US (120ull * 1000 * 1000)
@@ -207,6 +211,14 @@ struct ipc_desc {
     uint64_t offset;                    /* of the data in the allocation */
     uint64_t alloc_size;
     CUipcMemHandle handle;              /* of the allocation */
+    /* vmm: the memory is cuMemCreate's (shim/ipc/ipc_vmm.c), offset and
+     * alloc_size are in the address range the rank reserved, starting at
+     * `range` (its address), and the pieces were sent over the Unix
+     * sockets: to the predecessor up to its message vmm_seq[0], to the
+     * successor up to vmm_seq[1]. */
+    uint32_t vmm, pad2;
+    uint64_t range;
+    uint64_t vmm_seq[2];
     /* The hop from the predecessor, for broadcast b: b * 4 + ranks counted
      * in (1: the first, 2: the second).  Written by both, never by publish. */
     _Atomic uint64_t claim_in;
@@ -234,7 +246,13 @@ struct ipc_shared {
     CUipcMemHandle data_handle;         /* its staging; rewritten only while RELEASED */
     _Atomic uint64_t acked[MAX_PEERS];  /* by peer q: the last epoch for which it let go of the staging;
                                          * ACK_GONE: q destroyed the communicator, it never maps it again */
+    /* The Unix sockets of shim/ipc/ipc_vmm.c: VMM_TO_SUCC once this rank is
+     * connected to its successor, VMM_FROM_PRED once it accepted its
+     * predecessor's connection. */
+    _Atomic uint32_t vmm_links;
 };
+#define VMM_TO_SUCC 1u
+#define VMM_FROM_PRED 2u
 enum { DATA_ACTIVE = 0, DATA_RELEASING = 1, DATA_RELEASED = 2 };
 #define DATA_STATE(epoch, st) ((uint64_t)(epoch) << 2 | (uint64_t)(st))
 #define DATA_EPOCH(v) ((v) >> 2)
@@ -270,6 +288,8 @@ struct ipc_exported {
     CUdeviceptr start;
     CUipcMemHandle handle;
     uint64_t last_b;
+    int not_ipc;                        /* cuIpcGetMemHandle refused it (cuMemCreate memory): see ipc_vmm.c */
+    int not_vmm;                        /* nor can it be shared as file descriptors */
 };
 
 struct ipc_comm {
@@ -355,6 +375,12 @@ struct ipc_comm {
     int sms;
     char copy_note[200];
     struct ipc_exported exported[EXPORT_CACHE];
+    /* shim/ipc/ipc_vmm.c's state (NULL: no VMM sharing), under qlock;
+     * vmm_note says why VMM memory is staged, if it is (written under
+     * qlock, read by the records once the communicator is done). */
+    struct ipc_vmm *vmm;
+    char vmm_note[200];
+    atomic_ullong stat_vmm_sent, stat_vmm_mapped;   /* pieces sent to neighbours, and mapped from them */
 };
 
 /* Rank r's data_state, from its shared page ("Suspend"). */
@@ -449,8 +475,6 @@ int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whyl
 /* Gives back the mappings beyond the `keep` most recently used, if the last
  * operation is over (qlock held); else none. */
 void ipc_trim_maps(struct ipc_comm *c, int keep);
-/* Whether the last operation is over (qlock held). */
-int ipc_fence_passed(const struct ipc_comm *c);
 
 /* shim/ipc/ipc_reaper.c: starts the reaper if it is not (0, or -1 with the
  * reason); ipc_reaper_stop: after the last operation, stops it and gives
@@ -473,6 +497,29 @@ int ipc_data_reap(struct ipc_comm *c);
 int ipc_release_step(struct ipc_comm *c);
 void ipc_data_close(struct ipc_comm *c);
 
+/*
+ * shim/ipc/ipc_vmm.c: memory of cuMemCreate (PyTorch's expandable segments),
+ * which cuIpcGetMemHandle refuses, shared as file descriptors over Unix
+ * sockets between ring neighbours.  ipc_vmm_listen (prepare): the socket the
+ * predecessor will connect to (failing only turns VMM sharing off, noted);
+ * ipc_vmm_connect (connect, the pages opened): to the successor.  Under qlock:
+ * ipc_vmm_describe fills d (vmm, range, offset, sizes, sequence numbers) and
+ * sends the neighbours the pieces they lack: 1, or 0 if the memory cannot be
+ * shared so (staged then); ipc_vmm_map maps rank r's described memory here:
+ * 0, or -1 with the reason; ipc_vmm_reap (the reaper) accepts, tells the
+ * neighbours of pieces this process no longer maps, reads what they said and
+ * unmaps what they no longer map: the ms until it wants to run again, or -1.
+ * ipc_vmm_close (destroy) gives everything back.
+ */
+void ipc_vmm_listen(struct ipc_comm *c);
+void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm, uint32_t succ_pid, uint32_t pred_pid);
+int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
+                     struct ipc_desc *d);
+int ipc_vmm_map(struct ipc_comm *c, int r, const struct ipc_desc *d, size_t bytes, CUdeviceptr *at, char *why,
+                size_t whylen);
+long ipc_vmm_reap(struct ipc_comm *c);
+void ipc_vmm_close(struct ipc_comm *c);
+
 /* shim/ipc/ipc_core.c: futex waits and wakes on a shared page's word (shared, not private: the
  * word is in shared memory); ipc_wait_word: up to `ms` (< 0: no bound). */
 void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
@@ -480,6 +527,8 @@ void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
 void ipc_wake_word(_Atomic uint32_t *word);
 /* Bumps rank r's word and wakes its waiters. */
 void ipc_wake(const struct ipc_comm *c, int r);
+/* Whether the last operation is over (qlock held). */
+int ipc_fence_passed(const struct ipc_comm *c);
 
 /* NCCLSHIM_IPC_TRACE=1: protocol steps on stderr (debugging). */
 void ipc_trace(const struct ipc_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -42,6 +42,9 @@ static void *reaper_main(void *arg)
         later |= ipc_release_step(c);
         if (later)
             sleep_ms = RETRY_MS;
+        long vmm_ms = ipc_vmm_reap(c);
+        if (vmm_ms >= 0 && (sleep_ms < 0 || vmm_ms < sleep_ms))
+            sleep_ms = vmm_ms;
         if (c->nmap > MAP_CACHE)
             ipc_trim_maps(c, MAP_CACHE);
         if (c->nmap) {

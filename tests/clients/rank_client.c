@@ -26,8 +26,17 @@
  *            several types, checked: "XFER ok" / "XFER fail <what>")
  *
  * RANK_CLIENT_MEM=cuda: the broadcast and all-gather buffers come from the
- * fake libcuda's cuMemAlloc (memory a peer can open, as PyTorch's), else
- * from malloc (memory the shim cannot export, as cuMemCreate's).
+ * fake libcuda's cuMemAlloc (memory a peer can open by cuIpcGetMemHandle, as
+ * PyTorch's default allocator's); =vmm: from cuMemCreate'd pieces of 2 MiB,
+ * exportable as POSIX file descriptors, mapped back to back in a reservation
+ * with the buffer at an offset inside the first (as PyTorch's expandable
+ * segments: a buffer may straddle pieces); =vmm-noexport: the same, created
+ * with no handle type (as vLLM's sleep-mode allocator: nothing to export);
+ * else (=host or unset) from malloc (memory the fake libcuda does not know).
+ * With =vmm or =vmm-noexport, xfer=1 also broadcasts a buffer over 2 MiB (two or
+ * three pieces); RANK_CLIENT_BIG=1 or =0 says so for every mode (a run mixing vmm
+ * ranks with others gives it to all, so that every rank does the same
+ * broadcasts).
  *
  * Several IDs are initialised concurrently, one thread each.  Per
  * communicator: "COMM i rc=<r> count=<n> rank=<r> dev=<d> ops=<r> destroy=<r>".
@@ -143,10 +152,130 @@ static void call_all(ncclComm_t comm, int idx)
 /* Buffers of the transfers: see RANK_CLIENT_MEM above. */
 static int (*g_cu_alloc)(unsigned long long *, size_t);
 static int (*g_cu_free)(unsigned long long);
+static int g_big; /* xfer=1 broadcasts a buffer of several VMM pieces too */
+
+/* cuda.h's VMM structures (13.0 layout). */
+typedef struct {
+    int type, requestedHandleTypes;
+    struct {
+        int type, id;
+    } location;
+    void *win32HandleMetaData;
+    unsigned char allocFlags[8];
+} vmm_prop_t;
+typedef struct {
+    struct {
+        int type, id;
+    } location;
+    int flags;
+} vmm_access_t;
+#define VMM_PIECE ((size_t)2 << 20)
+
+static struct {
+    int on, handle_types;
+    int (*create)(unsigned long long *, size_t, const vmm_prop_t *, unsigned long long);
+    int (*release)(unsigned long long);
+    int (*reserve)(unsigned long long *, size_t, size_t, unsigned long long, unsigned long long);
+    int (*address_free)(unsigned long long, size_t);
+    int (*map)(unsigned long long, size_t, size_t, unsigned long long, unsigned long long);
+    int (*unmap)(unsigned long long, size_t);
+    int (*set_access)(unsigned long long, size_t, const vmm_access_t *, size_t);
+} g_vmm;
+
+/* A VMM buffer: its reservation and pieces, found again by its address. */
+struct vbuf {
+    struct vbuf *next;
+    unsigned char *buf;
+    unsigned long long base;
+    int pieces, mapped;
+    unsigned long long handle[];
+};
+static struct vbuf *g_vbufs;                        /* under g_vbuf_lock */
+static pthread_mutex_t g_vbuf_lock = PTHREAD_MUTEX_INITIALIZER;
+static unsigned g_vbuf_seq;                         /* under g_vbuf_lock */
+
+/* Unmaps, releases and frees what `v` holds; 0, or the first failure. */
+static int vbuf_free(struct vbuf *v)
+{
+    int rc = 0;
+    for (int i = 0; i < v->pieces; i++) {
+        int r = i < v->mapped ? g_vmm.unmap(v->base + (unsigned long long)i * VMM_PIECE, VMM_PIECE) : 0;
+        int q = v->handle[i] ? g_vmm.release(v->handle[i]) : 0;
+        rc = rc ? rc : r ? r : q;
+    }
+    int r = v->base ? g_vmm.address_free(v->base, (size_t)v->pieces * VMM_PIECE) : 0;
+    free(v);
+    return rc ? rc : r;
+}
+
+/* n bytes at an offset inside the first of enough 2 MiB pieces: near its
+ * start for one buffer, near its end for the next (so that even a small
+ * buffer may straddle two pieces), as PyTorch places blocks in a segment. */
+static void *vmm_alloc(size_t n)
+{
+    pthread_mutex_lock(&g_vbuf_lock);
+    unsigned seq = g_vbuf_seq++;
+    pthread_mutex_unlock(&g_vbuf_lock);
+    size_t off = 512 * (size_t)(1 + seq % 7);
+    if (seq % 2)
+        off += VMM_PIECE - 65536;
+    int pieces = (int)((off + n + VMM_PIECE - 1) / VMM_PIECE);
+    struct vbuf *v = calloc(1, sizeof(*v) + (size_t)pieces * sizeof(v->handle[0]));
+    if (!v)
+        return NULL;
+    v->pieces = pieces;
+    vmm_prop_t prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = 1; /* CU_MEM_ALLOCATION_TYPE_PINNED */
+    prop.requestedHandleTypes = g_vmm.handle_types;
+    prop.location.type = 1; /* CU_MEM_LOCATION_TYPE_DEVICE */
+    const char *dev = getenv("FAKE_CUDA_DEVICE");
+    prop.location.id = dev ? atoi(dev) : 0;
+    vmm_access_t acc = {{1, prop.location.id}, 3 /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */};
+    size_t total = (size_t)pieces * VMM_PIECE;
+    int bad = g_vmm.reserve(&v->base, total, 0, 0, 0);
+    for (int i = 0; i < pieces && !bad; i++) {
+        bad = g_vmm.create(&v->handle[i], VMM_PIECE, &prop, 0);
+        if (!bad)
+            bad = g_vmm.map(v->base + (unsigned long long)i * VMM_PIECE, VMM_PIECE, 0, v->handle[i], 0);
+        if (!bad)
+            v->mapped++;
+    }
+    if (!bad)
+        bad = g_vmm.set_access(v->base, total, &acc, 1);
+    if (bad) {
+        fprintf(stderr, "rank_client: a VMM buffer of %zu bytes: CUresult %d\n", n, bad);
+        vbuf_free(v);
+        return NULL;
+    }
+    v->buf = (unsigned char *)(uintptr_t)v->base + off;
+    pthread_mutex_lock(&g_vbuf_lock);
+    v->next = g_vbufs;
+    g_vbufs = v;
+    pthread_mutex_unlock(&g_vbuf_lock);
+    return v->buf;
+}
+
+static void vmm_free(void *p)
+{
+    pthread_mutex_lock(&g_vbuf_lock);
+    struct vbuf **pp = &g_vbufs;
+    while (*pp && (*pp)->buf != p)
+        pp = &(*pp)->next;
+    struct vbuf *v = *pp;
+    if (v)
+        *pp = v->next;
+    pthread_mutex_unlock(&g_vbuf_lock);
+    int rc = v ? vbuf_free(v) : -1;
+    if (rc) /* the test sees it in the fake's exit line too */
+        fprintf(stderr, "rank_client: freeing the VMM buffer %p: %d\n", p, rc);
+}
 
 static void *xalloc(size_t n)
 {
     unsigned long long p = 0;
+    if (g_vmm.on)
+        return vmm_alloc(n);
     if (!g_cu_alloc)
         return malloc(n);
     return g_cu_alloc(&p, n) == 0 ? (void *)(uintptr_t)p : NULL;
@@ -154,10 +283,32 @@ static void *xalloc(size_t n)
 
 static void xfree(void *p)
 {
-    if (!g_cu_free)
+    if (g_vmm.on) {
+        if (p)
+            vmm_free(p);
+    } else if (!g_cu_free) {
         free(p);
-    else if (p)
+    } else if (p) {
         g_cu_free((unsigned long long)(uintptr_t)p);
+    }
+}
+
+/* 0, or 2 if the fake libcuda lacks a VMM function. */
+static int vmm_setup(void *cuda, int handle_types)
+{
+    *(void **)&g_vmm.create = dlsym(cuda, "cuMemCreate");
+    *(void **)&g_vmm.release = dlsym(cuda, "cuMemRelease");
+    *(void **)&g_vmm.reserve = dlsym(cuda, "cuMemAddressReserve");
+    *(void **)&g_vmm.address_free = dlsym(cuda, "cuMemAddressFree");
+    *(void **)&g_vmm.map = dlsym(cuda, "cuMemMap");
+    *(void **)&g_vmm.unmap = dlsym(cuda, "cuMemUnmap");
+    *(void **)&g_vmm.set_access = dlsym(cuda, "cuMemSetAccess");
+    if (!g_vmm.create || !g_vmm.release || !g_vmm.reserve || !g_vmm.address_free || !g_vmm.map ||
+        !g_vmm.unmap || !g_vmm.set_access)
+        return 2;
+    g_vmm.handle_types = handle_types;
+    g_vmm.on = 1;
+    return 0;
 }
 
 /* The streams the broadcasts take in turn: NULL, then two of the fake
@@ -175,10 +326,14 @@ static unsigned char pattern(int seq, int root, size_t i)
  * serves as device memory with the fake libcuda.  Returns a failure or NULL. */
 static const char *transfers(ncclComm_t comm, char *what, size_t len)
 {
-    static const size_t sizes[] = { 1, 4097, 8191, 3 * 4096 + 5, 100000 };
+    /* The last, with g_big only: over 2 MiB, so two or three VMM pieces
+     * (kept to one such size: with 4 KiB chunks, it is most of the run's
+     * time). */
+    static const size_t sizes[] = { 1, 4097, 8191, 3 * 4096 + 5, 100000, VMM_PIECE + 4099 };
+    size_t nsizes = sizeof(sizes) / sizeof(sizes[0]) - !g_big;
     int seq = 0;
     for (int root = 0; root < g_nranks; root++) {
-        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]); k++, seq++) {
+        for (size_t k = 0; k < nsizes; k++, seq++) {
             size_t n = sizes[k];
             unsigned char *buf = xalloc(n);
             if (!buf)
@@ -656,12 +811,17 @@ int main(int argc, char **argv)
         if (!create || create(&g_streams[1], 0) != 0 || create(&g_streams[2], 0) != 0)
             return 2;
     }
-    if (cuda && getenv("RANK_CLIENT_MEM") && strcmp(getenv("RANK_CLIENT_MEM"), "cuda") == 0) {
+    const char *mem = getenv("RANK_CLIENT_MEM");
+    if (cuda && mem && strcmp(mem, "cuda") == 0) {
         *(void **)&g_cu_alloc = dlsym(cuda, "cuMemAlloc_v2");
         *(void **)&g_cu_free = dlsym(cuda, "cuMemFree_v2");
         if (!g_cu_alloc || !g_cu_free)
             return 2;
+    } else if (mem && (strcmp(mem, "vmm") == 0 || strcmp(mem, "vmm-noexport") == 0)) {
+        if (!cuda || vmm_setup(cuda, strcmp(mem, "vmm") == 0 /* CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR */))
+            return 2;
     }
+    g_big = getenv("RANK_CLIENT_BIG") ? atoi(getenv("RANK_CLIENT_BIG")) != 0 : g_vmm.on;
     if (argc < 3) {
         fprintf(stderr, "usage: see the comment at the top of rank_client.c\n");
         return 2;

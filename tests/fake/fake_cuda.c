@@ -31,11 +31,32 @@
  *                               once, with <code> or else
  *                               CUDA_ERROR_INVALID_VALUE
  *                               (CUDA_ERROR_OUT_OF_MEMORY for cuMemAlloc)
- *   FAKE_CUDA_LOG=<file>        at exit, append "<pid> allocs=<n> ipc_opens=<m> opened=<k>"
- *                               (what this process still holds, and how many
- *                               times it opened an IPC handle in all)
+ *   FAKE_CUDA_LOG=<file>        at exit, append "<pid> allocs=<n> ipc_opens=<m> opened=<k>
+ *                               vmm_handles=<h> vmm_maps=<p> vmm_reserves=<r> vmm_imports=<i>"
+ *                               (what this process still holds: allocations,
+ *                               IPC opens, VMM handle references not released,
+ *                               cuMemMap'ings, address reservations; and in
+ *                               all: IPC handles opened, VMM handles imported)
  *
- * fakeCudaStats(&allocs, &ipc_opens) gives the same two numbers at any time.
+ * fakeCudaStats(&allocs, &ipc_opens) gives the first two numbers at any time,
+ * fakeCudaVmmStats(&handles, &maps, &reserves, &imports) the VMM ones.
+ *
+ * Virtual memory management (PyTorch's expandable segments): cuMemCreate
+ * makes a memfd (granularity 2 MiB), cuMemAddressReserve a PROT_NONE
+ * anonymous range, cuMemMap maps the memfd into it (inaccessible until
+ * cuMemSetAccess makes it readable or writable), cuMemUnmap puts the range
+ * back.  cuMemExportToShareableHandle (POSIX file descriptors only, and only
+ * of allocations created with that requestedHandleType, else
+ * CUDA_ERROR_INVALID_VALUE as the driver) gives a dup of the memfd, which
+ * another process imports (keeping its own dup): the memory lives as long as
+ * any handle, descriptor or mapping of it, in any process.  Of an address in
+ * a mapping, cuPointerGetAttribute says as the driver: RANGE_START/RANGE_SIZE
+ * the whole reservation, MAPPING_BASE/MAPPING_SIZE the mapping, BUFFER_ID one
+ * per mapping, MEMORY_BLOCK_ID one per allocation handle of this process (an
+ * import gets its own).  Deviations: cuMemAddressFree of a range still mapped
+ * is refused (CUDA_ERROR_INVALID_VALUE); the address hint of
+ * cuMemAddressReserve is ignored; the VMM functions need no current context;
+ * host and NUMA locations are not modelled (CUDA_ERROR_NOT_SUPPORTED).
  *
  * Device memory as the driver keeps it: an allocation lives until its owner
  * frees it AND no other process maps it (legacy IPC; freeing memory another
@@ -80,6 +101,30 @@ typedef struct CUipcMemHandle_st {
     char reserved[64];
 } CUipcMemHandle;
 
+/* The virtual memory management types, laid out as in cuda.h (13.0). */
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct {
+    int type; /* CUmemLocationType */
+    int id;
+} CUmemLocation;
+typedef struct {
+    int type;                 /* CUmemAllocationType */
+    int requestedHandleTypes; /* CUmemAllocationHandleType */
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType;
+        unsigned char gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+typedef struct {
+    CUmemLocation location;
+    int flags; /* CUmemAccess_flags */
+} CUmemAccessDesc;
+_Static_assert(sizeof(CUmemAllocationProp) == 32 && sizeof(CUmemAccessDesc) == 12, "cuda.h layouts");
+
 #define CUDA_SUCCESS 0
 #define CUDA_ERROR_INVALID_VALUE 1
 #define CUDA_ERROR_OUT_OF_MEMORY 2
@@ -116,6 +161,20 @@ typedef struct CUipcMemHandle_st {
 
 #define DEFAULT_WAIT_TIMEOUT_MS 20000L
 
+#define CU_MEM_ALLOCATION_TYPE_PINNED 1
+#define CU_MEM_LOCATION_TYPE_DEVICE 1
+#define CU_MEM_HANDLE_TYPE_NONE 0
+#define CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR 1
+#define CU_MEM_HANDLE_TYPE_FABRIC 8
+#define CU_MEM_ALLOC_GRANULARITY_RECOMMENDED 1
+#define CU_MEM_ACCESS_FLAGS_PROT_NONE 0
+#define CU_MEM_ACCESS_FLAGS_PROT_READ 1
+#define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 3
+#define VMM_GRANULARITY (2ull << 20) /* both the minimum and the recommended, as on H100 */
+/* cuMemCreate's backing files carry this name (in /proc/<pid>/fd): an
+ * imported descriptor of anything else is not a handle the fake made. */
+#define VMM_MEMFD_NAME "fakecuda.vmm"
+
 /* ---------------------------------------------------------------- state */
 
 /* The page in front of every allocation, in its shared memory object. */
@@ -131,6 +190,7 @@ struct mapping {
     struct mapping *next;
     int ipc;          /* 0: cuMemAlloc'ed here; 1: opened by cuIpcOpenMemHandle; 2: freed here, still mapped elsewhere */
     unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique in the process */
+    unsigned long long block; /* CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID: unique in the process */
     int refs;         /* opens of the same handle not closed yet (ipc only) */
     uintptr_t base;
     size_t size;
@@ -160,6 +220,48 @@ static unsigned counter;         /* under lock: the <n> of the shm names */
 static unsigned long long buffer_ids; /* under lock: the last BUFFER_ID given */
 static unsigned long long opened;     /* under lock: successful cuIpcOpenMemHandle calls */
 static int freed_mapped;              /* under lock: cuMemFree of memory another process mapped */
+static unsigned long long block_ids;  /* under lock: the last MEMORY_BLOCK_ID given */
+
+/*
+ * Virtual memory management (cuMemCreate and friends).  An allocation is a
+ * memfd: the kernel keeps its pages while any descriptor or mapping refers to
+ * it, so the memory lives exactly as long as some process holds a handle, an
+ * exported descriptor or a mapping of it, as the driver's does.
+ */
+struct vmm_alloc {
+    struct vmm_alloc *next;
+    CUmemGenericAllocationHandle handle; /* the value the caller holds */
+    int fd;                              /* the backing memfd, this process's own */
+    size_t size;
+    int types;                           /* requestedHandleTypes */
+    int device;                          /* prop.location.id */
+    int imported;                        /* made by cuMemImportFromShareableHandle */
+    unsigned long long block;            /* CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID */
+    int refs;                            /* create/import/retain not yet released */
+    int maps;                            /* cuMemMap'ings of it in this process */
+};
+
+struct vmm_range { /* one cuMemAddressReserve */
+    struct vmm_range *next;
+    uintptr_t base;
+    size_t size;
+    int maps;
+};
+
+struct vmm_map { /* one cuMemMap */
+    struct vmm_map *next;
+    uintptr_t base;
+    size_t size;
+    unsigned long long id; /* CU_POINTER_ATTRIBUTE_BUFFER_ID */
+    struct vmm_alloc *alloc;
+    struct vmm_range *range;
+};
+
+static struct vmm_alloc *vmm_allocs;  /* under lock */
+static struct vmm_range *vmm_ranges;  /* under lock */
+static struct vmm_map *vmm_maps;      /* under lock */
+static unsigned long long vmm_handles_made; /* under lock: the <n> of the handle values */
+static int vmm_imports;               /* under lock: successful imports, in all */
 
 static struct alloc_header *header_of(const struct mapping *m)
 {
@@ -263,6 +365,22 @@ static void count(int *allocs, int *opens)
     *opens = o;
 }
 
+/* What this process holds of VMM objects (lock held): handle references not
+ * released, mappings, reservations. */
+static void vmm_count(int *handles, int *nmaps, int *reserves)
+{
+    int h = 0, m = 0, r = 0;
+    for (struct vmm_alloc *a = vmm_allocs; a; a = a->next)
+        h += a->refs;
+    for (struct vmm_map *p = vmm_maps; p; p = p->next)
+        m++;
+    for (struct vmm_range *q = vmm_ranges; q; q = q->next)
+        r++;
+    *handles = h;
+    *nmaps = m;
+    *reserves = r;
+}
+
 /* ---------------------------------------------------------------- fork, exit */
 
 static void before_fork(void)
@@ -290,6 +408,28 @@ static void after_fork_child(void)
         streams = s->next;
         free(s);
     }
+    /* Nor the parent's VMM handles: the child closes its copies of their
+     * descriptors, so that the memory lives as long as the parent (and
+     * whoever it exported to) holds it, not as long as the child runs.  The
+     * parent's mappings stay in the child's address space, as its other
+     * memory does. */
+    while (vmm_allocs) {
+        struct vmm_alloc *a = vmm_allocs;
+        vmm_allocs = a->next;
+        close(a->fd);
+        free(a);
+    }
+    while (vmm_maps) {
+        struct vmm_map *m = vmm_maps;
+        vmm_maps = m->next;
+        free(m);
+    }
+    while (vmm_ranges) {
+        struct vmm_range *r = vmm_ranges;
+        vmm_ranges = r->next;
+        free(r);
+    }
+    vmm_imports = 0;
     pthread_mutex_unlock(&lock);
 }
 
@@ -331,11 +471,14 @@ __attribute__((destructor)) static void fake_cuda_fini(void)
     pthread_mutex_lock(&lock);
     const char *log = getenv("FAKE_CUDA_LOG");
     if (log && *log) {
-        int a, o;
+        int a, o, vh, vm, vr;
         count(&a, &o);
-        char line[128];
-        int n = snprintf(line, sizeof line, "%d allocs=%d ipc_opens=%d opened=%llu\n", (int)getpid(), a, o,
-                         opened);
+        vmm_count(&vh, &vm, &vr);
+        char line[256];
+        int n = snprintf(line, sizeof line,
+                         "%d allocs=%d ipc_opens=%d opened=%llu vmm_handles=%d vmm_maps=%d vmm_reserves=%d "
+                         "vmm_imports=%d\n",
+                         (int)getpid(), a, o, opened, vh, vm, vr, vmm_imports);
         int fd = open(log, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
         if (fd >= 0) {
             if (write(fd, line, (size_t)n) != n) { /* nothing to do about it at exit */
@@ -398,6 +541,9 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     for (struct mapping *m = maps; m; m = m->next)
         if (m->ipc != 1)
             used += m->size;
+    for (struct vmm_alloc *a = vmm_allocs; a; a = a->next)
+        if (!a->imported)
+            used += a->size;
     pthread_mutex_unlock(&lock);
     *total = (size_t)FAKE_TOTAL_BYTES;
     *free_bytes = (size_t)(FAKE_TOTAL_BYTES - used);
@@ -415,6 +561,24 @@ EXPORT int fakeCudaStats(int *allocs, int *ipc_opens)
         *allocs = a;
     if (ipc_opens)
         *ipc_opens = o;
+    return 0;
+}
+
+EXPORT int fakeCudaVmmStats(int *handles, int *nmaps, int *reserves, int *imports)
+{
+    int h, m, r, i;
+    pthread_mutex_lock(&lock);
+    vmm_count(&h, &m, &r);
+    i = vmm_imports;
+    pthread_mutex_unlock(&lock);
+    if (handles)
+        *handles = h;
+    if (nmaps)
+        *nmaps = m;
+    if (reserves)
+        *reserves = r;
+    if (imports)
+        *imports = i;
     return 0;
 }
 
@@ -573,6 +737,7 @@ EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t size)
     m->base = (uintptr_t)p;
     m->size = size;
     m->id = ++buffer_ids;
+    m->block = ++block_ids;
     m->next = maps;
     maps = m;
     pthread_mutex_unlock(&lock);
@@ -699,17 +864,492 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
 EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
     ALIAS(cuMemcpyHtoDAsync_v2);
 
+/* ---------------------------------------------------------------- virtual memory management */
+
+/* The allocation of a handle the caller holds (refs > 0), or NULL (lock held). */
+static struct vmm_alloc *vmm_find(CUmemGenericAllocationHandle handle)
+{
+    for (struct vmm_alloc *a = vmm_allocs; a; a = a->next)
+        if (a->handle == handle && a->refs > 0)
+            return a;
+    return NULL;
+}
+
+/* An allocation no handle and no mapping refers to any more is gone from
+ * this process (lock held); its memory too, unless another process still
+ * holds a descriptor or a mapping of it. */
+static void vmm_drop_if_unused(struct vmm_alloc *a)
+{
+    if (a->refs > 0 || a->maps > 0)
+        return;
+    for (struct vmm_alloc **pp = &vmm_allocs; *pp; pp = &(*pp)->next)
+        if (*pp == a) {
+            *pp = a->next;
+            break;
+        }
+    close(a->fd);
+    free(a);
+}
+
+/* A new allocation of `fd` (which it now owns), with a fresh handle value and
+ * block id (lock held), or NULL. */
+static struct vmm_alloc *vmm_new(int fd, size_t size, int types, int device, int imported)
+{
+    struct vmm_alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return NULL;
+    /* Handle values are opaque in CUDA; these are unlike any pointer or small
+     * integer, so that a caller mixing them up is caught. */
+    a->handle = 0xfc00000000000000ull | ++vmm_handles_made;
+    a->fd = fd;
+    a->size = size;
+    a->types = types;
+    a->device = device;
+    a->imported = imported;
+    a->block = ++block_ids;
+    a->refs = 1;
+    a->next = vmm_allocs;
+    vmm_allocs = a;
+    return a;
+}
+
+/* The reservation holding all of [p, p + size), or NULL (lock held). */
+static struct vmm_range *vmm_range_of(uintptr_t p, size_t size)
+{
+    for (struct vmm_range *r = vmm_ranges; r; r = r->next)
+        if (p >= r->base && p - r->base <= r->size && size <= r->size - (p - r->base))
+            return r;
+    return NULL;
+}
+
+/* The mapping holding address p, or NULL (lock held). */
+static struct vmm_map *vmm_map_at(uintptr_t p)
+{
+    for (struct vmm_map *m = vmm_maps; m; m = m->next)
+        if (p >= m->base && p - m->base < m->size)
+            return m;
+    return NULL;
+}
+
+static int current_device(void)
+{
+    const char *d = getenv("FAKE_CUDA_DEVICE");
+    return d ? atoi(d) : 0;
+}
+
+/* The checks cuMemCreate and cuMemGetAllocationGranularity make of a
+ * property structure. */
+static CUresult check_prop(const CUmemAllocationProp *prop)
+{
+    if (!prop || prop->type != CU_MEM_ALLOCATION_TYPE_PINNED)
+        return CUDA_ERROR_INVALID_VALUE;
+    if (prop->location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+        return CUDA_ERROR_NOT_SUPPORTED; /* host and NUMA locations: not modelled */
+    if (prop->location.id < 0)
+        return CUDA_ERROR_INVALID_DEVICE;
+    if (prop->requestedHandleTypes & ~CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_NOT_SUPPORTED; /* Win32, KMT, fabric: not on this system */
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, int option)
+{
+    INJECT("cuMemGetAllocationGranularity");
+    if (!granularity || option < 0 || option > CU_MEM_ALLOC_GRANULARITY_RECOMMENDED)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = check_prop(prop);
+    if (rc)
+        return rc;
+    *granularity = (size_t)VMM_GRANULARITY;
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemCreate(CUmemGenericAllocationHandle *handle, size_t size, const CUmemAllocationProp *prop,
+                            unsigned long long flags)
+{
+    CUresult rc = injected("cuMemCreate", CUDA_ERROR_OUT_OF_MEMORY);
+    if (rc)
+        return rc;
+    if (!handle || size == 0 || size % VMM_GRANULARITY || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    rc = check_prop(prop);
+    if (rc)
+        return rc;
+    int fd = memfd_create(VMM_MEMFD_NAME, MFD_CLOEXEC);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    if (ftruncate(fd, (off_t)size) != 0) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    pthread_mutex_lock(&lock);
+    struct vmm_alloc *a = vmm_new(fd, size, prop->requestedHandleTypes, prop->location.id, 0);
+    if (a)
+        *handle = a->handle;
+    pthread_mutex_unlock(&lock);
+    if (!a) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
+EXPORT CUresult cuMemRelease(CUmemGenericAllocationHandle handle)
+{
+    INJECT("cuMemRelease");
+    pthread_mutex_lock(&lock);
+    struct vmm_alloc *a = vmm_find(handle);
+    if (a) {
+        a->refs--;
+        vmm_drop_if_unused(a); /* still mapped: it stays until unmapped */
+    }
+    pthread_mutex_unlock(&lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemAddressReserve(CUdeviceptr *ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                                    unsigned long long flags)
+{
+    INJECT("cuMemAddressReserve");
+    size_t page = (size_t)sysconf(_SC_PAGESIZE);
+    if (!ptr || size == 0 || size % page || addr % page || flags || (alignment & (alignment - 1)))
+        return CUDA_ERROR_INVALID_VALUE;
+    /* The hint is only a hint (the driver's too): the fake ignores it. */
+    size_t align = alignment ? alignment : (size_t)VMM_GRANULARITY;
+    if (align < page)
+        align = page;
+    if (size > SIZE_MAX - align)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    struct vmm_range *r = calloc(1, sizeof *r);
+    if (!r)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    /* Reserve size + align, then trim both ends to the aligned range. */
+    char *p = mmap(NULL, size + align, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED) {
+        free(r);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    uintptr_t base = ((uintptr_t)p + align - 1) & ~(uintptr_t)(align - 1);
+    size_t head = base - (uintptr_t)p, tail = align - head;
+    if (head)
+        munmap(p, head);
+    if (tail)
+        munmap((char *)base + size, tail);
+    r->base = base;
+    r->size = size;
+    pthread_mutex_lock(&lock);
+    r->next = vmm_ranges;
+    vmm_ranges = r;
+    pthread_mutex_unlock(&lock);
+    *ptr = (CUdeviceptr)base;
+    return CUDA_SUCCESS;
+}
+
+/* Stricter than the documentation, which does not say: a range that still
+ * has mappings is refused (CUDA_ERROR_INVALID_VALUE), so that a test sees a
+ * caller that frees before it unmaps. */
+EXPORT CUresult cuMemAddressFree(CUdeviceptr ptr, size_t size)
+{
+    INJECT("cuMemAddressFree");
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    for (struct vmm_range **pp = &vmm_ranges; *pp; pp = &(*pp)->next) {
+        struct vmm_range *r = *pp;
+        if (r->base == (uintptr_t)ptr && r->size == size && r->maps == 0) {
+            *pp = r->next;
+            munmap((void *)r->base, r->size);
+            free(r);
+            rc = CUDA_SUCCESS;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle handle,
+                         unsigned long long flags)
+{
+    INJECT("cuMemMap");
+    if (!ptr || size == 0 || ptr % VMM_GRANULARITY || size % VMM_GRANULARITY || offset || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    struct vmm_map *m = calloc(1, sizeof *m);
+    if (!m)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    struct vmm_alloc *a = vmm_find(handle);
+    struct vmm_range *r = vmm_range_of((uintptr_t)ptr, size);
+    if (!a || !r || size > a->size)
+        goto out;
+    for (struct vmm_map *o = vmm_maps; o; o = o->next)
+        if (o->base < (uintptr_t)ptr + size && (uintptr_t)ptr < o->base + o->size)
+            goto out; /* only ranges not mapped yet */
+    /* Not accessible until cuMemSetAccess, as in CUDA. */
+    if (mmap((void *)(uintptr_t)ptr, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0) == MAP_FAILED) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    m->base = (uintptr_t)ptr;
+    m->size = size;
+    m->id = ++buffer_ids;
+    m->alloc = a;
+    m->range = r;
+    a->maps++;
+    r->maps++;
+    m->next = vmm_maps;
+    vmm_maps = m;
+    m = NULL;
+    rc = CUDA_SUCCESS;
+out:
+    pthread_mutex_unlock(&lock);
+    free(m);
+    return rc;
+}
+
+/* Whether [p, p + size) is covered by mappings, each wholly inside it when
+ * `whole` (lock held). */
+static int vmm_covered(uintptr_t p, size_t size, int whole)
+{
+    uintptr_t at = p, end = p + size;
+    while (at < end) {
+        struct vmm_map *m = vmm_map_at(at);
+        if (!m || (whole && (m->base < p || m->base + m->size > end)))
+            return 0;
+        at = m->base + m->size;
+    }
+    return 1;
+}
+
+EXPORT CUresult cuMemUnmap(CUdeviceptr ptr, size_t size)
+{
+    INJECT("cuMemUnmap");
+    if (!ptr || size == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    uintptr_t p = (uintptr_t)ptr, end = p + size;
+    pthread_mutex_lock(&lock);
+    /* Whole mappings only: a part of one is refused, as in CUDA. */
+    if (end < p || !vmm_covered(p, size, 1))
+        goto out;
+    /* Back to reserved address space. */
+    if (mmap((void *)p, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0) ==
+        MAP_FAILED) {
+        rc = CUDA_ERROR_OUT_OF_MEMORY;
+        goto out;
+    }
+    for (struct vmm_map **pp = &vmm_maps; *pp;) {
+        struct vmm_map *m = *pp;
+        if (m->base >= p && m->base < end) {
+            *pp = m->next;
+            m->range->maps--;
+            m->alloc->maps--;
+            vmm_drop_if_unused(m->alloc);
+            free(m);
+        } else {
+            pp = &m->next;
+        }
+    }
+    rc = CUDA_SUCCESS;
+out:
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* Device locations only: the fake's memory is its one device's, whatever
+ * the ordinal; host locations are not modelled (CUDA_ERROR_NOT_SUPPORTED). */
+EXPORT CUresult cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count)
+{
+    INJECT("cuMemSetAccess");
+    if (!ptr || size == 0 || !desc || count == 0)
+        return CUDA_ERROR_INVALID_VALUE;
+    int prot = -1;
+    for (size_t i = 0; i < count; i++) {
+        if (desc[i].location.type != CU_MEM_LOCATION_TYPE_DEVICE)
+            return desc[i].location.type > 0 && desc[i].location.type <= 4 ? CUDA_ERROR_NOT_SUPPORTED
+                                                                           : CUDA_ERROR_INVALID_VALUE;
+        if (desc[i].location.id < 0)
+            return CUDA_ERROR_INVALID_DEVICE;
+        switch (desc[i].flags) {
+        case CU_MEM_ACCESS_FLAGS_PROT_NONE:
+            prot = PROT_NONE;
+            break;
+        case CU_MEM_ACCESS_FLAGS_PROT_READ:
+            prot = PROT_READ;
+            break;
+        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE:
+            prot = PROT_READ | PROT_WRITE;
+            break;
+        default:
+            return CUDA_ERROR_INVALID_VALUE;
+        }
+    }
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    uintptr_t p = (uintptr_t)ptr;
+    pthread_mutex_lock(&lock);
+    /* The range must be fully mapped (mappings may stick out of it). */
+    if (p % (uintptr_t)sysconf(_SC_PAGESIZE) == 0 && p + size > p && vmm_covered(p, size, 0))
+        rc = mprotect((void *)p, size, prot) == 0 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+EXPORT CUresult cuMemRetainAllocationHandle(CUmemGenericAllocationHandle *handle, void *addr)
+{
+    INJECT("cuMemRetainAllocationHandle");
+    if (!handle)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    struct vmm_map *m = vmm_map_at((uintptr_t)addr);
+    if (m) { /* the same value as the one mapped there, one more reference */
+        m->alloc->refs++;
+        *handle = m->alloc->handle;
+    }
+    pthread_mutex_unlock(&lock);
+    return m ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemGetAllocationPropertiesFromHandle(CUmemAllocationProp *prop,
+                                                       CUmemGenericAllocationHandle handle)
+{
+    INJECT("cuMemGetAllocationPropertiesFromHandle");
+    if (!prop)
+        return CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    struct vmm_alloc *a = vmm_find(handle);
+    if (a) {
+        memset(prop, 0, sizeof *prop);
+        prop->type = CU_MEM_ALLOCATION_TYPE_PINNED;
+        prop->requestedHandleTypes = a->types;
+        prop->location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        prop->location.id = a->device;
+    }
+    pthread_mutex_unlock(&lock);
+    return a ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+/* POSIX file descriptors only, and only of allocations made to be exported
+ * (requestedHandleTypes), as the driver: the descriptor is new (the caller
+ * closes it) and refers to the memory itself, whatever becomes of the handle. */
+EXPORT CUresult cuMemExportToShareableHandle(void *shareableHandle, CUmemGenericAllocationHandle handle,
+                                             int handleType, unsigned long long flags)
+{
+    INJECT("cuMemExportToShareableHandle");
+    if (!shareableHandle || flags || handleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    CUresult rc = CUDA_ERROR_INVALID_VALUE;
+    pthread_mutex_lock(&lock);
+    struct vmm_alloc *a = vmm_find(handle);
+    if (a && (a->types & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)) {
+        int fd = fcntl(a->fd, F_DUPFD_CLOEXEC, 0);
+        if (fd >= 0) {
+            *(int *)shareableHandle = fd;
+            rc = CUDA_SUCCESS;
+        } else {
+            rc = CUDA_ERROR_OUT_OF_MEMORY; /* out of descriptors */
+        }
+    }
+    pthread_mutex_unlock(&lock);
+    return rc;
+}
+
+/* Whether fd is a descriptor of a cuMemCreate'd memfd. */
+static int is_vmm_fd(int fd)
+{
+    char path[64], target[128];
+    snprintf(path, sizeof path, "/proc/self/fd/%d", fd);
+    ssize_t n = readlink(path, target, sizeof target - 1);
+    if (n < 0)
+        return 0;
+    target[n] = '\0';
+    return strncmp(target, "/memfd:" VMM_MEMFD_NAME " ", strlen("/memfd:" VMM_MEMFD_NAME " ")) == 0;
+}
+
+/* The importer keeps its own descriptor: the caller may close osHandle at
+ * once.  Each import is a new handle with a block id of this process. */
+EXPORT CUresult cuMemImportFromShareableHandle(CUmemGenericAllocationHandle *handle, void *osHandle,
+                                               int shHandleType)
+{
+    INJECT("cuMemImportFromShareableHandle");
+    if (shHandleType == CU_MEM_HANDLE_TYPE_FABRIC)
+        return CUDA_ERROR_NOT_SUPPORTED;
+    if (!handle || shHandleType != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR)
+        return CUDA_ERROR_INVALID_VALUE;
+    intptr_t v = (intptr_t)osHandle;
+    struct stat st;
+    if (v < 0 || v > INT32_MAX || fstat((int)v, &st) != 0 || !S_ISREG(st.st_mode) || st.st_size <= 0 ||
+        (unsigned long long)st.st_size % VMM_GRANULARITY || !is_vmm_fd((int)v))
+        return CUDA_ERROR_INVALID_VALUE; /* not a descriptor of cuMemExportToShareableHandle */
+    int fd = fcntl((int)v, F_DUPFD_CLOEXEC, 0);
+    if (fd < 0)
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    pthread_mutex_lock(&lock);
+    struct vmm_alloc *a =
+        vmm_new(fd, (size_t)st.st_size, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, current_device(), 1);
+    if (a) {
+        vmm_imports++;
+        *handle = a->handle;
+    }
+    pthread_mutex_unlock(&lock);
+    if (!a) {
+        close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    return CUDA_SUCCESS;
+}
+
 /* ---------------------------------------------------------------- pointer attributes */
 
 #define CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE 10
 #define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
 #define CU_POINTER_ATTRIBUTE_RANGE_SIZE 12
+#define CU_POINTER_ATTRIBUTE_MAPPED 13
+#define CU_POINTER_ATTRIBUTE_MAPPING_SIZE 18
+#define CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR 19
+#define CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID 20
 
-/* Of memory cuMemAlloc'ed (or IPC-opened) here; anything else (malloc'ed
- * host memory in the tests) is not CUDA memory: CUDA_ERROR_INVALID_VALUE,
- * as the driver says of a pointer it does not know, and the shim treats it
- * as memory it cannot export (as cuMemCreate's). */
+/* What cuPointerGetAttribute says of an address (lock held): its range, its
+ * mapping, its ids. */
+struct ptr_info {
+    uintptr_t range_base, map_base;
+    size_t range_size, map_size;
+    unsigned long long buffer_id, block_id;
+    int legacy_ipc;
+};
+
+static int ptr_info(uintptr_t p, struct ptr_info *pi)
+{
+    for (struct mapping *m = maps; m; m = m->next)
+        if (m->ipc != 2 && p >= m->base && p - m->base < m->size) {
+            /* cuMemAlloc'ed or IPC-opened: one mapping, its own range. */
+            pi->range_base = pi->map_base = m->base;
+            pi->range_size = pi->map_size = m->size;
+            pi->buffer_id = m->id;
+            pi->block_id = m->block;
+            pi->legacy_ipc = !m->ipc;
+            return 1;
+        }
+    struct vmm_map *v = vmm_map_at(p);
+    if (v) {
+        /* As the driver says of PyTorch's expandable segments: the range is
+         * the whole reservation, the mapping one physical allocation. */
+        pi->range_base = v->range->base;
+        pi->range_size = v->range->size;
+        pi->map_base = v->base;
+        pi->map_size = v->size;
+        pi->buffer_id = v->id;
+        pi->block_id = v->alloc->block;
+        pi->legacy_ipc = 0;
+        return 1;
+    }
+    return 0;
+}
+
+/* Of memory cuMemAlloc'ed, IPC-opened or cuMemMap'ed here; anything else
+ * (malloc'ed host memory in the tests, reserved address space not mapped) is
+ * not CUDA memory: CUDA_ERROR_INVALID_VALUE, as the driver says of a pointer
+ * it does not know, and the shim treats it as memory it cannot export. */
 EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr)
 {
     INJECT("cuPointerGetAttribute");
@@ -717,21 +1357,26 @@ EXPORT CUresult cuPointerGetAttribute(void *data, int attribute, CUdeviceptr ptr
     if (!data)
         return CUDA_ERROR_INVALID_VALUE;
     CUresult rc = CUDA_SUCCESS;
+    struct ptr_info pi;
     pthread_mutex_lock(&lock);
-    struct mapping *m;
-    for (m = maps; m; m = m->next)
-        if (m->ipc != 2 && (uintptr_t)ptr >= m->base && (uintptr_t)ptr - m->base < m->size)
-            break;
-    if (!m)
+    if (!ptr_info((uintptr_t)ptr, &pi))
         rc = CUDA_ERROR_INVALID_VALUE;
     else if (attribute == CU_POINTER_ATTRIBUTE_BUFFER_ID)
-        *(unsigned long long *)data = m->id;
+        *(unsigned long long *)data = pi.buffer_id;
     else if (attribute == CU_POINTER_ATTRIBUTE_IS_LEGACY_CUDA_IPC_CAPABLE)
-        *(int *)data = !m->ipc;
+        *(int *)data = pi.legacy_ipc;
     else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR)
-        *(CUdeviceptr *)data = (CUdeviceptr)m->base;
+        *(CUdeviceptr *)data = (CUdeviceptr)pi.range_base;
     else if (attribute == CU_POINTER_ATTRIBUTE_RANGE_SIZE)
-        *(size_t *)data = m->size;
+        *(size_t *)data = pi.range_size;
+    else if (attribute == CU_POINTER_ATTRIBUTE_MAPPED)
+        *(int *)data = 1;
+    else if (attribute == CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR)
+        *(void **)data = (void *)pi.map_base;
+    else if (attribute == CU_POINTER_ATTRIBUTE_MAPPING_SIZE)
+        *(size_t *)data = pi.map_size;
+    else if (attribute == CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID)
+        *(unsigned long long *)data = pi.block_id;
     else
         rc = CUDA_ERROR_INVALID_VALUE;
     pthread_mutex_unlock(&lock);
@@ -821,6 +1466,7 @@ EXPORT CUresult cuIpcOpenMemHandle_v2(CUdeviceptr *dptr, CUipcMemHandle handle, 
     }
     m->ipc = 1;
     m->refs = 1;
+    m->block = ++block_ids;
     opened++;
     m->base = (uintptr_t)p;
     m->size = (size_t)h.size;
@@ -1180,6 +1826,18 @@ static const struct {
     {"cuStreamGetId", (void *)cuStreamGetId},
     {"cuStreamIsCapturing", (void *)cuStreamIsCapturing},
     {"cuPointerGetAttribute", (void *)cuPointerGetAttribute},
+    {"cuMemGetAllocationGranularity", (void *)cuMemGetAllocationGranularity},
+    {"cuMemCreate", (void *)cuMemCreate},
+    {"cuMemRelease", (void *)cuMemRelease},
+    {"cuMemAddressReserve", (void *)cuMemAddressReserve},
+    {"cuMemAddressFree", (void *)cuMemAddressFree},
+    {"cuMemMap", (void *)cuMemMap},
+    {"cuMemUnmap", (void *)cuMemUnmap},
+    {"cuMemSetAccess", (void *)cuMemSetAccess},
+    {"cuMemRetainAllocationHandle", (void *)cuMemRetainAllocationHandle},
+    {"cuMemGetAllocationPropertiesFromHandle", (void *)cuMemGetAllocationPropertiesFromHandle},
+    {"cuMemExportToShareableHandle", (void *)cuMemExportToShareableHandle},
+    {"cuMemImportFromShareableHandle", (void *)cuMemImportFromShareableHandle},
 };
 
 EXPORT CUresult cuGetProcAddress_v2(const char *symbol, void **pfn, int cudaVersion,

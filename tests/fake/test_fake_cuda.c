@@ -19,6 +19,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -32,6 +34,21 @@ typedef struct CUstream_st *CUstream;
 typedef struct {
     char reserved[64];
 } CUipcMemHandle;
+
+typedef unsigned long long CUmemGenericAllocationHandle;
+typedef struct {
+    int type, id;
+} CUmemLocation;
+typedef struct { /* cuda.h 13.0's layout */
+    int type, requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    unsigned char allocFlags[8];
+} CUmemAllocationProp;
+typedef struct {
+    CUmemLocation location;
+    int flags;
+} CUmemAccessDesc;
 
 enum {
     OK = 0,
@@ -80,6 +97,20 @@ static CUresult (*cuStreamQuery)(CUstream);
 static CUresult (*cuStreamIsCapturing)(CUstream, int *);
 static CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
 static int (*fakeCudaStats)(int *, int *);
+static int (*fakeCudaVmmStats)(int *, int *, int *, int *);
+static CUresult (*cuMemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
+static CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
+                               unsigned long long);
+static CUresult (*cuMemRelease)(CUmemGenericAllocationHandle);
+static CUresult (*cuMemAddressReserve)(CUdeviceptr *, size_t, size_t, CUdeviceptr, unsigned long long);
+static CUresult (*cuMemAddressFree)(CUdeviceptr, size_t);
+static CUresult (*cuMemMap)(CUdeviceptr, size_t, size_t, CUmemGenericAllocationHandle, unsigned long long);
+static CUresult (*cuMemUnmap)(CUdeviceptr, size_t);
+static CUresult (*cuMemSetAccess)(CUdeviceptr, size_t, const CUmemAccessDesc *, size_t);
+static CUresult (*cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *, void *);
+static CUresult (*cuMemGetAllocationPropertiesFromHandle)(CUmemAllocationProp *, CUmemGenericAllocationHandle);
+static CUresult (*cuMemExportToShareableHandle)(void *, CUmemGenericAllocationHandle, int, unsigned long long);
+static CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *, void *, int);
 
 static void *lib;
 static int n_tests, n_failed;
@@ -207,7 +238,11 @@ static void test_exports(void)
         "cuStreamWaitValue32_v2", "cuStreamWriteValue32", "cuStreamWriteValue32_v2",
         "cuStreamSynchronize", "cuStreamQuery", "cuStreamCreate", "cuStreamDestroy",
         "cuStreamDestroy_v2", "cuStreamIsCapturing", "cuPointerGetAttribute", "fakeCudaStats",
-        "cuMemGetInfo", "cuMemGetInfo_v2", "fakeCudaFreedMapped",
+        "cuMemGetInfo", "cuMemGetInfo_v2", "fakeCudaFreedMapped", "fakeCudaVmmStats",
+        "cuMemGetAllocationGranularity", "cuMemCreate", "cuMemRelease", "cuMemAddressReserve",
+        "cuMemAddressFree", "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemRetainAllocationHandle",
+        "cuMemGetAllocationPropertiesFromHandle", "cuMemExportToShareableHandle",
+        "cuMemImportFromShareableHandle",
     };
     int missing = 0;
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
@@ -240,6 +275,12 @@ static void test_getproc(void)
         {"cuStreamIsCapturing", "cuStreamIsCapturing"},
         {"cuCtxGetCurrent", "cuCtxGetCurrent"},
         {"cuDeviceGetAttribute", "cuDeviceGetAttribute"},
+        {"cuMemCreate", "cuMemCreate"},
+        {"cuMemMap", "cuMemMap"},
+        {"cuMemSetAccess", "cuMemSetAccess"},
+        {"cuMemExportToShareableHandle", "cuMemExportToShareableHandle"},
+        {"cuMemImportFromShareableHandle", "cuMemImportFromShareableHandle"},
+        {"cuMemRetainAllocationHandle", "cuMemRetainAllocationHandle"},
     };
     int bad = 0;
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++) {
@@ -761,6 +802,543 @@ static void test_streams(void)
     is(cuStreamDestroy(s), INVALID_HANDLE, "destroying it again: CUDA_ERROR_INVALID_HANDLE");
 }
 
+/* ------------------------------------------------------------------ virtual memory management */
+
+#define MiB ((size_t)1 << 20)
+#define GRAN (2 * MiB)
+
+static int vmm_stat(int which)
+{
+    int v[4] = {-1, -1, -1, -1};
+    fakeCudaVmmStats(&v[0], &v[1], &v[2], &v[3]);
+    return v[which];
+}
+#define VMM_HANDLES() vmm_stat(0)
+#define VMM_MAPS() vmm_stat(1)
+#define VMM_RESERVES() vmm_stat(2)
+#define VMM_IMPORTS() vmm_stat(3)
+
+static CUmemAllocationProp vmm_prop(int handle_types)
+{
+    CUmemAllocationProp p;
+    memset(&p, 0, sizeof p);
+    p.type = 1;                  /* CU_MEM_ALLOCATION_TYPE_PINNED */
+    p.requestedHandleTypes = handle_types;
+    p.location.type = 1;         /* CU_MEM_LOCATION_TYPE_DEVICE */
+    p.location.id = 0;
+    return p;
+}
+
+static const CUmemAccessDesc RW = {{1, 0}, 3};
+
+/* How many descriptors of the fake's VMM memfds this process holds. */
+static int vmm_fds(void)
+{
+    DIR *d = opendir("/proc/self/fd");
+    if (!d)
+        return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        char path[300], target[256];
+        snprintf(path, sizeof path, "/proc/self/fd/%s", e->d_name);
+        ssize_t len = readlink(path, target, sizeof target - 1);
+        if (len > 0) {
+            target[len] = '\0';
+            n += strncmp(target, "/memfd:fakecuda.vmm", 19) == 0;
+        }
+    }
+    closedir(d);
+    return n;
+}
+
+/* The permissions /proc/self/maps gives the page at p ("rw-s"): 0, or -1. */
+static int prot_at(CUdeviceptr p, char perms[8])
+{
+    strcpy(perms, "?");
+    FILE *f = fopen("/proc/self/maps", "r");
+    if (!f)
+        return -1;
+    char line[512];
+    int rc = -1;
+    while (rc && fgets(line, sizeof line, f)) {
+        unsigned long long lo, hi;
+        char pr[8];
+        if (sscanf(line, "%llx-%llx %7s", &lo, &hi, pr) == 3 && p >= lo && p < hi) {
+            snprintf(perms, 8, "%s", pr);
+            rc = 0;
+        }
+    }
+    fclose(f);
+    return rc;
+}
+
+/* `pieces` allocations of GRAN bytes mapped back to back at the start of a
+ * reservation of `reserve` bytes, readable and writable: 0, or the failing
+ * step. */
+static int vmm_build(int handle_types, int pieces, size_t reserve, CUdeviceptr *base,
+                     CUmemGenericAllocationHandle *h)
+{
+    CUmemAllocationProp prop = vmm_prop(handle_types);
+    if (cuMemAddressReserve(base, reserve, 0, 0, 0) != OK)
+        return 1;
+    for (int i = 0; i < pieces; i++) {
+        if (cuMemCreate(&h[i], GRAN, &prop, 0) != OK)
+            return 2;
+        if (cuMemMap(*base + (CUdeviceptr)i * GRAN, GRAN, 0, h[i], 0) != OK)
+            return 3;
+    }
+    return cuMemSetAccess(*base, (size_t)pieces * GRAN, &RW, 1) != OK ? 4 : 0;
+}
+
+/* Its undoing, as PyTorch frees a segment: unmap, release, free the range. */
+static int vmm_teardown(int pieces, size_t reserve, CUdeviceptr base, CUmemGenericAllocationHandle *h)
+{
+    int bad = 0;
+    for (int i = 0; i < pieces; i++) {
+        bad |= cuMemUnmap(base + (CUdeviceptr)i * GRAN, GRAN) != OK;
+        bad |= cuMemRelease(h[i]) != OK;
+    }
+    bad |= cuMemAddressFree(base, reserve) != OK;
+    return bad;
+}
+
+static void test_vmm_create(void)
+{
+    size_t g = 0;
+    CUmemAllocationProp prop = vmm_prop(1), bad;
+    is(cuMemGetAllocationGranularity(&g, &prop, 0), OK, "cuMemGetAllocationGranularity, minimum");
+    is(g, GRAN, "... 2 MiB");
+    g = 0;
+    ok(cuMemGetAllocationGranularity(&g, &prop, 1) == OK && g == GRAN, "recommended: 2 MiB too");
+    bad = prop;
+    bad.type = 0;
+    is(cuMemGetAllocationGranularity(&g, &bad, 0), INVALID_VALUE, "granularity of an invalid allocation type");
+    is(cuMemGetAllocationGranularity(&g, &prop, 2), INVALID_VALUE, "granularity of an unknown option");
+    is(cuMemGetAllocationGranularity(NULL, &prop, 0), INVALID_VALUE, "granularity into NULL");
+
+    CUmemGenericAllocationHandle hx = 0, h0 = 0, hq = 0;
+    is(cuMemCreate(&hx, GRAN, &prop, 0), OK, "cuMemCreate, POSIX file descriptor handle type");
+    CUmemAllocationProp p0 = vmm_prop(0);
+    is(cuMemCreate(&h0, 2 * GRAN, &p0, 0), OK, "cuMemCreate, no handle type (vLLM's sleep mode)");
+    ok(hx && h0 && hx != h0, "two handles, distinct and non-zero");
+    is(VMM_HANDLES(), 2, "fakeCudaVmmStats: 2 handles");
+    is(cuMemCreate(&hq, GRAN + 4096, &prop, 0), INVALID_VALUE, "a size not a multiple of the granularity");
+    is(cuMemCreate(&hq, 0, &prop, 0), INVALID_VALUE, "size 0");
+    is(cuMemCreate(&hq, GRAN, &prop, 1), INVALID_VALUE, "flags");
+    is(cuMemCreate(&hq, GRAN, NULL, 0), INVALID_VALUE, "no properties");
+    bad = vmm_prop(8);
+    is(cuMemCreate(&hq, GRAN, &bad, 0), NOT_SUPPORTED, "the fabric handle type: CUDA_ERROR_NOT_SUPPORTED");
+    is(VMM_HANDLES(), 2, "failed creations hold nothing");
+
+    CUmemAllocationProp got;
+    memset(&got, 0x55, sizeof got);
+    is(cuMemGetAllocationPropertiesFromHandle(&got, hx), OK, "cuMemGetAllocationPropertiesFromHandle");
+    ok(got.type == 1 && got.requestedHandleTypes == 1 && got.location.type == 1 && got.location.id == 0 &&
+           got.win32HandleMetaData == NULL,
+       "... pinned, on device 0, requestedHandleTypes 1 (POSIX FD), as PyTorch's");
+    ok(cuMemGetAllocationPropertiesFromHandle(&got, h0) == OK && got.requestedHandleTypes == 0,
+       "... requestedHandleTypes 0 of the other");
+
+    int fd = -1;
+    is(cuMemExportToShareableHandle(&fd, hx, 1, 0), OK, "cuMemExportToShareableHandle, POSIX FD");
+    struct stat st;
+    ok(fd >= 0 && fstat(fd, &st) == 0 && (size_t)st.st_size == GRAN, "... a descriptor of 2 MiB");
+    close(fd);
+    fd = -1;
+    is(cuMemExportToShareableHandle(&fd, h0, 1, 0), INVALID_VALUE,
+       "export of an allocation created without the handle type: CUDA_ERROR_INVALID_VALUE (1)");
+    is(fd, -1, "... writes nothing");
+    is(cuMemExportToShareableHandle(&fd, hx, 8, 0), INVALID_VALUE, "export as a fabric handle: invalid value");
+    is(cuMemExportToShareableHandle(&fd, hx, 1, 1), INVALID_VALUE, "export with flags: invalid value");
+    is(cuMemExportToShareableHandle(NULL, hx, 1, 0), INVALID_VALUE, "export into NULL: invalid value");
+
+    is(cuMemRelease(hx), OK, "cuMemRelease");
+    is(cuMemRelease(hx), INVALID_VALUE, "... twice: invalid value");
+    is(cuMemGetAllocationPropertiesFromHandle(&got, hx), INVALID_VALUE, "a released handle has no properties");
+    is(cuMemRelease(h0), OK, "cuMemRelease of the other");
+    is(cuMemRelease(12345), INVALID_VALUE, "cuMemRelease of a made-up handle");
+    is(VMM_HANDLES(), 0, "no handle left");
+    is(vmm_fds(), 0, "no memfd descriptor left in the process");
+}
+
+/* Three pieces mapped back to back, as an expandable segment: what
+ * cuPointerGetAttribute says, what the mapping rules refuse. */
+static void test_vmm_map(void)
+{
+    CUdeviceptr base = 0, other = 0;
+    CUmemGenericAllocationHandle h[3] = {0, 0, 0}, big = 0;
+    size_t reserve = 4 * GRAN; /* one piece more than mapped */
+    CUmemAllocationProp prop = vmm_prop(1);
+    is(cuMemAddressReserve(&base, reserve, 16 * MiB, 0, 0), OK, "cuMemAddressReserve, 16 MiB alignment");
+    ok(base && base % (16 * MiB) == 0, "... aligned");
+    is(VMM_RESERVES(), 1, "fakeCudaVmmStats: 1 reservation");
+    is(cuMemAddressReserve(&other, 4096 * 3 + 1, 0, 0, 0), INVALID_VALUE, "a size not in pages: invalid value");
+    is(cuMemAddressReserve(&other, GRAN, 3 * 4096, 0, 0), INVALID_VALUE, "an alignment not a power of 2");
+    is(cuMemAddressReserve(&other, GRAN, 0, 0, 1), INVALID_VALUE, "flags: invalid value");
+    for (int i = 0; i < 3; i++)
+        cuMemCreate(&h[i], GRAN, &prop, 0);
+    cuMemCreate(&big, 2 * GRAN, &prop, 0);
+    is(cuMemMap(base, GRAN, GRAN, h[0], 0), INVALID_VALUE, "cuMemMap at a non-zero offset: invalid value");
+    is(cuMemMap(base + 4096, GRAN, 0, h[0], 0), INVALID_VALUE, "cuMemMap at an unaligned address");
+    is(cuMemMap(base, GRAN, 0, h[0], 1), INVALID_VALUE, "cuMemMap with flags");
+    is(cuMemMap(base + 3 * GRAN, 2 * GRAN, 0, big, 0), INVALID_VALUE, "cuMemMap past the reservation");
+    is(cuMemMap(base, 2 * GRAN, 0, h[0], 0), INVALID_VALUE, "cuMemMap of more than the allocation");
+    is(cuMemMap(base, GRAN, 0, 999, 0), INVALID_VALUE, "cuMemMap of a made-up handle");
+    int bad = 0;
+    for (int i = 0; i < 3; i++)
+        bad |= cuMemMap(base + (CUdeviceptr)i * GRAN, GRAN, 0, h[i], 0) != OK;
+    is(bad, 0, "cuMemMap of 3 pieces back to back");
+    is(VMM_MAPS(), 3, "fakeCudaVmmStats: 3 mappings");
+    is(cuMemMap(base + GRAN, GRAN, 0, big, 0), INVALID_VALUE, "cuMemMap over a mapping: invalid value");
+
+    /* Inaccessible until cuMemSetAccess (read from the kernel's map rather
+     * than by a fault, which a sanitizer would catch first). */
+    char perms[8];
+    ok(prot_at(base + GRAN, perms) == 0 && strcmp(perms, "---s") == 0,
+       "mapped memory is not accessible before cuMemSetAccess (%s)", perms);
+    is(cuMemSetAccess(base, 4 * GRAN, &RW, 1), INVALID_VALUE, "cuMemSetAccess over an unmapped part: invalid");
+    CUmemAccessDesc host = {{2, 0}, 3}, prot = {{1, 0}, 7};
+    is(cuMemSetAccess(base, 3 * GRAN, &host, 1), NOT_SUPPORTED, "cuMemSetAccess for the host: not supported");
+    is(cuMemSetAccess(base, 3 * GRAN, &prot, 1), INVALID_VALUE, "cuMemSetAccess with unknown flags");
+    is(cuMemSetAccess(base, 3 * GRAN, &RW, 1), OK, "cuMemSetAccess read-write over the 3 pieces");
+    ok(prot_at(base + 2 * GRAN, perms) == 0 && strcmp(perms, "rw-s") == 0, "... and is after (%s)", perms);
+    unsigned char *m = (unsigned char *)(uintptr_t)base;
+    for (size_t i = 0; i < 3 * GRAN; i += 4096)
+        m[i] = (unsigned char)(i / 4096);
+    m[3 * GRAN - 1] = 0x42;
+    ok(m[GRAN] == (unsigned char)(GRAN / 4096) && m[3 * GRAN - 1] == 0x42, "the 3 pieces read and write as one");
+
+    /* The attributes, as the driver gives them of PyTorch's segments. */
+    static const size_t at[] = {0, 5, GRAN - 1, GRAN, GRAN + 12345, 3 * GRAN - 1};
+    unsigned long long ids[3] = {0, 0, 0}, blocks[3] = {0, 0, 0};
+    int good = 1;
+    for (size_t k = 0; k < sizeof at / sizeof at[0]; k++) {
+        CUdeviceptr p = base + at[k], rs = 0, mb = 0;
+        size_t rz = 0, mz = 0;
+        unsigned long long id = 0, blk = 0;
+        int legacy = -1, mapped = -1;
+        size_t piece = at[k] / GRAN;
+        CUresult r = cuPointerGetAttribute(&rs, 11, p) | cuPointerGetAttribute(&rz, 12, p) |
+                     cuPointerGetAttribute(&mb, 19, p) | cuPointerGetAttribute(&mz, 18, p) |
+                     cuPointerGetAttribute(&id, 7, p) | cuPointerGetAttribute(&blk, 20, p) |
+                     cuPointerGetAttribute(&legacy, 10, p) | cuPointerGetAttribute(&mapped, 13, p);
+        if (r != OK || rs != base || rz != reserve || mb != base + piece * GRAN || mz != GRAN || !id || !blk ||
+            legacy != 0 || mapped != 1 || (ids[piece] && ids[piece] != id) ||
+            (blocks[piece] && blocks[piece] != blk)) {
+            printf("# at +%zu: rc %d range %llx+%zu mapping %llx+%zu id %llu block %llu legacy %d\n", at[k], r,
+                   rs, rz, mb, mz, id, blk, legacy);
+            good = 0;
+        }
+        ids[piece] = id;
+        blocks[piece] = blk;
+    }
+    ok(good, "attributes at 6 addresses: range = the reservation, mapping = the piece, ids per piece");
+    ok(ids[0] != ids[1] && ids[1] != ids[2] && ids[0] != ids[2], "BUFFER_ID: one per mapping (%llu %llu %llu)",
+       ids[0], ids[1], ids[2]);
+    ok(blocks[0] < blocks[1] && blocks[1] < blocks[2], "MEMORY_BLOCK_ID: one per allocation, increasing");
+    CUdeviceptr rs = 0;
+    is(cuPointerGetAttribute(&rs, 11, base + 3 * GRAN), INVALID_VALUE,
+       "attributes of reserved address space not mapped: invalid value");
+    CUipcMemHandle ih;
+    is(cuIpcGetMemHandle(&ih, base), INVALID_VALUE, "cuIpcGetMemHandle of VMM memory fails");
+
+    CUmemGenericAllocationHandle r = 0;
+    is(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)(base + GRAN + 777)), OK,
+       "cuMemRetainAllocationHandle at an inner address");
+    is(r, h[1], "... the handle mapped there");
+    is(VMM_HANDLES(), 5, "... one more reference");
+    is(cuMemRelease(r), OK, "which the caller releases");
+    is(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)(base + 3 * GRAN)), INVALID_VALUE,
+       "retain where nothing is mapped: invalid value");
+
+    is(cuMemUnmap(base, GRAN / 2), INVALID_VALUE, "cuMemUnmap of part of a mapping: invalid value");
+    is(cuMemAddressFree(base, reserve), INVALID_VALUE, "cuMemAddressFree of a range still mapped: refused");
+    /* Released while mapped: the mapping keeps the memory. */
+    is(cuMemRelease(h[2]), OK, "cuMemRelease of a mapped piece");
+    ok(m[3 * GRAN - 1] == 0x42, "... its memory stays while mapped");
+    is(cuMemRetainAllocationHandle(&r, (void *)(uintptr_t)(base + 2 * GRAN)), OK, "... and can be retained");
+    is(r, h[2], "... with the same handle value");
+    cuMemRelease(r);
+    is(cuMemUnmap(base + GRAN, 2 * GRAN), OK, "cuMemUnmap of two whole mappings at once");
+    is(VMM_MAPS(), 1, "one mapping left");
+    ok(cuMemUnmap(base, GRAN) == OK && cuMemRelease(h[0]) == OK && cuMemRelease(h[1]) == OK &&
+           cuMemRelease(big) == OK,
+       "the rest unmapped and released");
+    is(cuMemAddressFree(base, GRAN), INVALID_VALUE, "cuMemAddressFree of another size: invalid value");
+    is(cuMemAddressFree(base, reserve), OK, "cuMemAddressFree");
+    is(cuMemAddressFree(base, reserve), INVALID_VALUE, "... twice: invalid value");
+    ok(VMM_HANDLES() == 0 && VMM_MAPS() == 0 && VMM_RESERVES() == 0 && vmm_fds() == 0,
+       "nothing held: handles %d, mappings %d, reservations %d, memfds %d", VMM_HANDLES(), VMM_MAPS(),
+       VMM_RESERVES(), vmm_fds());
+}
+
+static int send_fds(int sock, const int *fds, int n)
+{
+    char byte = 'F', cbuf[CMSG_SPACE(sizeof(int) * 8)];
+    struct iovec iov = {&byte, 1};
+    struct msghdr msg = {0};
+    memset(cbuf, 0, sizeof cbuf);
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)n);
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)n);
+    memcpy(CMSG_DATA(c), fds, sizeof(int) * (size_t)n);
+    return sendmsg(sock, &msg, 0) == 1 ? 0 : -1;
+}
+
+static int recv_fds(int sock, int *fds, int n)
+{
+    char byte, cbuf[CMSG_SPACE(sizeof(int) * 8)];
+    struct iovec iov = {&byte, 1};
+    struct msghdr msg = {0};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = cbuf;
+    msg.msg_controllen = sizeof cbuf;
+    if (recvmsg(sock, &msg, MSG_CMSG_CLOEXEC) != 1)
+        return -1;
+    struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
+    if (!c || c->cmsg_type != SCM_RIGHTS || c->cmsg_len != CMSG_LEN(sizeof(int) * (size_t)n))
+        return -1;
+    memcpy(fds, CMSG_DATA(c), sizeof(int) * (size_t)n);
+    return 0;
+}
+
+static int put_byte(int sock, char b)
+{
+    return write(sock, &b, 1) == 1 ? 0 : -1;
+}
+
+static char get_byte(int sock)
+{
+    char b = 0;
+    return read(sock, &b, 1) == 1 ? b : 0;
+}
+
+static unsigned char vpat(size_t i, int round)
+{
+    return (unsigned char)(i * 7 + (size_t)round * 13 + 1);
+}
+
+/* A segment exported piece by piece as descriptors over a Unix socket, as
+ * the shim does: the child maps it contiguous, each side sees the other's
+ * writes, and the memory outlives the exporter's unmap and release. */
+static void test_vmm_share(void)
+{
+    enum { N = 3 };
+    CUdeviceptr base = 0;
+    CUmemGenericAllocationHandle h[N];
+    is(vmm_build(1, N, N * GRAN, &base, h), 0, "an exportable segment of 3 pieces");
+    unsigned char *m = (unsigned char *)(uintptr_t)base;
+    for (size_t i = 0; i < N * GRAN; i++)
+        m[i] = vpat(i, 0);
+    unsigned long long parent_blocks[N];
+    for (int i = 0; i < N; i++)
+        cuPointerGetAttribute(&parent_blocks[i], 20, base + (CUdeviceptr)i * GRAN);
+    int fds[N], sv[2];
+    int bad = 0;
+    for (int i = 0; i < N; i++)
+        bad |= cuMemExportToShareableHandle(&fds[i], h[i], 1, 0) != OK;
+    is(bad, 0, "each piece exported as a descriptor");
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+        ok(0, "socketpair: %s", strerror(errno));
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        alarm(30);
+        close(sv[0]);
+        for (int i = 0; i < N; i++) /* the parent's exports, inherited: not how the child gets them */
+            close(fds[i]);
+        int s = sv[1], got[N];
+        CHILD_CHECK(2, VMM_HANDLES() == 0 && VMM_MAPS() == 0); /* the parent's are not the child's */
+        CHILD_CHECK(3, vmm_fds() == 0);                        /* ... nor their descriptors */
+        CHILD_CHECK(4, recv_fds(s, got, N) == 0);
+        CUmemGenericAllocationHandle imp[N];
+        for (int i = 0; i < N; i++) {
+            CHILD_CHECK(5, cuMemImportFromShareableHandle(&imp[i], (void *)(intptr_t)got[i], 1) == OK);
+            CHILD_CHECK(6, close(got[i]) == 0); /* the importer keeps its own */
+            CUmemAllocationProp pr;
+            CHILD_CHECK(7, cuMemGetAllocationPropertiesFromHandle(&pr, imp[i]) == OK &&
+                               pr.requestedHandleTypes == 1);
+        }
+        CHILD_CHECK(8, VMM_IMPORTS() == N && VMM_HANDLES() == N);
+        CUdeviceptr cb = 0;
+        CHILD_CHECK(9, cuMemAddressReserve(&cb, N * GRAN, 0, 0, 0) == OK);
+        for (int i = 0; i < N; i++)
+            CHILD_CHECK(10, cuMemMap(cb + (CUdeviceptr)i * GRAN, GRAN, 0, imp[i], 0) == OK);
+        CHILD_CHECK(11, cuMemSetAccess(cb, N * GRAN, &RW, 1) == OK);
+        unsigned char *c = (unsigned char *)(uintptr_t)cb;
+        for (size_t i = 0; i < N * GRAN; i++)
+            CHILD_CHECK(12, c[i] == vpat(i, 0));
+        unsigned long long blk[N];
+        for (int i = 0; i < N; i++) {
+            CHILD_CHECK(13, cuPointerGetAttribute(&blk[i], 20, cb + (CUdeviceptr)i * GRAN) == OK);
+            CHILD_CHECK(14, blk[i] > parent_blocks[N - 1] && (i == 0 || blk[i] > blk[i - 1]));
+        }
+        for (size_t i = 0; i < N * GRAN; i++)
+            c[i] = vpat(i, 1);
+        CHILD_CHECK(15, put_byte(s, 'w') == 0);
+        CHILD_CHECK(16, get_byte(s) == 'r'); /* the parent unmapped and released all */
+        for (size_t i = 0; i < N * GRAN; i += 1000)
+            CHILD_CHECK(17, c[i] == vpat(i, 1));
+        for (size_t i = 0; i < N * GRAN; i++)
+            c[i] = vpat(i, 2);
+        for (size_t i = 0; i < N * GRAN; i += 999)
+            CHILD_CHECK(18, c[i] == vpat(i, 2));
+        CHILD_CHECK(19, VMM_MAPS() == N && vmm_fds() == N);
+        CHILD_CHECK(20, vmm_teardown(N, N * GRAN, cb, imp) == 0);
+        CHILD_CHECK(21, VMM_HANDLES() == 0 && VMM_MAPS() == 0 && VMM_RESERVES() == 0 && vmm_fds() == 0);
+        CHILD_CHECK(22, VMM_IMPORTS() == N); /* counted in all */
+        _exit(0);
+    }
+    close(sv[1]);
+    int s = sv[0];
+    is(send_fds(s, fds, N), 0, "the descriptors sent to a child with SCM_RIGHTS");
+    for (int i = 0; i < N; i++)
+        close(fds[i]);
+    char w = get_byte(s);
+    ok(w == 'w', "the child imported, mapped contiguous, read the parent's bytes and wrote its own");
+    if (w != 'w') { /* it failed: say where, and go no further */
+        printf("#   the child's failed check: %d\n", child_status(pid));
+        close(s);
+        return;
+    }
+    int same = 1;
+    for (size_t i = 0; i < N * GRAN && same; i++)
+        same = m[i] == vpat(i, 1);
+    ok(same, "the parent sees the child's bytes in its own mapping");
+    is(vmm_teardown(N, N * GRAN, base, h), 0, "the exporter unmaps, releases, frees its range");
+    ok(VMM_HANDLES() == 0 && VMM_MAPS() == 0 && vmm_fds() == 0, "... and holds nothing more");
+    put_byte(s, 'r');
+    is(child_status(pid), 0, "the importer's memory outlived that, read and wrote; it let go of all");
+    close(s);
+    is(VMM_IMPORTS(), 0, "the parent imported nothing");
+}
+
+/* Bad descriptors are refused cleanly. */
+static void test_vmm_import_bad(void)
+{
+    CUmemGenericAllocationHandle h = 0;
+    int fd = open("/dev/null", O_RDONLY | O_CLOEXEC);
+    is(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, 1), INVALID_VALUE,
+       "import of a descriptor not of an allocation: invalid value");
+    close(fd);
+    fd = memfd_create("not-fakecuda", MFD_CLOEXEC);
+    if (fd >= 0 && ftruncate(fd, (off_t)GRAN) == 0)
+        is(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, 1), INVALID_VALUE,
+           "import of another memfd of 2 MiB: invalid value");
+    if (fd >= 0)
+        close(fd);
+    is(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)-1, 1), INVALID_VALUE, "import of -1: invalid value");
+    is(cuMemImportFromShareableHandle(&h, (void *)(intptr_t)0, 8), NOT_SUPPORTED, "import of a fabric handle");
+    is(cuMemImportFromShareableHandle(NULL, (void *)(intptr_t)0, 1), INVALID_VALUE, "import into NULL");
+    /* Its own export, imported in the same process: a new handle and block id. */
+    CUmemAllocationProp prop = vmm_prop(1);
+    CUmemGenericAllocationHandle a = 0, b = 0;
+    cuMemCreate(&a, GRAN, &prop, 0);
+    fd = -1;
+    cuMemExportToShareableHandle(&fd, a, 1, 0);
+    is(cuMemImportFromShareableHandle(&b, (void *)(intptr_t)fd, 1), OK, "import of a descriptor of its own");
+    close(fd);
+    ok(b && b != a && VMM_IMPORTS() == 1 && VMM_HANDLES() == 2, "... a new handle, counted as an import");
+    ok(cuMemRelease(a) == OK && cuMemRelease(b) == OK && VMM_HANDLES() == 0 && vmm_fds() == 0,
+       "both released, no descriptor left");
+}
+
+/* FAKE_CUDA_FAIL reaches the VMM functions. */
+static void test_vmm_injection(void)
+{
+    CUmemAllocationProp prop = vmm_prop(1);
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr p = 0;
+    setenv("FAKE_CUDA_FAIL", "cuMemCreate", 1);
+    is(cuMemCreate(&h, GRAN, &prop, 0), OUT_OF_MEMORY, "FAKE_CUDA_FAIL=cuMemCreate: out of memory");
+    setenv("FAKE_CUDA_FAIL", "cuMemAddressReserve=801,cuMemExportToShareableHandle", 1);
+    is(cuMemAddressReserve(&p, GRAN, 0, 0, 0), NOT_SUPPORTED, "FAKE_CUDA_FAIL=cuMemAddressReserve=801");
+    unsetenv("FAKE_CUDA_FAIL");
+    is(cuMemCreate(&h, GRAN, &prop, 0), OK, "without it, cuMemCreate works");
+    int fd = -1;
+    setenv("FAKE_CUDA_FAIL", "cuMemExportToShareableHandle", 1);
+    is(cuMemExportToShareableHandle(&fd, h, 1, 0), INVALID_VALUE, "FAKE_CUDA_FAIL=cuMemExportToShareableHandle");
+    unsetenv("FAKE_CUDA_FAIL");
+    is(cuMemRelease(h), OK, "released");
+    ok(VMM_HANDLES() == 0 && VMM_RESERVES() == 0 && vmm_fds() == 0, "failed calls hold nothing");
+}
+
+/* Threads building and tearing down segments at once: the tables hold. */
+static void *vmm_churn(void *arg)
+{
+    (void)arg;
+    for (int k = 0; k < 40; k++) {
+        CUdeviceptr base = 0;
+        CUmemGenericAllocationHandle h[2];
+        if (vmm_build(k % 2, 2, 2 * GRAN, &base, h) != 0)
+            return (void *)1;
+        unsigned char *m = (unsigned char *)(uintptr_t)base;
+        m[0] = m[2 * GRAN - 1] = (unsigned char)k;
+        CUmemGenericAllocationHandle r = 0;
+        if (cuMemRetainAllocationHandle(&r, m + GRAN) != OK || r != h[1] || cuMemRelease(r) != OK)
+            return (void *)2;
+        if (vmm_teardown(2, 2 * GRAN, base, h) != 0)
+            return (void *)3;
+    }
+    return NULL;
+}
+
+static void test_vmm_threads(void)
+{
+    pthread_t t[4];
+    for (int i = 0; i < 4; i++)
+        pthread_create(&t[i], NULL, vmm_churn, NULL);
+    int bad = 0;
+    for (int i = 0; i < 4; i++) {
+        void *r = NULL;
+        pthread_join(t[i], &r);
+        bad |= r != NULL;
+    }
+    is(bad, 0, "4 threads build, touch and tear down 40 segments each");
+    ok(VMM_HANDLES() == 0 && VMM_MAPS() == 0 && VMM_RESERVES() == 0 && vmm_fds() == 0,
+       "... and leave nothing held");
+}
+
+/* FAKE_CUDA_LOG counts the VMM objects a process leaves behind. */
+static void test_vmm_exit_log(void)
+{
+    char log[64];
+    snprintf(log, sizeof log, "/tmp/test_fake_cuda.vmm.%d.log", (int)getpid());
+    unlink(log);
+    pid_t pid = fork();
+    if (pid == 0) {
+        setenv("FAKE_CUDA_LOG", log, 1);
+        CUdeviceptr base = 0;
+        CUmemGenericAllocationHandle h[1], b = 0;
+        CHILD_CHECK(2, vmm_build(1, 1, 2 * GRAN, &base, h) == 0);
+        int fd = -1;
+        CHILD_CHECK(3, cuMemExportToShareableHandle(&fd, h[0], 1, 0) == OK);
+        CHILD_CHECK(4, cuMemImportFromShareableHandle(&b, (void *)(intptr_t)fd, 1) == OK);
+        exit(0); /* leaks the handle, its mapping, the range and the import */
+    }
+    is(child_status(pid), 0, "a child leaks a VMM handle, a mapping, a reservation and an import");
+    char line[256] = "", want[256];
+    FILE *f = fopen(log, "r");
+    if (f) {
+        if (!fgets(line, sizeof line, f))
+            line[0] = '\0';
+        fclose(f);
+    }
+    snprintf(want, sizeof want,
+             "%d allocs=0 ipc_opens=0 opened=0 vmm_handles=2 vmm_maps=1 vmm_reserves=1 vmm_imports=1\n",
+             (int)pid);
+    ok(strcmp(line, want) == 0, "FAKE_CUDA_LOG says so: %.*s", (int)strcspn(line, "\n"), line);
+    unlink(log);
+}
+
 /* FAKE_CUDA_LOG: a process appends what it still holds when it exits, and
  * the names of its live allocations are unlinked. */
 static void test_exit_log(void)
@@ -783,14 +1361,14 @@ static void test_exit_log(void)
     }
     int rc = child_status(pid);
     is(rc, 0, "a child leaks an allocation and an IPC mapping and exits");
-    char line[128] = "", want[128];
+    char line[256] = "", want[256];
     FILE *f = fopen(log, "r");
     if (f) {
         if (!fgets(line, sizeof line, f))
             line[0] = '\0';
         fclose(f);
     }
-    snprintf(want, sizeof want, "%d allocs=1 ipc_opens=1 opened=1\n", (int)pid);
+    snprintf(want, sizeof want, "%d allocs=1 ipc_opens=1 opened=1 vmm_handles=0 vmm_maps=0 vmm_reserves=0 vmm_imports=0\n", (int)pid);
     ok(strcmp(line, want) == 0, "FAKE_CUDA_LOG has its line: %.*s", (int)strcspn(line, "\n"), line);
     is(shm_names(pid), 0, "its leaked allocation's name was unlinked at exit");
     is(stats_allocs(), 1, "the parent's allocation is still there");
@@ -851,6 +1429,19 @@ int main(int argc, char **argv)
     cuStreamQuery = proc("cuStreamQuery");
     cuStreamIsCapturing = sym("cuStreamIsCapturing");
     cuPointerGetAttribute = proc("cuPointerGetAttribute");
+    fakeCudaVmmStats = sym("fakeCudaVmmStats");
+    cuMemGetAllocationGranularity = proc("cuMemGetAllocationGranularity");
+    cuMemCreate = sym("cuMemCreate");
+    cuMemRelease = proc("cuMemRelease");
+    cuMemAddressReserve = sym("cuMemAddressReserve");
+    cuMemAddressFree = proc("cuMemAddressFree");
+    cuMemMap = sym("cuMemMap");
+    cuMemUnmap = proc("cuMemUnmap");
+    cuMemSetAccess = sym("cuMemSetAccess");
+    cuMemRetainAllocationHandle = proc("cuMemRetainAllocationHandle");
+    cuMemGetAllocationPropertiesFromHandle = sym("cuMemGetAllocationPropertiesFromHandle");
+    cuMemExportToShareableHandle = proc("cuMemExportToShareableHandle");
+    cuMemImportFromShareableHandle = sym("cuMemImportFromShareableHandle");
 
     test_exports();
     test_getproc();
@@ -865,11 +1456,22 @@ int main(int argc, char **argv)
     test_failure_injection();
     test_streams();
     test_exit_log();
+    test_vmm_create();
+    test_vmm_map();
+    test_vmm_share();
+    test_vmm_import_bad();
+    test_vmm_injection();
+    test_vmm_threads();
+    test_vmm_exit_log();
 
     int a = -1, o = -1;
     fakeCudaStats(&a, &o);
     ok(a == 0 && o == 0, "nothing left allocated or open (allocs=%d ipc_opens=%d)", a, o);
     is(shm_names(getpid()), 0, "no /dev/shm/fakecuda.<pid>.* left");
+    int vh = -1, vm = -1, vr = -1;
+    fakeCudaVmmStats(&vh, &vm, &vr, NULL);
+    ok(vh == 0 && vm == 0 && vr == 0 && vmm_fds() == 0,
+       "no VMM handle, mapping, reservation or memfd left (%d %d %d)", vh, vm, vr);
     printf("1..%d\n", n_tests);
     return n_failed != 0;
 }

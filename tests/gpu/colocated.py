@@ -7,7 +7,7 @@ root (odd sizes, 3 streams in turn, no synchronisation in between), then a
 refit: packed buffers on 2 streams in turn.  Every buffer against its hash.
 
     python3 tests/gpu/colocated.py --outdir DIR [--preload SHIM]
-    python3 tests/gpu/colocated.py --check DIR noshim|shim|sm|staged   (CHECK lines)
+    python3 tests/gpu/colocated.py --check DIR noshim|shim|sm|vmm|staged   (CHECK lines)
 
 Both ranks use GPU $COLOCATED_DEVICE (default 0): it runs wherever there is one GPU.
 """
@@ -112,8 +112,16 @@ def check(outdir, mode):
         "its copies ran on the %s (records: %s)" % ("SMs (NCCLSHIM_IPC_COPY=sm)" if want == "sm"
                                                      else "copy engines", copies))
     hops = [e.get("ipc", {}).get("in", {}) for e in ends]
+    vmm = [e.get("ipc", {}).get("vmm", {}) for e in ends]
     if mode == "staged":
-        chk(sum(h.get("staged", 0) for h in hops) > 0, "expandable segments: the staged path (%s)" % hops)
+        chk(sum(h.get("staged", 0) for h in hops) > 0, "expandable segments with NCCLSHIM_IPC_VMM=0: the staged path (%s)"
+            % hops)
+    if mode == "vmm":
+        chk(sum(h.get("staged", 0) for h in hops) == 0 and sum(h.get("push", 0) + h.get("pull", 0) for h in hops) > 0,
+            "expandable segments: every hop pushed or pulled, none staged (%s)" % hops)
+        chk(all(v.get("pieces_sent", 0) > 0 and v.get("pieces_mapped", 0) > 0 for v in vmm) and
+            not any(v.get("note") for v in vmm),
+            "both ranks sent pieces of cuMemCreate memory and mapped the other's (records: %s)" % vmm)
     warns = [r for r in recs if r["type"] == "warning"]
     chk(not warns, "no warning records %s" % [w.get("message", "")[:200] for w in warns])
     print("\n".join(out))

@@ -135,16 +135,18 @@ fi
 
 # (f) colocated: trainer and inference process on one GPU (the last one), which
 # NCCL refuses and the shim's ipc transport carries: copy engines (auto), the
-# copy kernel (NCCLSHIM_IPC_COPY=sm), and the staged path (expandable segments).
+# copy kernel (NCCLSHIM_IPC_COPY=sm), PyTorch's expandable segments (cuMemCreate memory shared as
+# file descriptors: vmm), and the staged path (the same with NCCLSHIM_IPC_VMM=0).
 export COLOCATED_DEVICE=$((ngpu - 1))
 launch colocated colocated.py noshim
 import_checks < <(timeout -k 5 120 "$PY" "$HERE/colocated.py" --check "$WORK/colocated.noshim" noshim 2>&1)
-for colo in shim sm staged; do
+for colo in shim sm vmm staged; do
     (
         export NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_TRAINING_TITLES='*colocated.py --worker --rank 0 *'
         export NCCLSHIM_INFERENCE_TITLES='*colocated.py --worker --rank 1 *'
         [ $colo = sm ] && export NCCLSHIM_IPC_COPY=sm
-        [ $colo = staged ] && export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+        case $colo in vmm | staged) export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True ;; esac
+        [ $colo = staged ] && export NCCLSHIM_IPC_VMM=0
         launch "colocated-$colo" colocated.py shim
         echo "n=$n nfail=$nfail" > "$WORK/colocated-$colo.count"
     )
@@ -221,7 +223,7 @@ NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' NCCLSHIM_INFERENCE_TITLES
     launch ipc ipc.py shim
 import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc.shim" 2>&1)
 # (e2) the same with PyTorch's expandable segments (cuMemCreate memory, which CUDA IPC's
-# cuIpcGetMemHandle does not export): the shim's staged path.
+# cuIpcGetMemHandle does not export: the shim shares it as file descriptors).
 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True NCCLSHIM_TRAINING_TITLES='*ipc.py --worker --rank 0 *' \
     NCCLSHIM_INFERENCE_TITLES='*ipc.py --worker --rank 1 *' launch ipc-staged ipc.py shim
 import_checks < <(timeout -k 5 120 "$PY" "$HERE/ipc.py" --check "$WORK/ipc-staged.shim" 2>&1)

@@ -511,6 +511,12 @@ ok(len(inits) == 2 and all("netName=Socket" in l for l in inits), "InitRankScala
 # 25. The ipc transport on the fake libcuda: 2, 4 and 8 processes, broadcasts of odd sizes
 #     (1 byte to 100000, 4 KiB chunks in 2 slots: many slot reuses) from every root, and
 #     all-reduces of int32/float/int8/double with sum/max/prod/avg; no memory left behind.
+# The fake libcuda's FAKE_CUDA_LOG line, "<pid> allocs=.. ipc_opens=.. opened=.. vmm_handles=..
+# vmm_maps=.. vmm_reserves=.. vmm_imports=..": a token of a process that left nothing held.
+CUDA_LOG_FIELDS = 8
+def cuda_released(x):
+    return (x in ("allocs=0", "ipc_opens=0", "vmm_handles=0", "vmm_maps=0", "vmm_reserves=0") or x.isdigit() or
+            x.startswith(("opened=", "vmm_imports=")))
 IPC_ENV = {"NCCLSHIM_WEIGHT_UPDATE": "ipc", "NCCLSHIM_IPC_CHUNK_BYTES": "4096", "NCCLSHIM_IPC_SLOTS": "2",
            "FAKE_CUDA_WAIT_TIMEOUT_MS": "10000"}
 for n in (2, 4, 8):
@@ -526,7 +532,7 @@ for n in (2, 4, 8):
        "ipc, %d processes: action ipc everywhere, NCCL never called" % n, cr[:2])
     with open(os.path.join(TMP, "ipc%d.cuda" % n)) as fh:
         left = fh.read().split()
-    ok(len(left) == 4 * n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=")
+    ok(len(left) == CUDA_LOG_FIELDS * n and all(cuda_released(x)
                                   for x in left),
        "ipc, %d processes: destroy freed every allocation and closed every mapping" % n, left)
     ok(all(x == "opened=%d" % (2 * (n - 1)) for x in left if x.startswith("opened=")),
@@ -553,7 +559,7 @@ for n, name, mem in ((2, "ipc-direct2", lambda r: "cuda"), (4, "ipc-direct4", la
     with open(log) as fh:
         left = fh.read().split()
     opened = [int(x.split("=")[1]) for x in left if x.startswith("opened=")]
-    ok(len(opened) == n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=")
+    ok(len(opened) == n and all(cuda_released(x)
                                 for x in left) and sum(opened) > n * (n - 1) + 10,
        "%s: user buffers were opened by their neighbours (%s opens), and all closed at destroy" % (name, opened), left)
     # Exportable buffers are pushed into (the receiver came first) or pulled from (the sender did);
@@ -602,9 +608,58 @@ for n in (2, 4):
         left = fh.read().split()
     ok(len(xfer) == n and all(" ok" in l for l in xfer) and len(ends) == n and counted_all(ends) and
        sum(e["ipc"]["out"].get("push", 0) for e in ends) > 0 and
-       all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=") for x in left),
+       all(cuda_released(x) for x in left),
        "%s: colocated ranks, broadcasts on 3 streams in turn pushed and exact, everything freed" % name,
        [(e["rank"], e.get("ipc")) for e in ends] + xfer + left + [p.err[-300:] for p in procs if p.err])
+
+# 25e. Buffers of PyTorch's expandable segments (cuMemCreate'd 2 MiB pieces mapped back to back, a
+#      buffer at an offset, some straddling pieces, one broadcast over 2 MiB): exportable ones
+#      (POSIX descriptors), ones created with no handle type (vLLM's sleep mode), and a chain that
+#      mixes them with cuMemAlloc'ed ones. Every result exact, and every handle, mapping and
+#      reservation the clients and the shim made is given back (the fake's exit lines).
+#      The exportable ones are pushed or pulled (shim/ipc/ipc_vmm.c), never staged; the others, and
+#      all of them with NCCLSHIM_IPC_VMM=0, are staged, and the records say why.
+def vmm_allowed(name, r, way):
+    """The hops a rank of these scenarios may take (each hop's first rank decides from its own buffer)."""
+    if name in ("ipc-vmm-noexport2", "ipc-vmm-off2"):
+        return {"staged"}
+    if name == "ipc-vmm-mixed3":        # rank 2's buffers cannot be shared: into it pulled or staged, out staged or pushed
+        return {(1, "out"): {"pull", "staged"}, (2, "in"): {"pull", "staged"}, (2, "out"): {"push", "staged"},
+                (0, "in"): {"push", "staged"}}.get((r, way), {"push", "pull"})
+    return {"push", "pull"}
+
+
+for n, name, mem, extra in ((2, "ipc-vmm2", lambda r: "vmm", {}),
+                            (2, "ipc-vmm-noexport2", lambda r: "vmm-noexport", {}),
+                            (2, "ipc-vmm-off2", lambda r: "vmm", {"NCCLSHIM_IPC_VMM": "0"}),
+                            (3, "ipc-vmm-mixed3", lambda r: ("vmm", "cuda", "vmm-noexport")[r], {})):
+    log = os.path.join(TMP, name + ".cuda")
+    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, RANK_CLIENT_BIG="1", **extra),
+                             lambda r, n=n, mem=mem: dict(roles(n - 1)(r), RANK_CLIENT_MEM=mem(r)),
+                             root_args=["xfer=1"], rank_args=["xfer=1"])
+    xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+    ends = ipc_ends(d)
+    with open(log) as fh:
+        left = fh.read().split()
+    ok(len(xfer) == n and all(" ok" in l for l in xfer) and len(ends) == n and counted_all(ends),
+       "%s: every broadcast (one over 2 MiB), all-gather and all-reduce is exact, every hop counted" % name,
+       xfer + [(e["rank"], e.get("ipc")) for e in ends] + [p.err[-300:] for p in procs if p.err])
+    ok(len(left) == CUDA_LOG_FIELDS * n and all(cuda_released(x) for x in left),
+       "%s: every VMM handle, mapping and reservation released at exit" % name, left)
+    ok(len(ends) == n and all(set(hops(e, w)) <= vmm_allowed(name, e["rank"], w) for e in ends for w in ("in", "out")),
+       "%s: each rank's hops in and out are what its and its neighbours' buffers allow" % name,
+       [(e["rank"], e["ipc"]["in"], e["ipc"]["out"]) for e in ends])
+    vmm = [e["ipc"].get("vmm", {}) for e in ends]
+    if name == "ipc-vmm2":
+        ok(all(v.get("pieces_sent", 0) > 0 and v.get("pieces_mapped", 0) > 0 and "note" not in v for v in vmm),
+           "%s: both ranks sent pieces and mapped the other's, with no note" % name, vmm)
+    elif name == "ipc-vmm-noexport2":
+        ok(all("cannot be exported" in v.get("note", "") and "POSIX_FILE_DESCRIPTOR" in v["note"] for v in vmm) and
+           not any(v.get("pieces_sent") or v.get("pieces_mapped") for v in vmm),
+           "%s: the records say why it was staged (no file descriptor handle type)" % name, vmm)
+    elif name == "ipc-vmm-off2":
+        ok(all("NCCLSHIM_IPC_VMM=0" in v.get("note", "") for v in vmm),
+           "%s: the records say NCCLSHIM_IPC_VMM=0 staged it" % name, vmm)
 
 # 25b. NCCL 2.29's suspend/resume on an ipc communicator (the fake NCCL 2.30.7, found
 #      before the 2.28 one the client links): answered by the shim, operations refused
@@ -651,7 +706,7 @@ for n in (2, 3):
        "ipc sleep, %d ranks: operations refused while suspended; nothing leaked across cycles" % n, S)
     ok(S.get("final") == "0" and len([l for l in out if l.startswith("COMM") and "destroy=0" in l]) == n,
        "ipc sleep, %d ranks: destroy while suspended succeeds everywhere" % n, out)
-    ok(len(left) == 4 * n and all(x in ("allocs=0", "ipc_opens=0") or x.isdigit() or x.startswith("opened=")
+    ok(len(left) == CUDA_LOG_FIELDS * n and all(cuda_released(x)
                                   for x in left),
        "ipc sleep, %d ranks: destroy freed every allocation and closed every mapping" % n, left)
 

@@ -51,6 +51,12 @@ typedef struct ipc_hops {
      * GPU) and by copy engines; has_copy 0 for older records. */
     int has_copy;
     long long sm, ce;
+    /* Newer shims: pieces of cuMemCreate memory (PyTorch's expandable
+     * segments) sent to the neighbours and mapped from them, and why such
+     * memory was staged (NULL: it was not, or older records). */
+    int has_vmm;
+    long long vmm_sent, vmm_mapped;
+    char *vmm_note;
 } ipc_hops;
 
 typedef struct comm_end_rec {

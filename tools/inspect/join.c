@@ -284,6 +284,11 @@ static void summarize(communicator *c)
                 c->hops.has_copy |= r->end->ipc.has_copy;
                 c->hops.sm += r->end->ipc.sm;
                 c->hops.ce += r->end->ipc.ce;
+                c->hops.has_vmm |= r->end->ipc.has_vmm;
+                c->hops.vmm_sent += r->end->ipc.vmm_sent;
+                c->hops.vmm_mapped += r->end->ipc.vmm_mapped;
+                if (!c->hops.vmm_note && r->end->ipc.vmm_note) /* the first rank's reason; each rank's is in -v */
+                    c->hops.vmm_note = xstrdup(r->end->ipc.vmm_note);
                 for (int k = 0; k < NHOPS; k++) {
                     c->hops.in[k] += r->end->ipc.in[k];
                     c->hops.out[k] += r->end->ipc.out[k];

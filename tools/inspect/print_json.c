@@ -53,6 +53,13 @@ static json_t *jhops(const ipc_hops *h)
                           jhopcounts(h->out));
     if (h->has_copy)
         json_object_set_new(o, "copy", json_pack("{s:I,s:I}", "sm", (json_int_t)h->sm, "ce", (json_int_t)h->ce));
+    if (h->has_vmm) {
+        json_t *v = json_pack("{s:I,s:I}", "pieces_sent", (json_int_t)h->vmm_sent, "pieces_mapped",
+                              (json_int_t)h->vmm_mapped);
+        if (h->vmm_note)
+            json_object_set_new(v, "note", json_string(h->vmm_note));
+        json_object_set_new(o, "vmm", v);
+    }
     return o;
 }
 

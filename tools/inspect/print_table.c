@@ -177,6 +177,9 @@ static void print_ranks(communicator *c, FILE *out)
             if (h->has_copy)
                 fprintf(out, "          ipc copies: %lld by copy engines, %lld by the SMs (same GPU, NCCLSHIM_IPC_COPY=sm)\n",
                         h->ce, h->sm);
+            if (h->has_vmm)
+                fprintf(out, "          ipc cuMemCreate memory: %lld pieces sent, %lld mapped%s%s\n", h->vmm_sent,
+                        h->vmm_mapped, h->vmm_note ? "; staged: " : "", h->vmm_note ? h->vmm_note : "");
         }
         for (size_t k = 0; k < c->ipc_warns.n; k++) {
             const warning_rec *w = c->ipc_warns.v[k];
@@ -240,12 +243,16 @@ void inspect_print_table(inspect_state *st, FILE *out, int verbose)
         long long n = h->out[HOP_PUSH] + h->out[HOP_PULL] + h->out[HOP_STAGED];
         fprintf(out, "  %s: %lld hop%s: %lld pushed, %lld pulled, %lld staged%s\n", c->short_group, n,
                 n == 1 ? "" : "s", h->out[HOP_PUSH], h->out[HOP_PULL], h->out[HOP_STAGED],
-                h->out[HOP_STAGED] ? " (a buffer that could not be exported, e.g. PyTorch's expandable segments: "
-                                     "slower, far slower while kernels fill the GPU; docs/records.md)"
+                h->out[HOP_STAGED] ? " (a buffer that could not be exported, e.g. cuMemCreate memory without a file "
+                                     "descriptor handle: slower, far slower while kernels fill the GPU; docs/records.md)"
                                    : "");
         if (h->has_copy)
             fprintf(out, "    copies: %lld by copy engines, %lld by the SMs (the copy kernel, ranks on one GPU)\n", h->ce,
                     h->sm);
+        if (h->has_vmm)
+            fprintf(out, "    cuMemCreate memory (expandable segments) shared as file descriptors: %lld pieces sent, %lld "
+                    "mapped%s%s\n", h->vmm_sent, h->vmm_mapped, h->vmm_note ? "; staged: " : "",
+                    h->vmm_note ? h->vmm_note : "");
     }
     any = 0;
     for (size_t i = 0; i < st->ncomms; i++) {

@@ -173,8 +173,17 @@ static void parse_ipc(ctx *c, json_t *o, ipc_hops *h)
         h->sm = get_int(c, cp, "sm", 0, 0, NULL);
         h->ce = get_int(c, cp, "ce", 0, 0, NULL);
     }
+    c->prefix = "ipc.";
+    json_t *vm = c->bad ? NULL : get_obj(c, o, "vmm");
+    if (vm) {
+        c->prefix = "ipc.vmm.";
+        h->has_vmm = 1;
+        h->vmm_sent = get_int(c, vm, "pieces_sent", 0, 0, NULL);
+        h->vmm_mapped = get_int(c, vm, "pieces_mapped", 0, 0, NULL);
+        h->vmm_note = get_str(c, vm, "note", 0);
+    }
     c->prefix = NULL;
-    int neg = h->first < 0 || h->sm < 0 || h->ce < 0;
+    int neg = h->first < 0 || h->sm < 0 || h->ce < 0 || h->vmm_sent < 0 || h->vmm_mapped < 0;
     for (int k = 0; k < NHOPS; k++)
         neg |= h->in[k] < 0 || h->out[k] < 0;
     if (!c->bad && neg) {

@@ -55,6 +55,7 @@ void comm_end_free(comm_end_rec *e)
     free(e->how);
     free(e->action);
     free(e->decision_id);
+    free(e->ipc.vmm_note);
     op_free(&e->ops);
     free(e);
 }
@@ -161,6 +162,7 @@ void inspect_free(inspect_state *st)
         HASH_DEL(st->comms, c);
         free(c->group);
         free(c->short_group);
+        free(c->hops.vmm_note);
         free(c->ranks);
         strlist_free(&c->hosts);
         strlist_free(&c->apis);

@@ -1,0 +1,962 @@
+/*
+ * Memory of cuMemCreate shared between ring neighbours (the protocol:
+ * ipc_internal.h).
+ *
+ * PyTorch's expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments,
+ * common in RL trainers) allocate with cuMemCreate and map the pieces (20 MiB
+ * each, 2 MiB for small tensors) back to back into one reserved range, which
+ * cuIpcGetMemHandle refuses.  Without this file such a hop is staged: both
+ * processes copy, and on one GPU each hand-over between two processes that
+ * ran work costs ~150 us each way (docs/benchmarks.md, "Colocated").  But
+ * PyTorch asks for CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR on every piece,
+ * so a piece can be exported as a file descriptor, passed to a neighbour
+ * over a Unix socket (SCM_RIGHTS), imported there and mapped: the hop is then
+ * pushed or pulled like one of cuMemAlloc memory, one process copying.
+ *
+ * The exporter sends each neighbour the pieces of a broadcast's buffer it has
+ * not sent it before, in the thread that describes the buffer, before the
+ * descriptor is published; the descriptor says how many messages were sent,
+ * and the importer reads up to there before it maps.  So no thread waits for
+ * a peer's thread (an exporter may be blocked in a stream synchronisation),
+ * and the application may free the buffer right after the broadcast: what is
+ * in flight holds the memory.  Pieces are keyed by their memory block id
+ * (CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, unique in the process for its life).
+ *
+ * The importer maps each piece at the same offset of a range it reserves the
+ * size of the exporter's ("mirror"), so a buffer over several pieces is one
+ * contiguous range and one copy.  It keeps a piece until the exporter says
+ * FORGET: the exporter's reaper looks once a second whether each piece it
+ * sent is still mapped where it was, and a piece PyTorch gave back is
+ * forgotten; the importer unmaps it once its own last operation is over
+ * (a copy through it may be queued).  A new piece where an old one was
+ * replaces it at once: the exporter could only free the old one after its
+ * stream's operations, which wait for the importer's copies.
+ *
+ * A neighbour pair shares VMM memory only once both of its sockets are up and
+ * both ranks said so in their shared pages (vmm_links), since the first rank
+ * of a hop decides how the hop goes from its own descriptor alone; anything
+ * failing turns the sharing off for that buffer or pair (staged, as before,
+ * with the reason in the records), never the communicator.
+ *
+ * Two ranks have two sockets, one each way; a ring of more, one per
+ * neighbour pair, both ways: this rank connects to its successor (link[0])
+ * and accepts its predecessor (link[1]).  Every use is under qlock.
+ */
+#define _GNU_SOURCE
+#include "ipc_internal.h"
+
+#include "config.h"
+#include "record.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+#include <uthash.h>
+
+#define VMM_MAGIC 0x766d6d73u           /* "smmv" */
+#define VMM_MSG_PIECES 32               /* pieces (and descriptors) per message: far under SCM_MAX_FD */
+#define VMM_MAX_PIECES 8192             /* of one buffer: 160 GiB of 20 MiB pieces */
+#define VMM_MAX_SENT 8192               /* pieces a neighbour holds from this rank; beyond: the oldest forgotten */
+#define VMM_CHECK_MS 1000               /* how often the exporter looks whether what it sent is still mapped */
+#define VMM_ACCEPT_MS 30000             /* how long the predecessor's connection is waited for */
+#define VMM_IO_MS 10000                 /* a message already sent, or a send the peer's reaper drains */
+#define VMM_RETRY_MS 10
+
+enum { MSG_HELLO = 1, MSG_PIECES = 2, MSG_FORGET = 3 };
+
+struct wire_piece {
+    uint64_t block, base, size;         /* in the exporter's process */
+    uint64_t range, range_size;         /* the reserved range the piece is mapped in */
+};
+struct wire_msg {
+    uint32_t magic, kind;
+    uint64_t seq;                       /* messages on this socket this way, from 1 (HELLO: 0) */
+    int32_t rank;
+    uint32_t n;
+    struct wire_piece p[VMM_MSG_PIECES];
+};
+#define MSG_HEAD offsetof(struct wire_msg, p)
+
+/* A piece the peer at the other end of a link was sent (and not told to forget). */
+struct sent {
+    uint64_t block;
+    uint64_t base;
+    UT_hash_handle hh;
+};
+
+struct link {
+    int fd;                             /* -1: none */
+    int peer;
+    uint64_t out_seq, in_seq;           /* messages sent, read */
+    struct sent *sent;                  /* by block; oldest first (uthash keeps insertion order) */
+    unsigned nsent;
+};
+
+struct mirror;
+struct piece_key {
+    int32_t rank;
+    uint32_t pad;
+    uint64_t block;
+};
+/* A neighbour's piece, mapped here. */
+struct piece {
+    struct piece_key key;
+    UT_hash_handle hh;
+    struct mirror *m;
+    uint64_t base, size;                /* in the exporter's addresses */
+    CUmemGenericAllocationHandle h;
+    int doomed;                         /* the exporter said FORGET: unmapped once the fence passed */
+};
+/* A neighbour's reserved range, reserved here too; its mapped pieces sorted by base. */
+struct mirror {
+    int rank;
+    uint64_t range, size;
+    CUdeviceptr at;
+    struct piece **p;
+    int n, cap;
+};
+
+struct ipc_vmm {
+    int listen_fd;
+    char path[108];
+    uint64_t listen_until_us;
+    uint32_t pred_pid;
+    struct link link[2];                /* [0]: to the successor (connected), [1]: from the predecessor (accepted) */
+    struct piece *pieces;
+    struct mirror **mirrors;
+    int nmirrors, capmirrors;
+    int ndoomed;
+    uint64_t next_check_us;
+    struct wire_piece *scratch;         /* one buffer's pieces (describe) */
+    int capscratch;
+};
+
+static int pred_of(const struct ipc_comm *c)
+{
+    return (c->rank - 1 + c->nranks) % c->nranks;
+}
+
+static int succ_of(const struct ipc_comm *c)
+{
+    return (c->rank + 1) % c->nranks;
+}
+
+/* Where this rank sends to (reads from) neighbour r: two ranks have a socket each way. */
+static struct link *out_link(struct ipc_vmm *v, const struct ipc_comm *c, int r)
+{
+    return r == succ_of(c) ? &v->link[0] : &v->link[1];
+}
+
+static struct link *in_link(struct ipc_vmm *v, const struct ipc_comm *c, int r)
+{
+    return r == pred_of(c) ? &v->link[1] : &v->link[0];
+}
+
+/* The first reason VMM memory is staged (or sharing is off), for the
+ * records; and once on stderr, since a user can usually fix it. */
+static void note(struct ipc_comm *c, int warn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void note(struct ipc_comm *c, int warn, const char *fmt, ...)
+{
+    if (c->vmm_note[0])
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(c->vmm_note, sizeof(c->vmm_note), fmt, ap);
+    va_end(ap);
+    if (warn)
+        shim_warn("ipc-vmm", "ipc communicator %s (rank %d of %d): %s", c->group, c->rank, c->nranks, c->vmm_note);
+}
+
+static void link_close(struct link *l)
+{
+    if (l->fd >= 0)
+        close(l->fd);
+    l->fd = -1;
+    struct sent *s, *tmp;
+    HASH_ITER(hh, l->sent, s, tmp) {
+        HASH_DEL(l->sent, s);
+        free(s);
+    }
+    l->nsent = 0;
+}
+
+static void close_fds(const int *fds, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+}
+
+/* Sends one message (with n descriptors for PIECES): 0, or -1 with errno.
+ * SOCK_SEQPACKET: a message goes whole or not at all. */
+static int send_msg(int fd, const struct wire_msg *m, const int *fds, int nfds)
+{
+    struct iovec iov = { (void *)m, MSG_HEAD + (size_t)m->n * sizeof(struct wire_piece) };
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * VMM_MSG_PIECES)];
+        struct cmsghdr align;
+    } ctl;
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1 };
+    if (nfds) {
+        memset(&ctl, 0, sizeof(ctl));
+        mh.msg_control = ctl.buf;
+        mh.msg_controllen = CMSG_SPACE(sizeof(int) * (size_t)nfds);
+        struct cmsghdr *cm = CMSG_FIRSTHDR(&mh);
+        cm->cmsg_level = SOL_SOCKET;
+        cm->cmsg_type = SCM_RIGHTS;
+        cm->cmsg_len = CMSG_LEN(sizeof(int) * (size_t)nfds);
+        memcpy(CMSG_DATA(cm), fds, sizeof(int) * (size_t)nfds);
+    }
+    uint64_t deadline = shim_mono_us() + VMM_IO_MS * 1000ull;
+    for (;;) {
+        ssize_t k = sendmsg(fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
+        if (k == (ssize_t)iov.iov_len)
+            return 0;
+        if (k >= 0) { /* cannot happen on SOCK_SEQPACKET */
+            errno = EPROTO;
+            return -1;
+        }
+        if (errno == EINTR)
+            continue;
+        if (errno != EAGAIN && errno != EWOULDBLOCK)
+            return -1;
+        /* The peer's queue is full: its reaper drains it. */
+        uint64_t now = shim_mono_us();
+        if (now >= deadline) {
+            errno = ETIMEDOUT;
+            return -1;
+        }
+        struct pollfd p = { fd, POLLOUT, 0 };
+        poll(&p, 1, (int)((deadline - now) / 1000 + 1));
+    }
+}
+
+/* ---- set-up ---- */
+
+void ipc_vmm_listen(struct ipc_comm *c)
+{
+    if (c->nranks < 2)
+        return;
+    if (!shim_config()->ipc_vmm) {
+        note(c, 0, "NCCLSHIM_IPC_VMM=0: buffers of cuMemCreate (PyTorch's expandable segments) are staged");
+        return;
+    }
+    if (!c->cu->vmm_ok) {
+        note(c, 0, "the CUDA driver lacks the cuMem* functions to share cuMemCreate memory: such buffers are staged");
+        return;
+    }
+    struct ipc_vmm *v = calloc(1, sizeof(*v));
+    if (!v) {
+        note(c, 0, "out of memory setting up the sharing of cuMemCreate memory: such buffers are staged");
+        return;
+    }
+    v->link[0].fd = v->link[1].fd = -1;
+    /* Beside the shared page: ranks that share /dev/shm reach it, whatever
+     * their network namespaces (an abstract socket would need the same one). */
+    snprintf(v->path, sizeof(v->path), "/dev/shm%s.sock", c->shm_name);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", v->path);
+    v->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (v->listen_fd < 0 || bind(v->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(v->listen_fd, 4) != 0) {
+        note(c, 1, "a Unix socket at %s for sharing cuMemCreate memory: %s (is /dev/shm writable?); such buffers are "
+             "staged", v->path, strerror(errno));
+        if (v->listen_fd >= 0)
+            close(v->listen_fd);
+        unlink(v->path);
+        free(v);
+        return;
+    }
+    v->listen_until_us = shim_mono_us() + VMM_ACCEPT_MS * 1000ull;
+    c->vmm = v;
+}
+
+static void stop_listening(struct ipc_vmm *v)
+{
+    if (v->listen_fd < 0)
+        return;
+    close(v->listen_fd);
+    v->listen_fd = -1;
+    unlink(v->path);
+}
+
+/* The predecessor's connection, if it came: checked by its process id and
+ * its HELLO (anyone of this user could connect to the path). */
+static void try_accept(struct ipc_comm *c)
+{
+    struct ipc_vmm *v = c->vmm;
+    while (v->listen_fd >= 0 && v->link[1].fd < 0) {
+        int fd = accept4(v->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
+        if (fd < 0) {
+            if (errno == EINTR)
+                continue;
+            if (errno != EAGAIN && errno != EWOULDBLOCK) {
+                note(c, 1, "accepting rank %d's socket: %s; cuMemCreate buffers are staged", pred_of(c),
+                     strerror(errno));
+                stop_listening(v);
+            }
+            return;
+        }
+        struct ucred cr;
+        socklen_t len = sizeof(cr);
+        struct wire_msg m;
+        struct pollfd p = { fd, POLLIN, 0 };
+        ssize_t k = -1;
+        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && (uint32_t)cr.pid == v->pred_pid &&
+            poll(&p, 1, 1000) == 1)
+            k = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
+        if (k != (ssize_t)MSG_HEAD || m.magic != VMM_MAGIC || m.kind != MSG_HELLO || m.rank != pred_of(c) || m.n) {
+            close(fd); /* a stranger, or garbage: keep listening until the deadline */
+            continue;
+        }
+        v->link[1].fd = fd;
+        v->link[1].peer = pred_of(c);
+        stop_listening(v);
+        atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_FROM_PRED);
+    }
+}
+
+void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm, uint32_t succ_pid, uint32_t pred_pid)
+{
+    struct ipc_vmm *v = c->vmm;
+    if (!v)
+        return;
+    v->pred_pid = pred_pid;
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/shm%s.sock", succ_shm);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    struct ucred cr;
+    socklen_t len = sizeof(cr);
+    struct wire_msg hello = { .magic = VMM_MAGIC, .kind = MSG_HELLO, .rank = c->rank };
+    /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || send_msg(fd, &hello, NULL, 0) != 0) {
+        note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ_of(c), sa.sun_path,
+             strerror(errno));
+        if (fd >= 0)
+            close(fd);
+    } else if ((uint32_t)cr.pid != succ_pid) {
+        note(c, 1, "the socket %s is not rank %d's (process %d, not %u); cuMemCreate buffers are staged", sa.sun_path,
+             succ_of(c), (int)cr.pid, succ_pid);
+        close(fd);
+    } else {
+        v->link[0].fd = fd;
+        v->link[0].peer = succ_of(c);
+        atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_TO_SUCC);
+        ipc_wake(c, succ_of(c)); /* its reaper accepts */
+    }
+    try_accept(c);
+}
+
+/* Both neighbours' sockets are up, and both ends of each said so. */
+static int links_up(const struct ipc_comm *c)
+{
+    uint32_t mine = atomic_load(&c->shared[c->rank]->vmm_links);
+    return mine == (VMM_TO_SUCC | VMM_FROM_PRED) && (atomic_load(&c->shared[succ_of(c)]->vmm_links) & VMM_FROM_PRED) &&
+           (atomic_load(&c->shared[pred_of(c)]->vmm_links) & VMM_TO_SUCC);
+}
+
+/* ---- the exporter ---- */
+
+/* Tells the peer of `l` to forget `n` pieces (blocks) and forgets them here. */
+static int send_forget(struct ipc_comm *c, struct link *l, struct sent **list, int n)
+{
+    struct wire_msg m = { .magic = VMM_MAGIC, .kind = MSG_FORGET, .rank = c->rank };
+    for (int i = 0; i < n;) {
+        m.n = 0;
+        for (; i < n && m.n < VMM_MSG_PIECES; i++)
+            m.p[m.n++] = (struct wire_piece){ .block = list[i]->block, .base = list[i]->base };
+        m.seq = l->out_seq + 1;
+        if (send_msg(l->fd, &m, NULL, 0) != 0)
+            return -1;
+        l->out_seq++;
+    }
+    for (int i = 0; i < n; i++) {
+        HASH_DEL(l->sent, list[i]);
+        free(list[i]);
+        l->nsent--;
+    }
+    return 0;
+}
+
+/* Sends the peer of `l` the pieces of `p` it was not sent: 0; 1 if a piece
+ * cannot be exported (made without a shareable handle type); -1 if the
+ * sending failed. */
+static int send_pieces(struct ipc_comm *c, struct link *l, const struct wire_piece *p, int n)
+{
+    const struct shim_cuda *cu = c->cu;
+    struct wire_msg m = { .magic = VMM_MAGIC, .kind = MSG_PIECES, .rank = c->rank };
+    int fds[VMM_MSG_PIECES];
+    for (int i = 0; i < n;) {
+        m.n = 0;
+        for (; i < n && m.n < VMM_MSG_PIECES; i++) {
+            struct sent *s;
+            HASH_FIND(hh, l->sent, &p[i].block, sizeof(p[i].block), s);
+            if (s) {
+                /* Still mapped where it was: the peer holds it (re-inserted: newest). */
+                HASH_DEL(l->sent, s);
+                HASH_ADD(hh, l->sent, block, sizeof(s->block), s);
+                continue;
+            }
+            CUmemGenericAllocationHandle h = 0;
+            int fd = -1;
+            CUresult r = cu->cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p[i].base);
+            if (r == CUDA_SUCCESS) {
+                r = cu->cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+                cu->cuMemRelease(h);
+            }
+            if (r != CUDA_SUCCESS) {
+                close_fds(fds, (int)m.n);
+                char err[120];
+                note(c, 1, "a buffer at %#llx is cuMemCreate memory that cannot be exported (%s; made without "
+                     "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, as vLLM's sleep-mode allocator does): its broadcasts "
+                     "are staged, at a fraction of the copy rate; PyTorch's allocator (expandable segments too) can "
+                     "be shared", (unsigned long long)p[i].base,
+                     shim_cuda_error("cuMemExportToShareableHandle", r, err, sizeof(err)));
+                return 1;
+            }
+            fds[m.n] = fd;
+            m.p[m.n++] = p[i];
+        }
+        if (!m.n)
+            continue;
+        if (l->nsent + m.n > VMM_MAX_SENT) {
+            struct sent *old[VMM_MSG_PIECES], *s, *tmp;
+            int k = 0;
+            HASH_ITER(hh, l->sent, s, tmp) {
+                if (k == (int)m.n)
+                    break;
+                old[k++] = s;
+            }
+            if (send_forget(c, l, old, k) != 0)
+                goto fail;
+        }
+        m.seq = l->out_seq + 1;
+        if (send_msg(l->fd, &m, fds, (int)m.n) != 0)
+            goto fail;
+        close_fds(fds, (int)m.n); /* the message in flight holds them */
+        l->out_seq++;
+        atomic_fetch_add_explicit(&c->stat_vmm_sent, m.n, memory_order_relaxed);
+        for (uint32_t k = 0; k < m.n; k++) {
+            struct sent *s = malloc(sizeof(*s));
+            if (!s) /* the peer holds it; forgetting it here only sends it again */
+                continue;
+            s->block = m.p[k].block;
+            s->base = m.p[k].base;
+            HASH_ADD(hh, l->sent, block, sizeof(s->block), s);
+            l->nsent++;
+        }
+    }
+    return 0;
+fail:
+    close_fds(fds, (int)m.n);
+    note(c, 1, "sending rank %d the pieces of a cuMemCreate buffer: %s; that buffer is staged", l->peer,
+         strerror(errno));
+    return -1;
+}
+
+int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
+                     struct ipc_desc *d)
+{
+    struct ipc_vmm *v = c->vmm;
+    if (!v)
+        return 0;
+    if (!links_up(c)) {
+        try_accept(c);
+        if (!links_up(c))
+            return 0;
+    }
+    const struct shim_cuda *cu = c->cu;
+    int n = 0;
+    for (CUdeviceptr at = buf; at < buf + bytes;) {
+        CUdeviceptr base = 0;
+        size_t psize = 0;
+        unsigned long long block = 0;
+        if (cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, at) != CUDA_SUCCESS ||
+            cu->cuPointerGetAttribute(&psize, CU_POINTER_ATTRIBUTE_MAPPING_SIZE, at) != CUDA_SUCCESS ||
+            cu->cuPointerGetAttribute(&block, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, at) != CUDA_SUCCESS ||
+            !psize || base > at || at - base >= psize || base < start || base - start > size || psize > size - (base - start))
+            return n ? 0 : -1; /* not such memory (or the driver does not say): never; a hole: not now */
+        if (n == VMM_MAX_PIECES) {
+            note(c, 1, "a buffer at %#llx spans more than %d pieces of cuMemCreate memory: it is staged",
+                 (unsigned long long)buf, VMM_MAX_PIECES);
+            return -1;
+        }
+        if (n == v->capscratch) {
+            int cap = v->capscratch ? 2 * v->capscratch : 64;
+            struct wire_piece *grown = realloc(v->scratch, (size_t)cap * sizeof(*grown));
+            if (!grown)
+                return 0;
+            v->scratch = grown;
+            v->capscratch = cap;
+        }
+        v->scratch[n++] = (struct wire_piece){ block, base, psize, start, size };
+        at = base + psize;
+    }
+    int to_pred = pred_of(c), to_succ = succ_of(c);
+    struct link *ls[2] = { out_link(v, c, to_succ), to_pred == to_succ ? NULL : out_link(v, c, to_pred) };
+    for (int i = 0; i < 2; i++) {
+        if (!ls[i])
+            continue;
+        int r = send_pieces(c, ls[i], v->scratch, n);
+        if (r)
+            return r > 0 ? -1 : 0;
+        ipc_wake(c, ls[i]->peer); /* a neighbour that does not map it drains its socket in its reaper */
+    }
+    d->direct = 1;
+    d->vmm = 1;
+    d->buffer_id = 0;
+    d->range = start;
+    d->offset = buf - start;
+    d->alloc_size = size;
+    d->vmm_seq[0] = out_link(v, c, to_pred)->out_seq;
+    d->vmm_seq[1] = out_link(v, c, to_succ)->out_seq;
+    return 1;
+}
+
+/* The reaper: pieces sent that are no longer mapped where they were (their
+ * memory given back, or another piece in their place) are forgotten. */
+static void check_sent(struct ipc_comm *c)
+{
+    struct ipc_vmm *v = c->vmm;
+    for (int i = 0; i < 2; i++) {
+        struct link *l = &v->link[i];
+        if (l->fd < 0)
+            continue;
+        struct sent *gone[VMM_MSG_PIECES], *s, *tmp;
+        int k = 0;
+        HASH_ITER(hh, l->sent, s, tmp) {
+            unsigned long long block = 0;
+            CUdeviceptr base = 0;
+            if (c->cu->cuPointerGetAttribute(&block, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, s->base) == CUDA_SUCCESS &&
+                c->cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, s->base) == CUDA_SUCCESS &&
+                block == s->block && base == s->base)
+                continue;
+            gone[k++] = s;
+            if (k == VMM_MSG_PIECES) {
+                if (send_forget(c, l, gone, k) != 0)
+                    break;
+                k = 0;
+            }
+        }
+        if (k)
+            send_forget(c, l, gone, k);
+        ipc_wake(c, l->peer);
+    }
+}
+
+/* ---- the importer ---- */
+
+static struct mirror *mirror_of(struct ipc_vmm *v, int r, uint64_t range, uint64_t size)
+{
+    for (int i = 0; i < v->nmirrors; i++)
+        if (v->mirrors[i]->rank == r && v->mirrors[i]->range == range && v->mirrors[i]->size == size)
+            return v->mirrors[i];
+    return NULL;
+}
+
+static int mirror_index(const struct mirror *m, uint64_t addr) /* first piece ending after addr */
+{
+    int lo = 0, hi = m->n;
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (m->p[mid]->base + m->p[mid]->size <= addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* An emptied mirror goes, its range too: no address space kept for buffers given back. */
+static void drop_if_empty(struct ipc_comm *c, struct mirror *m)
+{
+    struct ipc_vmm *v = c->vmm;
+    if (m->n)
+        return;
+    c->cu->cuMemAddressFree(m->at, m->size);
+    for (int k = 0; k < v->nmirrors; k++)
+        if (v->mirrors[k] == m)
+            v->mirrors[k] = v->mirrors[--v->nmirrors];
+    free(m->p);
+    free(m);
+}
+
+static void unmap_piece(struct ipc_comm *c, struct piece *p)
+{
+    struct ipc_vmm *v = c->vmm;
+    struct mirror *m = p->m;
+    c->cu->cuMemUnmap(m->at + (p->base - m->range), p->size);
+    c->cu->cuMemRelease(p->h);
+    int i = mirror_index(m, p->base);
+    if (i < m->n && m->p[i] == p) {
+        memmove(&m->p[i], &m->p[i + 1], (size_t)(m->n - i - 1) * sizeof(*m->p));
+        m->n--;
+    }
+    if (p->doomed)
+        v->ndoomed--;
+    HASH_DEL(v->pieces, p);
+    free(p);
+    drop_if_empty(c, m);
+}
+
+/* Maps piece `w` of rank r (its descriptor `fd`, consumed), not yet
+ * accessible: *added, the new piece (NULL if it was here already). */
+static int map_piece(struct ipc_comm *c, int r, const struct wire_piece *w, int fd, struct piece **added, char *why,
+                     size_t whylen)
+{
+    *added = NULL;
+    struct ipc_vmm *v = c->vmm;
+    const struct shim_cuda *cu = c->cu;
+    struct piece_key key = { .rank = r, .block = w->block };
+    struct piece *p;
+    HASH_FIND(hh, v->pieces, &key, sizeof(key), p);
+    if (p) { /* forgotten then sent again, before it was unmapped */
+        close(fd);
+        if (p->doomed) {
+            p->doomed = 0;
+            v->ndoomed--;
+        }
+        return 0;
+    }
+    if (!w->size || !w->range_size || w->base < w->range || w->base - w->range > w->range_size ||
+        w->size > w->range_size - (w->base - w->range)) {
+        close(fd);
+        snprintf(why, whylen, "rank %d sent a piece outside its range: a broken or foreign peer", r);
+        return -1;
+    }
+    /* What was mapped there before was given back by its owner: replaced. */
+    struct mirror *m = mirror_of(v, r, w->range, w->range_size);
+    while (m) {
+        int i = mirror_index(m, w->base);
+        if (i >= m->n || m->p[i]->base >= w->base + w->size)
+            break;
+        int last = m->n == 1;
+        unmap_piece(c, m->p[i]);
+        if (last)
+            m = NULL; /* freed with its last piece */
+    }
+    if (!m) {
+        struct mirror **grown = v->nmirrors < v->capmirrors ? v->mirrors
+                                : realloc(v->mirrors, (size_t)(v->capmirrors + 8) * sizeof(*grown));
+        m = calloc(1, sizeof(*m));
+        if (!grown || !m) {
+            free(m);
+            close(fd);
+            snprintf(why, whylen, "out of memory");
+            return -1;
+        }
+        if (grown != v->mirrors) {
+            v->mirrors = grown;
+            v->capmirrors += 8;
+        }
+        CUresult res = cu->cuMemAddressReserve(&m->at, w->range_size, 0, 0, 0);
+        if (res != CUDA_SUCCESS) {
+            char err[120];
+            snprintf(why, whylen, "reserving %llu bytes of address space for rank %d's buffers: %s",
+                     (unsigned long long)w->range_size, r, shim_cuda_error("cuMemAddressReserve", res, err, sizeof(err)));
+            free(m);
+            close(fd);
+            return -1;
+        }
+        m->rank = r;
+        m->range = w->range;
+        m->size = w->range_size;
+        v->mirrors[v->nmirrors++] = m;
+    }
+    p = calloc(1, sizeof(*p));
+    if (p && m->n == m->cap) {
+        int cap = m->cap ? 2 * m->cap : 16;
+        struct piece **grown = realloc(m->p, (size_t)cap * sizeof(*grown));
+        if (grown) {
+            m->p = grown;
+            m->cap = cap;
+        }
+    }
+    if (!p || m->n == m->cap) {
+        free(p);
+        close(fd);
+        drop_if_empty(c, m);
+        snprintf(why, whylen, "out of memory");
+        return -1;
+    }
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr at = m->at + (w->base - w->range);
+    const char *fn = "cuMemImportFromShareableHandle";
+    CUresult res = cu->cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    if (res == CUDA_SUCCESS) {
+        fn = "cuMemMap";
+        res = cu->cuMemMap(at, w->size, 0, h, 0);
+        if (res != CUDA_SUCCESS)
+            cu->cuMemRelease(h);
+    }
+    if (res != CUDA_SUCCESS) {
+        char err[120];
+        snprintf(why, whylen, "mapping a piece of rank %d's buffer (%llu bytes): %s", r, (unsigned long long)w->size,
+                 shim_cuda_error(fn, res, err, sizeof(err)));
+        free(p);
+        drop_if_empty(c, m);
+        return -1;
+    }
+    p->key = key;
+    p->m = m;
+    p->base = w->base;
+    p->size = w->size;
+    p->h = h;
+    int i = mirror_index(m, w->base);
+    memmove(&m->p[i + 1], &m->p[i], (size_t)(m->n - i) * sizeof(*m->p));
+    m->p[i] = p;
+    m->n++;
+    HASH_ADD(hh, v->pieces, key, sizeof(key), p);
+    atomic_fetch_add_explicit(&c->stat_vmm_mapped, 1, memory_order_relaxed);
+    *added = p;
+    return 0;
+}
+
+static int by_place(const void *a, const void *b)
+{
+    const struct piece *x = *(struct piece *const *)a, *y = *(struct piece *const *)b;
+    if (x->m != y->m)
+        return (uintptr_t)x->m < (uintptr_t)y->m ? -1 : 1;
+    return x->base < y->base ? -1 : x->base > y->base;
+}
+
+/* Makes the `n` pieces just mapped accessible to this rank's device, in one
+ * call per run of neighbours: the driver's page table work is per call
+ * (bench/vmm_probe.py).  On failure they are unmapped. */
+static int grant_access(struct ipc_comm *c, struct piece **p, int n, char *why, size_t whylen)
+{
+    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, c->device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    qsort(p, (size_t)n, sizeof(*p), by_place);
+    CUresult res = CUDA_SUCCESS;
+    for (int i = 0, j; i < n && res == CUDA_SUCCESS; i = j) {
+        uint64_t end = p[i]->base + p[i]->size;
+        for (j = i + 1; j < n && p[j]->m == p[i]->m && p[j]->base == end; j++)
+            end += p[j]->size;
+        res = c->cu->cuMemSetAccess(p[i]->m->at + (p[i]->base - p[i]->m->range), end - p[i]->base, &acc, 1);
+    }
+    if (res == CUDA_SUCCESS)
+        return 0;
+    char err[120];
+    snprintf(why, whylen, "making rank %d's buffer accessible on device %d: %s", p[0]->key.rank, c->device,
+             shim_cuda_error("cuMemSetAccess", res, err, sizeof(err)));
+    for (int i = 0; i < n; i++)
+        unmap_piece(c, p[i]);
+    return -1;
+}
+
+/* Whether two pieces of a message claim the same addresses (a new piece
+ * replaces what is mapped where it goes: never one of its own message). */
+static int overlapping(const struct wire_msg *m)
+{
+    for (uint32_t i = 0; m->kind == MSG_PIECES && i < m->n; i++)
+        for (uint32_t j = i + 1; j < m->n; j++)
+            if (m->p[i].range == m->p[j].range && m->p[i].base < m->p[j].base + m->p[j].size &&
+                m->p[j].base < m->p[i].base + m->p[i].size)
+                return 1;
+    return 0;
+}
+
+/* Reads one message from rank r's link, if there is one (wait_ms: how long
+ * to wait for it): 1 read and done, 0 none, -1 with the reason (the link is
+ * closed then: nothing more can be trusted from it). */
+static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, size_t whylen)
+{
+    struct wire_msg m;
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * VMM_MSG_PIECES)];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { &m, sizeof(m) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
+    ssize_t k;
+    uint64_t deadline = shim_mono_us() + (uint64_t)wait_ms * 1000;
+    for (;;) {
+        k = recvmsg(l->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+            break;
+        uint64_t now = shim_mono_us();
+        if (now >= deadline)
+            return 0;
+        struct pollfd p = { l->fd, POLLIN, 0 };
+        poll(&p, 1, (int)((deadline - now) / 1000 + 1));
+    }
+    int fds[VMM_MSG_PIECES], nfds = 0;
+    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); k > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        int n = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+        for (int i = 0; i < n; i++) {
+            int fd;
+            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
+            if (nfds < VMM_MSG_PIECES)
+                fds[nfds++] = fd;
+            else
+                close(fd);
+        }
+    }
+    const char *bad = NULL;
+    if (k == 0)
+        bad = "closed its socket";
+    else if (k < 0)
+        bad = strerror(errno);
+    else if ((size_t)k < MSG_HEAD || m.magic != VMM_MAGIC || m.n > VMM_MSG_PIECES ||
+             (size_t)k != MSG_HEAD + m.n * sizeof(struct wire_piece) || m.rank != l->peer || (mh.msg_flags & MSG_CTRUNC))
+        bad = "sent a malformed message";
+    else if (m.seq != l->in_seq + 1)
+        bad = "sent a message out of sequence";
+    else if (overlapping(&m))
+        bad = "sent pieces that overlap";
+    else if ((m.kind == MSG_PIECES && nfds != (int)m.n) || (m.kind == MSG_FORGET && nfds) ||
+             (m.kind != MSG_PIECES && m.kind != MSG_FORGET))
+        bad = "sent a message of the wrong kind or with the wrong descriptors";
+    if (bad) {
+        close_fds(fds, nfds);
+        snprintf(why, whylen, "rank %d's socket for sharing cuMemCreate memory: it %s", l->peer, bad);
+        link_close(l);
+        return -1;
+    }
+    l->in_seq++;
+    struct ipc_vmm *v = c->vmm;
+    struct piece *added[VMM_MSG_PIECES];
+    int nadded = 0;
+    for (uint32_t i = 0; i < m.n; i++) {
+        if (m.kind == MSG_PIECES) {
+            if (map_piece(c, l->peer, &m.p[i], fds[i], &added[nadded], why, whylen) != 0) {
+                close_fds(fds + i + 1, (int)m.n - (int)i - 1);
+                if (nadded)
+                    grant_access(c, added, nadded, why + strlen(why), 0);
+                return -1;
+            }
+            nadded += added[nadded] != NULL;
+            continue;
+        }
+        struct piece_key key = { .rank = l->peer, .block = m.p[i].block };
+        struct piece *p;
+        HASH_FIND(hh, v->pieces, &key, sizeof(key), p);
+        if (p && !p->doomed) {
+            p->doomed = 1;
+            v->ndoomed++;
+        }
+    }
+    return nadded ? (grant_access(c, added, nadded, why, whylen) == 0 ? 1 : -1) : 1;
+}
+
+int ipc_vmm_map(struct ipc_comm *c, int r, const struct ipc_desc *d, size_t bytes, CUdeviceptr *at, char *why,
+                size_t whylen)
+{
+    struct ipc_vmm *v = c->vmm;
+    struct link *l = v ? in_link(v, c, r) : NULL;
+    if (!l || l->fd < 0) {
+        snprintf(why, whylen, "rank %d described a cuMemCreate buffer, but this rank has no socket from it%s%s", r,
+                 c->vmm_note[0] ? ": " : "", c->vmm_note);
+        return -1;
+    }
+    uint64_t want = d->vmm_seq[r == pred_of(c) ? 1 : 0];
+    uint64_t deadline = shim_mono_us() + VMM_IO_MS * 1000ull;
+    while (l->in_seq < want) {
+        /* Sent before the descriptor was published: there already. */
+        int got = read_msg(c, l, VMM_RETRY_MS, why, whylen);
+        if (got < 0)
+            return -1;
+        if (!got && (atomic_load(&c->failed) || shim_mono_us() > deadline)) {
+            snprintf(why, whylen, "rank %d's pieces of a cuMemCreate buffer did not arrive within %d s", r,
+                     VMM_IO_MS / 1000);
+            return -1;
+        }
+    }
+    struct mirror *m = mirror_of(v, r, d->range, d->alloc_size);
+    uint64_t pos = d->range + d->offset, end = pos + bytes;
+    int i = m ? mirror_index(m, pos) : 0;
+    for (; m && pos < end && i < m->n && m->p[i]->base <= pos && !m->p[i]->doomed; i++)
+        pos = m->p[i]->base + m->p[i]->size;
+    if (!m || pos < end) {
+        snprintf(why, whylen, "rank %d's cuMemCreate buffer (%zu bytes at offset %llu of its range) is not all here: "
+                 "a broken or foreign peer", r, bytes, (unsigned long long)d->offset);
+        return -1;
+    }
+    *at = m->at + d->offset;
+    return 0;
+}
+
+/* ---- the reaper, and destroy ---- */
+
+long ipc_vmm_reap(struct ipc_comm *c)
+{
+    struct ipc_vmm *v = c->vmm;
+    if (!v)
+        return -1;
+    uint64_t now = shim_mono_us();
+    long wait = -1;
+#define SOONER(ms) (wait = wait < 0 || (long)(ms) < wait ? (long)(ms) : wait)
+    if (v->listen_fd >= 0) {
+        try_accept(c);
+        if (v->listen_fd >= 0 && now >= v->listen_until_us) {
+            note(c, 1, "rank %d never connected to this rank's socket in %d s (NCCLSHIM_IPC_VMM=0 there?): "
+                 "cuMemCreate buffers are staged", pred_of(c), VMM_ACCEPT_MS / 1000);
+            stop_listening(v);
+        } else if (v->listen_fd >= 0) {
+            SOONER((v->listen_until_us - now) / 1000 + 1);
+        }
+    }
+    char why[256];
+    for (int i = 0; i < 2; i++) {
+        while (v->link[i].fd >= 0) {
+            int got = read_msg(c, &v->link[i], 0, why, sizeof(why));
+            if (got < 0)
+                note(c, 1, "%s", why);
+            if (got <= 0)
+                break;
+        }
+    }
+    if (v->link[0].nsent || v->link[1].nsent) {
+        if (now >= v->next_check_us) {
+            check_sent(c);
+            v->next_check_us = now + VMM_CHECK_MS * 1000ull;
+        }
+        SOONER((v->next_check_us - now) / 1000 + 1);
+    }
+    if (v->ndoomed) {
+        if (ipc_fence_passed(c)) {
+            struct piece *p, *tmp;
+            HASH_ITER(hh, v->pieces, p, tmp)
+                if (p->doomed)
+                    unmap_piece(c, p);
+        } else {
+            SOONER(VMM_RETRY_MS);
+        }
+    }
+#undef SOONER
+    return wait;
+}
+
+void ipc_vmm_close(struct ipc_comm *c)
+{
+    struct ipc_vmm *v = c->vmm;
+    if (!v)
+        return;
+    /* As ipc_reaper_stop: what a copy may still use stays mapped. */
+    if (ipc_fence_passed(c)) {
+        struct piece *p, *tmp;
+        HASH_ITER(hh, v->pieces, p, tmp)
+            unmap_piece(c, p);
+    } else if (v->pieces) {
+        shim_warn("ipc", "ipc communicator %s (rank %d): %u pieces of peers' buffers stay mapped: its last operation "
+                  "did not finish", c->group, c->rank, HASH_COUNT(v->pieces));
+    }
+    stop_listening(v);
+    link_close(&v->link[0]);
+    link_close(&v->link[1]);
+    free(v->scratch);
+    if (!v->pieces) {
+        free(v->mirrors);
+        free(v);
+    }
+    c->vmm = NULL;
+}
