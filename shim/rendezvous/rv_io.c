@@ -107,8 +107,7 @@ int rv_block_until(int fd, uint64_t deadline_us)
     if (left < 1000)
         left = 1000; /* a zero timeout would mean none at all */
     struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
-    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0 ||
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv)) != 0)
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
         return -1;
     /* Our own sockets: O_NONBLOCK is the only status flag they carry. */
     return fcntl(fd, F_SETFL, 0);
@@ -123,14 +122,16 @@ int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us)
 {
     size_t off = 0;
     while (off < len) {
-        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+        /* MSG_DONTWAIT: on a socket made blocking for its receives
+         * (rv_block_until) too, a full buffer is waited for in poll(). */
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             off += (size_t)n;
             continue;
         }
-        /* EINTR waits in poll() under the deadline: on a blocking socket
-         * (rv_block_until) another send() could block past it. */
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
             int w = wait_fd(fd, POLLOUT, deadline_us);
             if (w == 1)
                 continue;
