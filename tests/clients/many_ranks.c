@@ -14,6 +14,8 @@
  *       MANY_RANKS_FDS=n: first open n descriptors, as an application's own.
  *       MANY_RANKS_WARM_STACK_KIB=n: each rank's thread first touches n KiB of
  *       its stack, as a process's main thread has (at most 256).
+ *       MANY_RANKS_SIGNAL_US=n: each rank's thread gets SIGALRM every n us
+ *       during its init (a handler without SA_RESTART: its waits see EINTR).
  *       MANY_RANKS_HOLD=1: once every rank of this process has its
  *       communicator, print "CREATED" and destroy them only when stdin
  *       closes: bench/rv_scale.py holds every process's teardown until all
@@ -31,11 +33,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -102,6 +106,35 @@ static __attribute__((noinline)) void warm_stack(size_t kib)
 }
 
 static size_t g_warm_kib;
+/* MANY_RANKS_SIGNAL_US: the period of a signal to each rank's thread while it inits, 0: none. */
+static long g_signal_us;
+
+static void on_alarm(int sig)
+{
+    (void)sig; /* only interrupts: a wait must stay bounded all the same */
+}
+
+/* A timer that signals this thread every g_signal_us (no SA_RESTART: blocking calls see EINTR). */
+static int signal_storm(timer_t *t)
+{
+    struct sigevent ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGALRM;
+    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    struct itimerspec its = { { g_signal_us / 1000000, g_signal_us % 1000000 * 1000 },
+                              { g_signal_us / 1000000, g_signal_us % 1000000 * 1000 } };
+    if (timer_create(CLOCK_MONOTONIC, &ev, t) != 0) {
+        perror("timer_create");
+        return -1;
+    }
+    if (timer_settime(*t, 0, &its, NULL) != 0) {
+        perror("timer_settime");
+        timer_delete(*t);
+        return -1;
+    }
+    return 0;
+}
 
 static void *run_rank(void *arg)
 {
@@ -109,9 +142,13 @@ static void *run_rank(void *arg)
     ncclComm_t comm = NULL;
     if (g_warm_kib)
         warm_stack(g_warm_kib);
+    timer_t storm;
+    int storming = g_signal_us > 0 && signal_storm(&storm) == 0;
     r->t0 = now_ns();
     ncclResult_t rc = ncclCommInitRank(&comm, g_nranks, g_id, r->rank);
     r->t1 = now_ns();
+    if (storming)
+        timer_delete(storm);
     int count = -1;
     r->ok = rc == ncclSuccess && ncclCommCount(comm, &count) == ncclSuccess && count == g_nranks;
     if (atomic_fetch_add(&g_ncreated, 1) + 1 == g_count)
@@ -155,6 +192,16 @@ int main(int argc, char **argv)
     g_warm_kib = getenv("MANY_RANKS_WARM_STACK_KIB") ? (size_t)atoi(getenv("MANY_RANKS_WARM_STACK_KIB")) : 0;
     if (g_warm_kib > 256)
         g_warm_kib = 256; /* within the 512 KiB stacks below */
+    g_signal_us = getenv("MANY_RANKS_SIGNAL_US") ? atol(getenv("MANY_RANKS_SIGNAL_US")) : 0;
+    if (g_signal_us > 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_alarm; /* no SA_RESTART */
+        if (sigaction(SIGALRM, &sa, NULL) != 0) {
+            perror("sigaction");
+            return 1;
+        }
+    }
     /* MANY_RANKS_FDS=n: descriptors the "application" holds, to bring a limit near. */
     for (int i = 0, n = getenv("MANY_RANKS_FDS") ? atoi(getenv("MANY_RANKS_FDS")) : 0; i < n; i++)
         if (open("/dev/null", O_RDONLY) < 0) {
