@@ -384,10 +384,10 @@ static int send_forget(struct ipc_comm *c, struct link *l, struct sent **list, i
     return 0;
 }
 
-/* Sends the peer of `l` the pieces of `p` it was not sent: 0; 1 if a piece
- * cannot be exported (made without a shareable handle type); -1 if the
- * sending failed. */
-static int send_pieces(struct ipc_comm *c, struct link *l, const struct wire_piece *p, int n)
+/* Sends the peer of `l` the pieces of `p` it was not sent: 0, and *sent
+ * set if there were any; 1 if a piece cannot be exported (made without a
+ * shareable handle type); -1 if the sending failed. */
+static int send_pieces(struct ipc_comm *c, struct link *l, const struct wire_piece *p, int n, int *sent)
 {
     const struct shim_cuda *cu = c->cu;
     struct wire_msg m = { .magic = VMM_MAGIC, .kind = MSG_PIECES, .rank = c->rank };
@@ -397,11 +397,16 @@ static int send_pieces(struct ipc_comm *c, struct link *l, const struct wire_pie
         for (; i < n && m.n < VMM_MSG_PIECES; i++) {
             struct sent *s;
             HASH_FIND(hh, l->sent, &p[i].block, sizeof(p[i].block), s);
-            if (s) {
+            if (s && s->base == p[i].base) {
                 /* Still mapped where it was: the peer holds it (re-inserted: newest). */
                 HASH_DEL(l->sent, s);
                 HASH_ADD(hh, l->sent, block, sizeof(s->block), s);
                 continue;
+            }
+            if (s) { /* mapped elsewhere now: sent again, and the peer moves it */
+                HASH_DEL(l->sent, s);
+                free(s);
+                l->nsent--;
             }
             CUmemGenericAllocationHandle h = 0;
             int fd = -1;
@@ -441,6 +446,7 @@ static int send_pieces(struct ipc_comm *c, struct link *l, const struct wire_pie
             goto fail;
         close_fds(fds, (int)m.n); /* the message in flight holds them */
         l->out_seq++;
+        *sent = 1;
         atomic_fetch_add_explicit(&c->stat_vmm_sent, m.n, memory_order_relaxed);
         for (uint32_t k = 0; k < m.n; k++) {
             struct sent *s = malloc(sizeof(*s));
@@ -503,10 +509,11 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
     for (int i = 0; i < 2; i++) {
         if (!ls[i])
             continue;
-        int r = send_pieces(c, ls[i], v->scratch, n);
+        int sent = 0, r = send_pieces(c, ls[i], v->scratch, n, &sent);
         if (r)
             return r > 0 ? -1 : 0;
-        ipc_wake(c, ls[i]->peer); /* a neighbour that does not map it drains its socket in its reaper */
+        if (sent)
+            ipc_wake(c, ls[i]->peer); /* a neighbour that does not map it drains its socket in its reaper */
     }
     d->direct = 1;
     d->vmm = 1;
@@ -530,6 +537,7 @@ static void check_sent(struct ipc_comm *c)
             continue;
         struct sent *gone[VMM_MSG_PIECES], *s, *tmp;
         int k = 0;
+        unsigned before = l->nsent;
         HASH_ITER(hh, l->sent, s, tmp) {
             unsigned long long block = 0;
             CUdeviceptr base = 0;
@@ -544,9 +552,11 @@ static void check_sent(struct ipc_comm *c)
                 k = 0;
             }
         }
+        int forgot = k > 0 || l->nsent < before;
         if (k)
             send_forget(c, l, gone, k);
-        ipc_wake(c, l->peer);
+        if (forgot)
+            ipc_wake(c, l->peer);
     }
 }
 
@@ -616,7 +626,9 @@ static int map_piece(struct ipc_comm *c, int r, const struct wire_piece *w, int 
     struct piece_key key = { .rank = r, .block = w->block };
     struct piece *p;
     HASH_FIND(hh, v->pieces, &key, sizeof(key), p);
-    if (p) { /* forgotten then sent again, before it was unmapped */
+    if (p && (p->base != w->base || p->size != w->size || p->m->range != w->range || p->m->size != w->range_size))
+        unmap_piece(c, p); /* the same memory, mapped elsewhere there now */
+    else if (p) { /* forgotten then sent again, before it was unmapped */
         close(fd);
         if (p->doomed) {
             p->doomed = 0;

@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..134"
+echo "1..138"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -241,7 +241,7 @@ check "rv_ipc2: a clean ipc run passes --check" eval 'test $rc -eq 0 && ! has PR
 check "rv_ipc2: row shows action ipc, NET ipc, traffic from comm_end" has '^id:0x474f4f50 +weight-update +ipc +2/2 +vm +other +0 +ipc +- +AllGather:4/20Ki AllReduce:8/58B Bcast:10/243Ki Broadcast:10/243Ki Recv:3/293Ki Send:3/293Ki$'
 check "rv_ipc2: decided in 3 rounds" has '^  id:0x474f4f50: decided by root 127\.0\.0\.1:40957 \(0xc3209675\), 3 rounds: ipc$'
 check "rv_ipc2: the teardown warning is joined and marked after the rank's end" has '^warning vm:32722 ipc-peer-lost \(id:0x474f4f50 rank 1, after its end\): ipc communicator \(rank 1 of 2\)'
-check "rv_ipc2: how the broadcasts went, each hop once, staged explained" has "^  id:0x474f4f50: 14 hops: 0 pushed, 0 pulled, 14 staged \\(a buffer that could not be exported, e.g. PyTorch's expandable segments"
+check "rv_ipc2: how the broadcasts went, each hop once, staged explained" has "^  id:0x474f4f50: 14 hops: 0 pushed, 0 pulled, 14 staged \\(a buffer that could not be exported, e.g. cuMemCreate memory without a file descriptor handle"
 run --json "$FX/rv_ipc2"
 check "rv_ipc2 --json: ipc_hops per communicator, comm_end's ipc per rank" jqt '.communicators[0].ipc_hops == {"push":0,"pull":0,"staged":14} and .communicators[0].ranks[0].ipc == {"first":8,"in":{"push":0,"pull":0,"staged":7},"out":{"push":0,"pull":0,"staged":7}} and .communicators[0].ranks[1].ipc.first == 6'
 check "rv_ipc2 --json: no NCCL pointer, the shim's handle, ops from comm_end" jqt '.communicators[0] | .action == "ipc" and .network == "ipc" and .ipc_peer_lost == false and .problems == [] and ([.ranks[] | [.comm, .handle, .["end"], .end_action]] == [[null,"0x7fa788000d00","destroy","ipc"],[null,"0x7fa144000d40","destroy","ipc"]]) and .ranks[0].ops.Send.count == 2 and .ranks[1].network == null and .ranks[0].decision.rounds == 3'
@@ -250,6 +250,16 @@ run -v "$FX/rv_ipc2"
 check "rv_ipc2 -v: no comm pointer, the handle instead" has '^  rank 0: vm pid 32719 tid 32721 comm - handle 0x7fa788000d00 api other '
 check "rv_ipc2 -v: each rank's hops" eval "test \$(grep -cE '^          ipc: in push 0, pull 0, staged 7; out push 0, pull 0, staged 7; came first on [86]\$' $TMP/out) -eq 2"
 check "rv_ipc2 -v: the rank's ipc warning under it" has '^          warning ipc-peer-lost \(after this rank.s comm_end: its destroy.s teardown\): ipc communicator \(rank 1 of 2\)'
+# rv_ipc2_vmm: the same records with comm_end's ipc.vmm (cuMemCreate pieces shared as file
+# descriptors, and why such memory was staged)
+run "$FX/rv_ipc2_vmm"
+check "rv_ipc2_vmm: the pieces shared and the first rank's reason under the hops" has '^    cuMemCreate memory \(expandable segments\) shared as file descriptors: 2 pieces sent, 0 mapped; staged: a buffer at 0x7f2c00000000 is cuMemCreate memory that cannot be exported'
+run -v "$FX/rv_ipc2_vmm"
+check "rv_ipc2_vmm -v: each rank's line, the reason only where there is one" eval "grep -q '^          ipc cuMemCreate memory: 0 pieces sent, 0 mapped; staged: a buffer at' $TMP/out && grep -q '^          ipc cuMemCreate memory: 2 pieces sent, 0 mapped\$' $TMP/out"
+run --json "$FX/rv_ipc2_vmm"
+check "rv_ipc2_vmm --json: each rank's ipc.vmm as the shim wrote it" jqt '.communicators[0].ranks[0].ipc.vmm.pieces_sent == 0 and (.communicators[0].ranks[0].ipc.vmm.note | startswith("a buffer at")) and .communicators[0].ranks[1].ipc.vmm == {"pieces_sent":2,"pieces_mapped":0}'
+run "$FX/rv_ipc2"
+check "rv_ipc2: older records (no ipc.vmm) print no such line" eval "! grep -q 'cuMemCreate memory (expandable' $TMP/out"
 # rv_ipc4: at the destroy the root records rank 3 leaving, two ranks warn after their end
 run --check "$FX/rv_ipc4"
 check "rv_ipc4: a normal destroy with ipc_peer_left passes --check" eval 'test $rc -eq 0 && ! has PROBLEM err'
