@@ -9,7 +9,8 @@
 #   With 1 or 2: the colocated story (bench/colocated.py): a trainer and an inference
 #   process on one GPU, which NCCL refuses; the shim's ipc transport carries their
 #   refit (4.3 GB in 45 packed broadcasts, 2 streams in turn), bit-exact, timed against
-#   a plain copy on that GPU and the usual torch CUDA-IPC alternative; its records
+#   a plain copy on that GPU and the usual torch CUDA-IPC alternative, and again with
+#   PyTorch's expandable segments (vmm: shared as file descriptors); its records
 #   shown by ncclshim-inspect.
 #   Without a GPU: the shim's decisions on the fake NCCL of the test suite (no data path).
 # DEMO_DIR=<dir> keeps the output there; DEMO_ARGS="..." passes options to the scenario
@@ -50,7 +51,7 @@ fi
 if [ "$gpus" -ge 1 ]; then
     echo "== $gpus GPU(s) here (the queue-pair scenario needs 3): colocated RL on one GPU, for real"
     echo "   rank 0 trains, rank 1 serves, both on GPU 0; a vLLM-style ctypes NCCL client; a few minutes"
-    timeout -k 10 900 "$PY" "$ROOT/bench/colocated.py" --outdir "$OUT" --preload "$SHIM" --cases nccl,shim,torch-ipc
+    timeout -k 10 900 "$PY" "$ROOT/bench/colocated.py" --outdir "$OUT" --preload "$SHIM" --cases nccl,shim,vmm,torch-ipc
     st=$?
     echo
     echo "== ncclshim-inspect $OUT/shim/records (the shim's run)"
