@@ -246,13 +246,15 @@ struct ipc_shared {
     CUipcMemHandle data_handle;         /* its staging; rewritten only while RELEASED */
     _Atomic uint64_t acked[MAX_PEERS];  /* by peer q: the last epoch for which it let go of the staging;
                                          * ACK_GONE: q destroyed the communicator, it never maps it again */
-    /* The Unix sockets of shim/ipc/ipc_vmm.c: VMM_TO_SUCC once this rank is
-     * connected to its successor, VMM_FROM_PRED once it accepted its
-     * predecessor's connection. */
+    /* The Unix sockets of shim/ipc/ipc_vmm.c: VMM_ON once this rank listens
+     * (set before its export: its neighbours see it at connect), VMM_TO_SUCC
+     * once it is connected to its successor, VMM_FROM_PRED once it accepted
+     * its predecessor's connection. */
     _Atomic uint32_t vmm_links;
 };
 #define VMM_TO_SUCC 1u
 #define VMM_FROM_PRED 2u
+#define VMM_ON 4u
 enum { DATA_ACTIVE = 0, DATA_RELEASING = 1, DATA_RELEASED = 2 };
 #define DATA_STATE(epoch, st) ((uint64_t)(epoch) << 2 | (uint64_t)(st))
 #define DATA_EPOCH(v) ((v) >> 2)
@@ -282,14 +284,23 @@ struct ipc_map {
     uint64_t last_b;                    /* the last broadcast that used it */
 };
 
+/* A piece of cuMemCreate memory (a mapping: ipc_vmm.c). */
+struct ipc_vmm_piece {
+    uint64_t block, base, size;
+};
+
 /* An allocation of this rank and its IPC handle (as `struct ipc_map`). */
 struct ipc_exported {
     uint64_t buffer_id;                 /* 0: unused */
     CUdeviceptr start;
+    size_t size;                        /* the range of start (cuMemCreate memory: the whole reservation) */
     CUipcMemHandle handle;
     uint64_t last_b;
     int not_ipc;                        /* cuIpcGetMemHandle refused it (cuMemCreate memory): see ipc_vmm.c */
     int not_vmm;                        /* nor can it be shared as file descriptors */
+    /* cuMemCreate memory: the mapping buffer_id names (ids are per mapping
+     * and never reused, so it stays what it was), or size 0 */
+    struct ipc_vmm_piece piece;
 };
 
 struct ipc_comm {
@@ -503,7 +514,8 @@ void ipc_data_close(struct ipc_comm *c);
  * sockets between ring neighbours.  ipc_vmm_listen (prepare): the socket the
  * predecessor will connect to (failing only turns VMM sharing off, noted);
  * ipc_vmm_connect (connect, the pages opened): to the successor.  Under qlock:
- * ipc_vmm_describe fills d (vmm, range, offset, sizes, sequence numbers) and
+ * ipc_vmm_describe fills d (vmm, range, offset, sizes, sequence numbers; `first`,
+ * the piece that holds buf if known (size 0: not), saves the driver's word for it) and
  * sends the neighbours the pieces they lack: 1, or 0 if the memory cannot be
  * shared so (staged then); ipc_vmm_map maps rank r's described memory here:
  * 0, or -1 with the reason; ipc_vmm_reap (the reaper) accepts, tells the
@@ -514,7 +526,7 @@ void ipc_data_close(struct ipc_comm *c);
 void ipc_vmm_listen(struct ipc_comm *c);
 void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm, uint32_t succ_pid, uint32_t pred_pid);
 int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
-                     struct ipc_desc *d);
+                     struct ipc_vmm_piece *first, struct ipc_desc *d);
 int ipc_vmm_map(struct ipc_comm *c, int r, const struct ipc_desc *d, size_t bytes, CUdeviceptr *at, char *why,
                 size_t whylen);
 long ipc_vmm_reap(struct ipc_comm *c);

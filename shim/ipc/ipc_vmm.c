@@ -56,6 +56,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 #include <uthash.h>
 
@@ -64,7 +65,8 @@
 #define VMM_MAX_PIECES 8192             /* of one buffer: 160 GiB of 20 MiB pieces */
 #define VMM_MAX_SENT 8192               /* pieces a neighbour holds from this rank; beyond: the oldest forgotten */
 #define VMM_CHECK_MS 1000               /* how often the exporter looks whether what it sent is still mapped */
-#define VMM_ACCEPT_MS 30000             /* how long the predecessor's connection is waited for */
+#define VMM_ACCEPT_MS 30000             /* how long the reaper accepts the predecessor's connection */
+#define VMM_SETUP_MS 2000               /* how long connect and the first describe wait for the sockets */
 #define VMM_IO_MS 10000                 /* a message already sent, or a send the peer's reaper drains */
 #define VMM_RETRY_MS 10
 
@@ -127,6 +129,7 @@ struct ipc_vmm {
     char path[108];
     uint64_t listen_until_us;
     uint32_t pred_pid;
+    int setup_waited;                   /* the first describe waited for the sockets */
     struct link link[2];                /* [0]: to the successor (connected), [1]: from the predecessor (accepted) */
     struct piece *pieces;
     struct mirror **mirrors;
@@ -274,6 +277,7 @@ void ipc_vmm_listen(struct ipc_comm *c)
     }
     v->listen_until_us = shim_mono_us() + VMM_ACCEPT_MS * 1000ull;
     c->vmm = v;
+    atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_ON);
 }
 
 static void stop_listening(struct ipc_vmm *v)
@@ -327,38 +331,73 @@ void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm, uint32_t succ_pid
     if (!v)
         return;
     v->pred_pid = pred_pid;
-    struct sockaddr_un sa = { .sun_family = AF_UNIX };
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/shm%s.sock", succ_shm);
-    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    struct ucred cr;
-    socklen_t len = sizeof(cr);
-    struct wire_msg hello = { .magic = VMM_MAGIC, .kind = MSG_HELLO, .rank = c->rank };
-    /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
-    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-        getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || send_msg(fd, &hello, NULL, 0) != 0) {
-        note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ_of(c), sa.sun_path,
-             strerror(errno));
-        if (fd >= 0)
-            close(fd);
-    } else if ((uint32_t)cr.pid != succ_pid) {
-        note(c, 1, "the socket %s is not rank %d's (process %d, not %u); cuMemCreate buffers are staged", sa.sun_path,
-             succ_of(c), (int)cr.pid, succ_pid);
-        close(fd);
+    int succ = succ_of(c), pred = pred_of(c);
+    if (!(atomic_load(&c->shared[succ]->vmm_links) & VMM_ON)) {
+        note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or an "
+             "older shim): such buffers are staged", succ);
     } else {
-        v->link[0].fd = fd;
-        v->link[0].peer = succ_of(c);
-        atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_TO_SUCC);
-        ipc_wake(c, succ_of(c)); /* its reaper accepts */
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/shm%s.sock", succ_shm);
+        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+        struct ucred cr;
+        socklen_t len = sizeof(cr);
+        struct wire_msg hello = { .magic = VMM_MAGIC, .kind = MSG_HELLO, .rank = c->rank };
+        /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || send_msg(fd, &hello, NULL, 0) != 0) {
+            note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ, sa.sun_path,
+                 strerror(errno));
+            if (fd >= 0)
+                close(fd);
+        } else if ((uint32_t)cr.pid != succ_pid) {
+            note(c, 1, "the socket %s is not rank %d's (process %d, not %u); cuMemCreate buffers are staged",
+                 sa.sun_path, succ, (int)cr.pid, succ_pid);
+            close(fd);
+        } else {
+            v->link[0].fd = fd;
+            v->link[0].peer = succ;
+            atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_TO_SUCC);
+            ipc_wake(c, succ); /* its reaper accepts, if it is past its own connect */
+        }
     }
-    try_accept(c);
+    if (!(atomic_load(&c->shared[pred]->vmm_links) & VMM_ON)) {
+        if (pred != succ)
+            note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or "
+                 "an older shim): such buffers are staged", pred);
+        stop_listening(v);
+        return;
+    }
+    /* The predecessor connects in its own connect, at about the same time:
+     * waited for here (bounded), so that the first broadcast finds the
+     * sockets up; later, the reaper still accepts it. */
+    uint64_t until = shim_mono_us() + VMM_SETUP_MS * 1000ull;
+    for (;;) {
+        try_accept(c);
+        uint64_t now = shim_mono_us();
+        if (v->listen_fd < 0 || v->link[1].fd >= 0 || now >= until)
+            break;
+        struct pollfd p = { v->listen_fd, POLLIN, 0 };
+        poll(&p, 1, (int)((until - now) / 1000 + 1));
+    }
 }
 
 /* Both neighbours' sockets are up, and both ends of each said so. */
 static int links_up(const struct ipc_comm *c)
 {
     uint32_t mine = atomic_load(&c->shared[c->rank]->vmm_links);
-    return mine == (VMM_TO_SUCC | VMM_FROM_PRED) && (atomic_load(&c->shared[succ_of(c)]->vmm_links) & VMM_FROM_PRED) &&
+    return (mine & (VMM_TO_SUCC | VMM_FROM_PRED)) == (VMM_TO_SUCC | VMM_FROM_PRED) &&
+           (atomic_load(&c->shared[succ_of(c)]->vmm_links) & VMM_FROM_PRED) &&
            (atomic_load(&c->shared[pred_of(c)]->vmm_links) & VMM_TO_SUCC);
+}
+
+/* Whether the sockets may still come up: every rank of the pair listens,
+ * and this rank's own ends are not given up on. */
+static int links_coming(const struct ipc_comm *c)
+{
+    const struct ipc_vmm *v = c->vmm;
+    return (atomic_load(&c->shared[succ_of(c)]->vmm_links) & VMM_ON) &&
+           (atomic_load(&c->shared[pred_of(c)]->vmm_links) & VMM_ON) && v->link[0].fd >= 0 &&
+           (v->link[1].fd >= 0 || v->listen_fd >= 0);
 }
 
 /* ---- the exporter ---- */
@@ -467,15 +506,25 @@ fail:
 }
 
 int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
-                     struct ipc_desc *d)
+                     struct ipc_vmm_piece *first, struct ipc_desc *d)
 {
     struct ipc_vmm *v = c->vmm;
     if (!v)
         return 0;
     if (!links_up(c)) {
-        try_accept(c);
-        if (!links_up(c))
-            return 0;
+        /* Once: the neighbours may still be in their connect (the sockets
+         * come up within it); past that the broadcast goes staged. */
+        uint64_t until = v->setup_waited ? 0 : shim_mono_us() + VMM_SETUP_MS * 1000ull;
+        v->setup_waited = 1;
+        for (;;) {
+            try_accept(c);
+            if (links_up(c))
+                break;
+            if (!links_coming(c) || shim_mono_us() >= until || atomic_load(&c->failed))
+                return 0;
+            struct timespec ts = { 0, 50000 };
+            nanosleep(&ts, NULL);
+        }
     }
     const struct shim_cuda *cu = c->cu;
     int n = 0;
@@ -483,11 +532,19 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         CUdeviceptr base = 0;
         size_t psize = 0;
         unsigned long long block = 0;
-        if (cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, at) != CUDA_SUCCESS ||
+        /* A small buffer in a piece described before: no driver call (3 took
+         * ~6 us of host time per broadcast on H100). */
+        if (at == buf && first->size && first->base <= at && at - first->base < first->size) {
+            block = first->block;
+            base = first->base;
+            psize = first->size;
+        } else if (cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, at) != CUDA_SUCCESS ||
             cu->cuPointerGetAttribute(&psize, CU_POINTER_ATTRIBUTE_MAPPING_SIZE, at) != CUDA_SUCCESS ||
             cu->cuPointerGetAttribute(&block, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, at) != CUDA_SUCCESS ||
             !psize || base > at || at - base >= psize || base < start || base - start > size || psize > size - (base - start))
             return n ? 0 : -1; /* not such memory (or the driver does not say): never; a hole: not now */
+        else if (at == buf)
+            *first = (struct ipc_vmm_piece){ block, base, psize };
         if (n == VMM_MAX_PIECES) {
             note(c, 1, "a buffer at %#llx spans more than %d pieces of cuMemCreate memory: it is staged",
                  (unsigned long long)buf, VMM_MAX_PIECES);
