@@ -137,6 +137,7 @@ struct ipc_vmm {
     int ndoomed;
     uint64_t next_check_us;
     struct wire_piece *scratch;         /* one buffer's pieces (describe) */
+    uint64_t *blocks;                   /* their memory block ids, sorted (repeats_block) */
     int capscratch;
 };
 
@@ -505,6 +506,29 @@ fail:
     return -1;
 }
 
+static int by_value(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether two of a buffer's n pieces (v->scratch) are one memory block: an
+ * allocation mapped twice in its span, which CUDA allows.  The importer
+ * holds a block at one place (keyed by it), and a message naming it twice
+ * is refused: without this, such a buffer's second mapping unmapped the
+ * first, still in the list being mapped (a double free: both processes
+ * aborted in t/13's ipc-vmm-alias). */
+static int repeats_block(struct ipc_vmm *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        v->blocks[i] = v->scratch[i].block;
+    qsort(v->blocks, (size_t)n, sizeof(*v->blocks), by_value);
+    for (int i = 1; i < n; i++)
+        if (v->blocks[i] == v->blocks[i - 1])
+            return 1;
+    return 0;
+}
+
 int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
                      struct ipc_vmm_piece *first, struct ipc_desc *d)
 {
@@ -552,7 +576,10 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         }
         if (n == v->capscratch) {
             int cap = v->capscratch ? 2 * v->capscratch : 64;
-            struct wire_piece *grown = realloc(v->scratch, (size_t)cap * sizeof(*grown));
+            uint64_t *blocks = realloc(v->blocks, (size_t)cap * sizeof(*blocks));
+            if (blocks)
+                v->blocks = blocks;
+            struct wire_piece *grown = blocks ? realloc(v->scratch, (size_t)cap * sizeof(*grown)) : NULL;
             if (!grown)
                 return 0;
             v->scratch = grown;
@@ -560,6 +587,11 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         }
         v->scratch[n++] = (struct wire_piece){ block, base, psize, start, size };
         at = base + psize;
+    }
+    if (n > 1 && repeats_block(v, n)) {
+        note(c, 1, "a buffer at %#llx maps one piece of cuMemCreate memory at two addresses, which cannot be shared "
+             "piece by piece (a neighbour maps each piece once): it is staged", (unsigned long long)buf);
+        return -1;
     }
     int to_pred = pred_of(c), to_succ = succ_of(c);
     struct link *ls[2] = { out_link(v, c, to_succ), to_pred == to_succ ? NULL : out_link(v, c, to_pred) };
@@ -820,14 +852,17 @@ static int grant_access(struct ipc_comm *c, struct piece **p, int n, char *why, 
     return -1;
 }
 
-/* Whether two pieces of a message claim the same addresses (a new piece
- * replaces what is mapped where it goes: never one of its own message). */
+/* Whether two pieces of a message claim the same addresses, or are one
+ * memory block (a new piece replaces what is mapped where it goes, and a
+ * block mapped elsewhere is moved: never one of its own message, which
+ * read_msg still holds; a peer's describe never sends such a message). */
 static int overlapping(const struct wire_msg *m)
 {
     for (uint32_t i = 0; m->kind == MSG_PIECES && i < m->n; i++)
         for (uint32_t j = i + 1; j < m->n; j++)
-            if (m->p[i].range == m->p[j].range && m->p[i].base < m->p[j].base + m->p[j].size &&
-                m->p[j].base < m->p[i].base + m->p[i].size)
+            if (m->p[i].block == m->p[j].block ||
+                (m->p[i].range == m->p[j].range && m->p[i].base < m->p[j].base + m->p[j].size &&
+                 m->p[j].base < m->p[i].base + m->p[i].size))
                 return 1;
     return 0;
 }
@@ -881,7 +916,7 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
     else if (m.seq != l->in_seq + 1)
         bad = "sent a message out of sequence";
     else if (overlapping(&m))
-        bad = "sent pieces that overlap";
+        bad = "sent pieces that overlap or repeat a memory block";
     else if ((m.kind == MSG_PIECES && nfds != (int)m.n) || (m.kind == MSG_FORGET && nfds) ||
              (m.kind != MSG_PIECES && m.kind != MSG_FORGET))
         bad = "sent a message of the wrong kind or with the wrong descriptors";
@@ -1023,6 +1058,7 @@ void ipc_vmm_close(struct ipc_comm *c)
     link_close(&v->link[0]);
     link_close(&v->link[1]);
     free(v->scratch);
+    free(v->blocks);
     if (!v->pieces) {
         free(v->mirrors);
         free(v);

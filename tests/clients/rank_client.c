@@ -24,9 +24,10 @@
  *            xfer=1 (after init: broadcasts of odd sizes from every root, on
  *            three streams in turn with RANK_CLIENT_CUDA, and all-reduces of
  *            several types, checked: "XFER ok" / "XFER fail <what>")
- *            vmm=forget, vmm=remap (after those: cuMemCreate buffers given
- *            back, or their pieces replaced and moved: see vmm_forget and
- *            vmm_remap; "FORGET ..." / "REMAP ...")
+ *            vmm=forget, vmm=remap, vmm=alias (after those: cuMemCreate
+ *            buffers given back, their pieces replaced and moved, one piece
+ *            mapped twice: see vmm_forget, vmm_remap and vmm_alias; "FORGET
+ *            ..." / "REMAP ..." / "ALIAS ...")
  *            poke=1 (a bad HELLO to the successor's VMM socket: see poke_main)
  *            hold=1 (before destroy, wait for the sync file "release")
  *
@@ -71,7 +72,7 @@
 
 static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend;
 static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
-static enum { VMMTEST_NONE, VMMTEST_FORGET, VMMTEST_REMAP } g_vmmtest;
+static enum { VMMTEST_NONE, VMMTEST_FORGET, VMMTEST_REMAP, VMMTEST_ALIAS } g_vmmtest;
 static void *g_cuda;                    /* the fake libcuda, if the test gives it */
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
@@ -906,6 +907,44 @@ static void vmm_remap(ncclComm_t comm, int idx)
 }
 
 /*
+ * vmm=alias (RANK_CLIENT_MEM=vmm): one piece mapped twice, back to back, in
+ * one reservation (CUDA allows it; both mappings say the same memory block
+ * id), and a buffer over both: broadcasts into it from every root, checked
+ * (the pattern repeats every 256 bytes, so the two views agree).  Such memory
+ * cannot be shared piece by piece: staged, never a failure.
+ *   "ALIAS i bad=<first failure or ->"
+ */
+static void vmm_alias(ncclComm_t comm, int idx)
+{
+    vmm_prop_t prop;
+    vmm_access_t acc;
+    vmm_props(&prop, &acc);
+    char bad[200] = "-";
+    unsigned long long base = 0, h = 0;
+    int rc = g_vmm.reserve(&base, 2 * VMM_PIECE, 0, 0, 0);
+    if (!rc)
+        rc = g_vmm.create(&h, VMM_PIECE, &prop, 0);
+    int mapped = 0;
+    for (; !rc && mapped < 2; mapped++)
+        rc = g_vmm.map(base + mapped * VMM_PIECE, VMM_PIECE, 0, h, 0);
+    if (!rc)
+        rc = g_vmm.set_access(base, 2 * VMM_PIECE, &acc, 1);
+    if (rc)
+        snprintf(bad, sizeof(bad), "an aliased VMM buffer: CUresult %d", rc);
+    size_t off = 4096, n = VMM_PIECE + 8192;
+    for (int root = 0; root < g_nranks && bad[0] == '-'; root++)
+        if (bcast_into(comm, (unsigned char *)(uintptr_t)base + off, n, root, 500 + root) != 0)
+            snprintf(bad, sizeof(bad), "broadcast from root %d", root);
+    for (int i = 0; i < mapped; i++)
+        g_vmm.unmap(base + i * VMM_PIECE, VMM_PIECE);
+    if (h)
+        g_vmm.release(h);
+    if (base)
+        g_vmm.address_free(base, 2 * VMM_PIECE);
+    printf("ALIAS %d bad=%s\n", idx, bad);
+}
+
+/*
  * poke=1: from this process (the one its successor's socket of
  * shim/ipc/ipc_vmm.c expects its predecessor in), a connection to that
  * socket, whose path the test writes into the sync file "pokepath", with a
@@ -1017,6 +1056,8 @@ static void *run_one(void *arg)
             vmm_forget(comm, i);
         else if (g_vmmtest == VMMTEST_REMAP)
             vmm_remap(comm, i);
+        else if (g_vmmtest == VMMTEST_ALIAS)
+            vmm_alias(comm, i);
         if (g_hold && sync_wait("release", 0) != 0)
             fprintf(stderr, "rank_client: hold=1: no release within 20 s\n");
         destroy = ncclCommDestroy(comm);
@@ -1057,6 +1098,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             g_vmmtest = VMMTEST_FORGET;
         else if (strcmp(argv[i], "vmm=remap") == 0)
             g_vmmtest = VMMTEST_REMAP;
+        else if (strcmp(argv[i], "vmm=alias") == 0)
+            g_vmmtest = VMMTEST_ALIAS;
         else if (strncmp(argv[i], "poke=", 5) == 0)
             g_poke = atoi(argv[i] + 5);
         else if (strncmp(argv[i], "hold=", 5) == 0)
