@@ -3,8 +3,11 @@
 
 Ranks are threads of tests/bin/many_ranks processes (at most 256 a process, at least one process
 per simulated host; hosts by NCCLSHIM_HOSTNAME); every process, the root's included, runs under
-`ulimit -n 1024`.  The unique ID is made by a process of its own (the root: it serves the rendezvous
-and samples its own descriptors and peak RSS).  Rank 0's process is training, the others inference,
+`ulimit -n 1024`.  Since 2026-11-25 (issue 19) no process destroys its communicators or exits
+before every process has created all of its own (MANY_RANKS_HOLD), and each rank's thread first
+touches 64 KiB of its stack (MANY_RANKS_WARM_STACK_KIB), as a process's main thread has.
+The unique ID is made by a process of its own (the root: it serves the rendezvous and samples its
+own descriptors and peak RSS).  Rank 0's process is training, the others inference,
 NCCLSHIM_WEIGHT_UPDATE=socket: the root commits socket in one round (every rank said in its HELLO
 that it can carry it out; the baseline took two: DECISION, votes, COMMIT).
 
@@ -42,6 +45,23 @@ def env_of(base, **kw):
     return e
 
 
+def hold_until_created(procs, deadline):
+    """Reads each process's stdout up to its CREATED line (or its end), then closes every stdin:
+    the processes then destroy their communicators and exit.  Returns what was read, by process."""
+    bufs = {p.stdout.fileno(): b"" for p in procs}
+    waiting = set(bufs)
+    while waiting and time.monotonic() < deadline:
+        for fd in select.select(list(waiting), [], [], max(0, deadline - time.monotonic()))[0]:
+            chunk = os.read(fd, 4096)
+            bufs[fd] += chunk
+            if not chunk or b"CREATED\n" in bufs[fd]:
+                waiting.discard(fd)
+    for p in procs:
+        p.stdin.close()
+        p.stdin = None
+    return [bufs[p.stdout.fileno()].decode(errors="replace") for p in procs]
+
+
 def one(lib, nranks, hosts, d, extra=None):
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "LD_PRELOAD": lib,
             "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "60000"}
@@ -63,9 +83,19 @@ def one(lib, nranks, hosts, d, extra=None):
         count = (p + 1) * nranks // nproc - first
         procs.append(subprocess.Popen(
             [MANY, "ranks", hid, str(nranks), str(first), str(count)],
-            env=env_of(base, NCCLSHIM_HOSTNAME="h%d" % (p % hosts), NCCLSHIM_ROLE="training" if p == 0 else "inference"),
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=nofile))
+            env=env_of(base, NCCLSHIM_HOSTNAME="h%d" % (p % hosts), NCCLSHIM_ROLE="training" if p == 0 else "inference",
+                       MANY_RANKS_HOLD="1", MANY_RANKS_WARM_STACK_KIB="64"),
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=nofile))
+    # MANY_RANKS_WARM_STACK_KIB: a rank's init runs, in a job, on a process's main thread, whose stack
+    # pages were touched long before; a fresh thread faults on each on first touch, the record's
+    # buffer's after the decision (docs/benchmarks.md, "Rendezvous at scale").
+    # Every process's teardown (destroys, threads' and processes' exits) waits
+    # until all have their communicators: it is no part of the decision, and on
+    # this machine it would take the cores from ranks of other processes still
+    # deciding (with a core per rank, as in a job, it would not).
+    early = hold_until_created(procs, time.monotonic() + 120)
     outs = [p.communicate(timeout=120) for p in procs]
+    outs = [(e + o, err) for e, (o, err) in zip(early, outs)]
     rout, _ = root.communicate("", timeout=60)
     t0max = t1max = 0
     t0min = float("inf")

@@ -90,3 +90,9 @@ tests-bin: tests/bin/leave_client
 tests/bin/leave_client: tests/clients/leave_client.c tests/clients/client_util.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a'
+
+# The ipc transport's VMM messages (tests/t/31-vmm-wire.t).
+tests-bin: tests/bin/test_vmm_wire
+tests/bin/test_vmm_wire: tests/unit/test_vmm_wire.c shim/ipc/ipc_vmm_wire.c shim/ipc/ipc_vmm_wire.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_vmm_wire.c shim/ipc/ipc_vmm_wire.c

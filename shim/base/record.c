@@ -194,6 +194,19 @@ static void put_string(struct jw *w, const char *s)
     const unsigned char *p = (const unsigned char *)s;
     size_t budget = 4096; /* no single string may take the whole record */
     while (*p && budget) {
+        /* A run of printable ASCII that needs no escape goes in at once: most
+         * of a record (every rank of a large job writes one inside its init). */
+        size_t run = 0;
+        while (run < budget && p[run] >= 0x20 && p[run] < 0x80 && p[run] != '"' && p[run] != '\\')
+            run++;
+        if (run && w->len + run + 64 > sizeof(w->buf))
+            run = 1; /* near the end: as much as fits, byte by byte, as put() allows */
+        if (run) {
+            put(w, (const char *)p, run);
+            p += run;
+            budget -= run;
+            continue;
+        }
         char esc[8];
         if (*p == '"' || *p == '\\') {
             esc[0] = '\\';

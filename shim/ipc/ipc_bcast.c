@@ -192,23 +192,35 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
     CUdeviceptr start = 0;
     size_t size = 0;
     unsigned long long id = 0;
-    if (!bytes || cu->cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, buf) != CUDA_SUCCESS ||
-        cu->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, buf) != CUDA_SUCCESS ||
-        cu->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, buf) != CUDA_SUCCESS || !id ||
-        buf < start || buf - start > size || bytes > size - (buf - start))
+    if (!bytes || cu->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, buf) != CUDA_SUCCESS || !id)
         return;
+    /* Ids are never reused (one per allocation, or per mapping of cuMemCreate
+     * memory), so an id seen before has the same range: two driver calls
+     * saved on each broadcast of a buffer used before. */
     struct ipc_exported *e = NULL, *lru = &c->exported[0];
     for (int i = 0; i < EXPORT_CACHE && !e; i++) {
-        if (c->exported[i].buffer_id == id && c->exported[i].start == start)
-            e = &c->exported[i];
-        else if (c->exported[i].last_b < lru->last_b)
-            lru = &c->exported[i];
+        struct ipc_exported *x = &c->exported[i];
+        if (x->buffer_id == id && x->size && buf >= x->start && buf - x->start < x->size)
+            e = x;
+        else if (x->last_b < lru->last_b)
+            lru = x;
     }
+    if (e) {
+        start = e->start;
+        size = e->size;
+    } else if (cu->cuPointerGetAttribute(&start, CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, buf) != CUDA_SUCCESS ||
+               cu->cuPointerGetAttribute(&size, CU_POINTER_ATTRIBUTE_RANGE_SIZE, buf) != CUDA_SUCCESS ||
+               buf < start || buf - start >= size) {
+        return;
+    }
+    if (bytes > size - (buf - start))
+        return;
     if (!e) {
         e = lru;
         memset(e, 0, sizeof(*e));
         e->buffer_id = id;
         e->start = start;
+        e->size = size;
         /* Fails for memory of cuMemCreate (expandable segments), which
          * cannot be shared so whatever the buffer: remembered. */
         e->not_ipc = cu->cuIpcGetMemHandle(&e->handle, start) != CUDA_SUCCESS;

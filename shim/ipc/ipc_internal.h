@@ -293,6 +293,7 @@ struct ipc_vmm_piece {
 struct ipc_exported {
     uint64_t buffer_id;                 /* 0: unused */
     CUdeviceptr start;
+    size_t size;                        /* the range of start (cuMemCreate memory: the whole reservation) */
     CUipcMemHandle handle;
     uint64_t last_b;
     int not_ipc;                        /* cuIpcGetMemHandle refused it (cuMemCreate memory): see ipc_vmm.c */

@@ -44,6 +44,7 @@
  */
 #define _GNU_SOURCE
 #include "ipc_internal.h"
+#include "ipc_vmm_wire.h"
 
 #include "config.h"
 #include "record.h"
@@ -60,8 +61,6 @@
 #include <unistd.h>
 #include <uthash.h>
 
-#define VMM_MAGIC 0x766d6d73u           /* "smmv" */
-#define VMM_MSG_PIECES 32               /* pieces (and descriptors) per message: far under SCM_MAX_FD */
 #define VMM_MAX_PIECES 8192             /* of one buffer: 160 GiB of 20 MiB pieces */
 #define VMM_MAX_SENT 8192               /* pieces a neighbour holds from this rank; beyond: the oldest forgotten */
 #define VMM_CHECK_MS 1000               /* how often the exporter looks whether what it sent is still mapped */
@@ -69,21 +68,6 @@
 #define VMM_SETUP_MS 2000               /* how long connect and the first describe wait for the sockets */
 #define VMM_IO_MS 10000                 /* a message already sent, or a send the peer's reaper drains */
 #define VMM_RETRY_MS 10
-
-enum { MSG_HELLO = 1, MSG_PIECES = 2, MSG_FORGET = 3 };
-
-struct wire_piece {
-    uint64_t block, base, size;         /* in the exporter's process */
-    uint64_t range, range_size;         /* the reserved range the piece is mapped in */
-};
-struct wire_msg {
-    uint32_t magic, kind;
-    uint64_t seq;                       /* messages on this socket this way, from 1 (HELLO: 0) */
-    int32_t rank;
-    uint32_t n;
-    struct wire_piece p[VMM_MSG_PIECES];
-};
-#define MSG_HEAD offsetof(struct wire_msg, p)
 
 /* A piece the peer at the other end of a link was sent (and not told to forget). */
 struct sent {
@@ -136,7 +120,7 @@ struct ipc_vmm {
     int nmirrors, capmirrors;
     int ndoomed;
     uint64_t next_check_us;
-    struct wire_piece *scratch;         /* one buffer's pieces (describe) */
+    struct vmm_wire_piece *scratch;     /* one buffer's pieces (describe) */
     uint64_t *blocks;                   /* their memory block ids, sorted (repeats_block) */
     int capscratch;
 };
@@ -199,9 +183,9 @@ static void close_fds(const int *fds, int n)
 
 /* Sends one message (with n descriptors for PIECES): 0, or -1 with errno.
  * SOCK_SEQPACKET: a message goes whole or not at all. */
-static int send_msg(int fd, const struct wire_msg *m, const int *fds, int nfds)
+static int send_msg(int fd, const struct vmm_msg *m, const int *fds, int nfds)
 {
-    struct iovec iov = { (void *)m, MSG_HEAD + (size_t)m->n * sizeof(struct wire_piece) };
+    struct iovec iov = { (void *)m, VMM_MSG_HEAD + (size_t)m->n * sizeof(struct vmm_wire_piece) };
     union {
         char buf[CMSG_SPACE(sizeof(int) * VMM_MSG_PIECES)];
         struct cmsghdr align;
@@ -309,13 +293,13 @@ static void try_accept(struct ipc_comm *c)
         }
         struct ucred cr;
         socklen_t len = sizeof(cr);
-        struct wire_msg m;
+        struct vmm_msg m;
         struct pollfd p = { fd, POLLIN, 0 };
         ssize_t k = -1;
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && (uint32_t)cr.pid == v->pred_pid &&
             poll(&p, 1, 1000) == 1)
             k = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
-        if (k != (ssize_t)MSG_HEAD || m.magic != VMM_MAGIC || m.kind != MSG_HELLO || m.rank != pred_of(c) || m.n) {
+        if (k != (ssize_t)VMM_MSG_HEAD || m.magic != VMM_MAGIC || m.kind != VMM_HELLO || m.rank != pred_of(c) || m.n) {
             close(fd); /* a stranger, or garbage: keep listening until the deadline */
             continue;
         }
@@ -342,7 +326,7 @@ void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm, uint32_t succ_pid
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         struct ucred cr;
         socklen_t len = sizeof(cr);
-        struct wire_msg hello = { .magic = VMM_MAGIC, .kind = MSG_HELLO, .rank = c->rank };
+        struct vmm_msg hello = { .magic = VMM_MAGIC, .kind = VMM_HELLO, .rank = c->rank };
         /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
         if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
             getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || send_msg(fd, &hello, NULL, 0) != 0) {
@@ -406,11 +390,11 @@ static int links_coming(const struct ipc_comm *c)
 /* Tells the peer of `l` to forget `n` pieces (blocks) and forgets them here. */
 static int send_forget(struct ipc_comm *c, struct link *l, struct sent **list, int n)
 {
-    struct wire_msg m = { .magic = VMM_MAGIC, .kind = MSG_FORGET, .rank = c->rank };
+    struct vmm_msg m = { .magic = VMM_MAGIC, .kind = VMM_FORGET, .rank = c->rank };
     for (int i = 0; i < n;) {
         m.n = 0;
         for (; i < n && m.n < VMM_MSG_PIECES; i++)
-            m.p[m.n++] = (struct wire_piece){ .block = list[i]->block, .base = list[i]->base };
+            m.p[m.n++] = (struct vmm_wire_piece){ .block = list[i]->block, .base = list[i]->base };
         m.seq = l->out_seq + 1;
         if (send_msg(l->fd, &m, NULL, 0) != 0)
             return -1;
@@ -427,10 +411,10 @@ static int send_forget(struct ipc_comm *c, struct link *l, struct sent **list, i
 /* Sends the peer of `l` the pieces of `p` it was not sent: 0, and *sent
  * set if there were any; 1 if a piece cannot be exported (made without a
  * shareable handle type); -1 if the sending failed. */
-static int send_pieces(struct ipc_comm *c, struct link *l, const struct wire_piece *p, int n, int *sent)
+static int send_pieces(struct ipc_comm *c, struct link *l, const struct vmm_wire_piece *p, int n, int *sent)
 {
     const struct shim_cuda *cu = c->cu;
-    struct wire_msg m = { .magic = VMM_MAGIC, .kind = MSG_PIECES, .rank = c->rank };
+    struct vmm_msg m = { .magic = VMM_MAGIC, .kind = VMM_PIECES, .rank = c->rank };
     int fds[VMM_MSG_PIECES];
     for (int i = 0; i < n;) {
         m.n = 0;
@@ -514,10 +498,10 @@ static int by_value(const void *a, const void *b)
 
 /* Whether two of a buffer's n pieces (v->scratch) are one memory block: an
  * allocation mapped twice in its span, which CUDA allows.  The importer
- * holds a block at one place (keyed by it), and a message naming it twice
- * is refused: without this, such a buffer's second mapping unmapped the
- * first, still in the list being mapped (a double free: both processes
- * aborted in t/13's ipc-vmm-alias). */
+ * holds a block at one place (keyed by it), and refuses a message naming
+ * it twice (vmm_msg_check): before, such a buffer's second mapping unmapped
+ * the first there, still in the list being mapped (a double free: both
+ * processes aborted in t/13's ipc-vmm-alias). */
 static int repeats_block(struct ipc_vmm *v, int n)
 {
     for (int i = 0; i < n; i++)
@@ -579,13 +563,13 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
             uint64_t *blocks = realloc(v->blocks, (size_t)cap * sizeof(*blocks));
             if (blocks)
                 v->blocks = blocks;
-            struct wire_piece *grown = blocks ? realloc(v->scratch, (size_t)cap * sizeof(*grown)) : NULL;
+            struct vmm_wire_piece *grown = blocks ? realloc(v->scratch, (size_t)cap * sizeof(*grown)) : NULL;
             if (!grown)
                 return 0;
             v->scratch = grown;
             v->capscratch = cap;
         }
-        v->scratch[n++] = (struct wire_piece){ block, base, psize, start, size };
+        v->scratch[n++] = (struct vmm_wire_piece){ block, base, psize, start, size };
         at = base + psize;
     }
     if (n > 1 && repeats_block(v, n)) {
@@ -706,7 +690,7 @@ static void unmap_piece(struct ipc_comm *c, struct piece *p)
 
 /* Maps piece `w` of rank r (its descriptor `fd`, consumed), not yet
  * accessible: *added, the new piece (NULL if it was here already). */
-static int map_piece(struct ipc_comm *c, int r, const struct wire_piece *w, int fd, struct piece **added, char *why,
+static int map_piece(struct ipc_comm *c, int r, const struct vmm_wire_piece *w, int fd, struct piece **added, char *why,
                      size_t whylen)
 {
     *added = NULL;
@@ -725,12 +709,7 @@ static int map_piece(struct ipc_comm *c, int r, const struct wire_piece *w, int 
         }
         return 0;
     }
-    if (!w->size || !w->range_size || w->base < w->range || w->base - w->range > w->range_size ||
-        w->size > w->range_size - (w->base - w->range)) {
-        close(fd);
-        snprintf(why, whylen, "rank %d sent a piece outside its range: a broken or foreign peer", r);
-        return -1;
-    }
+    /* Inside its range: vmm_msg_check. */
     /* What was mapped there before was given back by its owner: replaced. */
     struct mirror *m = mirror_of(v, r, w->range, w->range_size);
     while (m) {
@@ -852,27 +831,12 @@ static int grant_access(struct ipc_comm *c, struct piece **p, int n, char *why, 
     return -1;
 }
 
-/* Whether two pieces of a message claim the same addresses, or are one
- * memory block (a new piece replaces what is mapped where it goes, and a
- * block mapped elsewhere is moved: never one of its own message, which
- * read_msg still holds; a peer's describe never sends such a message). */
-static int overlapping(const struct wire_msg *m)
-{
-    for (uint32_t i = 0; m->kind == MSG_PIECES && i < m->n; i++)
-        for (uint32_t j = i + 1; j < m->n; j++)
-            if (m->p[i].block == m->p[j].block ||
-                (m->p[i].range == m->p[j].range && m->p[i].base < m->p[j].base + m->p[j].size &&
-                 m->p[j].base < m->p[i].base + m->p[i].size))
-                return 1;
-    return 0;
-}
-
 /* Reads one message from rank r's link, if there is one (wait_ms: how long
  * to wait for it): 1 read and done, 0 none, -1 with the reason (the link is
  * closed then: nothing more can be trusted from it). */
 static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, size_t whylen)
 {
-    struct wire_msg m;
+    struct vmm_msg m;
     union {
         char buf[CMSG_SPACE(sizeof(int) * VMM_MSG_PIECES)];
         struct cmsghdr align;
@@ -910,16 +874,10 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
         bad = "closed its socket";
     else if (k < 0)
         bad = strerror(errno);
-    else if ((size_t)k < MSG_HEAD || m.magic != VMM_MAGIC || m.n > VMM_MSG_PIECES ||
-             (size_t)k != MSG_HEAD + m.n * sizeof(struct wire_piece) || m.rank != l->peer || (mh.msg_flags & MSG_CTRUNC))
-        bad = "sent a malformed message";
-    else if (m.seq != l->in_seq + 1)
-        bad = "sent a message out of sequence";
-    else if (overlapping(&m))
-        bad = "sent pieces that overlap or repeat a memory block";
-    else if ((m.kind == MSG_PIECES && nfds != (int)m.n) || (m.kind == MSG_FORGET && nfds) ||
-             (m.kind != MSG_PIECES && m.kind != MSG_FORGET))
-        bad = "sent a message of the wrong kind or with the wrong descriptors";
+    else if (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC))
+        bad = "sent a message too long, or too many descriptors";
+    else
+        bad = vmm_msg_check(&m, (size_t)k, nfds, l->peer, l->in_seq + 1);
     if (bad) {
         close_fds(fds, nfds);
         snprintf(why, whylen, "rank %d's socket for sharing cuMemCreate memory: it %s", l->peer, bad);
@@ -931,7 +889,7 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
     struct piece *added[VMM_MSG_PIECES];
     int nadded = 0;
     for (uint32_t i = 0; i < m.n; i++) {
-        if (m.kind == MSG_PIECES) {
+        if (m.kind == VMM_PIECES) {
             if (map_piece(c, l->peer, &m.p[i], fds[i], &added[nadded], why, whylen) != 0) {
                 close_fds(fds + i + 1, (int)m.n - (int)i - 1);
                 if (nadded)

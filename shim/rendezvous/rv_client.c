@@ -146,6 +146,11 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
             }
             goto done;
         }
+        /* The answer is read by a thread asleep in recv(): woken with its
+         * bytes, not by poll() and then read (on a host's thousands of ranks,
+         * a cost that each rank pays after the decision).  If the socket
+         * cannot be made so, the same calls wait in poll(). */
+        (void)rv_block_until(fd, deadline);
         m->type = RV_HELLO;
         memcpy(m->token, mark->token, RV_TOKEN_LEN);
         m->u.hello = *facts;
@@ -201,6 +206,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
         deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
         enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
+        (void)rv_block_until(fd, deadline);
         if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
             await(fd, mark, next, deadline, m, err, sizeof(err)) != 0) {
             fall_back(out, "rendezvous with %s, after voting: %s: passthrough", where, err);
@@ -212,6 +218,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
             if (out->v.action == ACTION_IPC) {
                 /* Kept open for the communicator's life: the root closes it
                  * when any rank leaves (shim/ipc/ipc_monitor.c watches it). */
+                (void)rv_nonblocking(fd);
                 out->monitor_fd = fd;
                 fd = -1;
             }

@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 void rv_addr_str(const struct sockaddr *sa, char *buf, size_t len)
@@ -100,11 +101,30 @@ int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us,
     return -1;
 }
 
+int rv_block_until(int fd, uint64_t deadline_us)
+{
+    uint64_t now = shim_mono_us(), left = deadline_us > now ? deadline_us - now : 0;
+    if (left < 1000)
+        left = 1000; /* a zero timeout would mean none at all */
+    struct timeval tv = { (time_t)(left / 1000000), (suseconds_t)(left % 1000000) };
+    if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv)) != 0)
+        return -1;
+    /* Our own sockets: O_NONBLOCK is the only status flag they carry. */
+    return fcntl(fd, F_SETFL, 0);
+}
+
+int rv_nonblocking(int fd)
+{
+    return fcntl(fd, F_SETFL, O_NONBLOCK);
+}
+
 int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us)
 {
     size_t off = 0;
     while (off < len) {
-        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL);
+        /* MSG_DONTWAIT: on a socket made blocking for its receives
+         * (rv_block_until) too, a full buffer is waited for in poll(). */
+        ssize_t n = send(fd, buf + off, len - off, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
             off += (size_t)n;
             continue;
@@ -165,8 +185,6 @@ static int recv_all(int fd, uint8_t *buf, size_t len, uint64_t deadline_us, char
             errno = off ? EPROTO : ECONNRESET;
             return -1;
         }
-        if (errno == EINTR)
-            continue;
         if (errno == ECONNRESET) {
             /* A peer that exits with our bytes unread resets instead of
              * closing: the same event for the reader. */
@@ -174,10 +192,12 @@ static int recv_all(int fd, uint8_t *buf, size_t len, uint64_t deadline_us, char
             errno = off ? EPROTO : ECONNRESET;
             return -1;
         }
-        if (errno != EAGAIN && errno != EWOULDBLOCK) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
             snprintf(err, errlen, "recv: %s", strerror(errno));
             return -1;
         }
+        /* Nothing yet (or, on a blocking socket, its timeout or a signal):
+         * wait under the deadline. */
         int w = wait_fd(fd, POLLIN, deadline_us);
         if (w != 1) {
             snprintf(err, errlen, "recv: %s", w == 0 ? "timed out" : strerror(errno));

@@ -29,6 +29,19 @@ int rv_send_bytes(int fd, const uint8_t *buf, size_t len, uint64_t deadline_us);
  * malformed one), or what recv() said. */
 int rv_recv_msg(int fd, struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen);
 
+/*
+ * Makes `fd` blocking for receives, each bounded by the time left before the
+ * deadline (SO_RCVTIMEO), for a rank's wait for the root's answer: the thread
+ * sleeps in recv() and wakes with the bytes, not in poll() and then recv().
+ * rv_recv_msg still ends by the deadline (after a signal or the timeout it
+ * waits in poll() under it); sends never block (MSG_DONTWAIT).  Called again
+ * with each new deadline.  0, or -1 (errno set; the socket may then be left
+ * non-blocking, which the calls above handle as before).
+ */
+int rv_block_until(int fd, uint64_t deadline_us);
+/* Back to non-blocking (a descriptor kept past the rendezvous): 0 or -1. */
+int rv_nonblocking(int fd);
+
 /* Random bytes from the kernel: 0, or -1 (errno set). */
 int rv_random(void *buf, size_t len);
 

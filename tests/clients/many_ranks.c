@@ -12,6 +12,14 @@
  *       and ncclCommDestroy; then "RANKS first=F count=C ok=<inits that
  *       succeeded> t0max=<last call, ns> t1max=<last return, ns> t0min=..."
  *       MANY_RANKS_FDS=n: first open n descriptors, as an application's own.
+ *       MANY_RANKS_WARM_STACK_KIB=n: each rank's thread first touches n KiB of
+ *       its stack, as a process's main thread has (at most 256).
+ *       MANY_RANKS_SIGNAL_US=n: each rank's thread gets SIGALRM every n us
+ *       during its init (a handler without SA_RESTART: its waits see EINTR).
+ *       MANY_RANKS_HOLD=1: once every rank of this process has its
+ *       communicator, print "CREATED" and destroy them only when stdin
+ *       closes: bench/rv_scale.py holds every process's teardown until all
+ *       processes have created theirs.
  *       (CLOCK_REALTIME, as the records' ts: comparable between processes of one machine).
  */
 #define _GNU_SOURCE
@@ -19,23 +27,34 @@
 #include "nccl_abi.h"
 #include "nccl_decls.h"
 
+#include <alloca.h>
 #include <dirent.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
+#include <semaphore.h>
+#include <signal.h>
+#include <stdatomic.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
 static ncclUniqueId g_id;
 static int g_nranks;
-/* Destroys wait until every rank of this process has its communicator: a
- * destroy is no part of creating one, and would take the cores from ranks
- * still deciding. */
-static pthread_barrier_t g_created;
+/* Destroys wait until every rank of this process has its communicator (and
+ * with MANY_RANKS_HOLD, of every process): a destroy, a thread's exit and a
+ * process's exit are no part of creating one, and would take the cores from
+ * ranks still deciding.  The last rank to have its communicator posts
+ * g_created for the main thread; every rank sleeps once, at g_go, which the
+ * main thread joins when the teardown may start. */
+static atomic_int g_ncreated;
+static int g_count;
+static sem_t g_created;
+static pthread_barrier_t g_go;
 
 struct rank_run {
     int rank;
@@ -75,16 +94,66 @@ static long hwm_kb(void)
     return kb;
 }
 
+/* Touches the first `kib` KiB of this thread's stack.  A rank's init runs,
+ * in a job, on a process's main thread (Python's), whose stack pages were
+ * touched long before; a fresh thread's first touch of each page is a page
+ * fault, and the deepest ones (the record's buffer) come after the decision. */
+static __attribute__((noinline)) void warm_stack(size_t kib)
+{
+    char *p = alloca(kib << 10);
+    memset(p, 0, kib << 10);
+    __asm__ volatile("" : : "r"(p) : "memory");
+}
+
+static size_t g_warm_kib;
+/* MANY_RANKS_SIGNAL_US: the period of a signal to each rank's thread while it inits, 0: none. */
+static long g_signal_us;
+
+static void on_alarm(int sig)
+{
+    (void)sig; /* only interrupts: a wait must stay bounded all the same */
+}
+
+/* A timer that signals this thread every g_signal_us (no SA_RESTART: blocking calls see EINTR). */
+static int signal_storm(timer_t *t)
+{
+    struct sigevent ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.sigev_notify = SIGEV_THREAD_ID;
+    ev.sigev_signo = SIGALRM;
+    ev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+    struct itimerspec its = { { g_signal_us / 1000000, g_signal_us % 1000000 * 1000 },
+                              { g_signal_us / 1000000, g_signal_us % 1000000 * 1000 } };
+    if (timer_create(CLOCK_MONOTONIC, &ev, t) != 0) {
+        perror("timer_create");
+        return -1;
+    }
+    if (timer_settime(*t, 0, &its, NULL) != 0) {
+        perror("timer_settime");
+        timer_delete(*t);
+        return -1;
+    }
+    return 0;
+}
+
 static void *run_rank(void *arg)
 {
     struct rank_run *r = arg;
     ncclComm_t comm = NULL;
+    if (g_warm_kib)
+        warm_stack(g_warm_kib);
+    timer_t storm;
+    int storming = g_signal_us > 0 && signal_storm(&storm) == 0;
     r->t0 = now_ns();
     ncclResult_t rc = ncclCommInitRank(&comm, g_nranks, g_id, r->rank);
     r->t1 = now_ns();
+    if (storming)
+        timer_delete(storm);
     int count = -1;
     r->ok = rc == ncclSuccess && ncclCommCount(comm, &count) == ncclSuccess && count == g_nranks;
-    pthread_barrier_wait(&g_created);
+    if (atomic_fetch_add(&g_ncreated, 1) + 1 == g_count)
+        sem_post(&g_created);
+    pthread_barrier_wait(&g_go);
     if (rc == ncclSuccess)
         ncclCommDestroy(comm);
     return NULL;
@@ -119,6 +188,20 @@ int main(int argc, char **argv)
         return 2;
     }
     g_nranks = atoi(argv[3]);
+    /* MANY_RANKS_WARM_STACK_KIB=n: each rank's thread touches n KiB of its stack first (warm_stack). */
+    g_warm_kib = getenv("MANY_RANKS_WARM_STACK_KIB") ? (size_t)atoi(getenv("MANY_RANKS_WARM_STACK_KIB")) : 0;
+    if (g_warm_kib > 256)
+        g_warm_kib = 256; /* within the 512 KiB stacks below */
+    g_signal_us = getenv("MANY_RANKS_SIGNAL_US") ? atol(getenv("MANY_RANKS_SIGNAL_US")) : 0;
+    if (g_signal_us > 0) {
+        struct sigaction sa;
+        memset(&sa, 0, sizeof(sa));
+        sa.sa_handler = on_alarm; /* no SA_RESTART */
+        if (sigaction(SIGALRM, &sa, NULL) != 0) {
+            perror("sigaction");
+            return 1;
+        }
+    }
     /* MANY_RANKS_FDS=n: descriptors the "application" holds, to bring a limit near. */
     for (int i = 0, n = getenv("MANY_RANKS_FDS") ? atoi(getenv("MANY_RANKS_FDS")) : 0; i < n; i++)
         if (open("/dev/null", O_RDONLY) < 0) {
@@ -133,7 +216,9 @@ int main(int argc, char **argv)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 512 << 10);
-    pthread_barrier_init(&g_created, NULL, (unsigned)count);
+    g_count = count;
+    sem_init(&g_created, 0, 0);
+    pthread_barrier_init(&g_go, NULL, (unsigned)count + 1);
     int started = 0;
     for (int i = 0; i < count; i++) {
         runs[i].rank = first + i;
@@ -143,6 +228,16 @@ int main(int argc, char **argv)
         }
         started++;
     }
+    while (sem_wait(&g_created) != 0)
+        ; /* EINTR */
+    const char *hold = getenv("MANY_RANKS_HOLD");
+    if (hold && strcmp(hold, "1") == 0) {
+        printf("CREATED\n");
+        char b[64];
+        while (read(0, b, sizeof(b)) > 0)
+            ;
+    }
+    pthread_barrier_wait(&g_go);
     int ok = 0;
     uint64_t t0max = 0, t1max = 0, t0min = UINT64_MAX;
     for (int i = 0; i < started; i++) {

@@ -1,10 +1,10 @@
 # The fuzzers (libFuzzer; needs clang).  Included by the top-level Makefile, and
 # works alone too:  make -f tests/fuzz/fuzz.mk fuzz-short [BUILD=dir] [FUZZ_SECONDS=n]
 #
-#   fuzz-short   builds tests/bin/fuzz_wire and tests/bin/fuzz_rules, runs each
+#   fuzz-short   builds tests/bin/fuzz_wire, fuzz_rules and fuzz_vmm, runs each
 #                FUZZ_SECONDS (20) seconds; fails if a fuzzer finds anything
 #   fuzz-long    the same, 600 seconds each
-#   fuzz-run-wire, fuzz-run-rules   one fuzzer alone
+#   fuzz-run-wire, fuzz-run-rules, fuzz-run-vmm   one fuzzer alone
 #
 # A fuzzer runs on a copy of its seeds (tests/fuzz/corpus/<name> copied to
 # $(BUILD)/fuzz-corpus/<name>), so new inputs never land in the git tree; its
@@ -15,8 +15,8 @@
 BUILD ?= build
 FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
-FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -Ishim/nccl -Ishim/rendezvous -Ipolicy
-FUZZ_TARGETS := wire rules
+FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -Ishim/nccl -Ishim/rendezvous -Ishim/ipc -Ipolicy
+FUZZ_TARGETS := wire rules vmm
 FUZZ_RULES_SRCS := tests/fuzz/fuzz_rules.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c
 
 .PHONY: fuzz-short fuzz-long $(addprefix fuzz-run-,$(FUZZ_TARGETS))
@@ -30,6 +30,10 @@ fuzz-long: $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 tests/bin/fuzz_wire: tests/fuzz/fuzz_wire.c tests/unit/wire_same.h shim/rendezvous/rv_wire.c shim/rendezvous/rv_wire.h $(wildcard policy/*.h)
 	@mkdir -p $(@D)
 	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_wire.c shim/rendezvous/rv_wire.c
+
+tests/bin/fuzz_vmm: tests/fuzz/fuzz_vmm.c shim/ipc/ipc_vmm_wire.c shim/ipc/ipc_vmm_wire.h
+	@mkdir -p $(@D)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -o $@ tests/fuzz/fuzz_vmm.c shim/ipc/ipc_vmm_wire.c
 
 tests/bin/fuzz_rules: $(FUZZ_RULES_SRCS) $(wildcard policy/*.h)
 	@mkdir -p $(@D)

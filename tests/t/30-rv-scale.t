@@ -240,4 +240,24 @@ dr = decision_records(d)
 ok(dr and "arrived twice" in dr[0]["action_reason"], "the root's record says which rank arrived twice",
    [r["action_reason"] for r in dr])
 
+# 7. A rank waits for the root's answer asleep in recv() (a socket made blocking, SO_RCVTIMEO):
+#    its wait must end by its deadline (the timeout + 2 s) all the same, under a signal every
+#    0.5 ms to its thread (no SA_RESTART: each blocking call returns EINTR) and a frozen root.
+d = os.path.join(TMP, "signals")
+os.makedirs(d)
+base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "300"}
+root = Proc(["id"], dict(base, NCCLSHIM_ROLE="training"), stdin=True)
+hid = root.read_id()
+os.kill(root.p.pid, signal.SIGSTOP)  # its kernel still accepts the connection; nobody answers
+rank = Proc(["ranks", hid, "2", "0", "1"], dict(base, NCCLSHIM_ROLE="training", MANY_RANKS_SIGNAL_US="500"))
+rank.wait()
+os.kill(root.p.pid, signal.SIGCONT)
+root.release()
+root.wait()
+cr = comm_records(d)
+ok(len(cr) == 1 and cr[0]["action"] == "passthrough" and "timed out" in cr[0]["decision"].get("fallback", ""),
+   "a frozen root, a signal every 0.5 ms to the waiting rank: it passes through, timed out",
+   [(c["action"], c["decision"].get("fallback")) for c in cr] or rank.err[-300:])
+ok(2.0 <= rank.elapsed < 8, "at its deadline (0.3 s + 2 s): %.1f s" % rank.elapsed)
+
 done(TMP, keep_on_failure=True)
