@@ -120,7 +120,8 @@ struct ipc_vmm {
     int nmirrors, capmirrors;
     int ndoomed;
     uint64_t next_check_us;
-    struct vmm_wire_piece *scratch;         /* one buffer's pieces (describe) */
+    struct vmm_wire_piece *scratch;     /* one buffer's pieces (describe) */
+    uint64_t *blocks;                   /* their memory block ids, sorted (repeats_block) */
     int capscratch;
 };
 
@@ -489,6 +490,29 @@ fail:
     return -1;
 }
 
+static int by_value(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether two of a buffer's n pieces (v->scratch) are one memory block: an
+ * allocation mapped twice in its span, which CUDA allows.  The importer
+ * holds a block at one place (keyed by it), and refuses a message naming
+ * it twice (vmm_msg_check): before, such a buffer's second mapping unmapped
+ * the first there, still in the list being mapped (a double free: both
+ * processes aborted in t/13's ipc-vmm-alias). */
+static int repeats_block(struct ipc_vmm *v, int n)
+{
+    for (int i = 0; i < n; i++)
+        v->blocks[i] = v->scratch[i].block;
+    qsort(v->blocks, (size_t)n, sizeof(*v->blocks), by_value);
+    for (int i = 1; i < n; i++)
+        if (v->blocks[i] == v->blocks[i - 1])
+            return 1;
+    return 0;
+}
+
 int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
                      struct ipc_vmm_piece *first, struct ipc_desc *d)
 {
@@ -536,7 +560,10 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         }
         if (n == v->capscratch) {
             int cap = v->capscratch ? 2 * v->capscratch : 64;
-            struct vmm_wire_piece *grown = realloc(v->scratch, (size_t)cap * sizeof(*grown));
+            uint64_t *blocks = realloc(v->blocks, (size_t)cap * sizeof(*blocks));
+            if (blocks)
+                v->blocks = blocks;
+            struct vmm_wire_piece *grown = blocks ? realloc(v->scratch, (size_t)cap * sizeof(*grown)) : NULL;
             if (!grown)
                 return 0;
             v->scratch = grown;
@@ -544,6 +571,11 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         }
         v->scratch[n++] = (struct vmm_wire_piece){ block, base, psize, start, size };
         at = base + psize;
+    }
+    if (n > 1 && repeats_block(v, n)) {
+        note(c, 1, "a buffer at %#llx maps one piece of cuMemCreate memory at two addresses, which cannot be shared "
+             "piece by piece (a neighbour maps each piece once): it is staged", (unsigned long long)buf);
+        return -1;
     }
     int to_pred = pred_of(c), to_succ = succ_of(c);
     struct link *ls[2] = { out_link(v, c, to_succ), to_pred == to_succ ? NULL : out_link(v, c, to_pred) };
@@ -984,6 +1016,7 @@ void ipc_vmm_close(struct ipc_comm *c)
     link_close(&v->link[0]);
     link_close(&v->link[1]);
     free(v->scratch);
+    free(v->blocks);
     if (!v->pieces) {
         free(v->mirrors);
         free(v);

@@ -34,5 +34,12 @@ const char *vmm_msg_check(const struct vmm_msg *m, size_t len, int nfds, int32_t
             if (m->p[i].range == m->p[j].range && m->p[i].base < m->p[j].base + m->p[j].size &&
                 m->p[j].base < m->p[i].base + m->p[i].size)
                 return "sent pieces that overlap";
+    /* A block held at one place: map_piece would move the first piece of
+     * the pair (unmap it) for the second while read_msg still holds it (a
+     * double free).  ipc_vmm_describe never sends such a message. */
+    for (uint32_t i = 0; i < m->n; i++)
+        for (uint32_t j = i + 1; j < m->n; j++)
+            if (m->p[i].block == m->p[j].block)
+                return "sent one memory block twice in a message";
     return NULL;
 }

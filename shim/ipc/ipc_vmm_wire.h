@@ -44,8 +44,9 @@ static inline size_t vmm_msg_len(const struct vmm_msg *m)
  * NULL if `m`, received whole as `len` bytes with `nfds` descriptors, is a
  * PIECES or FORGET message that rank `peer` may send as its message `seq`;
  * else what is wrong with it.  A PIECES message's pieces lie inside their
- * ranges and do not overlap each other (a piece replaces what is mapped
- * where it goes: never one of its own message).
+ * ranges, do not overlap each other (a piece replaces what is mapped where
+ * it goes: never one of its own message) and are of different memory blocks
+ * (a block mapped elsewhere is moved: never one of its own message).
  */
 const char *vmm_msg_check(const struct vmm_msg *m, size_t len, int nfds, int32_t peer, uint64_t seq);
 

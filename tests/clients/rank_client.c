@@ -24,6 +24,12 @@
  *            xfer=1 (after init: broadcasts of odd sizes from every root, on
  *            three streams in turn with RANK_CLIENT_CUDA, and all-reduces of
  *            several types, checked: "XFER ok" / "XFER fail <what>")
+ *            vmm=forget, vmm=remap, vmm=alias (after those: cuMemCreate
+ *            buffers given back, their pieces replaced and moved, one piece
+ *            mapped twice: see vmm_forget, vmm_remap and vmm_alias; "FORGET
+ *            ..." / "REMAP ..." / "ALIAS ...")
+ *            poke=1 (a bad HELLO to the successor's VMM socket: see poke_main)
+ *            hold=1 (before destroy, wait for the sync file "release")
  *
  * RANK_CLIENT_MEM=cuda: the broadcast and all-gather buffers come from the
  * fake libcuda's cuMemAlloc (memory a peer can open by cuIpcGetMemHandle, as
@@ -49,8 +55,12 @@
 
 #include <dirent.h>
 #include <dlfcn.h>
+#include <errno.h>
+#include <poll.h>
 #include <stdint.h>
+#include <sys/socket.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -62,6 +72,7 @@
 
 static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend;
 static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
+static enum { VMMTEST_NONE, VMMTEST_FORGET, VMMTEST_REMAP, VMMTEST_ALIAS } g_vmmtest;
 static void *g_cuda;                    /* the fake libcuda, if the test gives it */
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
@@ -208,6 +219,18 @@ static int vbuf_free(struct vbuf *v)
     return rc ? rc : r;
 }
 
+/* How this process's pieces are made, and made accessible. */
+static void vmm_props(vmm_prop_t *prop, vmm_access_t *acc)
+{
+    memset(prop, 0, sizeof(*prop));
+    prop->type = 1; /* CU_MEM_ALLOCATION_TYPE_PINNED */
+    prop->requestedHandleTypes = g_vmm.handle_types;
+    prop->location.type = 1; /* CU_MEM_LOCATION_TYPE_DEVICE */
+    const char *dev = getenv("FAKE_CUDA_DEVICE");
+    prop->location.id = dev ? atoi(dev) : 0;
+    *acc = (vmm_access_t){ { 1, prop->location.id }, 3 /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */ };
+}
+
 /* n bytes at an offset inside the first of enough 2 MiB pieces: near its
  * start for one buffer, near its end for the next (so that even a small
  * buffer may straddle two pieces), as PyTorch places blocks in a segment. */
@@ -225,13 +248,8 @@ static void *vmm_alloc(size_t n)
         return NULL;
     v->pieces = pieces;
     vmm_prop_t prop;
-    memset(&prop, 0, sizeof(prop));
-    prop.type = 1; /* CU_MEM_ALLOCATION_TYPE_PINNED */
-    prop.requestedHandleTypes = g_vmm.handle_types;
-    prop.location.type = 1; /* CU_MEM_LOCATION_TYPE_DEVICE */
-    const char *dev = getenv("FAKE_CUDA_DEVICE");
-    prop.location.id = dev ? atoi(dev) : 0;
-    vmm_access_t acc = {{1, prop.location.id}, 3 /* CU_MEM_ACCESS_FLAGS_PROT_READWRITE */};
+    vmm_access_t acc;
+    vmm_props(&prop, &acc);
     size_t total = (size_t)pieces * VMM_PIECE;
     int bad = g_vmm.reserve(&v->base, total, 0, 0, 0);
     for (int i = 0; i < pieces && !bad; i++) {
@@ -718,6 +736,277 @@ static void suspend_cycles(ncclComm_t comm, int idx)
            failed_first, leak, (int)final, bad);
 }
 
+/* --- vmm=forget, vmm=remap, poke=1, hold=1: shim/ipc/ipc_vmm.c beyond the transfers --- */
+
+static struct vbuf *vbuf_of(const void *p)
+{
+    pthread_mutex_lock(&g_vbuf_lock);
+    struct vbuf *v = g_vbufs;
+    while (v && v->buf != p)
+        v = v->next;
+    pthread_mutex_unlock(&g_vbuf_lock);
+    return v;
+}
+
+/* What this process holds of VMM objects now, as the fake libcuda counts
+ * (handles not released, mappings, reservations; imports in all): -1 each
+ * without it. */
+static void vmm_held(int *handles, int *maps, int *reserves, int *imports)
+{
+    int (*st)(int *, int *, int *, int *) = NULL;
+    *handles = *maps = *reserves = *imports = -1;
+    if (g_cuda)
+        *(void **)&st = dlsym(g_cuda, "fakeCudaVmmStats");
+    if (st)
+        st(handles, maps, reserves, imports);
+}
+
+static long long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* A broadcast of the n bytes at buf (in place) from root, checked: 0, or -1. */
+static int bcast_into(ncclComm_t comm, unsigned char *buf, size_t n, int root, int seq)
+{
+    for (size_t i = 0; i < n; i++)
+        buf[i] = g_rank == root ? pattern(seq, root, i) : 0xee;
+    if (ncclBroadcast(buf, buf, n, ncclUint8, root, comm, NULL) != ncclSuccess)
+        return -1;
+    for (size_t i = 0; i < n; i++)
+        if (buf[i] != pattern(seq, root, i))
+            return -1;
+    return 0;
+}
+
+/*
+ * vmm=forget (RANK_CLIENT_MEM=vmm): three buffers (one of several pieces),
+ * kept, a broadcast into each from every root (so each rank's neighbours
+ * import its pieces), then every rank frees them and keeps the communicator:
+ * its neighbours are told to forget the pieces (their reapers look once a
+ * second) and unmap them, so within 10 s this process holds no VMM handle,
+ * mapping or reservation any more, with the communicator still alive.
+ *   "FORGET i peer_maps=<pieces of the neighbours mapped here before the free>
+ *    imports=<n> left=<handles>/<maps>/<reserves> ms=<until none> bad=<first failure or ->"
+ */
+static void vmm_forget(ncclComm_t comm, int idx)
+{
+    static const size_t sizes[] = { 4097, 100000, VMM_PIECE + 4099 };
+    enum { NB = sizeof(sizes) / sizeof(sizes[0]) };
+    unsigned char *buf[NB] = { NULL };
+    char bad[200] = "-";
+    int own = 0, h = -1, m = -1, r = -1, imp = -1, peer_maps = -1;
+    long long ms = -1;
+    for (int k = 0; k < NB && bad[0] == '-'; k++) {
+        buf[k] = xalloc(sizes[k]);
+        struct vbuf *v = buf[k] ? vbuf_of(buf[k]) : NULL;
+        if (v)
+            own += v->pieces;
+        else
+            snprintf(bad, sizeof(bad), "buffer %d: no VMM buffer (RANK_CLIENT_MEM=vmm?)", k);
+    }
+    for (int root = 0, seq = 400; root < g_nranks && bad[0] == '-'; root++)
+        for (int k = 0; k < NB && bad[0] == '-'; k++, seq++)
+            if (bcast_into(comm, buf[k], sizes[k], root, seq) != 0)
+                snprintf(bad, sizeof(bad), "broadcast of %zu bytes from root %d", sizes[k], root);
+    vmm_held(&h, &m, &r, &imp);
+    peer_maps = m - own;
+    for (int k = 0; k < NB; k++)
+        xfree(buf[k]);
+    long long t0 = mono_ms();
+    for (;;) {
+        vmm_held(&h, &m, &r, &imp);
+        if ((h == 0 && m == 0 && r == 0) || mono_ms() - t0 > 10000)
+            break;
+        struct timespec ts = { 0, 5000000 };
+        nanosleep(&ts, NULL);
+    }
+    if (h == 0 && m == 0 && r == 0)
+        ms = mono_ms() - t0;
+    printf("FORGET %d peer_maps=%d imports=%d left=%d/%d/%d ms=%lld bad=%s\n", idx, peer_maps, imp, h, m, r, ms, bad);
+}
+
+/* Every piece of v unmapped and released, and a new one (another memory
+ * block) mapped at its address: what PyTorch does when it gives a piece back
+ * and later maps a new one there.  0, or the first failure. */
+static int vbuf_replace(struct vbuf *v)
+{
+    vmm_prop_t prop;
+    vmm_access_t acc;
+    vmm_props(&prop, &acc);
+    for (int i = 0; i < v->pieces; i++) {
+        unsigned long long at = v->base + (unsigned long long)i * VMM_PIECE, h = 0;
+        int rc = g_vmm.unmap(at, VMM_PIECE);
+        if (!rc)
+            rc = g_vmm.release(v->handle[i]);
+        if (!rc)
+            rc = g_vmm.create(&h, VMM_PIECE, &prop, 0);
+        if (rc)
+            return rc;
+        v->handle[i] = h;
+        rc = g_vmm.map(at, VMM_PIECE, 0, h, 0);
+        if (!rc)
+            rc = g_vmm.set_access(at, VMM_PIECE, &acc, 1);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* Pieces 0 and 1 of v trade places: the same memory blocks, mapped elsewhere. */
+static int vbuf_swap(struct vbuf *v)
+{
+    vmm_prop_t prop;
+    vmm_access_t acc;
+    vmm_props(&prop, &acc);
+    int rc = g_vmm.unmap(v->base, 2 * VMM_PIECE);
+    if (!rc)
+        rc = g_vmm.map(v->base, VMM_PIECE, 0, v->handle[1], 0);
+    if (!rc)
+        rc = g_vmm.map(v->base + VMM_PIECE, VMM_PIECE, 0, v->handle[0], 0);
+    if (!rc) {
+        unsigned long long h = v->handle[0];
+        v->handle[0] = v->handle[1];
+        v->handle[1] = h;
+        rc = g_vmm.set_access(v->base, 2 * VMM_PIECE, &acc, 1);
+    }
+    return rc;
+}
+
+/*
+ * vmm=remap (RANK_CLIENT_MEM=vmm): one buffer over two or three pieces, kept
+ * in its reservation; a broadcast into it from every root, then every rank
+ * replaces each of its pieces in place (new memory at the same address),
+ * broadcasts from every root again (other bytes), then swaps its first two
+ * pieces (the same memory mapped elsewhere) and broadcasts again: every
+ * result exact, so no neighbour wrote into or read from a piece that is no
+ * longer mapped where it was.
+ *   "REMAP i pieces=<of the buffer> bad=<first failure or ->"
+ */
+static void vmm_remap(ncclComm_t comm, int idx)
+{
+    static const char *const phase[] = { "as made", "pieces replaced in place", "pieces swapped" };
+    size_t n = VMM_PIECE + 4099;
+    unsigned char *buf = xalloc(n);
+    struct vbuf *v = buf ? vbuf_of(buf) : NULL;
+    char bad[200] = "-";
+    if (!v || v->pieces < 2)
+        snprintf(bad, sizeof(bad), "no VMM buffer of two pieces (RANK_CLIENT_MEM=vmm?)");
+    for (int ph = 0; ph < 3 && bad[0] == '-'; ph++) {
+        int rc = ph == 1 ? vbuf_replace(v) : ph == 2 ? vbuf_swap(v) : 0;
+        if (rc)
+            snprintf(bad, sizeof(bad), "%s: CUresult %d", phase[ph], rc);
+        for (int root = 0; root < g_nranks && bad[0] == '-'; root++)
+            if (bcast_into(comm, buf, n, root, 300 + 10 * ph + root) != 0)
+                snprintf(bad, sizeof(bad), "%s: broadcast from root %d", phase[ph], root);
+    }
+    printf("REMAP %d pieces=%d bad=%s\n", idx, v ? v->pieces : 0, bad);
+    xfree(buf);
+}
+
+/*
+ * vmm=alias (RANK_CLIENT_MEM=vmm): one piece mapped twice, back to back, in
+ * one reservation (CUDA allows it; both mappings say the same memory block
+ * id), and a buffer over both: broadcasts into it from every root, checked
+ * (the pattern repeats every 256 bytes, so the two views agree).  Such memory
+ * cannot be shared piece by piece: staged, never a failure.
+ *   "ALIAS i bad=<first failure or ->"
+ */
+static void vmm_alias(ncclComm_t comm, int idx)
+{
+    vmm_prop_t prop;
+    vmm_access_t acc;
+    vmm_props(&prop, &acc);
+    char bad[200] = "-";
+    unsigned long long base = 0, h = 0;
+    int rc = g_vmm.reserve(&base, 2 * VMM_PIECE, 0, 0, 0);
+    if (!rc)
+        rc = g_vmm.create(&h, VMM_PIECE, &prop, 0);
+    int mapped = 0;
+    for (; !rc && mapped < 2; mapped++)
+        rc = g_vmm.map(base + mapped * VMM_PIECE, VMM_PIECE, 0, h, 0);
+    if (!rc)
+        rc = g_vmm.set_access(base, 2 * VMM_PIECE, &acc, 1);
+    if (rc)
+        snprintf(bad, sizeof(bad), "an aliased VMM buffer: CUresult %d", rc);
+    size_t off = 4096, n = VMM_PIECE + 8192;
+    for (int root = 0; root < g_nranks && bad[0] == '-'; root++)
+        if (bcast_into(comm, (unsigned char *)(uintptr_t)base + off, n, root, 500 + root) != 0)
+            snprintf(bad, sizeof(bad), "broadcast from root %d", root);
+    for (int i = 0; i < mapped; i++)
+        g_vmm.unmap(base + i * VMM_PIECE, VMM_PIECE);
+    if (h)
+        g_vmm.release(h);
+    if (base)
+        g_vmm.address_free(base, 2 * VMM_PIECE);
+    printf("ALIAS %d bad=%s\n", idx, bad);
+}
+
+/*
+ * poke=1: from this process (the one its successor's socket of
+ * shim/ipc/ipc_vmm.c expects its predecessor in), a connection to that
+ * socket, whose path the test writes into the sync file "pokepath", with a
+ * HELLO that claims the wrong rank; "poked" says it was sent.  Once the
+ * communicator is up (before the transfers: the socket's owner accepts its
+ * real predecessor in its connect or its reaper, and keeps the connection it
+ * accepted until destroy), poke_result says whether it closed this one
+ * (rejected), waiting up to 10 s:  "POKE sent=<0|1> closed=<0|1>".  One ID only.
+ */
+static int g_poke, g_hold;
+static int g_poke_fd = -1;
+static pthread_t g_poke_thread;
+
+static void *poke_main(void *arg)
+{
+    (void)arg;
+    char file[512], path[sizeof(((struct sockaddr_un *)0)->sun_path)] = "";
+    sync_path(file, sizeof(file), "pokepath", 0);
+    FILE *f = sync_wait("pokepath", 0) == 0 ? fopen(file, "r") : NULL;
+    if (!f || !fgets(path, sizeof(path), f)) {
+        if (f)
+            fclose(f);
+        fprintf(stderr, "rank_client: poke: no path in %s\n", file);
+        return NULL;
+    }
+    fclose(f);
+    path[strcspn(path, "\n")] = '\0';
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    struct {
+        uint32_t magic, kind;
+        uint64_t seq;
+        int32_t rank;
+        uint32_t n;
+    } hello = { 0x766d6d73u /* VMM_MAGIC */, 1 /* MSG_HELLO */, 0, g_rank + 1, 0 };
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+    if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+        send(fd, &hello, sizeof(hello), MSG_NOSIGNAL) != (ssize_t)sizeof(hello)) {
+        fprintf(stderr, "rank_client: poke: %s: %s\n", path, strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        fd = -1;
+    }
+    g_poke_fd = fd;
+    sync_post("poked", 0);
+    return NULL;
+}
+
+static void poke_result(void)
+{
+    pthread_join(g_poke_thread, NULL);
+    int closed = 0;
+    if (g_poke_fd >= 0) {
+        struct pollfd p = { g_poke_fd, POLLIN, 0 };
+        char c;
+        ssize_t k = poll(&p, 1, 10000) == 1 ? recv(g_poke_fd, &c, 1, MSG_DONTWAIT) : 1;
+        closed = k == 0 || (k < 0 && errno == ECONNRESET); /* closed, with or without our HELLO read */
+        close(g_poke_fd);
+    }
+    printf("POKE sent=%d closed=%d\n", g_poke_fd >= 0, closed);
+}
+
 static void *run_one(void *arg)
 {
     int i = (int)(intptr_t)arg;
@@ -747,6 +1036,8 @@ static void *run_one(void *arg)
         }
         if (g_vanish)
             _exit(0);
+        if (g_poke)
+            poke_result();
         if (g_xfer) {
             char what[256];
             const char *bad = transfers(comm, what, sizeof(what));
@@ -761,6 +1052,14 @@ static void *run_one(void *arg)
             suspend_resume(comm, i);
         else if (g_suspend == 2)
             suspend_cycles(comm, i);
+        if (g_vmmtest == VMMTEST_FORGET)
+            vmm_forget(comm, i);
+        else if (g_vmmtest == VMMTEST_REMAP)
+            vmm_remap(comm, i);
+        else if (g_vmmtest == VMMTEST_ALIAS)
+            vmm_alias(comm, i);
+        if (g_hold && sync_wait("release", 0) != 0)
+            fprintf(stderr, "rank_client: hold=1: no release within 20 s\n");
         destroy = ncclCommDestroy(comm);
     }
     printf("COMM %d rc=%d count=%d rank=%d dev=%d ops=%d destroy=%d\n", i, rc, count, rank, dev, ops, destroy);
@@ -795,6 +1094,16 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             g_resumefail = atoi(argv[i] + 11);
         else if (strncmp(argv[i], "leaks=", 6) == 0)
             *leaks = atoi(argv[i] + 6);
+        else if (strcmp(argv[i], "vmm=forget") == 0)
+            g_vmmtest = VMMTEST_FORGET;
+        else if (strcmp(argv[i], "vmm=remap") == 0)
+            g_vmmtest = VMMTEST_REMAP;
+        else if (strcmp(argv[i], "vmm=alias") == 0)
+            g_vmmtest = VMMTEST_ALIAS;
+        else if (strncmp(argv[i], "poke=", 5) == 0)
+            g_poke = atoi(argv[i] + 5);
+        else if (strncmp(argv[i], "hold=", 5) == 0)
+            g_hold = atoi(argv[i] + 5);
     }
 }
 
@@ -868,6 +1177,8 @@ int main(int argc, char **argv)
         struct timespec ts = { delay_ms / 1000, (delay_ms % 1000) * 1000000L };
         nanosleep(&ts, NULL);
     }
+    if (g_poke && pthread_create(&g_poke_thread, NULL, poke_main, NULL) != 0)
+        return 2;
     pthread_t t[MAX_IDS];
     for (int i = 0; i < nids; i++)
         pthread_create(&t[i], NULL, run_one, (void *)(intptr_t)i);

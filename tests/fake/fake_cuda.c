@@ -31,6 +31,11 @@
  *                               once, with <code> or else
  *                               CUDA_ERROR_INVALID_VALUE
  *                               (CUDA_ERROR_OUT_OF_MEMORY for cuMemAlloc)
+ *   FAKE_CUDA_PAUSE=<name>:<file>  the function of this BASE name waits, on
+ *                               entry, until <file> exists (polled every ms,
+ *                               for 20 s at most): a test holds a process at
+ *                               a known step (tests/t/13-rendezvous.t holds
+ *                               a rank in its ipc connect)
  *   FAKE_CUDA_LOG=<file>        at exit, append "<pid> allocs=<n> ipc_opens=<m> opened=<k>
  *                               vmm_handles=<h> vmm_maps=<p> vmm_reserves=<r> vmm_imports=<i>"
  *                               (what this process still holds: allocations,
@@ -287,9 +292,24 @@ static int env_is_1(const char *name)
     return v && v[0] == '1' && v[1] == '\0';
 }
 
-/* CUDA_SUCCESS, or the code FAKE_CUDA_FAIL asks of the function <base>. */
+/* FAKE_CUDA_PAUSE: if it names <base>, waits until its file exists (bounded). */
+static void paused(const char *base)
+{
+    const char *v = getenv("FAKE_CUDA_PAUSE");
+    size_t n = strlen(base);
+    if (!v || strncmp(v, base, n) != 0 || v[n] != ':')
+        return;
+    for (int i = 0; i < 20000 && access(v + n + 1, F_OK) != 0; i++) {
+        struct timespec ts = { 0, 1000000 };
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* CUDA_SUCCESS, or the code FAKE_CUDA_FAIL asks of the function <base>
+ * (after FAKE_CUDA_PAUSE's wait). */
 static CUresult injected(const char *base, CUresult dflt)
 {
+    paused(base);
     const char *list = getenv("FAKE_CUDA_FAIL");
     if (!list || !*list)
         return CUDA_SUCCESS;

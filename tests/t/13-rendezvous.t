@@ -661,6 +661,214 @@ for n, name, mem, extra in ((2, "ipc-vmm2", lambda r: "vmm", {}),
         ok(all("NCCLSHIM_IPC_VMM=0" in v.get("note", "") for v in vmm),
            "%s: the records say NCCLSHIM_IPC_VMM=0 staged it" % name, vmm)
 
+# 25f. What the transfers above leave untried of shim/ipc/ipc_vmm.c, on expandable-segment buffers
+#      (RANK_CLIENT_MEM=vmm) between two ranks; each process's FAKE_CUDA_LOG line says nothing is held
+#      at exit.
+VMM_ENV = dict(IPC_ENV, RANK_CLIENT_MEM="vmm", RANK_CLIENT_BIG="0")
+
+
+def tagged(procs, tag):
+    """The key=value fields of the processes' "<tag> <i> ..." lines."""
+    return [dict(kv.split("=", 1) for kv in l.split()[1:] if "=" in kv)
+            for p in procs for l in p.wait().splitlines() if l.startswith(tag + " ")]
+
+
+def vmm_of(ends):
+    return [e["ipc"].get("vmm", {}) for e in ends]
+
+
+def released(log, n):
+    with open(log) as fh:
+        left = fh.read().split()
+    return len(left) == CUDA_LOG_FIELDS * n and all(cuda_released(x) for x in left), left
+
+
+#  (forget) Both ranks broadcast into buffers they keep (so each maps the other's pieces), then free
+#  them and keep the communicator: the exporter's reaper (once a second) tells the neighbour to
+#  forget the pieces it no longer maps, and the neighbour unmaps them, so within 10 s neither
+#  process holds a VMM handle, mapping or reservation while the communicator is still there.
+name = "ipc-vmm-forget"
+log = os.path.join(TMP, name + ".cuda")
+d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log), roles(1), root_args=["vmm=forget"],
+                         rank_args=["vmm=forget"])
+fg = tagged(procs, "FORGET")
+ok(len(fg) == 2 and all(f["bad"] == "-" and int(f["peer_maps"]) > 0 and int(f["imports"]) > 0 for f in fg),
+   "%s: broadcasts into kept buffers exact, each rank mapped pieces of its neighbour's" % name,
+   fg + [p.err[-300:] for p in procs if p.err])
+ok(len(fg) == 2 and all(f["left"] == "0/0/0" and int(f["ms"]) >= 0 for f in fg),
+   "%s: once both gave their buffers back, each neighbour's pieces were forgotten and unmapped within 10 s, "
+   "the communicator still alive" % name, fg)
+ends = ipc_ends(d)
+rel, left = released(log, 2)
+ok(len(ends) == 2 and all(c["destroy"] == "0" for p in procs for c in p.comms().values()) and rel and
+   all("note" not in v for v in vmm_of(ends)),
+   "%s: then destroyed, no note, nothing held at exit" % name, left + [p.comms() for p in procs] + vmm_of(ends))
+
+#  (remap) A buffer over several pieces kept in its reservation: its pieces replaced in place (new
+#  memory at the same addresses), then its first two swapped (the same memory mapped elsewhere),
+#  with broadcasts from both roots after each: exact, so the neighbour neither wrote into nor read
+#  from memory no longer mapped there; each new or moved piece sent and mapped exactly once.
+name = "ipc-vmm-remap"
+log = os.path.join(TMP, name + ".cuda")
+d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log), roles(1), root_args=["vmm=remap"],
+                         rank_args=["vmm=remap"])
+rm = tagged(procs, "REMAP")
+ok(len(rm) == 2 and all(x["bad"] == "-" for x in rm),
+   "%s: broadcasts from both roots exact as made, after each piece was replaced in place, and after two "
+   "were swapped" % name, rm + [p.err[-300:] for p in procs if p.err])
+ends = ipc_ends(d)
+want = [2 * int(x["pieces"]) + 2 for x in rm]
+vm = vmm_of(ends)
+ok(len(ends) == 2 and len(rm) == 2 and rm[0]["pieces"] == rm[1]["pieces"] and
+   all(v.get("pieces_sent") == v.get("pieces_mapped") == want[0] and "note" not in v for v in vm) and
+   all(set(hops(e, w)) <= {"push", "pull"} for e in ends for w in ("in", "out")),
+   "%s: each rank sent and mapped 2 x pieces + 2 (as made, replaced, the two moved), never staged" % name,
+   [want, vm, [(e["ipc"]["in"], e["ipc"]["out"]) for e in ends]])
+rel, left = released(log, 2)
+ok(rel, "%s: nothing held at exit" % name, left)
+
+#  (alias) A buffer over one piece mapped twice in its reservation (CUDA allows it; both mappings
+#  are one memory block): a neighbour maps a block once, so the buffer is staged, exact, and the
+#  record says why (before, the importer unmapped the first mapping, still in the list it was
+#  mapping, for the second: a double free aborted both processes).
+name = "ipc-vmm-alias"
+log = os.path.join(TMP, name + ".cuda")
+d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log), roles(1), root_args=["vmm=alias"],
+                         rank_args=["vmm=alias"])
+al = tagged(procs, "ALIAS")
+ends = ipc_ends(d)
+ok(len(al) == 2 and all(x["bad"] == "-" for x in al) and all(p.p.returncode == 0 for p in procs) and
+   len(ends) == 2 and all(hops(e, w) == ["staged"] for e in ends for w in ("in", "out")),
+   "%s: broadcasts into a buffer mapping one piece twice: staged, exact, no process aborted" % name,
+   al + [(e["ipc"]["in"], e["ipc"]["out"]) for e in ends] + [(p.p.returncode, p.err[-300:]) for p in procs])
+vm = vmm_of(ends)
+rel, left = released(log, 2)
+ok(len(vm) == 2 and all("maps one piece of cuMemCreate memory at two addresses" in v.get("note", "") and
+                        not v.get("pieces_sent") for v in vm) and rel,
+   "%s: each rank's record says why, no piece was sent, nothing held at exit" % name, vm + left)
+
+#  (half) NCCLSHIM_IPC_VMM=1 on rank 0, =0 on rank 1: every hop staged, exact, and each rank's
+#  record says why: rank 1 its setting, rank 0 that rank 1 does not share (its page says it does
+#  not listen), at connect, without waiting for its socket.
+name = "ipc-vmm-half"
+log = os.path.join(TMP, name + ".cuda")
+d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log),
+                         lambda r: dict(roles(1)(r), NCCLSHIM_IPC_VMM=str(1 - r)), root_args=["xfer=1"],
+                         rank_args=["xfer=1"])
+xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+ends = ipc_ends(d)
+ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and counted_all(ends) and
+   all(hops(e, w) == ["staged"] for e in ends for w in ("in", "out")),
+   "%s: NCCLSHIM_IPC_VMM=0 on one rank only: every hop staged, all exact" % name,
+   xfer + [(e["rank"], e["ipc"]["in"], e["ipc"]["out"]) for e in ends] + [p.err[-300:] for p in procs if p.err])
+vm = vmm_of(ends)
+ok(len(vm) == 2 and vm[1].get("note", "").startswith("NCCLSHIM_IPC_VMM=0: ") and
+   "rank 1 does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there" in vm[0].get("note", "") and
+   not any(v.get("pieces_sent") or v.get("pieces_mapped") for v in vm),
+   "%s: rank 1's record says NCCLSHIM_IPC_VMM=0, rank 0's that rank 1 does not share (NCCLSHIM_IPC_VMM=0 there?)"
+   % name, vm)
+rel, left = released(log, 2)
+ok(rel and all(p.elapsed < BOUND - 5 for p in procs), "%s: nothing held at exit, no wait for the socket" % name,
+   left + [p.elapsed for p in procs])
+
+#  (strangers) While rank 1 is held at its ipc connect (the fake's FAKE_CUDA_PAUSE), strangers
+#  connect to rank 0's socket: garbage, and a good HELLO claiming rank 1, from another process; and
+#  from rank 1's own process a HELLO claiming the wrong rank (poke=1).  Rank 0 closes all three
+#  (while it lives: it holds before destroy), accepts the real rank 1 after them (in its connect's
+#  wait for it, or later in its reaper), and shares its pieces as ever: exact, no note.
+name = "ipc-vmm-strangers"
+d = os.path.join(TMP, name)
+os.makedirs(d)
+sync = os.path.join(TMP, name + ".sync")
+os.makedirs(sync)
+log = os.path.join(TMP, name + ".cuda")
+go = os.path.join(sync, "connect")
+env = dict(VMM_ENV, NCCLSHIM_LOG_DIR=d + "/rec", FAKE_NCCL_LOG=d + "/fake.log", RANK_CLIENT_CUDA=CUDA,
+           FAKE_CUDA_LOG=log, RANK_CLIENT_SYNC=sync)
+root = Proc("root", ["root", "1", "2", "xfer=1", "hold=1"], dict(env, FAKE_CUDA_DEVICE="0", **TRAIN))
+rid = root.read_ids(1)
+rank1 = Proc("rank1", ["rank", "1", "2", rid[0], "xfer=1", "poke=1"],
+             dict(env, FAKE_CUDA_DEVICE="1", FAKE_CUDA_PAUSE="cuIpcOpenMemHandle:" + go, **INFER))
+deadline = time.monotonic() + 20
+
+
+def wait_for(cond):
+    while time.monotonic() < deadline:
+        got = cond()
+        if got:
+            return got
+        time.sleep(0.005)  # a bounded poll of the condition, not a synchronisation
+    return None
+
+
+# Rank 0's socket is made in its round 2, before rank 1 reaches its connect (round 3), held there.
+sock = wait_for(lambda: [os.path.join("/dev/shm", f) for f in os.listdir("/dev/shm")
+                         if f.startswith("ncclshim.ipc.%d." % root.p.pid) and f.endswith(".sock")])
+sock = sock[0] if sock else None
+strangers = []
+
+
+def stranger(payload):
+    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+    try:
+        s.connect(sock)
+    except ConnectionRefusedError:  # bound, not yet listening
+        s.close()
+        return False
+    try:
+        s.send(payload)
+    except (BrokenPipeError, ConnectionResetError):
+        pass  # rank 0 (in its connect's wait for rank 1) accepted and closed it already: closed() sees it
+    strangers.append(s)
+    return True
+
+
+if sock:
+    for payload in (os.urandom(64), struct.pack("<IIQiI", 0x766d6d73, 1, 0, 1, 0)):
+        wait_for(lambda: stranger(payload))
+    with open(os.path.join(sync, "pokepath.0.tmp"), "w") as fh:
+        fh.write(sock + "\n")
+    os.rename(os.path.join(sync, "pokepath.0.tmp"), os.path.join(sync, "pokepath.0"))
+    wait_for(lambda: os.path.exists(os.path.join(sync, "poked.0")))
+open(go, "w").close()
+
+
+def closed(s):
+    left = deadline - time.monotonic()
+    if left <= 0 or not select.select([s], [], [], left)[0]:
+        return False
+    try:
+        return s.recv(100) == b""
+    except ConnectionResetError:  # closed with our message unread
+        return True
+
+
+shut = [closed(s) for s in strangers]
+alive = root.p.poll() is None
+# Accepting rank 1 (after the strangers: they queued first) ends the listening, and the name.
+gone = sock is not None and bool(wait_for(lambda: not os.path.exists(sock)))
+open(os.path.join(sync, "release.0"), "w").close()
+for p in (root, rank1):
+    p.wait()
+for s in strangers:
+    s.close()
+ok(sock is not None and len(strangers) == 2 and all(shut) and alive,
+   "%s: rank 0 closed the stranger's connections (garbage; a HELLO as rank 1 from another process) while it "
+   "ran" % name, [sock, shut, alive, root.err[-300:], rank1.err[-300:]])
+pk = tagged([rank1], "POKE")
+ok(pk == [{"sent": "1", "closed": "1"}], "%s: and the HELLO claiming the wrong rank from rank 1's own process" % name,
+   pk)
+xfer = [l for p in (root, rank1) for l in p.wait().splitlines() if l.startswith("XFER")]
+ends = ipc_ends(d)
+vm = vmm_of(ends)
+ok(gone and len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and counted_all(ends) and
+   all(v.get("pieces_sent", 0) > 0 and v.get("pieces_mapped", 0) > 0 and "note" not in v for v in vm) and
+   all(set(hops(e, w)) <= {"push", "pull"} for e in ends for w in ("in", "out")),
+   "%s: then the real rank 1 was accepted (the socket's name gone), pieces shared both ways, all exact, no "
+   "note" % name, [gone] + xfer + vm + [(e["ipc"]["in"], e["ipc"]["out"]) for e in ends])
+rel, left = released(log, 2)
+ok(rel, "%s: nothing held at exit" % name, left)
+
 # 25b. NCCL 2.29's suspend/resume on an ipc communicator (the fake NCCL 2.30.7, found
 #      before the 2.28 one the client links): answered by the shim, operations refused
 #      in between, the rank's own staging reported as persistent.

@@ -136,6 +136,9 @@ int main(int argc, char **argv)
     m.p[2].range = RANGE + 2048 * MiB; /* another range: its own mirror */
     m.p[2].base = m.p[2].range;
     ok(check(&m, 3) == NULL, "pieces of two ranges: accepted");
+    m = pieces(3);
+    m.p[2].block = m.p[0].block; /* one allocation mapped at two places */
+    ok(has(check(&m, 3), "memory block twice"), "two pieces of one memory block in one message: rejected");
 
     printf("1..%d\n", n);
     return failed != 0;
