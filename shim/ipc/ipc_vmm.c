@@ -19,8 +19,10 @@
  * and the importer reads up to there before it maps.  So no thread waits for
  * a peer's thread (an exporter may be blocked in a stream synchronisation),
  * and the application may free the buffer right after the broadcast: what is
- * in flight holds the memory.  Pieces are keyed by their memory block id
- * (CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, unique in the process for its life).
+ * in flight holds the memory.  A piece is a memory block
+ * (CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, unique in the process for its life)
+ * at an address: a block mapped at two places is two pieces, and a block
+ * that moved is a new piece (the old place is forgotten, below).
  *
  * The importer maps each piece at the same offset of a range it reserves the
  * size of the exporter's ("mirror"), so a buffer over several pieces is one
@@ -70,9 +72,16 @@
 #define VMM_RETRY_MS 10
 
 /* A piece the peer at the other end of a link was sent (and not told to forget). */
-struct sent {
+/* A piece is a memory block at an address: one block may be mapped at two
+ * (CUDA allows it; two live buffers then share memory), and each place is
+ * a piece of its own, held and forgotten apart, so that neither unmaps the
+ * other's under a queued copy. */
+struct place {
     uint64_t block;
     uint64_t base;
+};
+struct sent {
+    struct place key;
     UT_hash_handle hh;
 };
 
@@ -80,7 +89,7 @@ struct link {
     int fd;                             /* -1: none */
     int peer;
     uint64_t out_seq, in_seq;           /* messages sent, read */
-    struct sent *sent;                  /* by block; oldest first (uthash keeps insertion order) */
+    struct sent *sent;                  /* by place; oldest first (uthash keeps insertion order) */
     unsigned nsent;
 };
 
@@ -88,7 +97,7 @@ struct mirror;
 struct piece_key {
     int32_t rank;
     uint32_t pad;
-    uint64_t block;
+    struct place at;
 };
 /* A neighbour's piece, mapped here. */
 struct piece {
@@ -394,7 +403,7 @@ static int send_forget(struct ipc_comm *c, struct link *l, struct sent **list, i
     for (int i = 0; i < n;) {
         m.n = 0;
         for (; i < n && m.n < VMM_MSG_PIECES; i++)
-            m.p[m.n++] = (struct vmm_wire_piece){ .block = list[i]->block, .base = list[i]->base };
+            m.p[m.n++] = (struct vmm_wire_piece){ .block = list[i]->key.block, .base = list[i]->key.base };
         m.seq = l->out_seq + 1;
         if (send_msg(l->fd, &m, NULL, 0) != 0)
             return -1;
@@ -420,17 +429,13 @@ static int send_pieces(struct ipc_comm *c, struct link *l, const struct vmm_wire
         m.n = 0;
         for (; i < n && m.n < VMM_MSG_PIECES; i++) {
             struct sent *s;
-            HASH_FIND(hh, l->sent, &p[i].block, sizeof(p[i].block), s);
-            if (s && s->base == p[i].base) {
+            struct place at = { p[i].block, p[i].base };
+            HASH_FIND(hh, l->sent, &at, sizeof(at), s);
+            if (s) {
                 /* Still mapped where it was: the peer holds it (re-inserted: newest). */
                 HASH_DEL(l->sent, s);
-                HASH_ADD(hh, l->sent, block, sizeof(s->block), s);
+                HASH_ADD(hh, l->sent, key, sizeof(s->key), s);
                 continue;
-            }
-            if (s) { /* mapped elsewhere now: sent again, and the peer moves it */
-                HASH_DEL(l->sent, s);
-                free(s);
-                l->nsent--;
             }
             CUmemGenericAllocationHandle h = 0;
             int fd = -1;
@@ -476,9 +481,8 @@ static int send_pieces(struct ipc_comm *c, struct link *l, const struct vmm_wire
             struct sent *s = malloc(sizeof(*s));
             if (!s) /* the peer holds it; forgetting it here only sends it again */
                 continue;
-            s->block = m.p[k].block;
-            s->base = m.p[k].base;
-            HASH_ADD(hh, l->sent, block, sizeof(s->block), s);
+            s->key = (struct place){ m.p[k].block, m.p[k].base };
+            HASH_ADD(hh, l->sent, key, sizeof(s->key), s);
             l->nsent++;
         }
     }
@@ -614,9 +618,9 @@ static void check_sent(struct ipc_comm *c)
         HASH_ITER(hh, l->sent, s, tmp) {
             unsigned long long block = 0;
             CUdeviceptr base = 0;
-            if (c->cu->cuPointerGetAttribute(&block, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, s->base) == CUDA_SUCCESS &&
-                c->cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, s->base) == CUDA_SUCCESS &&
-                block == s->block && base == s->base)
+            if (c->cu->cuPointerGetAttribute(&block, CU_POINTER_ATTRIBUTE_MEMORY_BLOCK_ID, s->key.base) == CUDA_SUCCESS &&
+                c->cu->cuPointerGetAttribute(&base, CU_POINTER_ATTRIBUTE_MAPPING_BASE_ADDR, s->key.base) == CUDA_SUCCESS &&
+                block == s->key.block && base == s->key.base)
                 continue;
             gone[k++] = s;
             if (k == VMM_MSG_PIECES) {
@@ -696,11 +700,11 @@ static int map_piece(struct ipc_comm *c, int r, const struct vmm_wire_piece *w, 
     *added = NULL;
     struct ipc_vmm *v = c->vmm;
     const struct shim_cuda *cu = c->cu;
-    struct piece_key key = { .rank = r, .block = w->block };
+    struct piece_key key = { .rank = r, .at = { w->block, w->base } };
     struct piece *p;
     HASH_FIND(hh, v->pieces, &key, sizeof(key), p);
-    if (p && (p->base != w->base || p->size != w->size || p->m->range != w->range || p->m->size != w->range_size))
-        unmap_piece(c, p); /* the same memory, mapped elsewhere there now */
+    if (p && (p->size != w->size || p->m->range != w->range || p->m->size != w->range_size))
+        unmap_piece(c, p); /* the same memory at the same place, in another reservation: a new one there */
     else if (p) { /* forgotten then sent again, before it was unmapped */
         close(fd);
         if (p->doomed) {
@@ -899,7 +903,7 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
             nadded += added[nadded] != NULL;
             continue;
         }
-        struct piece_key key = { .rank = l->peer, .block = m.p[i].block };
+        struct piece_key key = { .rank = l->peer, .at = { m.p[i].block, m.p[i].base } };
         struct piece *p;
         HASH_FIND(hh, v->pieces, &key, sizeof(key), p);
         if (p && !p->doomed) {
