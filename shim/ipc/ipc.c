@@ -255,9 +255,8 @@ static void load_kernel(struct ipc_comm *c)
 int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen)
 {
     int seen = 0;
-    int succ = (c->rank + 1) % c->nranks, pred = (c->rank - 1 + c->nranks) % c->nranks;
+    int succ = (c->rank + 1) % c->nranks;
     char succ_shm[48] = "";
-    uint32_t succ_pid = 0, pred_pid = 0;
     for (int i = 0; i < peers->npeers; i++) {
         const struct rv_peer *p = &peers->peer[i];
         struct ipc_export e;
@@ -294,12 +293,8 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
          * where its rank's staging is (Suspend). */
         if (open_shared(c, p->rank, e.shm, why, whylen) != 0)
             return -1;
-        if (p->rank == succ) {
+        if (p->rank == succ)
             memcpy(succ_shm, e.shm, sizeof(succ_shm));
-            succ_pid = e.pid;
-        }
-        if (p->rank == pred)
-            pred_pid = e.pid;
         seen++;
     }
     if (seen != c->nranks - 1) {
@@ -308,7 +303,7 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
     }
     load_kernel(c);
     if (c->nranks > 1)
-        ipc_vmm_connect(c, succ_shm, succ_pid, pred_pid);
+        ipc_vmm_connect(c, succ_shm);
     /* From now on a peer may suspend, and the reaper lets go of its staging. */
     return c->nranks > 1 ? ipc_reaper_start(c, why, whylen) : 0;
 }

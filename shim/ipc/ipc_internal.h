@@ -251,6 +251,9 @@ struct ipc_shared {
      * once it is connected to its successor, VMM_FROM_PRED once it accepted
      * its predecessor's connection. */
     _Atomic uint32_t vmm_links;
+    /* Said in its HELLO by this rank when it connects to its successor:
+     * random, written before the export (ipc_vmm.c). */
+    _Atomic uint64_t vmm_token;
 };
 #define VMM_TO_SUCC 1u
 #define VMM_FROM_PRED 2u
@@ -524,7 +527,7 @@ void ipc_data_close(struct ipc_comm *c);
  * ipc_vmm_close (destroy) gives everything back.
  */
 void ipc_vmm_listen(struct ipc_comm *c);
-void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm, uint32_t succ_pid, uint32_t pred_pid);
+void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm);
 int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
                      struct ipc_vmm_piece *first, struct ipc_desc *d);
 int ipc_vmm_map(struct ipc_comm *c, int r, const struct ipc_desc *d, size_t bytes, CUdeviceptr *at, char *why,

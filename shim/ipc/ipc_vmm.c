@@ -50,6 +50,7 @@
 
 #include "config.h"
 #include "record.h"
+#include "rv_io.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -121,7 +122,6 @@ struct ipc_vmm {
     int listen_fd;
     char path[108];
     uint64_t listen_until_us;
-    uint32_t pred_pid;
     int setup_waited;                   /* the first describe waited for the sockets */
     struct link link[2];                /* [0]: to the successor (connected), [1]: from the predecessor (accepted) */
     struct piece *pieces;
@@ -270,6 +270,10 @@ void ipc_vmm_listen(struct ipc_comm *c)
         return;
     }
     v->listen_until_us = shim_mono_us() + VMM_ACCEPT_MS * 1000ull;
+    uint64_t token = 0;
+    if (rv_random(&token, sizeof(token)) != 0 || !token) /* unguessable if it can be; never 0 */
+        token = (shim_mono_us() << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)v ^ 1;
+    atomic_store(&c->shared[c->rank]->vmm_token, token);
     c->vmm = v;
     atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_ON);
 }
@@ -283,8 +287,8 @@ static void stop_listening(struct ipc_vmm *v)
     unlink(v->path);
 }
 
-/* The predecessor's connection, if it came: checked by its process id and
- * its HELLO (anyone of this user could connect to the path). */
+/* The predecessor's connection, if it came: its HELLO names it and says its
+ * token (anyone of this user could connect to the path). */
 static void try_accept(struct ipc_comm *c)
 {
     struct ipc_vmm *v = c->vmm;
@@ -300,15 +304,14 @@ static void try_accept(struct ipc_comm *c)
             }
             return;
         }
-        struct ucred cr;
-        socklen_t len = sizeof(cr);
+        /* The predecessor sends its HELLO right after connecting: a short
+         * wait (qlock may be held, by the application's thread too). */
         struct vmm_msg m;
         struct pollfd p = { fd, POLLIN, 0 };
-        ssize_t k = -1;
-        if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) == 0 && (uint32_t)cr.pid == v->pred_pid &&
-            poll(&p, 1, 1000) == 1)
-            k = recv(fd, &m, sizeof(m), MSG_DONTWAIT);
-        if (k != (ssize_t)VMM_MSG_HEAD || m.magic != VMM_MAGIC || m.kind != VMM_HELLO || m.rank != pred_of(c) || m.n) {
+        ssize_t k = poll(&p, 1, 100) == 1 ? recv(fd, &m, sizeof(m), MSG_DONTWAIT) : -1;
+        uint64_t token = atomic_load(&c->shared[pred_of(c)]->vmm_token);
+        if (k != (ssize_t)VMM_MSG_HEAD || m.magic != VMM_MAGIC || m.kind != VMM_HELLO || m.rank != pred_of(c) || m.n ||
+            m.seq != token) {
             close(fd); /* a stranger, or garbage: keep listening until the deadline */
             continue;
         }
@@ -319,12 +322,11 @@ static void try_accept(struct ipc_comm *c)
     }
 }
 
-void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm, uint32_t succ_pid, uint32_t pred_pid)
+void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
 {
     struct ipc_vmm *v = c->vmm;
     if (!v)
         return;
-    v->pred_pid = pred_pid;
     int succ = succ_of(c), pred = pred_of(c);
     if (!(atomic_load(&c->shared[succ]->vmm_links) & VMM_ON)) {
         note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or an "
@@ -333,20 +335,17 @@ void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm, uint32_t succ_pid
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/shm%s.sock", succ_shm);
         int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        struct ucred cr;
-        socklen_t len = sizeof(cr);
-        struct vmm_msg hello = { .magic = VMM_MAGIC, .kind = VMM_HELLO, .rank = c->rank };
+        /* Its token (in its shared page, which only the communicator's ranks
+         * can open) says who connects; not the process id, which differs
+         * between containers that share /dev/shm but not a PID namespace. */
+        struct vmm_msg hello = { .magic = VMM_MAGIC, .kind = VMM_HELLO, .rank = c->rank,
+                                 .seq = atomic_load(&c->shared[c->rank]->vmm_token) };
         /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
-        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-            getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &len) != 0 || send_msg(fd, &hello, NULL, 0) != 0) {
+        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || send_msg(fd, &hello, NULL, 0) != 0) {
             note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ, sa.sun_path,
                  strerror(errno));
             if (fd >= 0)
                 close(fd);
-        } else if ((uint32_t)cr.pid != succ_pid) {
-            note(c, 1, "the socket %s is not rank %d's (process %d, not %u); cuMemCreate buffers are staged",
-                 sa.sun_path, succ, (int)cr.pid, succ_pid);
-            close(fd);
         } else {
             v->link[0].fd = fd;
             v->link[0].peer = succ;
