@@ -260,12 +260,14 @@ void ipc_vmm_listen(struct ipc_comm *c)
     struct sockaddr_un sa = { .sun_family = AF_UNIX };
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", v->path);
     v->listen_fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (v->listen_fd < 0 || bind(v->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(v->listen_fd, 4) != 0) {
+    int bound = v->listen_fd >= 0 && bind(v->listen_fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    if (!bound || listen(v->listen_fd, 4) != 0) {
         note(c, 1, "a Unix socket at %s for sharing cuMemCreate memory: %s (is /dev/shm writable?); such buffers are "
              "staged", v->path, strerror(errno));
         if (v->listen_fd >= 0)
             close(v->listen_fd);
-        unlink(v->path);
+        if (bound) /* ours: a path that was there already is not */
+            unlink(v->path);
         free(v);
         return;
     }
