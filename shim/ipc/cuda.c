@@ -5,6 +5,7 @@
 
 #include <dlfcn.h>
 #include <pthread.h>
+#include <sched.h>
 #include <time.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -15,7 +16,7 @@ typedef CUresult (*getproc_v2_t)(const char *, void **, int, unsigned long long,
 /* Asked for the behaviour of CUDA 12.0: the oldest the shim supports. */
 #define SHIM_CUDA_VERSION 12000
 
-/* Loaded under g_cuda_lock, read-only once g_cuda_state says CUDA_OK (an
+/* Published under g_cuda_lock, read-only once g_cuda_state says CUDA_OK (an
  * acquire load pairs with the release store that publishes it).  While the
  * process has not loaded the driver the state stays CUDA_ABSENT and a later
  * call tries again (the application may load CUDA after its first NCCL call);
@@ -26,19 +27,21 @@ static atomic_int g_cuda_state;
 static char g_cuda_why[256];
 static pthread_mutex_t g_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 
-/* Returns the new state. */
-static int cuda_load(void)
+/* Loads the driver's functions into *out (the reason into why[256] if it
+ * cannot): the new state.  Called with no shim lock held (it enters the
+ * loader: design.md, "Threads, locks, re-entrancy"). */
+static int cuda_load(struct shim_cuda *out, char *why)
 {
     /* RTLD_NOLOAD: a CUDA application has loaded the driver already. */
     void *h = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
     if (!h) {
-        snprintf(g_cuda_why, sizeof(g_cuda_why), "libcuda.so.1 is not loaded in this process (no CUDA application?)");
+        snprintf(why, 256, "libcuda.so.1 is not loaded in this process (no CUDA application?)");
         return CUDA_ABSENT;
     }
     dlsym_fn_t real_dlsym = shim_real_dlsym();
     getproc_v2_t getproc = (getproc_v2_t)real_dlsym(h, "cuGetProcAddress_v2");
     if (!getproc) {
-        snprintf(g_cuda_why, sizeof(g_cuda_why), "libcuda.so.1 has no cuGetProcAddress_v2 (a driver older than CUDA 12)");
+        snprintf(why, 256, "libcuda.so.1 has no cuGetProcAddress_v2 (a driver older than CUDA 12)");
         return CUDA_UNUSABLE;
     }
 #define X(name, params)                                                                                  \
@@ -47,11 +50,11 @@ static int cuda_load(void)
         int status = 0;                                                                                  \
         CUresult r = getproc(#name, &fn, SHIM_CUDA_VERSION, 0, &status);                                 \
         if (r != CUDA_SUCCESS || !fn) {                                                                  \
-            snprintf(g_cuda_why, sizeof(g_cuda_why), "cuGetProcAddress(%s) failed: CUresult %d, status %d", \
+            snprintf(why, 256, "cuGetProcAddress(%s) failed: CUresult %d, status %d", \
                      #name, r, status);                                                                  \
             return CUDA_UNUSABLE;                                                                        \
         }                                                                                                \
-        memcpy(&g_cuda.name, &fn, sizeof(fn));                                                           \
+        memcpy(&out->name, &fn, sizeof(fn));                                                           \
     }
     SHIM_CUDA_FUNCTIONS(X)
 #undef X
@@ -59,26 +62,26 @@ static int cuda_load(void)
         void *fn = NULL;
         int status = 0;
         if (getproc("cuMemcpyBatchAsync", &fn, 12080, 0, &status) == CUDA_SUCCESS && fn)
-            memcpy(&g_cuda.cuMemcpyBatchAsync, &fn, sizeof(fn));
+            memcpy(&out->cuMemcpyBatchAsync, &fn, sizeof(fn));
         fn = NULL;
         if (getproc("cuCtxGetStreamPriorityRange", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
-            memcpy(&g_cuda.cuCtxGetStreamPriorityRange, &fn, sizeof(fn));
+            memcpy(&out->cuCtxGetStreamPriorityRange, &fn, sizeof(fn));
         fn = NULL;
         if (getproc("cuStreamCreateWithPriority", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
-            memcpy(&g_cuda.cuStreamCreateWithPriority, &fn, sizeof(fn));
+            memcpy(&out->cuStreamCreateWithPriority, &fn, sizeof(fn));
         fn = NULL;
         if (getproc("cuStreamGetId", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
-            memcpy(&g_cuda.cuStreamGetId, &fn, sizeof(fn));
+            memcpy(&out->cuStreamGetId, &fn, sizeof(fn));
         void *mod[4] = { NULL, NULL, NULL, NULL };
         const char *names[4] = { "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel" };
         int all = 1;
         for (int i = 0; i < 4; i++)
             all &= getproc(names[i], &mod[i], SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && mod[i];
         if (all) {
-            memcpy(&g_cuda.cuModuleLoadData, &mod[0], sizeof(void *));
-            memcpy(&g_cuda.cuModuleGetFunction, &mod[1], sizeof(void *));
-            memcpy(&g_cuda.cuModuleUnload, &mod[2], sizeof(void *));
-            memcpy(&g_cuda.cuLaunchKernel, &mod[3], sizeof(void *));
+            memcpy(&out->cuModuleLoadData, &mod[0], sizeof(void *));
+            memcpy(&out->cuModuleGetFunction, &mod[1], sizeof(void *));
+            memcpy(&out->cuModuleUnload, &mod[2], sizeof(void *));
+            memcpy(&out->cuLaunchKernel, &mod[3], sizeof(void *));
         }
         void *vmm[9] = { NULL };
         const char *vnames[9] = { "cuMemRetainAllocationHandle", "cuMemRelease", "cuMemExportToShareableHandle",
@@ -88,30 +91,70 @@ static int cuda_load(void)
         for (int i = 0; i < 9; i++)
             all &= getproc(vnames[i], &vmm[i], SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && vmm[i];
         if (all) {
-            memcpy(&g_cuda.cuMemRetainAllocationHandle, &vmm[0], sizeof(void *));
-            memcpy(&g_cuda.cuMemRelease, &vmm[1], sizeof(void *));
-            memcpy(&g_cuda.cuMemExportToShareableHandle, &vmm[2], sizeof(void *));
-            memcpy(&g_cuda.cuMemImportFromShareableHandle, &vmm[3], sizeof(void *));
-            memcpy(&g_cuda.cuMemAddressReserve, &vmm[4], sizeof(void *));
-            memcpy(&g_cuda.cuMemAddressFree, &vmm[5], sizeof(void *));
-            memcpy(&g_cuda.cuMemMap, &vmm[6], sizeof(void *));
-            memcpy(&g_cuda.cuMemUnmap, &vmm[7], sizeof(void *));
-            memcpy(&g_cuda.cuMemSetAccess, &vmm[8], sizeof(void *));
-            g_cuda.vmm_ok = 1;
+            memcpy(&out->cuMemRetainAllocationHandle, &vmm[0], sizeof(void *));
+            memcpy(&out->cuMemRelease, &vmm[1], sizeof(void *));
+            memcpy(&out->cuMemExportToShareableHandle, &vmm[2], sizeof(void *));
+            memcpy(&out->cuMemImportFromShareableHandle, &vmm[3], sizeof(void *));
+            memcpy(&out->cuMemAddressReserve, &vmm[4], sizeof(void *));
+            memcpy(&out->cuMemAddressFree, &vmm[5], sizeof(void *));
+            memcpy(&out->cuMemMap, &vmm[6], sizeof(void *));
+            memcpy(&out->cuMemUnmap, &vmm[7], sizeof(void *));
+            memcpy(&out->cuMemSetAccess, &vmm[8], sizeof(void *));
+            out->vmm_ok = 1;
         }
     }
     /* The handle stays open: the functions must outlive this call. */
     return CUDA_OK;
 }
 
+/* Shim threads inside the loader (cuda_load), and a fork in progress: a
+ * fork must not happen while a shim thread is in dlopen (the child would
+ * inherit the loader's half-changed state: children crashed in their first
+ * dlopen), and no shim lock may be held across dlopen (a constructor run by
+ * another thread's dlopen, which holds the loader's lock, may call NCCL).
+ * So the prepare handler says it forks, then waits (bounded) until no shim
+ * thread is in the loader; a thread about to enter waits while a fork is in
+ * progress.  Sequentially consistent: each side writes its word, then reads
+ * the other's, so at least one sees the other. */
+static atomic_int g_in_loader, g_forking;
+
+static void loader_enter(void)
+{
+    for (;;) {
+        while (atomic_load(&g_forking))
+            sched_yield();
+        atomic_fetch_add(&g_in_loader, 1);
+        if (!atomic_load(&g_forking))
+            return;
+        atomic_fetch_sub(&g_in_loader, 1);
+    }
+}
+
+static void loader_leave(void)
+{
+    atomic_fetch_sub(&g_in_loader, 1);
+}
+
 const struct shim_cuda *shim_cuda(char *why, size_t whylen)
 {
     int state = atomic_load_explicit(&g_cuda_state, memory_order_acquire);
     if (state == CUDA_ABSENT) {
+        /* Loaded aside with no lock held; the first to finish publishes
+         * (g_cuda is written only while the state is CUDA_ABSENT, and read
+         * only once it is CUDA_OK). */
+        struct shim_cuda fresh;
+        char fresh_why[256] = "";
+        memset(&fresh, 0, sizeof(fresh));
+        loader_enter();
+        int got = cuda_load(&fresh, fresh_why);
+        loader_leave();
         pthread_mutex_lock(&g_cuda_lock);
         state = atomic_load_explicit(&g_cuda_state, memory_order_relaxed);
         if (state == CUDA_ABSENT) {
-            state = cuda_load();
+            if (got == CUDA_OK)
+                g_cuda = fresh;
+            snprintf(g_cuda_why, sizeof(g_cuda_why), "%s", fresh_why);
+            state = got;
             atomic_store_explicit(&g_cuda_state, state, memory_order_release);
         }
         pthread_mutex_unlock(&g_cuda_lock);
@@ -149,13 +192,23 @@ static int g_cuda_locked_for_fork;
 
 void shim_cuda_lock_for_fork(void)
 {
-    /* Bounded: g_cuda_lock is held across dlopen, which waits for the
-     * loader's lock; a fork from a constructor inside another thread's dlopen
-     * would otherwise deadlock here.  After the bound the fork goes on, as it
-     * did before the shim took this lock. */
-    struct timespec until;
+    /* Bounded: a fork from a constructor, inside dlopen, while another shim
+     * thread waits in cuda_load for the loader's lock would otherwise wait
+     * for ever.  After the bound the fork goes on, as it did before the shim
+     * took this care. */
+    atomic_store(&g_forking, 1);
+    struct timespec until, now, nap = { 0, 100000 };
     clock_gettime(CLOCK_REALTIME, &until);
     until.tv_sec += 1;
+    for (;;) {
+        if (!atomic_load(&g_in_loader))
+            break;
+        clock_gettime(CLOCK_REALTIME, &now);
+        if (now.tv_sec > until.tv_sec || (now.tv_sec == until.tv_sec && now.tv_nsec >= until.tv_nsec))
+            break;
+        nanosleep(&nap, NULL);
+    }
+    /* Held only for a few stores now: taken so the child finds it free. */
     g_cuda_locked_for_fork = pthread_mutex_timedlock(&g_cuda_lock, &until) == 0;
 }
 
@@ -164,11 +217,15 @@ void shim_cuda_unlock_after_fork(void)
     if (g_cuda_locked_for_fork)
         pthread_mutex_unlock(&g_cuda_lock);
     g_cuda_locked_for_fork = 0;
+    atomic_store(&g_forking, 0);
 }
 
 void shim_cuda_after_fork_child(void)
 {
-    /* The state is published only once loaded: a reset lock is enough. */
+    /* The state is published only once loaded: a reset lock is enough; the
+     * child has no other thread, in the loader or not. */
     g_cuda_locked_for_fork = 0;
     pthread_mutex_init(&g_cuda_lock, NULL);
+    atomic_store(&g_in_loader, 0);
+    atomic_store(&g_forking, 0);
 }
