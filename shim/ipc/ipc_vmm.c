@@ -838,7 +838,7 @@ static int grant_access(struct ipc_comm *c, struct piece **p, int n, char *why, 
 
 /* Reads one message from rank r's link, if there is one (wait_ms: how long
  * to wait for it): 1 read and done, 0 none, -1 with the reason (the link is
- * closed then: nothing more can be trusted from it). */
+ * closed then: nothing more can be trusted from it), -2 the peer closed it. */
 static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, size_t whylen)
 {
     struct vmm_msg m;
@@ -887,7 +887,9 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
         close_fds(fds, nfds);
         snprintf(why, whylen, "rank %d's socket for sharing cuMemCreate memory: it %s", l->peer, bad);
         link_close(l);
-        return -1;
+        /* A peer that closed its socket destroyed the communicator, or died:
+         * the teardown, or the monitor's to report; nothing to note. */
+        return k == 0 ? -2 : -1;
     }
     l->in_seq++;
     struct ipc_vmm *v = c->vmm;
@@ -976,7 +978,7 @@ long ipc_vmm_reap(struct ipc_comm *c)
     for (int i = 0; i < 2; i++) {
         while (v->link[i].fd >= 0) {
             int got = read_msg(c, &v->link[i], 0, why, sizeof(why));
-            if (got < 0)
+            if (got == -1)
                 note(c, 1, "%s", why);
             if (got <= 0)
                 break;

@@ -683,7 +683,7 @@ def released(log, n):
     return len(left) == CUDA_LOG_FIELDS * n and all(cuda_released(x) for x in left), left
 
 
-#  (forget) Both ranks broadcast into buffers they keep (so each maps the other's pieces), then free
+#  (forget) Both ranks broadcast into buffers they keep (so the neighbour maps their pieces), then free
 #  them and keep the communicator: the exporter's reaper (once a second) tells the neighbour to
 #  forget the pieces it no longer maps, and the neighbour unmaps them, so within 10 s neither
 #  process holds a VMM handle, mapping or reservation while the communicator is still there.
@@ -692,8 +692,11 @@ log = os.path.join(TMP, name + ".cuda")
 d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log), roles(1), root_args=["vmm=forget"],
                          rank_args=["vmm=forget"])
 fg = tagged(procs, "FORGET")
-ok(len(fg) == 2 and all(f["bad"] == "-" and int(f["peer_maps"]) > 0 and int(f["imports"]) > 0 for f in fg),
-   "%s: broadcasts into kept buffers exact, each rank mapped pieces of its neighbour's" % name,
+# Which rank of a hop maps the other's buffer is the arrival order's (the first publishes, the
+# second maps): usually both do, at least one always.
+ok(len(fg) == 2 and all(f["bad"] == "-" for f in fg) and sum(int(f["peer_maps"]) for f in fg) > 0 and
+   sum(int(f["imports"]) for f in fg) > 0,
+   "%s: broadcasts into kept buffers exact, pieces of the neighbour's mapped" % name,
    fg + [p.err[-300:] for p in procs if p.err])
 ok(len(fg) == 2 and all(f["left"] == "0/0/0" and int(f["ms"]) >= 0 for f in fg),
    "%s: once both gave their buffers back, each neighbour's pieces were forgotten and unmapped within 10 s, "
