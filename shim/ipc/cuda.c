@@ -83,12 +83,13 @@ static int cuda_load(struct shim_cuda *out, char *why)
             memcpy(&out->cuModuleUnload, &mod[2], sizeof(void *));
             memcpy(&out->cuLaunchKernel, &mod[3], sizeof(void *));
         }
-        void *vmm[9] = { NULL };
-        const char *vnames[9] = { "cuMemRetainAllocationHandle", "cuMemRelease", "cuMemExportToShareableHandle",
+        void *vmm[11] = { NULL };
+        const char *vnames[11] = { "cuMemRetainAllocationHandle", "cuMemRelease", "cuMemExportToShareableHandle",
                                   "cuMemImportFromShareableHandle", "cuMemAddressReserve", "cuMemAddressFree",
-                                  "cuMemMap", "cuMemUnmap", "cuMemSetAccess" };
+                                  "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemCreate",
+                                   "cuMemGetAllocationGranularity" };
         all = 1;
-        for (int i = 0; i < 9; i++)
+        for (int i = 0; i < 11; i++)
             all &= getproc(vnames[i], &vmm[i], SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && vmm[i];
         if (all) {
             memcpy(&out->cuMemRetainAllocationHandle, &vmm[0], sizeof(void *));
@@ -100,6 +101,8 @@ static int cuda_load(struct shim_cuda *out, char *why)
             memcpy(&out->cuMemMap, &vmm[6], sizeof(void *));
             memcpy(&out->cuMemUnmap, &vmm[7], sizeof(void *));
             memcpy(&out->cuMemSetAccess, &vmm[8], sizeof(void *));
+            memcpy(&out->cuMemCreate, &vmm[9], sizeof(void *));
+            memcpy(&out->cuMemGetAllocationGranularity, &vmm[10], sizeof(void *));
             out->vmm_ok = 1;
         }
     }

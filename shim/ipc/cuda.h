@@ -81,6 +81,18 @@ typedef struct {
     CUmemLocation location;
     int flags;                          /* CUmemAccess_flags */
 } CUmemAccessDesc;
+typedef struct {
+    int type;                           /* CU_MEM_ALLOCATION_TYPE_PINNED = 1 */
+    int requestedHandleTypes;
+    CUmemLocation location;
+    void *win32HandleMetaData;
+    struct {
+        unsigned char compressionType, gpuDirectRDMACapable;
+        unsigned short usage;
+        unsigned char reserved[4];
+    } allocFlags;
+} CUmemAllocationProp;
+_Static_assert(sizeof(CUmemAllocationProp) == 32 && sizeof(CUmemAccessDesc) == 12, "cuda.h's layouts");
 typedef CUresult (*cuMemcpyBatchAsync_12080_t)(CUdeviceptr *dsts, CUdeviceptr *srcs, size_t *sizes, size_t count,
                                                CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                                size_t *failIdx, CUstream stream);
@@ -120,6 +132,9 @@ struct shim_cuda {
                          unsigned long long flags);
     CUresult (*cuMemUnmap)(CUdeviceptr ptr, size_t size);
     CUresult (*cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
+    CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
+                            unsigned long long flags);
+    CUresult (*cuMemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop, int option);
 };
 
 /*

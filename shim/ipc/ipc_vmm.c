@@ -71,6 +71,7 @@
 #define VMM_SETUP_MS 2000               /* how long connect and the first describe wait for the sockets */
 #define VMM_IO_MS 10000                 /* a message already sent, or a send the peer's reaper drains */
 #define VMM_RETRY_MS 10
+#define VMM_PROBE_MAX (64ull << 20)     /* a probe piece larger than this is not one of ours */
 
 /* A piece the peer at the other end of a link was sent (and not told to forget). */
 /* A piece is a memory block at an address: one block may be mapped at two
@@ -123,6 +124,11 @@ struct ipc_vmm {
     char path[108];
     uint64_t listen_until_us;
     int setup_waited;                   /* the first describe waited for the sockets */
+    /* The piece this rank's HELLO lends its successor to try the whole path
+     * on (export, import, map, access) before any broadcast counts on it;
+     * held until the successor accepted, or destroy. */
+    CUmemGenericAllocationHandle probe;
+    int has_probe;
     struct link link[2];                /* [0]: to the successor (connected), [1]: from the predecessor (accepted) */
     struct piece *pieces;
     struct mirror **mirrors;
@@ -289,6 +295,81 @@ static void stop_listening(struct ipc_vmm *v)
     unlink(v->path);
 }
 
+/* Imports, maps, makes accessible and gives back the predecessor's probe
+ * piece (`fd`, consumed): 0 if this rank can map its neighbour's
+ * cuMemCreate memory at all (a container without the driver's file
+ * descriptor support, GPUs without peer access fail here, before any
+ * broadcast counts on it), else -1 with the reason. */
+static int try_probe(struct ipc_comm *c, int fd, size_t size, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUmemGenericAllocationHandle h = 0;
+    CUdeviceptr at = 0;
+    CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, c->device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };
+    const char *fn = "cuMemImportFromShareableHandle";
+    CUresult r = cu->cuMemImportFromShareableHandle(&h, (void *)(intptr_t)fd, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    close(fd);
+    if (r == CUDA_SUCCESS) {
+        fn = "cuMemAddressReserve";
+        r = cu->cuMemAddressReserve(&at, size, 0, 0, 0);
+        if (r == CUDA_SUCCESS) {
+            fn = "cuMemMap";
+            r = cu->cuMemMap(at, size, 0, h, 0);
+            if (r == CUDA_SUCCESS) {
+                fn = "cuMemSetAccess";
+                r = cu->cuMemSetAccess(at, size, &acc, 1);
+                cu->cuMemUnmap(at, size);
+            }
+            cu->cuMemAddressFree(at, size);
+        }
+        cu->cuMemRelease(h);
+    }
+    if (r == CUDA_SUCCESS)
+        return 0;
+    shim_cuda_error(fn, r, why, whylen);
+    return -1;
+}
+
+/* A piece of cuMemCreate memory for the successor to try (v->probe): its
+ * descriptor and size, or -1 with the reason. */
+static int make_probe(struct ipc_comm *c, int *fd, size_t *size, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    struct ipc_vmm *v = c->vmm;
+    CUmemAllocationProp prop;
+    memset(&prop, 0, sizeof(prop));
+    prop.type = 1; /* CU_MEM_ALLOCATION_TYPE_PINNED */
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location = (CUmemLocation){ CU_MEM_LOCATION_TYPE_DEVICE, c->device };
+    const char *fn = "cuMemGetAllocationGranularity";
+    CUresult r = cu->cuMemGetAllocationGranularity(size, &prop, 0 /* minimum */);
+    if (r == CUDA_SUCCESS && (!*size || *size > VMM_PROBE_MAX)) {
+        snprintf(why, whylen, "an allocation granularity of %zu bytes", *size);
+        return -1;
+    }
+    if (r == CUDA_SUCCESS) {
+        fn = "cuMemCreate";
+        r = cu->cuMemCreate(&v->probe, *size, &prop, 0);
+    }
+    if (r == CUDA_SUCCESS) {
+        v->has_probe = 1;
+        fn = "cuMemExportToShareableHandle";
+        r = cu->cuMemExportToShareableHandle(fd, v->probe, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    }
+    if (r == CUDA_SUCCESS)
+        return 0;
+    shim_cuda_error(fn, r, why, whylen);
+    return -1;
+}
+
+static void drop_probe(struct ipc_comm *c)
+{
+    struct ipc_vmm *v = c->vmm;
+    if (v->has_probe)
+        c->cu->cuMemRelease(v->probe);
+    v->has_probe = 0;
+}
+
 /* The predecessor's connection, if it came: its HELLO names it and says its
  * token (anyone of this user could connect to the path). */
 static void try_accept(struct ipc_comm *c)
@@ -309,13 +390,42 @@ static void try_accept(struct ipc_comm *c)
         /* The predecessor sends its HELLO right after connecting: a short
          * wait (qlock may be held, by the application's thread too). */
         struct vmm_msg m;
+        union {
+            char buf[CMSG_SPACE(sizeof(int) * 2)];
+            struct cmsghdr align;
+        } ctl;
+        struct iovec iov = { &m, sizeof(m) };
+        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
         struct pollfd p = { fd, POLLIN, 0 };
-        ssize_t k = poll(&p, 1, 100) == 1 ? recv(fd, &m, sizeof(m), MSG_DONTWAIT) : -1;
+        ssize_t k = poll(&p, 1, 100) == 1 ? recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) : -1;
+        int fds[2] = { -1, -1 }, nfds = 0;
+        for (struct cmsghdr *cm = k > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm))
+            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
+                for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+                    int got;
+                    memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(got));
+                    if (nfds < 2)
+                        fds[nfds++] = got;
+                    else
+                        close(got);
+                }
         uint64_t token = atomic_load(&c->shared[pred_of(c)]->vmm_token);
-        if (k != (ssize_t)VMM_MSG_HEAD || m.magic != VMM_MAGIC || m.kind != VMM_HELLO || m.rank != pred_of(c) || m.n ||
-            m.seq != token) {
+        if (k != (ssize_t)(VMM_MSG_HEAD + sizeof(struct vmm_wire_piece)) || (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ||
+            m.magic != VMM_MAGIC || m.kind != VMM_HELLO || m.rank != pred_of(c) || m.n != 1 || m.seq != token ||
+            nfds != 1 || !m.p[0].size || m.p[0].size > VMM_PROBE_MAX) {
+            close_fds(fds, nfds);
             close(fd); /* a stranger, or garbage: keep listening until the deadline */
             continue;
+        }
+        char why[200];
+        if (try_probe(c, fds[0], m.p[0].size, why, sizeof(why)) != 0) {
+            note(c, 1, "sharing a piece of rank %d's cuMemCreate memory on device %d failed (%s): such buffers are "
+                 "staged", pred_of(c), c->device, why);
+            close(fd);
+            stop_listening(v);
+            /* The neighbours stop waiting for this rank's sockets. */
+            atomic_fetch_and(&c->shared[c->rank]->vmm_links, ~VMM_ON);
+            return;
         }
         v->link[1].fd = fd;
         v->link[1].peer = pred_of(c);
@@ -341,19 +451,36 @@ void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
          * can open) says who connects; not the process id, which differs
          * between containers that share /dev/shm but not a PID namespace. */
         struct vmm_msg hello = { .magic = VMM_MAGIC, .kind = VMM_HELLO, .rank = c->rank,
-                                 .seq = atomic_load(&c->shared[c->rank]->vmm_token) };
+                                 .seq = atomic_load(&c->shared[c->rank]->vmm_token), .n = 1 };
+        int probe_fd = -1;
+        size_t probe_size = 0;
+        char why[200];
+        if (make_probe(c, &probe_fd, &probe_size, why, sizeof(why)) != 0) {
+            note(c, 1, "a piece of cuMemCreate memory with a file descriptor handle for rank %d to try: %s; such "
+                 "buffers are staged", succ, why);
+            if (fd >= 0)
+                close(fd);
+            fd = -2;
+        }
+        hello.p[0] = (struct vmm_wire_piece){ .size = probe_size, .range_size = probe_size };
         /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
-        if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 || send_msg(fd, &hello, NULL, 0) != 0) {
+        if (fd == -2) {
+            drop_probe(c);
+        } else if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+                   send_msg(fd, &hello, &probe_fd, 1) != 0) {
             note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ, sa.sun_path,
                  strerror(errno));
             if (fd >= 0)
                 close(fd);
+            drop_probe(c);
         } else {
             v->link[0].fd = fd;
             v->link[0].peer = succ;
             atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_TO_SUCC);
             ipc_wake(c, succ); /* its reaper accepts, if it is past its own connect */
         }
+        if (probe_fd >= 0)
+            close(probe_fd); /* the message in flight holds it */
     }
     if (!(atomic_load(&c->shared[pred]->vmm_links) & VMM_ON)) {
         if (pred != succ)
@@ -362,18 +489,29 @@ void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
         stop_listening(v);
         return;
     }
-    /* The predecessor connects in its own connect, at about the same time:
-     * waited for here (bounded), so that the first broadcast finds the
-     * sockets up; later, the reaper still accepts it. */
+    /* The predecessor connects in its own connect, and the successor
+     * accepts (and tries the probe) in its own, at about the same time:
+     * both waited for here (bounded), so that the first broadcast finds the
+     * sockets up and the probe is given back before the application counts
+     * its memory; later, the reaper still accepts. */
     uint64_t until = shim_mono_us() + VMM_SETUP_MS * 1000ull;
     for (;;) {
         try_accept(c);
+        int accepted = v->listen_fd < 0 || v->link[1].fd >= 0;
+        int tried = v->link[0].fd < 0 || (atomic_load(&c->shared[succ]->vmm_links) & VMM_FROM_PRED);
         uint64_t now = shim_mono_us();
-        if (v->listen_fd < 0 || v->link[1].fd >= 0 || now >= until)
+        if ((accepted && tried) || now >= until)
             break;
-        struct pollfd p = { v->listen_fd, POLLIN, 0 };
-        poll(&p, 1, (int)((until - now) / 1000 + 1));
+        if (accepted) {
+            struct timespec ts = { 0, 50000 };
+            nanosleep(&ts, NULL);
+        } else {
+            struct pollfd p = { v->listen_fd, POLLIN, 0 };
+            poll(&p, 1, tried ? (int)((until - now) / 1000 + 1) : 1);
+        }
     }
+    if (atomic_load(&c->shared[succ]->vmm_links) & VMM_FROM_PRED)
+        drop_probe(c);
 }
 
 /* Both neighbours' sockets are up, and both ends of each said so. */
@@ -533,8 +671,16 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
             try_accept(c);
             if (links_up(c))
                 break;
-            if (!links_coming(c) || shim_mono_us() >= until || atomic_load(&c->failed))
+            if (!links_coming(c) || shim_mono_us() >= until || atomic_load(&c->failed)) {
+                char who[48];
+                if (pred_of(c) == succ_of(c))
+                    snprintf(who, sizeof(who), "rank %d", succ_of(c));
+                else
+                    snprintf(who, sizeof(who), "ranks %d and %d", pred_of(c), succ_of(c));
+                note(c, 1, "the sockets for sharing cuMemCreate memory with %s did not come up (see their notes): "
+                     "such buffers are staged", who);
                 return 0;
+            }
             struct timespec ts = { 0, 50000 };
             nanosleep(&ts, NULL);
         }
@@ -963,6 +1109,8 @@ long ipc_vmm_reap(struct ipc_comm *c)
         return -1;
     uint64_t now = shim_mono_us();
     long wait = -1;
+    if (v->has_probe && (atomic_load(&c->shared[succ_of(c)]->vmm_links) & VMM_FROM_PRED))
+        drop_probe(c); /* the successor tried it */
 #define SOONER(ms) (wait = wait < 0 || (long)(ms) < wait ? (long)(ms) : wait)
     if (v->listen_fd >= 0) {
         try_accept(c);
@@ -1022,6 +1170,7 @@ void ipc_vmm_close(struct ipc_comm *c)
     stop_listening(v);
     link_close(&v->link[0]);
     link_close(&v->link[1]);
+    drop_probe(c);
     free(v->scratch);
     free(v->blocks);
     if (!v->pieces) {

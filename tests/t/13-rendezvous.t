@@ -774,6 +774,29 @@ rel, left = released(log, 2)
 ok(rel and all(p.elapsed < BOUND - 5 for p in procs), "%s: nothing held at exit, no wait for the socket" % name,
    left + [p.elapsed for p in procs])
 
+#  (probe) Rank 1 cannot import cuMemCreate memory at all (the fake's FAKE_CUDA_FAIL on
+#  cuMemImportFromShareableHandle: a container without the driver's file descriptor support, GPUs
+#  without peer access): the piece rank 0's HELLO lends it to try fails at connect, before any
+#  broadcast counts on it, so every hop is staged and exact (not failed), rank 1's record names the
+#  driver's error, rank 0's that the sockets did not come up.
+name = "ipc-vmm-probe"
+log = os.path.join(TMP, name + ".cuda")
+d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log),
+                         lambda r: dict(roles(1)(r), **({"FAKE_CUDA_FAIL": "cuMemImportFromShareableHandle"} if r else {})),
+                         root_args=["xfer=1"], rank_args=["xfer=1"])
+xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+ends = ipc_ends(d)
+ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and counted_all(ends) and
+   all(hops(e, w) == ["staged"] for e in ends for w in ("in", "out")),
+   "%s: a rank that cannot import cuMemCreate memory: every hop staged, all exact" % name,
+   xfer + [(e["rank"], e["ipc"]["in"], e["ipc"]["out"]) for e in ends] + [p.err[-300:] for p in procs if p.err])
+vm = vmm_of(ends)
+ok(len(vm) == 2 and "cuMemImportFromShareableHandle" in vm[1].get("note", "") and
+   "did not come up" in vm[0].get("note", "") and not any(v.get("pieces_mapped") for v in vm),
+   "%s: rank 1's record names the driver's error, rank 0's that the sockets did not come up" % name, vm)
+rel, left = released(log, 2)
+ok(rel, "%s: nothing held at exit (the probe piece given back too)" % name, left)
+
 #  (strangers) While rank 1 is held at its ipc connect (the fake's FAKE_CUDA_PAUSE), strangers
 #  connect to rank 0's socket: garbage, and a good HELLO claiming rank 1, from another process; and
 #  from rank 1's own process a HELLO claiming the wrong rank (poke=1).  Rank 0 closes all three
