@@ -27,6 +27,22 @@ static atomic_int g_cuda_state;
 static char g_cuda_why[256];
 static pthread_mutex_t g_cuda_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Loads the n functions `names` (cuGetProcAddress at `version`) into the
+ * function pointers at `slots`: all of them (1), or none (0). */
+static int load_group(getproc_v2_t getproc, int version, const char *const *names, void *const *slots, int n)
+{
+    void *fn[16];
+    int status = 0;
+    if (n > (int)(sizeof(fn) / sizeof(*fn)))
+        return 0;
+    for (int i = 0; i < n; i++)
+        if (getproc(names[i], &fn[i], version, 0, &status) != CUDA_SUCCESS || !fn[i])
+            return 0;
+    for (int i = 0; i < n; i++)
+        memcpy(slots[i], &fn[i], sizeof(void *));
+    return 1;
+}
+
 /* Loads the driver's functions into *out (the reason into why[256] if it
  * cannot): the new state.  Called with no shim lock held (it enters the
  * loader: design.md, "Threads, locks, re-entrancy"). */
@@ -58,54 +74,28 @@ static int cuda_load(struct shim_cuda *out, char *why)
     }
     SHIM_CUDA_FUNCTIONS(X)
 #undef X
+    load_group(getproc, 12080, (const char *const[]){ "cuMemcpyBatchAsync" }, (void *[]){ &out->cuMemcpyBatchAsync },
+               1);
+#define NAME(name, params) #name,
+#define SLOT(name, params) &out->name,
     {
-        void *fn = NULL;
-        int status = 0;
-        if (getproc("cuMemcpyBatchAsync", &fn, 12080, 0, &status) == CUDA_SUCCESS && fn)
-            memcpy(&out->cuMemcpyBatchAsync, &fn, sizeof(fn));
-        fn = NULL;
-        if (getproc("cuCtxGetStreamPriorityRange", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
-            memcpy(&out->cuCtxGetStreamPriorityRange, &fn, sizeof(fn));
-        fn = NULL;
-        if (getproc("cuStreamCreateWithPriority", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
-            memcpy(&out->cuStreamCreateWithPriority, &fn, sizeof(fn));
-        fn = NULL;
-        if (getproc("cuStreamGetId", &fn, SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && fn)
-            memcpy(&out->cuStreamGetId, &fn, sizeof(fn));
-        void *mod[4] = { NULL, NULL, NULL, NULL };
-        const char *names[4] = { "cuModuleLoadData", "cuModuleGetFunction", "cuModuleUnload", "cuLaunchKernel" };
-        int all = 1;
-        for (int i = 0; i < 4; i++)
-            all &= getproc(names[i], &mod[i], SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && mod[i];
-        if (all) {
-            memcpy(&out->cuModuleLoadData, &mod[0], sizeof(void *));
-            memcpy(&out->cuModuleGetFunction, &mod[1], sizeof(void *));
-            memcpy(&out->cuModuleUnload, &mod[2], sizeof(void *));
-            memcpy(&out->cuLaunchKernel, &mod[3], sizeof(void *));
-        }
-        void *vmm[11] = { NULL };
-        const char *vnames[11] = { "cuMemRetainAllocationHandle", "cuMemRelease", "cuMemExportToShareableHandle",
-                                  "cuMemImportFromShareableHandle", "cuMemAddressReserve", "cuMemAddressFree",
-                                  "cuMemMap", "cuMemUnmap", "cuMemSetAccess", "cuMemCreate",
-                                   "cuMemGetAllocationGranularity" };
-        all = 1;
-        for (int i = 0; i < 11; i++)
-            all &= getproc(vnames[i], &vmm[i], SHIM_CUDA_VERSION, 0, &status) == CUDA_SUCCESS && vmm[i];
-        if (all) {
-            memcpy(&out->cuMemRetainAllocationHandle, &vmm[0], sizeof(void *));
-            memcpy(&out->cuMemRelease, &vmm[1], sizeof(void *));
-            memcpy(&out->cuMemExportToShareableHandle, &vmm[2], sizeof(void *));
-            memcpy(&out->cuMemImportFromShareableHandle, &vmm[3], sizeof(void *));
-            memcpy(&out->cuMemAddressReserve, &vmm[4], sizeof(void *));
-            memcpy(&out->cuMemAddressFree, &vmm[5], sizeof(void *));
-            memcpy(&out->cuMemMap, &vmm[6], sizeof(void *));
-            memcpy(&out->cuMemUnmap, &vmm[7], sizeof(void *));
-            memcpy(&out->cuMemSetAccess, &vmm[8], sizeof(void *));
-            memcpy(&out->cuMemCreate, &vmm[9], sizeof(void *));
-            memcpy(&out->cuMemGetAllocationGranularity, &vmm[10], sizeof(void *));
-            out->vmm_ok = 1;
-        }
+        const char *const names[] = { SHIM_CUDA_OPTIONAL(NAME) };
+        void *slots[] = { SHIM_CUDA_OPTIONAL(SLOT) };
+        for (size_t i = 0; i < sizeof(names) / sizeof(*names); i++) /* each alone */
+            load_group(getproc, SHIM_CUDA_VERSION, &names[i], &slots[i], 1);
     }
+    {
+        const char *const names[] = { SHIM_CUDA_KERNEL(NAME) };
+        void *slots[] = { SHIM_CUDA_KERNEL(SLOT) };
+        load_group(getproc, SHIM_CUDA_VERSION, names, slots, (int)(sizeof(names) / sizeof(*names)));
+    }
+    {
+        const char *const names[] = { SHIM_CUDA_VMM(NAME) };
+        void *slots[] = { SHIM_CUDA_VMM(SLOT) };
+        out->vmm_ok = load_group(getproc, SHIM_CUDA_VERSION, names, slots, (int)(sizeof(names) / sizeof(*names)));
+    }
+#undef NAME
+#undef SLOT
     /* The handle stays open: the functions must outlive this call. */
     return CUDA_OK;
 }

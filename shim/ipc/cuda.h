@@ -97,44 +97,52 @@ typedef CUresult (*cuMemcpyBatchAsync_12080_t)(CUdeviceptr *dsts, CUdeviceptr *s
                                                CUmemcpyAttributes *attrs, size_t *attrsIdxs, size_t numAttrs,
                                                size_t *failIdx, CUstream stream);
 
+/* The optional functions, by group (X(name, params) as above). */
+#define SHIM_CUDA_OPTIONAL(X)                                                                      \
+    X(cuCtxGetStreamPriorityRange, (int *least, int *greatest))                                    \
+    X(cuStreamCreateWithPriority, (CUstream *stream, unsigned int flags, int priority))            \
+    X(cuStreamGetId, (CUstream stream, unsigned long long *id))
+#define SHIM_CUDA_KERNEL(X)                                                                        \
+    X(cuModuleLoadData, (CUmodule *module, const void *image))                                     \
+    X(cuModuleGetFunction, (CUfunction *fn, CUmodule module, const char *name))                    \
+    X(cuModuleUnload, (CUmodule module))                                                           \
+    X(cuLaunchKernel, (CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, \
+                       unsigned bz, unsigned shared, CUstream stream, void **params, void **extra))
+#define SHIM_CUDA_VMM(X)                                                                           \
+    X(cuMemRetainAllocationHandle, (CUmemGenericAllocationHandle *h, void *addr))                 \
+    X(cuMemRelease, (CUmemGenericAllocationHandle h))                                              \
+    X(cuMemExportToShareableHandle, (void *shareable, CUmemGenericAllocationHandle h, int type,   \
+                                     unsigned long long flags))                                   \
+    X(cuMemImportFromShareableHandle, (CUmemGenericAllocationHandle *h, void *os_handle, int type)) \
+    X(cuMemAddressReserve, (CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,        \
+                            unsigned long long flags))                                            \
+    X(cuMemAddressFree, (CUdeviceptr ptr, size_t size))                                            \
+    X(cuMemMap, (CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,     \
+                 unsigned long long flags))                                                        \
+    X(cuMemUnmap, (CUdeviceptr ptr, size_t size))                                                  \
+    X(cuMemSetAccess, (CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count))   \
+    X(cuMemCreate, (CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop, \
+                    unsigned long long flags))                                                     \
+    X(cuMemGetAllocationGranularity, (size_t *granularity, const CUmemAllocationProp *prop, int option))
+#define SHIM_CUDA_FIELD(name, params) CUresult(*name) params;
+
 struct shim_cuda {
-#define X(name, params) CUresult(*name) params;
-    SHIM_CUDA_FUNCTIONS(X)
-#undef X
+    SHIM_CUDA_FUNCTIONS(SHIM_CUDA_FIELD)
     /* Optional (NULL before CUDA 12.8): copies that may go to a copy engine
      * even within one device, leaving the SMs to the application's kernels. */
     cuMemcpyBatchAsync_12080_t cuMemcpyBatchAsync;
-    /* Optional: streams the GPU schedules ahead of the application's kernels. */
-    CUresult (*cuCtxGetStreamPriorityRange)(int *least, int *greatest);
-    CUresult (*cuStreamCreateWithPriority)(CUstream *stream, unsigned int flags, int priority);
-    /* Optional (CUDA 12.0+): a stream's id, unique in the context for its life and never reused. */
-    CUresult (*cuStreamGetId)(CUstream stream, unsigned long long *id);
+    /* Optional: streams the GPU schedules ahead of the application's
+     * kernels; a stream's id (CUDA 12.0+), unique in the context for its
+     * life and never reused.  Each loaded alone. */
+    SHIM_CUDA_OPTIONAL(SHIM_CUDA_FIELD)
     /* Optional: the ipc transport's copy kernel (shim/ipc/ipc_kernel.c), for
-     * copies between processes on one GPU.  All four, or none. */
-    CUresult (*cuModuleLoadData)(CUmodule *module, const void *image);
-    CUresult (*cuModuleGetFunction)(CUfunction *fn, CUmodule module, const char *name);
-    CUresult (*cuModuleUnload)(CUmodule module);
-    CUresult (*cuLaunchKernel)(CUfunction f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by,
-                               unsigned bz, unsigned shared, CUstream stream, void **params, void **extra);
+     * copies between processes on one GPU.  All, or none. */
+    SHIM_CUDA_KERNEL(SHIM_CUDA_FIELD)
     /* Optional (CUDA 10.2+): memory of cuMemCreate (PyTorch's expandable
      * segments) shared as file descriptors (shim/ipc/ipc_vmm.c).  All, or
      * none (vmm_ok). */
     int vmm_ok;
-    CUresult (*cuMemRetainAllocationHandle)(CUmemGenericAllocationHandle *h, void *addr);
-    CUresult (*cuMemRelease)(CUmemGenericAllocationHandle h);
-    CUresult (*cuMemExportToShareableHandle)(void *shareable, CUmemGenericAllocationHandle h, int type,
-                                             unsigned long long flags);
-    CUresult (*cuMemImportFromShareableHandle)(CUmemGenericAllocationHandle *h, void *os_handle, int type);
-    CUresult (*cuMemAddressReserve)(CUdeviceptr *ptr, size_t size, size_t align, CUdeviceptr addr,
-                                    unsigned long long flags);
-    CUresult (*cuMemAddressFree)(CUdeviceptr ptr, size_t size);
-    CUresult (*cuMemMap)(CUdeviceptr ptr, size_t size, size_t offset, CUmemGenericAllocationHandle h,
-                         unsigned long long flags);
-    CUresult (*cuMemUnmap)(CUdeviceptr ptr, size_t size);
-    CUresult (*cuMemSetAccess)(CUdeviceptr ptr, size_t size, const CUmemAccessDesc *desc, size_t count);
-    CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *h, size_t size, const CUmemAllocationProp *prop,
-                            unsigned long long flags);
-    CUresult (*cuMemGetAllocationGranularity)(size_t *granularity, const CUmemAllocationProp *prop, int option);
+    SHIM_CUDA_VMM(SHIM_CUDA_FIELD)
 };
 
 /*

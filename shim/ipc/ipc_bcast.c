@@ -77,16 +77,8 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
         ipc_wait_word(&c->shared[late]->readc, seen, 50);
     }
     struct ipc_shared *own = c->shared[c->rank];
-    struct ipc_desc *slot = &own->ring[b % DRING];
-    slot->direct = d->direct;
-    slot->buffer_id = d->buffer_id;
-    slot->offset = d->offset;
-    slot->alloc_size = d->alloc_size;
-    slot->handle = d->handle;
-    slot->vmm = d->vmm;
-    slot->range = d->range;
-    slot->vmm_seq[0] = d->vmm_seq[0];
-    slot->vmm_seq[1] = d->vmm_seq[1];
+    struct ipc_ring_slot *slot = &own->ring[b % DRING];
+    slot->desc = *d;
     atomic_store_explicit(&slot->seq, b, memory_order_release);
     atomic_fetch_add(&own->pub, 1);
     ipc_wake_word(&own->pub);
@@ -99,7 +91,7 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
 static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char *why, size_t whylen)
 {
     struct ipc_shared *page = c->shared[r];
-    const struct ipc_desc *slot = &page->ring[b % DRING];
+    const struct ipc_ring_slot *slot = &page->ring[b % DRING];
     uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
     for (;;) {
         uint32_t seen = atomic_load(&page->pub);
@@ -109,15 +101,7 @@ static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char
             return -1;
         ipc_wait_word(&page->pub, seen, 50);
     }
-    d->direct = slot->direct;
-    d->buffer_id = slot->buffer_id;
-    d->offset = slot->offset;
-    d->alloc_size = slot->alloc_size;
-    d->handle = slot->handle;
-    d->vmm = slot->vmm;
-    d->range = slot->range;
-    d->vmm_seq[0] = slot->vmm_seq[0];
-    d->vmm_seq[1] = slot->vmm_seq[1];
+    *d = slot->desc;
     return 0;
 }
 

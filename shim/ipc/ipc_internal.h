@@ -202,9 +202,9 @@ struct ipc_export {
 };
 _Static_assert(sizeof(struct ipc_export) <= RV_BLOB_LEN, "the export fits a vote");
 
-/* Where a rank's data for broadcast number `seq` is, for its successor. */
+/* Where a rank's data for a broadcast is, for its neighbours: what it
+ * publishes, copied whole into and out of its ring slot. */
 struct ipc_desc {
-    _Atomic uint64_t seq;               /* stored last (release); the fields below are then valid */
     uint32_t direct;                    /* 1: read the buffer itself; 0: read the staging slots */
     uint32_t pad;
     uint64_t buffer_id;                 /* CU_POINTER_ATTRIBUTE_BUFFER_ID: unique per allocation */
@@ -219,6 +219,12 @@ struct ipc_desc {
     uint32_t vmm, pad2;
     uint64_t range;
     uint64_t vmm_seq[2];
+};
+
+/* Broadcast b's place in a rank's ring. */
+struct ipc_ring_slot {
+    _Atomic uint64_t seq;               /* stored last (release): b, once `desc` is b's */
+    struct ipc_desc desc;
     /* The hop from the predecessor, for broadcast b: b * 4 + ranks counted
      * in (1: the first, 2: the second).  Written by both, never by publish. */
     _Atomic uint64_t claim_in;
@@ -236,7 +242,7 @@ struct ipc_shared {
     /* Broadcasts this rank is done with its predecessor's (successor's)
      * descriptors of: their places in those rings may be reused. */
     _Atomic uint64_t read_pred_upto, read_succ_upto;
-    struct ipc_desc ring[DRING];        /* broadcast b in ring[b % DRING] */
+    struct ipc_ring_slot ring[DRING];   /* broadcast b in ring[b % DRING] */
     /* Suspend (see above).  `word` is a futex this rank's threads (its
      * reaper, an operation waiting for a peer's resume) wait on: whoever
      * changes what they wait for bumps it and wakes them. */

@@ -69,18 +69,6 @@ static uint64_t now_ns(void)
     return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static int count_dir(const char *path)
-{
-    DIR *d = opendir(path);
-    int n = 0;
-    if (!d)
-        return -1;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n - (strcmp(path, "/proc/self/fd") == 0); /* opendir's own */
-}
-
 static long hwm_kb(void)
 {
     FILE *f = fopen("/proc/self/status", "r");

@@ -77,19 +77,6 @@ static void *g_cuda;                    /* the fake libcuda, if the test gives i
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
 
-/* Threads of this process. */
-static int count_tasks(void)
-{
-    DIR *d = opendir("/proc/self/task");
-    int n = 0;
-    if (!d)
-        return -1;
-    for (struct dirent *e; (e = readdir(d));)
-        n += e->d_name[0] != '.';
-    closedir(d);
-    return n;
-}
-
 /* Sockets and pipes this process holds (what a rendezvous could leak; record
  * and log files opened on first use are not counted). */
 static int count_socks(void)
@@ -1136,7 +1123,7 @@ int main(int argc, char **argv)
         return 2;
     }
     int nids = 0, delay_ms = 0, leaks = 0;
-    int fds0 = count_socks(), tasks0 = count_tasks();
+    int fds0 = count_socks(), tasks0 = count_dir("/proc/self/task");
     if (strcmp(argv[1], "ids") == 0 || strcmp(argv[1], "root") == 0) {
         nids = atoi(argv[2]);
         if (nids < 1 || nids > MAX_IDS)
@@ -1189,7 +1176,7 @@ int main(int argc, char **argv)
          * still be closing.  Bounded wait for the condition, then report. */
         int tasks = 0, fds = 0;
         for (int tries = 0; tries < 2000; tries++) {
-            tasks = count_tasks();
+            tasks = count_dir("/proc/self/task");
             fds = count_socks();
             if (tasks <= tasks0 && fds <= fds0)
                 break;

@@ -1307,6 +1307,18 @@ static void test_vmm_threads(void)
        "... and leave nothing held");
 }
 
+/* The first line of a file ("" if there is none). */
+static void first_line(const char *path, char *line, size_t len)
+{
+    line[0] = '\0';
+    FILE *f = fopen(path, "r");
+    if (f) {
+        if (!fgets(line, (int)len, f))
+            line[0] = '\0';
+        fclose(f);
+    }
+}
+
 /* FAKE_CUDA_LOG counts the VMM objects a process leaves behind. */
 static void test_vmm_exit_log(void)
 {
@@ -1325,13 +1337,8 @@ static void test_vmm_exit_log(void)
         exit(0); /* leaks the handle, its mapping, the range and the import */
     }
     is(child_status(pid), 0, "a child leaks a VMM handle, a mapping, a reservation and an import");
-    char line[256] = "", want[256];
-    FILE *f = fopen(log, "r");
-    if (f) {
-        if (!fgets(line, sizeof line, f))
-            line[0] = '\0';
-        fclose(f);
-    }
+    char line[256], want[256];
+    first_line(log, line, sizeof line);
     snprintf(want, sizeof want,
              "%d allocs=0 ipc_opens=0 opened=0 vmm_handles=2 vmm_maps=1 vmm_reserves=1 vmm_imports=1\n",
              (int)pid);
@@ -1361,13 +1368,8 @@ static void test_exit_log(void)
     }
     int rc = child_status(pid);
     is(rc, 0, "a child leaks an allocation and an IPC mapping and exits");
-    char line[256] = "", want[256];
-    FILE *f = fopen(log, "r");
-    if (f) {
-        if (!fgets(line, sizeof line, f))
-            line[0] = '\0';
-        fclose(f);
-    }
+    char line[256], want[256];
+    first_line(log, line, sizeof line);
     snprintf(want, sizeof want, "%d allocs=1 ipc_opens=1 opened=1 vmm_handles=0 vmm_maps=0 vmm_reserves=0 vmm_imports=0\n", (int)pid);
     ok(strcmp(line, want) == 0, "FAKE_CUDA_LOG has its line: %.*s", (int)strcspn(line, "\n"), line);
     is(shm_names(pid), 0, "its leaked allocation's name was unlinked at exit");

@@ -79,10 +79,7 @@ def worker(args):
 
 
 def check(outdir, mode):
-    out = []
-
-    def chk(cond, what):
-        out.append("CHECK %s colocated (%s): %s" % ("ok" if cond else "fail", mode, what))
+    chk = common.checker("colocated (%s)" % mode)
 
     summary, ranks = common.read_summary(outdir)
     chk(summary["ok"], "both processes finished on one GPU (%s)" % (ranks[0].get("gpu") if ranks else "?"))
@@ -91,7 +88,6 @@ def check(outdir, mode):
         # NCCL 2.28.9 refuses; a later NCCL that accepts must at least be exact.
         chk(all(e and "invalid usage" in e for e in errs) or all(r.get("refit_ok") for r in ranks),
             "NCCL alone refuses two ranks on one GPU: %s" % errs)
-        print("\n".join(out))
         return
     chk(all(r.get("warmup") == 2.0 for r in ranks), "the warm-up all-reduce of one float gives 2.0 on both ranks")
     chk(all(r.get("bcast_ok") and all(r["bcast_ok"]) for r in ranks),
@@ -124,7 +120,6 @@ def check(outdir, mode):
             "both ranks sent pieces of cuMemCreate memory and mapped the other's (records: %s)" % vmm)
     warns = [r for r in recs if r["type"] == "warning"]
     chk(not warns, "no warning records %s" % [w.get("message", "")[:200] for w in warns])
-    print("\n".join(out))
 
 
 if __name__ == "__main__":

@@ -208,6 +208,13 @@ def launch(script, args):
     return summary
 
 
+def checker(label):
+    """chk(cond, what): prints a `CHECK ok|fail <label>: <what>` line, which run.sh counts."""
+    def chk(cond, what):
+        print("CHECK %s %s: %s" % ("ok" if cond else "fail", label, what), flush=True)
+    return chk
+
+
 def read_summary(outdir):
     """A launch's summary.json, and each rank's result (an empty dict for a rank without one)."""
     with open(os.path.join(outdir, "summary.json")) as f:

@@ -55,12 +55,9 @@ def worker(args):
 
 def check(outdir, mode):
     """mode: socket, drop, or socket-ncclnet (socket while NCCL_NET=EFASim is set)."""
-    out = []
     ncclnet = mode == "socket-ncclnet"
     mode = "socket" if ncclnet else mode
-
-    def chk(cond, what):
-        out.append("CHECK %s %s: %s" % ("ok" if cond else "fail", mode, what))
+    chk = common.checker(mode)
 
     summary, ranks = common.read_summary(outdir)
     chk(summary["ok"], "both ranks finished")
@@ -115,7 +112,6 @@ def check(outdir, mode):
         got = [inits.get(real(c)) for c in tr]
         chk(all(g and g[1] == "EFASim" for g in got),
             "with NCCL_NET=EFASim set: the torch communicator uses the container's EFASim %s" % got)
-    print("\n".join(out))
 
 
 if __name__ == "__main__":

@@ -121,10 +121,7 @@ def worker(args):
 
 
 def check(outdir):
-    out = []
-
-    def chk(cond, what):
-        out.append("CHECK %s ipc: %s" % ("ok" if cond else "fail", what))
+    chk = common.checker("ipc")
 
     summary, ranks = common.read_summary(outdir)
     world = len(ranks)
@@ -159,7 +156,6 @@ def check(outdir):
     chk(len(ends) == 6 * world, "every rank destroyed its 6 ipc communicators (comm_end records)")
     warns = [r for r in recs if r["type"] == "warning"]
     chk(not warns, "no warning records %s" % [w.get("message", "")[:200] for w in warns])
-    print("\n".join(out))
 
 
 if __name__ == "__main__":

@@ -121,10 +121,7 @@ def worker(args):
 
 
 def check(outdir):
-    out = []
-
-    def chk(cond, what):
-        out.append("CHECK %s suspend: %s" % ("ok" if cond else "fail", what))
+    chk = common.checker("suspend")
 
     summary, ranks = common.read_summary(outdir)
     chk(summary["ok"], "both processes finished on one GPU (%s)" % (ranks[0].get("gpu") if ranks else "?"))
@@ -148,7 +145,6 @@ def check(outdir):
         "auto made it ipc on both ranks (%s)" % [c.get("action") for c in comms])
     warns = [r for r in recs if r["type"] == "warning"]
     chk(not warns, "no warning records %s" % [w.get("message", "")[:200] for w in warns])
-    print("\n".join(out))
 
 
 if __name__ == "__main__":
