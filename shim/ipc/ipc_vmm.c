@@ -240,6 +240,36 @@ static int send_msg(int fd, const struct vmm_msg *m, const int *fds, int nfds)
     }
 }
 
+/* Receives one message if there is one (never waits): the bytes, as recvmsg;
+ * the descriptors that came with it in fds[] (*nfds of them, at most
+ * VMM_MSG_PIECES: more are closed); *truncated if the message or its
+ * descriptors did not fit. */
+static ssize_t recv_msg(int fd, struct vmm_msg *m, int *fds, int *nfds, int *truncated)
+{
+    union {
+        char buf[CMSG_SPACE(sizeof(int) * VMM_MSG_PIECES)];
+        struct cmsghdr align;
+    } ctl;
+    struct iovec iov = { m, sizeof(*m) };
+    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
+    ssize_t k = recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    *nfds = 0;
+    *truncated = k > 0 && (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC));
+    for (struct cmsghdr *cm = k > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm)) {
+        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
+            continue;
+        for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
+            int got;
+            memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(got));
+            if (*nfds < VMM_MSG_PIECES)
+                fds[(*nfds)++] = got;
+            else
+                close(got);
+        }
+    }
+    return k;
+}
+
 /* ---- set-up ---- */
 
 void ipc_vmm_listen(struct ipc_comm *c)
@@ -390,27 +420,11 @@ static void try_accept(struct ipc_comm *c)
         /* The predecessor sends its HELLO right after connecting: a short
          * wait (qlock may be held, by the application's thread too). */
         struct vmm_msg m;
-        union {
-            char buf[CMSG_SPACE(sizeof(int) * 2)];
-            struct cmsghdr align;
-        } ctl;
-        struct iovec iov = { &m, sizeof(m) };
-        struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
         struct pollfd p = { fd, POLLIN, 0 };
-        ssize_t k = poll(&p, 1, 100) == 1 ? recvmsg(fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC) : -1;
-        int fds[2] = { -1, -1 }, nfds = 0;
-        for (struct cmsghdr *cm = k > 0 ? CMSG_FIRSTHDR(&mh) : NULL; cm; cm = CMSG_NXTHDR(&mh, cm))
-            if (cm->cmsg_level == SOL_SOCKET && cm->cmsg_type == SCM_RIGHTS)
-                for (size_t i = 0; i < (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int); i++) {
-                    int got;
-                    memcpy(&got, CMSG_DATA(cm) + i * sizeof(int), sizeof(got));
-                    if (nfds < 2)
-                        fds[nfds++] = got;
-                    else
-                        close(got);
-                }
+        int fds[VMM_MSG_PIECES], nfds = 0, truncated = 0;
+        ssize_t k = poll(&p, 1, 100) == 1 ? recv_msg(fd, &m, fds, &nfds, &truncated) : -1;
         uint64_t token = atomic_load(&c->shared[pred_of(c)]->vmm_token);
-        if (k != (ssize_t)(VMM_MSG_HEAD + sizeof(struct vmm_wire_piece)) || (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC)) ||
+        if (k != (ssize_t)(VMM_MSG_HEAD + sizeof(struct vmm_wire_piece)) || truncated ||
             m.magic != VMM_MAGIC || m.kind != VMM_HELLO || m.rank != pred_of(c) || m.n != 1 || m.seq != token ||
             nfds != 1 || !m.p[0].size || m.p[0].size > VMM_PROBE_MAX) {
             close_fds(fds, nfds);
@@ -988,16 +1002,11 @@ static int grant_access(struct ipc_comm *c, struct piece **p, int n, char *why, 
 static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, size_t whylen)
 {
     struct vmm_msg m;
-    union {
-        char buf[CMSG_SPACE(sizeof(int) * VMM_MSG_PIECES)];
-        struct cmsghdr align;
-    } ctl;
-    struct iovec iov = { &m, sizeof(m) };
-    struct msghdr mh = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = ctl.buf, .msg_controllen = sizeof(ctl.buf) };
+    int fds[VMM_MSG_PIECES], nfds = 0, truncated = 0;
     ssize_t k;
     uint64_t deadline = shim_mono_us() + (uint64_t)wait_ms * 1000;
     for (;;) {
-        k = recvmsg(l->fd, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+        k = recv_msg(l->fd, &m, fds, &nfds, &truncated);
         if (k >= 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
             break;
         uint64_t now = shim_mono_us();
@@ -1006,26 +1015,12 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
         struct pollfd p = { l->fd, POLLIN, 0 };
         poll(&p, 1, (int)((deadline - now) / 1000 + 1));
     }
-    int fds[VMM_MSG_PIECES], nfds = 0;
-    for (struct cmsghdr *cm = CMSG_FIRSTHDR(&mh); k > 0 && cm; cm = CMSG_NXTHDR(&mh, cm)) {
-        if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS)
-            continue;
-        int n = (int)((cm->cmsg_len - CMSG_LEN(0)) / sizeof(int));
-        for (int i = 0; i < n; i++) {
-            int fd;
-            memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(fd));
-            if (nfds < VMM_MSG_PIECES)
-                fds[nfds++] = fd;
-            else
-                close(fd);
-        }
-    }
     const char *bad = NULL;
     if (k == 0)
         bad = "closed its socket";
     else if (k < 0)
         bad = strerror(errno);
-    else if (mh.msg_flags & (MSG_CTRUNC | MSG_TRUNC))
+    else if (truncated)
         bad = "sent a message too long, or too many descriptors";
     else
         bad = vmm_msg_check(&m, (size_t)k, nfds, l->peer, l->in_seq + 1);
