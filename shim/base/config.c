@@ -201,15 +201,15 @@ static void config_read(void)
     c->ipc_push_wait_us = (int)config_number("NCCLSHIM_IPC_PUSH_WAIT_US", 200, 0, 1000000, 1);
     /* As long as any other wait for a peer that stopped answering. */
     c->ipc_resume_wait_ms = (int)config_number("NCCLSHIM_IPC_RESUME_WAIT_MS", 120000, 0, 3600000, 1);
+    /* 1: buffers of cuMemCreate (PyTorch's expandable segments) are shared
+     * as file descriptors over Unix sockets and pushed or pulled; 0: they
+     * are staged, as before (shim/ipc/ipc_vmm.c). */
+    c->ipc_vmm = (int)config_number("NCCLSHIM_IPC_VMM", 1, 0, 1, 1);
     /* auto and ce: copy engines on every hop, also between processes on
      * one GPU, where they measured faster than the shim's copy kernel (H100
      * and H200, driver 580: docs/benchmarks.md, "Colocated"); sm: the kernel
      * for those hops.  auto is what the shim finds best, ce pins copy
      * engines whatever a later version finds. */
-    /* 1: buffers of cuMemCreate (PyTorch's expandable segments) are shared
-     * as file descriptors over Unix sockets and pushed or pulled; 0: they
-     * are staged, as before (shim/ipc/ipc_vmm.c). */
-    c->ipc_vmm = (int)config_number("NCCLSHIM_IPC_VMM", 1, 0, 1, 1);
     c->ipc_copy_sm = 0;
     v = getenv("NCCLSHIM_IPC_COPY");
     if (v && *v) {

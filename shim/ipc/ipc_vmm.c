@@ -678,8 +678,11 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         return 0;
     if (!links_up(c)) {
         /* Once: the neighbours may still be in their connect (the sockets
-         * come up within it); past that the broadcast goes staged. */
-        uint64_t until = v->setup_waited ? 0 : shim_mono_us() + VMM_SETUP_MS * 1000ull;
+         * come up within it); past that the broadcast goes staged, until
+         * the reaper has accepted. */
+        if (v->setup_waited)
+            return 0;
+        uint64_t until = shim_mono_us() + VMM_SETUP_MS * 1000ull;
         v->setup_waited = 1;
         for (;;) {
             try_accept(c);
