@@ -1,5 +1,6 @@
 /* Unit tests of policy/decide.c and policy/rules.c: purpose by consensus, actions,
  * NCCLSHIM_WEIGHT_UPDATE / NCCLSHIM_RULES / NCCLSHIM_STRICT parsing. */
+#include "tap.h"
 #include "decide.h"
 
 #include <stdio.h>
@@ -7,13 +8,6 @@
 #include <string.h>
 #include <time.h>
 
-static int n, failed;
-
-static void ok(int cond, const char *what)
-{
-    printf("%sok %d - %s\n", cond ? "" : "not ", ++n, what);
-    failed += !cond;
-}
 
 static void diag(const char *label, const char *s)
 {
@@ -99,7 +93,7 @@ static void rules_error(const char *rules, int pos, const char *what, const char
     int good = !P.ok && P.nrules == 0 && strncmp(P.error, want, strlen(want)) == 0 && strstr(P.error, what);
     if (!good)
         diag("got", P.error);
-    ok(good, label);
+    ok(good, "%s", label);
 }
 
 static int valid_utf8(const char *s)
@@ -299,7 +293,7 @@ static void test_auto_shapes(void)
         ok(D.purpose == PURPOSE_WEIGHT_UPDATE && D.action == cases[k].want &&
                has(D.action_reason, "purpose weight-update, NCCLSHIM_WEIGHT_UPDATE=auto: ") &&
                has(D.action_reason, cases[k].reason),
-           what);
+           "%s", what);
     }
     diag("reason", D.action_reason);
 
@@ -340,7 +334,7 @@ static void test_auto_shapes(void)
         snprintf(what, sizeof(what), "rule auto, an engine's own group of %d inference rank(s) -> passthrough", w);
         ok(D.purpose == PURPOSE_INFERENCE && D.action == ACTION_PASSTHROUGH &&
                has(D.action_reason, "every rank runs inference"),
-           what);
+           "%s", what);
     }
 }
 
@@ -379,7 +373,7 @@ static void test_actions(void)
         nemo_rl("h2");
         run(3);
         snprintf(what, sizeof(what), "NCCLSHIM_WEIGHT_UPDATE='%s' -> %s", wus[k].v, action_name(wus[k].a));
-        ok(P.ok && P.weight_update == wus[k].wu && D.action == wus[k].a && D.rule == -1, what);
+        ok(P.ok && P.weight_update == wus[k].wu && D.action == wus[k].a && D.rule == -1, "%s", what);
     }
     parse("drop", NULL, NULL);
     nemo_rl("h1");
@@ -430,7 +424,7 @@ static void test_rules(void)
             run(3);
             got = D.rule;
         }
-        ok(got == cases[k].want, what);
+        ok(got == cases[k].want, "%s", what);
     }
 
     nemo_rl("h1");
@@ -623,7 +617,7 @@ static void test_errors(void)
                  stricts[k].ok ? "ok" : "error");
         ok(P.strict == stricts[k].strict && P.ok == stricts[k].ok &&
                (stricts[k].ok || has(P.error, "NCCLSHIM_STRICT='")),
-           what);
+           "%s", what);
     }
     parse(NULL, NULL, "yes");
     run(3);
@@ -752,6 +746,5 @@ int main(void)
     test_rules();
     test_errors();
     test_limits();
-    printf("1..%d\n", n);
-    return failed != 0;
+    return tap_done();
 }

@@ -1,17 +1,11 @@
 /* Unit tests of policy/: pure functions, so plain asserts over tables of cases. */
+#include "tap.h"
 #include "classify.h"
 #include "pattern.h"
 
 #include <stdio.h>
 #include <string.h>
 
-static int n, failed;
-
-static void ok(int cond, const char *what)
-{
-    printf("%sok %d - %s\n", cond ? "" : "not ", ++n, what);
-    failed += !cond;
-}
 
 int main(void)
 {
@@ -38,7 +32,7 @@ int main(void)
     for (size_t i = 0; i < sizeof(apis) / sizeof(apis[0]); i++) {
         char what[256];
         snprintf(what, sizeof(what), "api family of '%s' is %s", apis[i].path, api_family_name(apis[i].want));
-        ok(classify_api(apis[i].path) == apis[i].want, what);
+        ok(classify_api(apis[i].path) == apis[i].want, "%s", what);
     }
 
     struct policy_patterns pp = { 0 };
@@ -91,6 +85,5 @@ int main(void)
     v = classify_purpose(&pp, &ev);
     ok(v.value == PURPOSE_UNKNOWN, "other API, unknown role -> unknown");
 
-    printf("1..%d\n", n);
-    return failed != 0;
+    return tap_done();
 }

@@ -15,6 +15,7 @@
  * misaligned or out-of-bounds accesses (the buffer tests use odd offsets and
  * exact-size heap blocks).
  */
+#include "tap.h"
 #include "reduce.h"
 
 #include <math.h>
@@ -27,19 +28,6 @@
 #include <xmmintrin.h>
 #endif
 
-static int n, failed;
-
-static int ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    printf("%sok %d - ", cond ? "" : "not ", ++n);
-    va_start(ap, fmt);
-    vprintf(fmt, ap);
-    va_end(ap);
-    printf("\n");
-    failed += !cond;
-    return cond;
-}
 
 /* A diagnostic for the first few mismatches of a check. */
 static int ndiag;
@@ -1034,6 +1022,5 @@ int main(void)
         free(F[k].val);
         free(F[k].enc);
     }
-    printf("1..%d\n", n);
-    return failed != 0;
+    return tap_done();
 }

@@ -7,24 +7,13 @@
  *
  *   test_vmm_wire [--corpus DIR]   (DIR: seeds for tests/fuzz/fuzz_vmm.c)
  */
+#include "tap.h"
 #include "ipc_vmm_wire.h"
 
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
-static int n, failed;
-
-static void ok(int cond, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    printf("%s %d - ", cond ? "ok" : "not ok", ++n);
-    vprintf(fmt, ap);
-    printf("\n");
-    va_end(ap);
-    failed += !cond;
-}
 
 #define MiB (1ull << 20)
 #define RANGE 0x7f0000000000ull
@@ -140,6 +129,5 @@ int main(int argc, char **argv)
     m.p[2].block = m.p[0].block; /* one allocation mapped at two places */
     ok(has(check(&m, 3), "memory block twice"), "two pieces of one memory block in one message: rejected");
 
-    printf("1..%d\n", n);
-    return failed != 0;
+    return tap_done();
 }

@@ -5,6 +5,7 @@
  * `test_wire --corpus DIR` instead writes valid frames of every type into DIR
  * (the seeds of tests/fuzz/corpus/wire).
  */
+#include "tap.h"
 #include "rv_wire.h"
 #include "wire_same.h"
 
@@ -12,19 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int n, failed;
-
-static void ok(int cond, const char *what)
-{
-    printf("%sok %d - %s\n", cond ? "" : "not ", ++n, what);
-    failed += !cond;
-}
 
 /* ok() on a rejection: the call failed and `err` contains `want`. */
 static void rejects(int rc, const char *err, const char *want, const char *what)
 {
     int good = rc < 0 && strstr(err, want) != NULL;
-    ok(good, what);
+    ok(good, "%s", what);
     if (!good)
         printf("#   rc %d, err '%s', want '%s'\n", rc, err, want);
 }
@@ -281,7 +275,7 @@ static void round_trip(const struct rv_msg *m, const char *what)
     good = good && rv_frame_length(buf, len, NULL, 0) == (long)len;
     good = good && rv_encode(m, buf2, len - 1) == 0 && rv_encode(m, buf2, len) == len;
     snprintf(desc, sizeof(desc), "round trip: %s (%zu bytes)", what, len);
-    ok(good, desc);
+    ok(good, "%s", desc);
     if (!good)
         printf("#   len %zu, rc %d, err '%s'\n", len, rc, err);
 }
@@ -373,7 +367,7 @@ int main(int argc, char **argv)
     len = rv_encode(&in, buf, sizeof(buf));
     snprintf(what, sizeof(what), "a maximal HELLO's payload is %zu bytes, within RV_MAX_PAYLOAD (%d)",
              hello_max_payload(), RV_MAX_PAYLOAD);
-    ok(len == RV_HEADER_LEN + hello_max_payload() && hello_max_payload() <= RV_MAX_PAYLOAD, what);
+    ok(len == RV_HEADER_LEN + hello_max_payload() && hello_max_payload() <= RV_MAX_PAYLOAD, "%s", what);
     hello_min(&in);
     round_trip(&in, "HELLO, required fields only, empty strings, no frames");
     abort_max(&in);
@@ -463,7 +457,7 @@ int main(int argc, char **argv)
         case 8: vote_min(&in); in.u.vote.ok = 2; break;
         }
         snprintf(what, sizeof(what), "encode refuses an invalid message: %s", bad_enc[k]);
-        ok(rv_encode(&in, buf, sizeof(buf)) == 0, what);
+        ok(rv_encode(&in, buf, sizeof(buf)) == 0, "%s", what);
     }
 
     /* ---- rv_frame_length ---- */
@@ -850,6 +844,5 @@ int main(int argc, char **argv)
     memset(b, 0, sizeof(b));
     ok(rv_token_equal(a, b) == 1, "token_equal: zero tokens");
 
-    printf("1..%d\n", n);
-    return failed != 0;
+    return tap_done();
 }
