@@ -614,6 +614,8 @@ static void give_up_now(struct rv_session *s, const char *why)
  * (rv_answer_waiting): a rank turned away by a leader at its limit comes
  * back through another one.
  */
+static void answer_final(struct rv_session *s, const int *fds, int nfds);
+
 static void limit_fall_back(struct rv_session *s, const char *cause)
 {
     char why[RV_REASON_LEN];
@@ -623,27 +625,51 @@ static void limit_fall_back(struct rv_session *s, const char *cause)
         give_up_now(s, why);
     else
         fall_back(s, RV_COMMIT, why);
-    /* What was held for the ranks is released now: the descriptors are what ran out. */
-    for (int i = 0; i < s->nconns; i++)
-        close_conn(&s->conns[i]);
+    /* What was held for the ranks is released now: the descriptors are what
+     * ran out.  A connection that has not sent a byte yet (a leader or rank
+     * still arriving) is answered once it says HELLO, its token checked,
+     * rather than closed, which its ranks would take for the root's loss. */
+    int *arriving = malloc((size_t)s->nconns * sizeof(*arriving)), n = 0;
+    for (int i = 0; i < s->nconns; i++) {
+        struct rv_conn *c = &s->conns[i];
+        if (arriving && c->fd >= 0 && c->rank < 0 && !c->told && !c->have && !c->need) {
+            arriving[n++] = c->fd;
+            c->fd = -1; /* answer_final closes it */
+        }
+        close_conn(c);
+    }
+    if (n)
+        answer_final(s, arriving, n);
+    free(arriving);
     if (s->lfd >= 0)
         s->state = ST_ANSWER;
 }
 
-/* ST_ANSWER: ranks arriving after a fall-back at a limit get its verdict. */
-static void answer_late(struct rv_session *s)
+/* The final verdict to the connections `fds` (closed) and, while the
+ * listener is open, to ranks arriving now: each once its HELLO shows the
+ * token. */
+static void answer_final(struct rv_session *s, const int *fds, int nfds)
 {
     struct rv_msg *m = calloc(1, sizeof(*m));
-    if (!m)
+    if (!m) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
         return;
+    }
     m->type = RV_DECISION;
     memcpy(m->token, s->token, RV_TOKEN_LEN);
     m->u.verdict = s->verdict;
     m->u.verdict.final = 1;
     /* Short: this thread serves every ID of the process; a rank sends its
      * HELLO with its connect, a stranger that does not is not waited for. */
-    (void)rv_answer_waiting(s->lfd, NULL, 0, s->token, m, MAX_ANONYMOUS, 100);
+    (void)rv_answer_waiting(s->lfd, fds, nfds, s->token, m, MAX_ANONYMOUS, 100);
     free(m);
+}
+
+/* ST_ANSWER: ranks arriving after a fall-back at a limit get its verdict. */
+static void answer_late(struct rv_session *s)
+{
+    answer_final(s, NULL, 0);
 }
 
 #define WRONG_TOKEN "wrong token (not a rank of this unique ID, or an ID from an earlier run)"
