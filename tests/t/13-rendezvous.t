@@ -722,10 +722,17 @@ ok(len(rm) == 2 and all(x["bad"] == "-" for x in rm),
 ends = ipc_ends(d)
 want = [2 * int(x["pieces"]) + 2 for x in rm]
 vm = vmm_of(ends)
+# A rank maps the pieces it is sent when it needs them, or when its reaper reads them: one
+# that never needed a phase's pieces (the neighbour came first on each hop) may leave that
+# message unread until destroy, so it maps at most what was sent, and the two ranks map
+# at least one phase's worth between them.
 ok(len(ends) == 2 and len(rm) == 2 and rm[0]["pieces"] == rm[1]["pieces"] and
-   all(v.get("pieces_sent") == v.get("pieces_mapped") == want[0] and "note" not in v for v in vm) and
+   all(v.get("pieces_sent") == want[0] and "note" not in v for v in vm) and
+   all(0 <= vm[r].get("pieces_mapped", 0) <= vm[1 - r]["pieces_sent"] for r in (0, 1)) and
+   sum(v.get("pieces_mapped", 0) for v in vm) >= want[0] and
    all(set(hops(e, w)) <= {"push", "pull"} for e in ends for w in ("in", "out")),
-   "%s: each rank sent and mapped 2 x pieces + 2 (as made, replaced, the two moved), never staged" % name,
+   "%s: each rank sent 2 x pieces + 2 (as made, replaced, the two moved: each once), mapped no more than "
+   "its neighbour sent, never staged" % name,
    [want, vm, [(e["ipc"]["in"], e["ipc"]["out"]) for e in ends]])
 rel, left = released(log, 2)
 ok(rel, "%s: nothing held at exit" % name, left)
