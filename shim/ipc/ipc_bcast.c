@@ -340,6 +340,28 @@ static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, stru
     atomic_fetch_add_explicit(&c->stat_ce, (unsigned)copies - sm, memory_order_relaxed);
 }
 
+/* Whether the other rank of hop `r` (the claim word in rank r's ring slot)
+ * has counted in on broadcast b, before this one has: this one then comes
+ * second on it, whatever happens next (the count only grows). */
+static int other_in(const struct ipc_comm *c, int r, uint64_t b)
+{
+    uint64_t w = atomic_load(&c->shared[r]->ring[b % DRING].claim_in);
+    return w >> 2 == b && (w & 3) >= 1;
+}
+
+/* Whether this rank will come second on each of its hops of broadcast b:
+ * then nobody reads its descriptor (the first of a hop decides from its own),
+ * so its buffer need not be described.  That is the usual case for a root in
+ * a loop of broadcasts (await_receiver), and what it saves is more than the
+ * driver's attribute calls: an expandable-segment buffer seen for the first
+ * time would have its pieces exported (~0.1 ms each) and its neighbour would
+ * import and map them (~0.15 ms each) though nobody copies through them
+ * (docs/benchmarks.md, "Expandable segments"). */
+static int second_on_every_hop(const struct ipc_comm *c, const struct hop_plan *p, uint64_t b)
+{
+    return (!p->consumer || other_in(c, c->rank, b)) && (!p->producer || other_in(c, succ_of(c), b));
+}
+
 /*
  * Settles both of this rank's hops.  Publish, then count in on each hop: the
  * first of a hop's two ranks takes the passive half its own buffer allows
@@ -358,8 +380,17 @@ static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct 
         mark_done(c, j->b); /* nothing moves: nobody reads the descriptors */
         return 0;
     }
+    /* A root waits for its receiver before it describes its buffer, so that
+     * a receiver already in spares it that (below); a middle rank waits
+     * after it has counted in on its own hop in, not to hold up its
+     * predecessor's wait for it. */
+    if (p->producer && !p->consumer)
+        await_receiver(c, j->b);
     struct ipc_desc dm, other;
-    describe(c, j->b, p->mine, j->bytes, &dm);
+    if (second_on_every_hop(c, p, j->b))
+        memset(&dm, 0, sizeof(dm));
+    else
+        describe(c, j->b, p->mine, j->bytes, &dm);
     if (publish(c, j->b, &dm, why, whylen) != 0)
         return -1;
     if (p->consumer) {
@@ -374,7 +405,8 @@ static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct 
             return -1;
     }
     if (p->producer) {
-        await_receiver(c, j->b);
+        if (p->consumer)
+            await_receiver(c, j->b);
         p->first_out = claim_first(c, succ, j->b);
         if (p->first_out)
             p->out = dm.direct ? HOP_PULL : HOP_STAGED;

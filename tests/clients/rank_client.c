@@ -24,10 +24,11 @@
  *            xfer=1 (after init: broadcasts of odd sizes from every root, on
  *            three streams in turn with RANK_CLIENT_CUDA, and all-reduces of
  *            several types, checked: "XFER ok" / "XFER fail <what>")
- *            vmm=forget, vmm=remap, vmm=alias (after those: cuMemCreate
- *            buffers given back, their pieces replaced and moved, one piece
- *            mapped twice: see vmm_forget, vmm_remap and vmm_alias; "FORGET
- *            ..." / "REMAP ..." / "ALIAS ...")
+ *            vmm=forget, vmm=remap, vmm=alias, vmm=fresh (after those:
+ *            cuMemCreate buffers given back, their pieces replaced and moved,
+ *            one piece mapped twice, a loop of broadcasts from rank 0 into
+ *            fresh buffers: see vmm_forget, vmm_remap, vmm_alias and
+ *            vmm_fresh; "FORGET ..." / "REMAP ..." / "ALIAS ..." / "FRESH ...")
  *            poke=1 (a bad HELLO to the successor's VMM socket: see poke_main)
  *            hold=1 (before destroy, wait for the sync file "release")
  *
@@ -72,7 +73,7 @@
 
 static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend;
 static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
-static enum { VMMTEST_NONE, VMMTEST_FORGET, VMMTEST_REMAP, VMMTEST_ALIAS } g_vmmtest;
+static enum { VMMTEST_NONE, VMMTEST_FORGET, VMMTEST_REMAP, VMMTEST_ALIAS, VMMTEST_FRESH } g_vmmtest;
 static void *g_cuda;                    /* the fake libcuda, if the test gives it */
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
@@ -932,6 +933,41 @@ static void vmm_alias(ncclComm_t comm, int idx)
 }
 
 /*
+ * vmm=fresh (RANK_CLIENT_MEM=vmm): a loop of broadcasts from rank 0 only, as
+ * a refit is: one into a small buffer, then one into each of FRESH_N fresh
+ * buffers of two pieces, kept until the end (so every piece is new).  With
+ * NCCLSHIM_IPC_PUSH_WAIT_US large, rank 0 finds rank 1 in before it
+ * describes each of the fresh ones (rank 1 published the broadcast before),
+ * so every hop after the first is pushed, and rank 0 need not share its own
+ * buffers' pieces: the test reads that from the records.
+ *   "FRESH i n=<buffers> pieces=<of each> bad=<first failure or ->"
+ */
+enum { FRESH_N = 4 };
+static void vmm_fresh(ncclComm_t comm, int idx)
+{
+    size_t n = VMM_PIECE + 4099;
+    unsigned char *small = xalloc(4097), *buf[FRESH_N] = { NULL };
+    char bad[200] = "-";
+    int pieces = 0;
+    if (!small || bcast_into(comm, small, 4097, 0, 600) != 0)
+        snprintf(bad, sizeof(bad), "the first broadcast (4097 bytes)");
+    for (int k = 0; k < FRESH_N && bad[0] == '-'; k++) {
+        buf[k] = xalloc(n);
+        struct vbuf *v = buf[k] ? vbuf_of(buf[k]) : NULL;
+        if (!v || v->pieces < 2)
+            snprintf(bad, sizeof(bad), "buffer %d: no VMM buffer of two pieces (RANK_CLIENT_MEM=vmm?)", k);
+        else if (bcast_into(comm, buf[k], n, 0, 601 + k) != 0)
+            snprintf(bad, sizeof(bad), "broadcast %d into a fresh buffer", k);
+        else
+            pieces = v->pieces;
+    }
+    printf("FRESH %d n=%d pieces=%d bad=%s\n", idx, FRESH_N, pieces, bad);
+    for (int k = 0; k < FRESH_N; k++)
+        xfree(buf[k]);
+    xfree(small);
+}
+
+/*
  * poke=1: from this process (the one its successor's socket of
  * shim/ipc/ipc_vmm.c expects its predecessor in), a connection to that
  * socket, whose path the test writes into the sync file "pokepath", with a
@@ -1045,6 +1081,8 @@ static void *run_one(void *arg)
             vmm_remap(comm, i);
         else if (g_vmmtest == VMMTEST_ALIAS)
             vmm_alias(comm, i);
+        else if (g_vmmtest == VMMTEST_FRESH)
+            vmm_fresh(comm, i);
         if (g_hold && sync_wait("release", 0) != 0)
             fprintf(stderr, "rank_client: hold=1: no release within 20 s\n");
         destroy = ncclCommDestroy(comm);
@@ -1087,6 +1125,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             g_vmmtest = VMMTEST_REMAP;
         else if (strcmp(argv[i], "vmm=alias") == 0)
             g_vmmtest = VMMTEST_ALIAS;
+        else if (strcmp(argv[i], "vmm=fresh") == 0)
+            g_vmmtest = VMMTEST_FRESH;
         else if (strncmp(argv[i], "poke=", 5) == 0)
             g_poke = atoi(argv[i] + 5);
         else if (strncmp(argv[i], "hold=", 5) == 0)
