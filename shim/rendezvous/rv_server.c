@@ -628,11 +628,19 @@ static void limit_fall_back(struct rv_session *s, const char *cause)
     /* What was held for the ranks is released now: the descriptors are what
      * ran out.  A connection that has not sent a byte yet (a leader or rank
      * still arriving) is answered once it says HELLO, its token checked,
-     * rather than closed, which its ranks would take for the root's loss. */
+     * rather than closed, which its ranks would take for the root's loss;
+     * one whose HELLO had begun and shown the token stays, and is answered
+     * once it is whole (on_message, ST_ANSWER): a few descriptors, until the
+     * timeout.  One that had begun without the token yet (fewer than its
+     * first 32 bytes, which come in one segment) is not told from a stranger:
+     * closed. */
     int *arriving = malloc((size_t)s->nconns * sizeof(*arriving)), n = 0;
     for (int i = 0; i < s->nconns; i++) {
         struct rv_conn *c = &s->conns[i];
-        if (arriving && c->fd >= 0 && c->rank < 0 && !c->told && !c->have && !c->need) {
+        int unheard = c->fd >= 0 && c->rank < 0 && !c->told;
+        if (unheard && (c->have || c->need) && c->anon_slot < 0 && s->lfd >= 0)
+            continue;
+        if (arriving && unheard && !c->have && !c->need) {
             arriving[n++] = c->fd;
             c->fd = -1; /* answer_final closes it */
         }
@@ -645,25 +653,48 @@ static void limit_fall_back(struct rv_session *s, const char *cause)
         s->state = ST_ANSWER;
 }
 
+/* The final verdict after a fall-back at a limit, as sent to a rank that
+ * arrives then: NULL when out of memory. */
+static struct rv_msg *final_verdict(const struct rv_session *s)
+{
+    struct rv_msg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->type = RV_DECISION;
+    memcpy(m->token, s->token, RV_TOKEN_LEN);
+    m->u.verdict = s->verdict;
+    m->u.verdict.final = 1;
+    return m;
+}
+
 /* The final verdict to the connections `fds` (closed) and, while the
  * listener is open, to ranks arriving now: each once its HELLO shows the
  * token. */
 static void answer_final(struct rv_session *s, const int *fds, int nfds)
 {
-    struct rv_msg *m = calloc(1, sizeof(*m));
+    struct rv_msg *m = final_verdict(s);
     if (!m) {
         for (int i = 0; i < nfds; i++)
             close(fds[i]);
         return;
     }
-    m->type = RV_DECISION;
-    memcpy(m->token, s->token, RV_TOKEN_LEN);
-    m->u.verdict = s->verdict;
-    m->u.verdict.final = 1;
     /* Short: this thread serves every ID of the process; a rank sends its
      * HELLO with its connect, a stranger that does not is not waited for. */
     (void)rv_answer_waiting(s->lfd, fds, nfds, s->token, m, MAX_ANONYMOUS, 100);
     free(m);
+}
+
+/* A HELLO that had begun when the root fell back at a limit, now whole (its
+ * token checked): the final verdict, and the connection closed. */
+static void answer_begun(struct rv_session *s, struct rv_conn *c)
+{
+    struct rv_msg *m = final_verdict(s);
+    char err[256] = "out of memory for a message";
+    if (!m || rv_send_msg(c->fd, m, shim_mono_us() + 200000, err, sizeof(err)) != 0)
+        shim_warn("rendezvous", "a rank whose HELLO came in as the root fell back at a limit (%s) could not be told "
+                  "so: %s; it passes through all the same, as a rank that lost the root", c->peer, err);
+    free(m);
+    close_conn(c);
 }
 
 /* ST_ANSWER: ranks arriving after a fall-back at a limit get its verdict. */
@@ -694,6 +725,8 @@ static void on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *b
         c->told = 1;
         limit_fall_back(s, m->u.reason[0] ? m->u.reason : "a rank gave up (no reason given)");
     }
+    else if (m->type == RV_HELLO && c->rank < 0 && s->state == ST_ANSWER)
+        answer_begun(s, c);
     else if (m->type == RV_VOTE && c->rank >= 0 && s->state == ST_WAIT_VOTES)
         on_vote(s, c, &m->u.vote);
     else {

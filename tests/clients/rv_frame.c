@@ -5,6 +5,7 @@
  *
  *   rv_frame hello <token-hex-32> RANK NRANKS
  *   rv_frame vote <token-hex-32> OK
+ *   rv_frame abort <token-hex-32> REASON   (what a leader or rank at a limit sends)
  *   rv_frame token <id-hex-256>     the token in a marked ID (or "none")
  */
 #include "rv_wire.h"
@@ -61,6 +62,9 @@ int main(int argc, char **argv)
     } else if (strcmp(argv[1], "vote") == 0) {
         m.type = RV_VOTE;
         m.u.vote.ok = atoi(argv[3]);
+    } else if (strcmp(argv[1], "abort") == 0) {
+        m.type = RV_ABORT;
+        snprintf(m.u.reason, sizeof(m.u.reason), "%s", argv[3]);
     } else {
         return 2;
     }

@@ -263,4 +263,40 @@ ok(dec and dec[-1]["arrived"] == 2 and dec[-1]["rejected_by"].get("evicted", 0) 
 ok(not [w for w in rec if w.get("what") == "rendezvous-rejected" and "a rank that had arrived" in
         w.get("message", "")], "and no rank's connection is among the rejected")
 
+
+# 7. A rank whose HELLO had begun (header and token read) when the root fell back at a limit
+#    (here: an ABORT, what a host's leader at its descriptor limit sends) is told that verdict
+#    once the rest of its HELLO comes, not dropped (which its rank would take for the root's
+#    loss).  Loopback delivers a send before it returns, and the root reads the token of a
+#    connection that was readable before it accepts the next one's, so the stranger's rejection
+#    (read back here) comes after the root read rank 0's first 32 bytes.
+d = os.path.join(TMP, "begun")
+os.makedirs(d)
+holder = Proc("holder", [CLIENT, "ids", "1", "hold"], {"NCCLSHIM_LOG_DIR": d + "/rec"}, stdin=True)
+token, port = frame("token", holder.line("ID ").split()[1])
+port = int(port)
+hello = bytes.fromhex(frame("hello", token, "0", "2")[0])
+a = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+a.sendall(hello[:32])
+c = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+c.sendall(bytes.fromhex(hello_wrong))
+stranger = read_frame(c)
+b = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+b.sendall(bytes.fromhex(frame("abort", token, "test: a leader at its descriptor limit")[0]))
+told = read_frame(b)
+try:
+    a.sendall(hello[32:])
+    begun = read_frame(a)
+except OSError as e:
+    begun = (None, str(e).encode())
+for x in (a, b, c):
+    x.close()
+holder.release()
+holder.wait()
+ok(stranger[0] is None and told[0] == 2 and b"a leader at its descriptor limit" in told[1],
+   "a stranger dropped, then the ABORT's sender told the final passthrough", [stranger[0], told[0], told[1][-200:]])
+ok(begun[0] == 2 and b"a leader at its descriptor limit" in begun[1] and b"passthrough" in begun[1],
+   "a rank whose HELLO had begun at the fall-back is told it (DECISION, the cause named) once its HELLO is whole",
+   [begun[0], begun[1][-200:]])
+
 done(TMP, keep_on_failure=True)
