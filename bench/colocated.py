@@ -1,7 +1,8 @@
 """Colocated refit: trainer and inference engine as two processes on ONE GPU
 (rank 0 trains, rank 1 serves), weights shipped as NeMo-RL does: ~4.3 GB in
 45 broadcasts of packed buffers (up to 256 MiB), 2 CUDA streams in turn,
-through a ctypes NCCL client written like vLLM's pynccl (tests/gpu/ctypes_bcast.py).
+through a ctypes NCCL client written like vLLM's pynccl (tests/gpu/ctypes_bcast.py),
+or nccl4py (NeMo-RL's trainer's) in the -4py cases (tests/gpu/clients.py).
 
 In one run (each case a fresh pair of processes):
   plain     one process copies the same 45 pieces on the same GPU with
@@ -15,6 +16,9 @@ In one run (each case a fresh pair of processes):
             descriptors over Unix sockets: shim/ipc/ipc_vmm.c)
   staged-N  the same with NCCLSHIM_IPC_VMM=0 (the staged path, as before),
             NCCLSHIM_IPC_CHUNK_BYTES=N MiB pieces
+  nccl-4py, shim-4py, vmm-4py
+            nccl, shim and vmm through nccl4py (it must import: pip install nccl4py,
+            or build NCCL's bindings/nccl4py)
   torch-ipc the usual hand-written alternative, no NCCL: torch CUDA-IPC handles of
             2 staging buffers (256 MiB) in the inference process and interprocess
             events; the trainer copies into them, the inference process out of them
@@ -39,8 +43,8 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "gpu"))
+import clients  # noqa: E402
 import common  # noqa: E402
-import ctypes_bcast as cb  # noqa: E402
 
 MiB = 1 << 20
 # 4100 MiB (4.30 GB) in 45 broadcasts: 14 full 256 MiB buffers, then smaller
@@ -132,33 +136,31 @@ def plain(W, streams):
 
 
 def worker_nccl_like(args, W, D, streams, barrier, res):
-    """The ctypes client: init, warm-up all-reduce, refits, single sizes."""
+    """The NCCL client (tests/gpu/clients.py: ctypes, or nccl4py for the -4py
+    cases): init, warm-up all-reduce, refits, single sizes."""
     import torch
     rank = args["rank"]
-    lib = cb.NCCLLibrary(common.nccl_so_path())
     t0 = time.perf_counter()
     try:
-        comm = cb.make_comm(lib, args, "colocated", device=DEV)
+        client = clients.make(os.environ.get("COLOCATED_CLIENT", "ctypes"), args, "colocated", DEV)
     except RuntimeError as e:
         res["init_error"] = str(e)
         return
     res["init_s"] = time.perf_counter() - t0
-    vp, st = cb.buffer_type, cb.cudaStream_t
     one = torch.ones(1, dtype=torch.float32, device="cuda")
-    lib.ncclAllReduce(vp(one.data_ptr()), vp(one.data_ptr()), 1, cb.ncclFloat32, cb.ncclSum, comm,
-                      st(streams[0].cuda_stream))
+    client.sum_floats(one, streams[0])
     torch.cuda.synchronize()
     res["warmup"] = one.item()
     pieces, total = offsets()
     buf = W if rank == 0 else D
+    refit_ops = [client.prepare(buf[off:off + sz], 0, streams[i % 2]) for i, (off, sz) in enumerate(pieces)]
 
     def refit():
         torch.cuda.synchronize()
         barrier()
         t0 = time.perf_counter()
-        for i, (off, sz) in enumerate(pieces):
-            p = vp(buf.data_ptr() + off)
-            lib.ncclBroadcast(p, p, sz, cb.ncclUint8, 0, comm, st(streams[i % 2].cuda_stream))
+        for op in refit_ops:
+            op()
         t1 = time.perf_counter()
         torch.cuda.synchronize()
         return time.perf_counter() - t0, t1 - t0
@@ -176,10 +178,7 @@ def worker_nccl_like(args, W, D, streams, barrier, res):
     sizes, enq = {}, {}
     for sz in SIZES:
         n = reps(sz)
-        p = vp(buf.data_ptr())
-
-        def op():
-            lib.ncclBroadcast(p, p, sz, cb.ncclUint8, 0, comm, st(streams[0].cuda_stream))
+        op = client.prepare(buf[:sz], 0, streams[0])
         op()
         torch.cuda.synchronize()
         barrier()
@@ -197,17 +196,17 @@ def worker_nccl_like(args, W, D, streams, barrier, res):
     sizes2 = {}
     for sz in SIZES:
         n = reps(sz) // 2 * 2
-        p = vp(buf.data_ptr())
+        ops = [client.prepare(buf[:sz], 0, s) for s in streams]
         torch.cuda.synchronize()
         barrier()
         t0 = time.perf_counter()
         for i in range(n):
-            lib.ncclBroadcast(p, p, sz, cb.ncclUint8, 0, comm, st(streams[i % 2].cuda_stream))
+            ops[i % 2]()
         torch.cuda.synchronize()
         sizes2[str(sz)] = (time.perf_counter() - t0) / n
     res["size2_s"] = sizes2
     barrier()
-    lib.ncclCommDestroy(comm)
+    client.destroy()
 
 
 def worker_torch_ipc(args, W, D, streams, barrier, res):
@@ -346,6 +345,8 @@ def run_case(out, preload, case):
                    NCCLSHIM_TRAINING_TITLES="*colocated.py --worker --rank 0 *",
                    NCCLSHIM_INFERENCE_TITLES="*colocated.py --worker --rank 1 *")
         cmd += ["--preload", preload]
+    if case.endswith("-4py"):
+        env["COLOCATED_CLIENT"] = "nccl4py"
     if case == "shim-ce":
         env["NCCLSHIM_IPC_COPY"] = "ce"
     if case == "shim-sm":

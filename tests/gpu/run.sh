@@ -23,6 +23,10 @@ ok() { # ok <status> <description>
     n=$((n + 1))
     if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; nfail=$((nfail + 1)); fi
 }
+skip() { # skip <description>: counted, never a failure
+    n=$((n + 1))
+    echo "ok $n # SKIP $1"
+}
 diag() { sed 's/^/# /'; }
 import_checks() { # CHECK lines of check.py -> TAP; the rest (diagnostics) as is
     local line
@@ -153,6 +157,30 @@ for colo in shim sm vmm staged; do
     . "$WORK/colocated-$colo.count" # the subshell's counts (it keeps the exports to itself)
     import_checks < <(timeout -k 5 120 "$PY" "$HERE/colocated.py" --check "$WORK/colocated-$colo.shim" $colo 2>&1)
 done
+# (f2) the same through nccl4py, what NeMo-RL's trainer calls NCCL with (ncclCommInitRankScalable,
+# every symbol looked up with dlsym), where it imports: NCCL refuses, the shim carries it, with
+# PyTorch's default allocator and its expandable segments.
+if timeout -k 5 120 "$PY" -c 'import nccl.core' >/dev/null 2>&1; then
+    for colo in noshim shim vmm; do
+        (
+            export COLOCATED_CLIENT=nccl4py
+            export NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_TRAINING_TITLES='*colocated.py --worker --rank 0 *'
+            export NCCLSHIM_INFERENCE_TITLES='*colocated.py --worker --rank 1 *'
+            [ $colo = vmm ] && export PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
+            mode=shim
+            [ $colo = noshim ] && mode=noshim
+            launch "colocated4py-$colo" colocated.py $mode
+            echo "n=$n nfail=$nfail" > "$WORK/colocated4py-$colo.count"
+        )
+        . "$WORK/colocated4py-$colo.count"
+        mode=shim
+        [ $colo = noshim ] && mode=noshim
+        import_checks < <(COLOCATED_CLIENT=nccl4py timeout -k 5 120 "$PY" "$HERE/colocated.py" --check \
+            "$WORK/colocated4py-$colo.$mode" $colo 2>&1)
+    done
+else
+    skip "colocated through nccl4py: nccl4py does not import here (pip install nccl4py, or build NCCL's bindings/nccl4py)"
+fi
 # (g) colocated RL's sleep: the inference process suspends (ncclCommSuspend gives the
 # shim's staging back: cuMemGetInfo's free memory grows by it) and resumes between refits.
 (
