@@ -120,22 +120,31 @@ check() { # check.py <args>: CHECK lines -> TAP, bounded like everything else
 # (i) the application holds NCCL's own communicator, and NCCL_NET (the container's,
 # here EFASim standing in for the fabric) is hidden from a socket-redirected init only,
 # while another thread creates a passthrough communicator at the same moment.
-if [ -f "$ROOT/build/libnccl-net-efasim.so" ]; then
-    dir=$WORK/identity
-    rm -rf "$dir"
-    mkdir -p "$dir/records"
-    EFASIM_STATE=/efasim-gputest-id-$$ NCCL_NET=EFASim NCCL_NET_PLUGIN=efasim NCCL_IB_DISABLE=1 \
-        LD_LIBRARY_PATH="$ROOT/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" NCCLSHIM_RULES='nranks=1:socket' \
-        NCCLSHIM_LOG_DIR="$dir/records" NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,NET,ENV \
-        NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" LD_PRELOAD="$SHIM" \
-        timeout -k 5 200 "$PY" "$HERE/identity.py" "$dir" > "$dir/out" 2> "$dir/err"
-    ok $? "identity.py: ran and exited 0"
-    import_checks < "$dir/out"
-    [ -s "$dir/err" ] && tail -n 20 "$dir/err" | diag
-    rm -f "/dev/shm/efasim-gputest-id-$$"
-else
-    ok 1 "the EFASim plugin is built (make fabric): needed for identity.py"
-fi
+# The same through nccl4py (ncclCommInitRankScalable, functions found with dlsym), where it imports.
+has_nccl4py=0
+timeout -k 5 120 "$PY" -c 'import nccl.core' >/dev/null 2>&1 && has_nccl4py=1
+for client in ctypes nccl4py; do
+    if [ $client = nccl4py ] && [ $has_nccl4py = 0 ]; then
+        skip "identity.py through nccl4py: nccl4py does not import here (pip install nccl4py, or build NCCL's bindings/nccl4py)"
+        continue
+    fi
+    if [ -f "$ROOT/build/libnccl-net-efasim.so" ]; then
+        dir=$WORK/identity-$client
+        rm -rf "$dir"
+        mkdir -p "$dir/records"
+        IDENTITY_CLIENT=$client EFASIM_STATE=/efasim-gputest-id-$$ NCCL_NET=EFASim NCCL_NET_PLUGIN=efasim \
+            NCCL_IB_DISABLE=1 LD_LIBRARY_PATH="$ROOT/build${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}" \
+            NCCLSHIM_RULES='nranks=1:socket' NCCLSHIM_LOG_DIR="$dir/records" NCCL_DEBUG=INFO \
+            NCCL_DEBUG_SUBSYS=INIT,NET,ENV NCCL_DEBUG_FILE="$dir/nccl.%h.%p.log" LD_PRELOAD="$SHIM" \
+            timeout -k 5 200 "$PY" "$HERE/identity.py" "$dir" > "$dir/out" 2> "$dir/err"
+        ok $? "identity.py ($client): ran and exited 0"
+        import_checks < "$dir/out"
+        [ -s "$dir/err" ] && tail -n 20 "$dir/err" | diag
+        rm -f "/dev/shm/efasim-gputest-id-$$"
+    else
+        ok 1 "the EFASim plugin is built (make fabric): needed for identity.py"
+    fi
+done
 
 # (f) colocated: trainer and inference process on one GPU (the last one), which
 # NCCL refuses and the shim's ipc transport carries: copy engines (auto), the
@@ -160,7 +169,7 @@ done
 # (f2) the same through nccl4py, what NeMo-RL's trainer calls NCCL with (ncclCommInitRankScalable,
 # every symbol looked up with dlsym), where it imports: NCCL refuses, the shim carries it, with
 # PyTorch's default allocator and its expandable segments.
-if timeout -k 5 120 "$PY" -c 'import nccl.core' >/dev/null 2>&1; then
+if [ $has_nccl4py = 1 ]; then
     for colo in noshim shim vmm; do
         (
             export COLOCATED_CLIENT=nccl4py
