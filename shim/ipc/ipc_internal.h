@@ -72,7 +72,8 @@
  * copy.  A rank whose neighbours have counted in on each of its hops already
  * will be second on all of them, and nobody reads its descriptor: it
  * publishes an empty one, sparing the description (for expandable segments,
- * its pieces' export and the neighbour's import of them).  So every broadcast is enqueued whole by the application's thread,
+ * its pieces' export and the neighbour's import of them).  So every
+ * broadcast is enqueued whole by the application's thread,
  * on its stream, and no thread waits for a peer (but when a rank runs DRING
  * broadcasts ahead of a neighbour: its descriptor then waits for room).
  * Nothing is left for another thread to enqueue later: a helper thread's
