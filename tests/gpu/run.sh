@@ -7,6 +7,7 @@
 #   SHIM=<libncclshim.so>     default build/libncclshim.so
 #   PYTHON=<python>           default python3 (needs torch with CUDA)
 #   NCCLSHIM_GPU_KEEP=<dir>   keep every run's files (records, NCCL logs, stderr) in <dir>
+#   NCCLSHIM_GPU_SKIP_ONE=1   skip the one-GPU tests (run already, on a one-GPU machine, say)
 # Skips (1..0) without a GPU; the tests of 2 GPUs are skipped, with a reason, on one.
 # Every process runs under `timeout -k 5`.
 set -u
@@ -117,6 +118,9 @@ check() { # check.py <args>: CHECK lines -> TAP, bounded like everything else
 }
 
 # --- one GPU -----------------------------------------------------------------
+if [ "${NCCLSHIM_GPU_SKIP_ONE:-0}" = 1 ]; then
+    echo "# the one-GPU tests skipped: NCCLSHIM_GPU_SKIP_ONE=1"
+else
 # (i) the application holds NCCL's own communicator, and NCCL_NET (the container's,
 # here EFASim standing in for the fabric) is hidden from a socket-redirected init only,
 # while another thread creates a passthrough communicator at the same moment.
@@ -200,6 +204,7 @@ fi
 )
 . "$WORK/suspend.count"
 import_checks < <(timeout -k 5 120 "$PY" "$HERE/suspend.py" --check "$WORK/suspend.shim" 2>&1)
+fi # the one-GPU tests
 if [ "$ngpu" -lt 2 ]; then
     echo "# the tests of 2 GPUs or more skipped: $ngpu GPU here"
     echo "1..$n"
