@@ -101,7 +101,10 @@ static int listed(const char *const *list, const char *name, size_t n)
 
 static void check_names(void)
 {
-    static const char *const tools[] = { "NCCLSHIM_IPC_TRACE", "NCCLSHIM_GPU_KEEP", "NCCLSHIM_TEST_KEEP", NULL };
+    /* A debugging switch, and the test harnesses' variables, which reach the
+     * preloaded processes too. */
+    static const char *const tools[] = { "NCCLSHIM_IPC_TRACE", "NCCLSHIM_GPU_KEEP", "NCCLSHIM_GPU_SKIP_ONE",
+                                         "NCCLSHIM_TEST_KEEP", NULL };
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
         size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
