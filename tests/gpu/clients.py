@@ -12,8 +12,6 @@ and raises RuntimeError naming NCCL's error when init fails.  `prepare` does
 the per-call work once (pointers, ctypes objects), so that a timed loop calls
 NCCL as a client that keeps its buffers would.
 """
-import os
-
 import common
 import ctypes_bcast as cb
 
@@ -50,12 +48,7 @@ class Nccl4pyClient:
         import nccl.core as nc
         self.nc = nc
         rank, world = args["rank"], args["world"]
-        path = os.path.join(os.path.abspath(args["outdir"]), "ncclid.%s" % tag)
-        if rank == 0:
-            uid = nc.get_unique_id()
-            common.put_file(path, bytes(uid.as_bytes))
-        else:
-            uid = nc.UniqueId.from_bytes(common.wait_file(path))
+        uid = nc.UniqueId.from_bytes(common.shared_id(args, tag, lambda: bytes(nc.get_unique_id().as_bytes)))
         try:
             with torch.cuda.device(device):
                 self.comm = nc.Communicator.init(world, rank, uid)

@@ -111,6 +111,17 @@ def wait_file(path, timeout=120.0):
         return f.read()
 
 
+def shared_id(args, tag, make):
+    """A unique ID's bytes, the same on every rank: rank 0 makes them (make()) and writes
+    them to a file of the run's outdir, which the other ranks wait for."""
+    path = os.path.join(os.path.abspath(args["outdir"]), "ncclid.%s" % tag)
+    if args["rank"] != 0:
+        return wait_file(path)
+    b = make()
+    put_file(path, b)
+    return b
+
+
 def tail(path, n=30):
     try:
         with open(path, "rb") as f:

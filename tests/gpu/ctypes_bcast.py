@@ -14,7 +14,6 @@ of the ncclCommInitRank call must name this file innermost.
     python3 tests/gpu/ctypes_bcast.py --outdir DIR [--preload SHIM]
 """
 import ctypes
-import os
 import sys
 
 import common
@@ -126,12 +125,7 @@ def make_comm(lib, args, tag, device=None):
     rank on GPU `rank`, or every rank on `device` (colocated)."""
     import torch
     rank, world = args["rank"], args["world"]
-    path = os.path.join(os.path.abspath(args["outdir"]), "ncclid.%s" % tag)
-    if rank == 0:
-        uid = lib.ncclGetUniqueId()
-        common.put_file(path, bytes(uid.internal))
-    else:
-        uid = lib.unique_id_from_bytes(common.wait_file(path))
+    uid = lib.unique_id_from_bytes(common.shared_id(args, tag, lambda: bytes(lib.ncclGetUniqueId().internal)))
     with torch.cuda.device(rank if device is None else device):
         return lib.ncclCommInitRank(world, uid, rank)
 
