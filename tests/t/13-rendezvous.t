@@ -793,17 +793,23 @@ ok(rel, "%s: nothing held at exit" % name, left)
 #  (half) NCCLSHIM_IPC_VMM=1 on rank 0, =0 on rank 1: every hop staged, exact, and each rank's
 #  record says why: rank 1 its setting, rank 0 that rank 1 does not share (its page says it does
 #  not listen), at connect, without waiting for its socket.
+def staged_xfer(name, rank_env, what):
+    """Two ranks' transfers (xfer=1) on expandable-segment buffers, rank r's environment with
+    rank_env(r): checks that every hop was staged and every result exact.  (procs, ends, log)."""
+    log = os.path.join(TMP, name + ".cuda")
+    d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log), lambda r: dict(roles(1)(r), **rank_env(r)),
+                             root_args=["xfer=1"], rank_args=["xfer=1"])
+    xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
+    ends = ipc_ends(d)
+    ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and counted_all(ends) and
+       all(hops(e, w) == ["staged"] for e in ends for w in ("in", "out")),
+       "%s: %s: every hop staged, all exact" % (name, what),
+       xfer + [(e["rank"], e["ipc"]["in"], e["ipc"]["out"]) for e in ends] + [p.err[-300:] for p in procs if p.err])
+    return procs, ends, log
+
+
 name = "ipc-vmm-half"
-log = os.path.join(TMP, name + ".cuda")
-d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log),
-                         lambda r: dict(roles(1)(r), NCCLSHIM_IPC_VMM=str(1 - r)), root_args=["xfer=1"],
-                         rank_args=["xfer=1"])
-xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
-ends = ipc_ends(d)
-ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and counted_all(ends) and
-   all(hops(e, w) == ["staged"] for e in ends for w in ("in", "out")),
-   "%s: NCCLSHIM_IPC_VMM=0 on one rank only: every hop staged, all exact" % name,
-   xfer + [(e["rank"], e["ipc"]["in"], e["ipc"]["out"]) for e in ends] + [p.err[-300:] for p in procs if p.err])
+procs, ends, log = staged_xfer(name, lambda r: {"NCCLSHIM_IPC_VMM": str(1 - r)}, "NCCLSHIM_IPC_VMM=0 on one rank only")
 vm = vmm_of(ends)
 ok(len(vm) == 2 and vm[1].get("note", "").startswith("NCCLSHIM_IPC_VMM=0: ") and
    "rank 1 does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there" in vm[0].get("note", "") and
@@ -820,16 +826,8 @@ ok(rel and all(p.elapsed < BOUND - 5 for p in procs), "%s: nothing held at exit,
 #  broadcast counts on it, so every hop is staged and exact (not failed), rank 1's record names the
 #  driver's error, rank 0's that the sockets did not come up.
 name = "ipc-vmm-probe"
-log = os.path.join(TMP, name + ".cuda")
-d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log),
-                         lambda r: dict(roles(1)(r), **({"FAKE_CUDA_FAIL": "cuMemImportFromShareableHandle"} if r else {})),
-                         root_args=["xfer=1"], rank_args=["xfer=1"])
-xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
-ends = ipc_ends(d)
-ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and counted_all(ends) and
-   all(hops(e, w) == ["staged"] for e in ends for w in ("in", "out")),
-   "%s: a rank that cannot import cuMemCreate memory: every hop staged, all exact" % name,
-   xfer + [(e["rank"], e["ipc"]["in"], e["ipc"]["out"]) for e in ends] + [p.err[-300:] for p in procs if p.err])
+procs, ends, log = staged_xfer(name, lambda r: {"FAKE_CUDA_FAIL": "cuMemImportFromShareableHandle"} if r else {},
+                               "a rank that cannot import cuMemCreate memory")
 vm = vmm_of(ends)
 ok(len(vm) == 2 and "cuMemImportFromShareableHandle" in vm[1].get("note", "") and
    "did not come up" in vm[0].get("note", "") and not any(v.get("pieces_mapped") for v in vm),

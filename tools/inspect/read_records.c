@@ -128,6 +128,17 @@ static json_t *get_obj(ctx *c, json_t *o, const char *key)
     return v;
 }
 
+/* Object `key` of o, whose fields are reported under `prefix` from now on;
+ * NULL (the prefix unchanged) when it is absent, not an object, or the
+ * record is already bad. */
+static json_t *enter_obj(ctx *c, json_t *o, const char *key, const char *prefix)
+{
+    json_t *v = c->bad ? NULL : get_obj(c, o, key);
+    if (v)
+        c->prefix = prefix;
+    return v;
+}
+
 /* ops: {"AllReduce":{"count":N,"bytes":N},...}; op names are kept as given so
  * that kinds added to the shim later still show up. */
 static int parse_ops(ctx *c, json_t *ops, op_stat **out)
@@ -166,18 +177,14 @@ static void parse_ipc(ctx *c, json_t *o, ipc_hops *h)
             (way ? h->out : h->in)[k] = get_int(c, w, hop_names[k], 0, 0, NULL);
         c->prefix = "ipc.";
     }
-    json_t *cp = c->bad ? NULL : get_obj(c, o, "copy");
-    if (cp) {
-        c->prefix = "ipc.copy.";
-        h->has_copy = 1;
+    json_t *cp = enter_obj(c, o, "copy", "ipc.copy.");
+    if ((h->has_copy = cp != NULL)) {
         h->sm = get_int(c, cp, "sm", 0, 0, NULL);
         h->ce = get_int(c, cp, "ce", 0, 0, NULL);
+        c->prefix = "ipc.";
     }
-    c->prefix = "ipc.";
-    json_t *vm = c->bad ? NULL : get_obj(c, o, "vmm");
-    if (vm) {
-        c->prefix = "ipc.vmm.";
-        h->has_vmm = 1;
+    json_t *vm = enter_obj(c, o, "vmm", "ipc.vmm.");
+    if ((h->has_vmm = vm != NULL)) {
         h->vmm_sent = get_int(c, vm, "pieces_sent", 0, 0, NULL);
         h->vmm_mapped = get_int(c, vm, "pieces_mapped", 0, 0, NULL);
         h->vmm_note = get_str(c, vm, "note", 0);
