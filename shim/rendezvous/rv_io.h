@@ -16,6 +16,11 @@ void rv_addr_str(const struct sockaddr *sa, char *buf, size_t len);
  * 250 ms is sent again on a new socket (then 500 ms, 1 s, ...). */
 int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us, char *err, size_t errlen);
 
+/* The longest a send to one peer may take, root or leader: the peer is
+ * waiting on a connected socket, and one that does not take a few KiB at
+ * once is not a rank to rely on. */
+#define RV_SEND_US 200000ull
+
 /* Sends `m` whole before the deadline: 0, or -1 with the reason (errno
  * EPIPE or ECONNRESET: the peer closed the connection). */
 int rv_send_msg(int fd, const struct rv_msg *m, uint64_t deadline_us, char *err, size_t errlen);

@@ -44,8 +44,6 @@
 #define LEADER_SLOTS (2 + FACTS_MAX_RANKS / 4 + 64)
 /* A leader waits this long past the rendezvous timeout for the root's verdict (as a rank does). */
 #define LEADER_GRACE_US 2000000ull
-/* The longest a send to one peer may take: each is waiting on a connected socket. */
-#define SEND_US 200000ull
 
 #define ADMIT 'A'
 #define FULL 'F'
@@ -201,7 +199,7 @@ static void abort_root(struct leader *L, const char *why)
     make_abort(L->msg, L->token, why);
     size_t n = encode(L, L->msg);
     if (n)
-        (void)rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + SEND_US);
+        (void)rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US);
 }
 
 /* Sends the encoded frame to every member that has said HELLO: those of
@@ -212,7 +210,7 @@ static void abort_root(struct leader *L, const char *why)
 static int relay_to(struct leader *L, size_t n, int own)
 {
     int failed = 0;
-    uint64_t deadline = shim_mono_us() + SEND_US;
+    uint64_t deadline = shim_mono_us() + RV_SEND_US;
     for (int i = 0; i < L->nm; i++) {
         struct member *mb = &L->m[i];
         if (mb->fd < 0 || mb->rank < 0 || (mb->pid == L->pid) != own)
@@ -302,7 +300,7 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
         return;
     }
     size_t n = encode(L, m);
-    if (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + SEND_US) != 0) {
+    if (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0) {
         snprintf(why, sizeof(why), "the host's leader (pid %u) could not forward rank %d's message to the root at "
                  "%s: %s", (unsigned)L->pid, mb->rank, L->rootstr, n ? strerror(errno) : "it does not encode");
         abort_root(L, why);
@@ -776,7 +774,7 @@ int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_
             char err[256];
             /* Its whole HELLO follows its first bytes at once. */
             if (rv_recv_msg(pfd[i].fd, in, shim_mono_us() + 50000, err, sizeof(err)) == 0 &&
-                rv_token_equal(in->token, token) && rv_send_bytes(pfd[i].fd, out, n, shim_mono_us() + SEND_US) == 0)
+                rv_token_equal(in->token, token) && rv_send_bytes(pfd[i].fd, out, n, shim_mono_us() + RV_SEND_US) == 0)
                 answered++;
             close(pfd[i].fd);
             pfd[i].fd = -1; /* poll() skips it */

@@ -300,9 +300,7 @@ static void record_decision(struct rv_session *s, const char *stage)
 static int send_all(struct rv_session *s, const struct rv_msg *m)
 {
     int failed = 0;
-    /* Short: each peer is waiting on a connected socket; one that does not
-     * take a few KiB at once is not a rank we can rely on. */
-    uint64_t deadline = shim_mono_us() + 200000;
+    uint64_t deadline = shim_mono_us() + RV_SEND_US;
     const struct shim_config *cfg = shim_config();
     uint32_t me = (uint32_t)getpid();
     /* Other processes first, this process's own ranks last: once its own
@@ -690,7 +688,7 @@ static void answer_begun(struct rv_session *s, struct rv_conn *c)
 {
     struct rv_msg *m = final_verdict(s);
     char err[256] = "out of memory for a message";
-    if (!m || rv_send_msg(c->fd, m, shim_mono_us() + 200000, err, sizeof(err)) != 0)
+    if (!m || rv_send_msg(c->fd, m, shim_mono_us() + RV_SEND_US, err, sizeof(err)) != 0)
         shim_warn("rendezvous", "a rank whose HELLO came in as the root fell back at a limit (%s) could not be told "
                   "so: %s; it passes through all the same, as a rank that lost the root", c->peer, err);
     free(m);
