@@ -81,7 +81,7 @@ test-valgrind: all
 
 # GPU tests: real NCCL and torch on 2 GPUs (skipped, with a reason, without them).
 test-gpu: $(LIB) fabric
-	NCCL_NVLS_ENABLE=0 prove -v tests/gpu/run.sh
+	NCCL_NVLS_ENABLE=0 prove -v tests/gpu/run.sh tests/gpu/lost.sh
 
 demo: all
 	tools/demo.sh

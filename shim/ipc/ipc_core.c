@@ -48,14 +48,29 @@ void ipc_wake(const struct ipc_comm *c, int r)
     ipc_wake_word(w);
 }
 
+/*
+ * The host's reads and writes of a counter go through the communicator's own
+ * stream (non-blocking, nothing else on it), never a synchronous cuMemcpy:
+ * that one runs on the legacy default stream, which waits for every blocking
+ * stream of the context, and the application's stream (torch's default is
+ * the legacy one) may be held by a wait on this very counter.  On a lost
+ * peer such a copy never returned, and neither did the thread that made it.
+ */
 int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v)
 {
-    return c->cu->cuMemcpyDtoH(v, flag(c, r, off), sizeof(*v)) == CUDA_SUCCESS ? 0 : -1;
+    return c->cu->cuMemcpyDtoHAsync(v, flag(c, r, off), sizeof(*v), c->stream) == CUDA_SUCCESS &&
+                   c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS
+               ? 0
+               : -1;
 }
 
 int ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v)
 {
-    return c->cu->cuMemcpyHtoD(flag(c, c->rank, off), &v, sizeof(v)) == CUDA_SUCCESS ? 0 : -1;
+    return c->cu->cuStreamWriteValue64(c->stream, flag(c, c->rank, off), v, CU_STREAM_WRITE_VALUE_DEFAULT) ==
+                   CUDA_SUCCESS &&
+                   c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS
+               ? 0
+               : -1;
 }
 
 /* The host waits until rank r's counter `off` reaches `want`; bounded. */
@@ -117,10 +132,47 @@ int ipc_same_gpu(const struct ipc_comm *c, int r)
     return r != c->rank && c->peer_dev && c->peer_dev[r] == c->device && c->peer && c->peer[r];
 }
 
-/* A peer is gone: no operation may wait for it any more.  Writes, from the
- * host, a value that satisfies every wait into every counter this rank's
- * streams may be waiting on (on its own page, and on one GPU two of its
- * neighbours': ipc_internal.h), so that the streams drain.
+/* Writes RELEASE into every counter this rank's streams may be waiting on:
+ * on its own page, and on one GPU two of its neighbours' (ipc_internal.h,
+ * "One GPU": the successor's AVAIL, the predecessor's TAKEN; their own waits
+ * are released by their failure).  Enqueued on the communicator's own
+ * stream (non-blocking, highest priority), never with a synchronous copy:
+ * the application's stream, blocked on these very words, may be the legacy
+ * one, which a synchronous copy waits for (the hang of issue 27).  Nothing
+ * here waits for the GPU; 0, or -1 if the driver refused a write. */
+int ipc_release_waits(struct ipc_comm *c)
+{
+    const struct shim_cuda *cu = c->cu;
+    if (!c->peer || !c->peer[c->rank] || !c->stream)
+        return 0; /* not connected: no stream waits on anything yet */
+    CUdeviceptr page = c->peer[c->rank];
+    static const int own[] = { F_AVAIL, F_TAKEN, F_DONE, F_TAKEN_MINE };
+    CUdeviceptr at[4 + 2 * MAX_PEERS + 2];
+    int n = 0;
+    for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
+        at[n++] = page + (CUdeviceptr)own[i];
+    for (int q = 0; q < c->nranks && q < MAX_PEERS; q++) {
+        at[n++] = page + F_SENT + 8 * (CUdeviceptr)q;
+        at[n++] = page + F_RECVD + 8 * (CUdeviceptr)q;
+    }
+    if (c->nranks > 1) {
+        int succ = (c->rank + 1) % c->nranks, pred = (c->rank - 1 + c->nranks) % c->nranks;
+        if (ipc_same_gpu(c, succ))
+            at[n++] = flag(c, succ, F_AVAIL);
+        if (ipc_same_gpu(c, pred))
+            at[n++] = flag(c, pred, F_TAKEN);
+    }
+    int rc = 0;
+    for (int i = 0; i < n; i++)
+        if (cu->cuStreamWriteValue64(c->stream, at[i], RELEASE, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS)
+            rc = -1;
+    return rc;
+}
+
+/* A peer is gone: no operation may wait for it any more.  The waits are
+ * released at once (ipc_release_waits), and again by the reaper for a while
+ * (ipc_reaper.c): a neighbour's stream, released a moment later, may still
+ * write its own lower value over a RELEASE of this rank's page.
  * The data moved after this point is garbage; the error says so. */
 void ipc_fail(struct ipc_comm *c, const char *why, int lost)
 {
@@ -128,38 +180,24 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     snprintf(c->failure, sizeof(c->failure), "%s", why);
     if (!atomic_compare_exchange_strong(&c->failed, &expected, 1))
         return;
-    if (lost)
-        shim_warn("ipc-peer-lost", "ipc communicator %s (rank %d of %d): %s; its operations now fail with "
-                  "ncclRemoteError, the streams waiting on the peer are released (what they moved is not valid), "
-                  "and destroy/abort return", c->group, c->rank, c->nranks, why);
+    atomic_store(&c->failed_us, shim_mono_us());
     CUcontext cur = NULL;
     c->cu->cuCtxGetCurrent(&cur);
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(c->ctx);
-    uint64_t v = RELEASE;
-    /* Every stream wait is on this rank's own page (but "One GPU", below). */
-    CUdeviceptr page = c->peer[c->rank];
-    c->cu->cuMemcpyHtoD(page + F_AVAIL, &v, sizeof(v));
-    c->cu->cuMemcpyHtoD(page + F_TAKEN, &v, sizeof(v));
-    for (int q = 0; q < c->nranks; q++) {
-        c->cu->cuMemcpyHtoD(page + F_SENT + 8 * q, &v, sizeof(v));
-        c->cu->cuMemcpyHtoD(page + F_RECVD + 8 * q, &v, sizeof(v));
-    }
-    c->cu->cuMemcpyHtoD(page + F_DONE, &v, sizeof(v));
-    c->cu->cuMemcpyHtoD(page + F_TAKEN_MINE, &v, sizeof(v));
-    /* And the neighbours' words it may wait on where they share its GPU
-     * (ipc_internal.h, "One GPU"): the successor's AVAIL, the predecessor's
-     * TAKEN.  Their own waits are released by their failure. */
-    if (c->nranks > 1) {
-        int succ = (c->rank + 1) % c->nranks, pred = (c->rank - 1 + c->nranks) % c->nranks;
-        if (ipc_same_gpu(c, succ))
-            c->cu->cuMemcpyHtoD(flag(c, succ, F_AVAIL), &v, sizeof(v));
-        if (ipc_same_gpu(c, pred))
-            c->cu->cuMemcpyHtoD(flag(c, pred, F_TAKEN), &v, sizeof(v));
-    }
+    int released = ipc_release_waits(c);
     if (cur != c->ctx)
         c->cu->cuCtxSetCurrent(cur);
-    /* A host wait for a neighbour's descriptor looks at `failed` as it polls. */
+    if (lost)
+        shim_warn("ipc-peer-lost", "ipc communicator %s (rank %d of %d): %s; its operations now fail with "
+                  "ncclRemoteError, and %s; what they moved since is not valid. Destroy or abort it, and create a "
+                  "new one with a new unique ID once the lost rank is replaced",
+                  c->group, c->rank, c->nranks, why,
+                  released == 0 ? "the streams waiting on the peer are released (a stream synchronisation returns)"
+                                : "the driver refused to release the streams waiting on the peer (they may hang)");
+    /* The reaper repeats the release; a host wait looks at `failed` as it polls. */
+    if (c->shared && c->shared[c->rank])
+        ipc_wake(c, c->rank);
 }
 
 void ipc_fail_everywhere(struct ipc_comm *c, const char *why)

@@ -348,6 +348,7 @@ struct ipc_comm {
      * fails at once, waits are released, destroy skips its barrier. */
     atomic_int failed;
     char failure[256];                  /* written before `failed` is set */
+    _Atomic uint64_t failed_us;         /* shim_mono_us() of the failure, once its waits were first released */
     int monitor_fd;                     /* the root's connection, watched; -1 if none */
     /* Set by ipc_free before its barrier: a connection closing from then on
      * is the others' teardown, not a loss (peer_closed records it, quietly). */
@@ -457,6 +458,13 @@ int ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v);
 int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64_t deadline, char *why,
                  size_t whylen);
 int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, size_t whylen);
+
+/* Enqueues RELEASE into every counter this rank's streams may wait on, on
+ * the communicator's own stream (ipc_core.c says why no synchronous copy):
+ * 0, or -1 if the driver refused a write. */
+int ipc_release_waits(struct ipc_comm *c);
+/* After a failure, the reaper releases the waits again for this long. */
+#define RELEASE_REPEAT_US (5ull * 1000 * 1000)
 
 /* Marks `c` failed (once) and releases every wait of its streams; `lost`:
  * a peer is gone (warned), else an abort. */

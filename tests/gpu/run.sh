@@ -18,28 +18,7 @@ PY=${PYTHON:-python3}
 export NCCL_NVLS_ENABLE=0 # required on the GPU machine
 export PYTHONDONTWRITEBYTECODE=1
 
-n=0
-nfail=0
-ok() { # ok <status> <description>
-    n=$((n + 1))
-    if [ "$1" -eq 0 ]; then echo "ok $n - $2"; else echo "not ok $n - $2"; nfail=$((nfail + 1)); fi
-}
-skip() { # skip <description>: counted, never a failure
-    n=$((n + 1))
-    echo "ok $n # SKIP $1"
-}
-diag() { sed 's/^/# /'; }
-import_checks() { # CHECK lines of check.py -> TAP; the rest (diagnostics) as is
-    local line
-    while IFS= read -r line; do
-        case $line in
-            "CHECK ok "*) ok 0 "${line#CHECK ok }" ;;
-            "CHECK fail "*) ok 1 "${line#CHECK fail }" ;;
-            "#"*) echo "$line" ;;
-            *) echo "# $line" ;;
-        esac
-    done
-}
+. "$HERE/tap.sh"
 
 # --- skip without 2 GPUs ---------------------------------------------------
 if ! timeout -k 5 60 nvidia-smi -L >/dev/null 2>&1; then
