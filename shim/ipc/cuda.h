@@ -26,6 +26,8 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
 #define CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT 16
 #define CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS 122
 #define CU_STREAM_NON_BLOCKING 0x1
+#define CU_MEMHOSTREGISTER_PORTABLE 0x01
+#define CU_MEMHOSTREGISTER_DEVICEMAP 0x02
 #define CU_EVENT_DISABLE_TIMING 0x2
 #define CU_POINTER_ATTRIBUTE_BUFFER_ID 7
 #define CU_POINTER_ATTRIBUTE_RANGE_START_ADDR 11
@@ -65,7 +67,10 @@ typedef unsigned long long CUmemGenericAllocationHandle;
     X(cuEventDestroy, (CUevent))                                                                   \
     X(cuEventRecord, (CUevent, CUstream))                                                          \
     X(cuStreamWaitEvent, (CUstream, CUevent, unsigned int))                                        \
-    X(cuGetErrorString, (CUresult, const char **))
+    X(cuGetErrorString, (CUresult, const char **))                                                 \
+    X(cuMemHostRegister, (void *, size_t, unsigned int))                                           \
+    X(cuMemHostUnregister, (void *))                                                               \
+    X(cuMemHostGetDevicePointer, (CUdeviceptr *, void *, unsigned int))
 
 /* cuMemcpyBatchAsync (CUDA 12.8+), asked for with the 12.8 signature. */
 typedef struct {

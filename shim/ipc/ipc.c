@@ -98,14 +98,43 @@ static int open_shared(struct ipc_comm *c, int r, const char *name, char *why, s
     return 0;
 }
 
+/* Rank r's counters (the head of its shared page, mapped here) pinned and
+ * mapped into this context, where the streams address them as c->peer[r]
+ * (ipc_internal.h, "Counters in host memory").  PORTABLE: the reaper and
+ * the application's threads may have other contexts current. */
+static int register_counters(struct ipc_comm *c, int r, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    void *at = c->shared[r]->counters;
+    char err[160];
+    CUresult res = cu->cuMemHostRegister(at, FLAGS_BYTES, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP);
+    if (res != CUDA_SUCCESS) {
+        snprintf(why, whylen, "pinning rank %d's counters (shared memory) for device %d: %s", r, c->device,
+                 shim_cuda_error("cuMemHostRegister", res, err, sizeof(err)));
+        return -1;
+    }
+    res = cu->cuMemHostGetDevicePointer(&c->peer[r], at, 0);
+    if (res != CUDA_SUCCESS) {
+        cu->cuMemHostUnregister(at);
+        c->peer[r] = 0;
+        snprintf(why, whylen, "mapping rank %d's counters into device %d: %s", r, c->device,
+                 shim_cuda_error("cuMemHostGetDevicePointer", res, err, sizeof(err)));
+        return -1;
+    }
+    return 0;
+}
+
 static void free_resources(struct ipc_comm *c)
 {
     if (c->stream)
         c->cu->cuStreamDestroy(c->stream);
     ipc_unlink_shared(c);
-    for (int r = 0; c->shared && r < c->nranks; r++)
+    for (int r = 0; c->shared && r < c->nranks; r++) {
+        if (c->peer[r])
+            c->cu->cuMemHostUnregister(c->shared[r]->counters);
         if (c->shared[r])
             munmap(c->shared[r], sizeof(struct ipc_shared));
+    }
     free(c->shared);
     pthread_mutex_destroy(&c->qlock);
 }
@@ -192,9 +221,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         goto fail;
     }
     c->data_bytes = p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk;
-    if (cu_check(cu->cuMemAlloc(&c->base, FLAGS_BYTES), "cuMemAlloc", why, whylen) != 0)
-        goto fail;
-    if (cu_check(cu->cuMemsetD8(c->base, 0, FLAGS_BYTES), "cuMemsetD8", why, whylen) != 0)
+    if (register_counters(c, c->rank, why, whylen) != 0)
         goto fail;
     if (cu_check(cu->cuMemAlloc(&c->data[rank], c->data_bytes), "cuMemAlloc", why, whylen) != 0)
         goto fail;
@@ -213,20 +240,15 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     e.pid = (uint32_t)getpid();
     e.chunk = c->chunk;
     snprintf(e.shm, sizeof(e.shm), "%s", c->shm_name);
-    if (cu_check(cu->cuIpcGetMemHandle(&e.handle, c->base), "cuIpcGetMemHandle", why, whylen) != 0)
-        goto fail;
     memcpy(blob, &e, sizeof(e));
     *bloblen = (int)sizeof(e);
     ipc_vmm_listen(c);
-    c->peer[rank] = c->base;
     c->peer_dev[rank] = c->device;
     *out = c;
     return 0;
 fail:
     ipc_vmm_close(c);
     free_resources(c);
-    if (c->base)
-        cu->cuMemFree(c->base);
     if (c->data[rank])
         cu->cuMemFree(c->data[rank]);
     free_host(c);
@@ -280,18 +302,11 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
                      c->rank, p->rank);
             return -1;
         }
-        CUresult r = c->cu->cuIpcOpenMemHandle(&c->peer[p->rank], e.handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-        if (r != CUDA_SUCCESS) {
-            char err[160];
-            snprintf(why, whylen, "opening rank %d's memory (device %d) from device %d: %s", p->rank, e.device,
-                     c->device, shim_cuda_error("cuIpcOpenMemHandle", r, err, sizeof(err)));
-            c->peer[p->rank] = 0;
-            return -1;
-        }
-        /* Every peer's shared page: broadcasts read the predecessor's
-         * descriptors and tell the successor what was read; every page says
-         * where its rank's staging is (Suspend). */
-        if (open_shared(c, p->rank, e.shm, why, whylen) != 0)
+        /* Every peer's shared page: its counters, which this rank's streams
+         * write and wait on; broadcasts read the predecessor's descriptors
+         * and tell the successor what was read; every page says where its
+         * rank's staging is (Suspend). */
+        if (open_shared(c, p->rank, e.shm, why, whylen) != 0 || register_counters(c, p->rank, why, whylen) != 0)
             return -1;
         if (p->rank == succ)
             memcpy(succ_shm, e.shm, sizeof(succ_shm));
@@ -344,9 +359,10 @@ void ipc_free(struct ipc_comm *c)
             connected &= c->peer[r] != 0;
         if (connected) {
             uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
-            ok = ipc_wait_fence(c, deadline, why, sizeof(why)) == 0 &&
-                 ipc_write_flag(c, F_EXIT, 1) == 0 &&
-                 (c->ops == 0 || ipc_wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0);
+            ok = ipc_wait_fence(c, deadline, why, sizeof(why)) == 0;
+            if (ok)
+                ipc_write_flag(c, F_EXIT, 1);
+            ok = ok && (c->ops == 0 || ipc_wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0);
             if (!ok)
                 shim_warn("ipc", "destroying an ipc communicator (rank %d of %d): %s; freeing its memory anyway",
                           c->rank, c->nranks, why);
@@ -357,12 +373,7 @@ void ipc_free(struct ipc_comm *c)
     ipc_kernel_unload(c);
     ipc_data_close(c);
     ipc_vmm_close(c);
-    for (int r = 0; c->peer && r < c->nranks; r++)
-        if (r != c->rank && c->peer[r])
-            cu->cuIpcCloseMemHandle(c->peer[r]);
     free_resources(c);
-    if (c->base)
-        cu->cuMemFree(c->base);
     if (c->data[c->rank])
         cu->cuMemFree(c->data[c->rank]);
     if (cur != c->ctx)

@@ -48,29 +48,16 @@ void ipc_wake(const struct ipc_comm *c, int r)
     ipc_wake_word(w);
 }
 
-/*
- * The host's reads and writes of a counter go through the communicator's own
- * stream (non-blocking, nothing else on it), never a synchronous cuMemcpy:
- * that one runs on the legacy default stream, which waits for every blocking
- * stream of the context, and the application's stream (torch's default is
- * the legacy one) may be held by a wait on this very counter.  On a lost
- * peer such a copy never returned, and neither did the thread that made it.
- */
-int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v)
+/* Counters are host memory (ipc_internal.h, "Counters in host memory"):
+ * the host reads and writes them without the driver. */
+uint64_t ipc_read_flag(const struct ipc_comm *c, int r, int off)
 {
-    return c->cu->cuMemcpyDtoHAsync(v, flag(c, r, off), sizeof(*v), c->stream) == CUDA_SUCCESS &&
-                   c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS
-               ? 0
-               : -1;
+    return atomic_load_explicit(host_flag(c, r, off), memory_order_acquire);
 }
 
-int ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v)
+void ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v)
 {
-    return c->cu->cuStreamWriteValue64(c->stream, flag(c, c->rank, off), v, CU_STREAM_WRITE_VALUE_DEFAULT) ==
-                   CUDA_SUCCESS &&
-                   c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS
-               ? 0
-               : -1;
+    atomic_store_explicit(host_flag(c, c->rank, off), v, memory_order_release);
 }
 
 /* The host waits until rank r's counter `off` reaches `want`; bounded. */
@@ -78,11 +65,7 @@ int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64
                     size_t whylen)
 {
     for (unsigned spins = 0;; spins++) {
-        uint64_t v = 0;
-        if (ipc_read_flag(c, r, off, &v) != 0) {
-            snprintf(why, whylen, "reading rank %d's counter failed", r);
-            return -1;
-        }
+        uint64_t v = ipc_read_flag(c, r, off);
         if ((int64_t)(v - want) >= 0)
             return 0;
         if (atomic_load(&c->peer_closed) && shim_mono_us() + HOST_WAIT_US - 1000000 > deadline) {
@@ -132,41 +115,29 @@ int ipc_same_gpu(const struct ipc_comm *c, int r)
     return r != c->rank && c->peer_dev && c->peer_dev[r] == c->device && c->peer && c->peer[r];
 }
 
-/* Writes RELEASE into every counter this rank's streams may be waiting on:
+/* Stores RELEASE into every counter this rank's streams may be waiting on:
  * on its own page, and on one GPU two of its neighbours' (ipc_internal.h,
  * "One GPU": the successor's AVAIL, the predecessor's TAKEN; their own waits
- * are released by their failure).  Enqueued on the communicator's own
- * stream (non-blocking, highest priority), never with a synchronous copy:
- * the application's stream, blocked on these very words, may be the legacy
- * one, which a synchronous copy waits for (the hang of issue 27).  Nothing
- * here waits for the GPU; 0, or -1 if the driver refused a write. */
-int ipc_release_waits(struct ipc_comm *c)
+ * are released by their failure).  Plain stores into host memory, which the
+ * waiting streams poll: no stream is needed, so none can be in the way. */
+void ipc_release_waits(struct ipc_comm *c)
 {
-    const struct shim_cuda *cu = c->cu;
-    if (!c->peer || !c->peer[c->rank] || !c->stream)
-        return 0; /* not connected: no stream waits on anything yet */
-    CUdeviceptr page = c->peer[c->rank];
+    if (!c->shared || !c->shared[c->rank])
+        return;
     static const int own[] = { F_AVAIL, F_TAKEN, F_DONE, F_TAKEN_MINE };
-    CUdeviceptr at[4 + 2 * MAX_PEERS + 2];
-    int n = 0;
     for (size_t i = 0; i < sizeof(own) / sizeof(own[0]); i++)
-        at[n++] = page + (CUdeviceptr)own[i];
+        ipc_write_flag(c, own[i], RELEASE);
     for (int q = 0; q < c->nranks && q < MAX_PEERS; q++) {
-        at[n++] = page + F_SENT + 8 * (CUdeviceptr)q;
-        at[n++] = page + F_RECVD + 8 * (CUdeviceptr)q;
+        ipc_write_flag(c, F_SENT + 8 * q, RELEASE);
+        ipc_write_flag(c, F_RECVD + 8 * q, RELEASE);
     }
     if (c->nranks > 1) {
         int succ = (c->rank + 1) % c->nranks, pred = (c->rank - 1 + c->nranks) % c->nranks;
         if (ipc_same_gpu(c, succ))
-            at[n++] = flag(c, succ, F_AVAIL);
+            atomic_store(host_flag(c, succ, F_AVAIL), RELEASE);
         if (ipc_same_gpu(c, pred))
-            at[n++] = flag(c, pred, F_TAKEN);
+            atomic_store(host_flag(c, pred, F_TAKEN), RELEASE);
     }
-    int rc = 0;
-    for (int i = 0; i < n; i++)
-        if (cu->cuStreamWriteValue64(c->stream, at[i], RELEASE, CU_STREAM_WRITE_VALUE_DEFAULT) != CUDA_SUCCESS)
-            rc = -1;
-    return rc;
 }
 
 /* A peer is gone: no operation may wait for it any more.  The waits are
@@ -180,21 +151,13 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     snprintf(c->failure, sizeof(c->failure), "%s", why);
     if (!atomic_compare_exchange_strong(&c->failed, &expected, 1))
         return;
+    ipc_release_waits(c);
     atomic_store(&c->failed_us, shim_mono_us());
-    CUcontext cur = NULL;
-    c->cu->cuCtxGetCurrent(&cur);
-    if (cur != c->ctx)
-        c->cu->cuCtxSetCurrent(c->ctx);
-    int released = ipc_release_waits(c);
-    if (cur != c->ctx)
-        c->cu->cuCtxSetCurrent(cur);
     if (lost)
         shim_warn("ipc-peer-lost", "ipc communicator %s (rank %d of %d): %s; its operations now fail with "
-                  "ncclRemoteError, and %s; what they moved since is not valid. Destroy or abort it, and create a "
-                  "new one with a new unique ID once the lost rank is replaced",
-                  c->group, c->rank, c->nranks, why,
-                  released == 0 ? "the streams waiting on the peer are released (a stream synchronisation returns)"
-                                : "the driver refused to release the streams waiting on the peer (they may hang)");
+                  "ncclRemoteError, and the streams waiting on the peer are released (a stream synchronisation "
+                  "returns); what they moved since is not valid. Destroy or abort it, and create a new one with a "
+                  "new unique ID once the lost rank is replaced", c->group, c->rank, c->nranks, why);
     /* The reaper repeats the release; a host wait looks at `failed` as it polls. */
     if (c->shared && c->shared[c->rank])
         ipc_wake(c, c->rank);
@@ -253,14 +216,8 @@ void ipc_trace(const struct ipc_comm *c, const char *fmt, ...)
 }
 
 /* Whether the last operation is over (the fence reached), or the
- * communicator failed (its waits released).  qlock held.  Read on the
- * communicator's own stream (nothing else runs on it): a plain cuMemcpyDtoH
- * would wait for the application's legacy default stream. */
+ * communicator failed (its waits released).  qlock held. */
 int ipc_fence_passed(const struct ipc_comm *c)
 {
-    uint64_t v = 0;
-    if (atomic_load(&c->failed) || !c->fence_val)
-        return 1;
-    return c->cu->cuMemcpyDtoHAsync(&v, flag(c, c->fence_rank, c->fence_off), sizeof(v), c->stream) == CUDA_SUCCESS &&
-           c->cu->cuStreamSynchronize(c->stream) == CUDA_SUCCESS && v >= c->fence_val;
+    return atomic_load(&c->failed) || !c->fence_val || ipc_read_flag(c, c->fence_rank, c->fence_off) >= c->fence_val;
 }

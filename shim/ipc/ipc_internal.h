@@ -2,15 +2,16 @@
  * The CUDA IPC transport's internals, shared by shim/ipc*.c (the interface is
  * shim/ipc/ipc.h).
  *
- * Each rank owns two device allocations:
- *   control   4096 bytes of counters (u64 each), opened by every peer at
- *             connect and kept until destroy
+ * Each rank owns one device allocation:
  *   staging   S staging slots of `chunk` bytes, then the Send/Recv slots;
  *             opened by a peer when it first needs them, and given back by
  *             ncclCommSuspend ("Suspend" below)
- * and one page of host shared memory (struct ipc_shared, POSIX shm, mapped by
- * every peer) through which it tells its ring neighbours where the data of
- * each broadcast is, or is to go, and everyone where its staging is.
+ * and host shared memory (struct ipc_shared, POSIX shm, mapped by every
+ * peer) through which it tells its ring neighbours where the data of each
+ * broadcast is, or is to go, and everyone where its staging is.  Its first
+ * 4096 bytes are the rank's counters (u64 each): pinned and mapped into every
+ * peer's context (cuMemHostRegister), where the streams write and wait on
+ * them ("Counters in host memory", below).
  *
  * The host counts what each counter will say: `ops` (this rank's operations,
  * DONE: Send/Recv involve only some ranks, so it differs between ranks),
@@ -81,6 +82,21 @@
  * pageable cudaMemcpy on the legacy stream), while the application's stream
  * waits for the helper's work: measured on H200, an earlier design whose
  * proxy thread enqueued the copies hung that way in 1 run of 5.
+ *
+ * Counters in host memory.  Every stream wait of the transport can be
+ * released by a plain store from the host, with no driver call: a peer that
+ * dies leaves waits no stream operation of its own will ever satisfy, and
+ * the survivor must release them itself (ipc_fail).  Device memory needs a
+ * stream to be written (cuMemcpyHtoD, cuStreamWriteValue64), and a stream
+ * can be stuck behind the very wait it would release: a synchronous copy
+ * runs on the legacy default stream, which waits for the application's
+ * blocking streams; and every stream shares the device's work queues
+ * (CUDA_DEVICE_MAX_CONNECTIONS, 8 by default; Megatron sets 1), where a
+ * wait holds up whatever was queued behind it on another stream (the CUDA
+ * programming guide's false dependencies).  Both hung survivors on H100
+ * (docs/benchmarks.md, "A rank lost").  Host memory also outlives a dead
+ * peer: a survivor's stream writing into the lost rank's counters writes
+ * into shared memory it still maps, never into freed device memory.
  *
  * Operations of a communicator run in the order they were issued, whatever
  * the stream: each one leaves a fence (a counter, of this rank's own page but
@@ -190,7 +206,7 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define MAP_IDLE_MS 1000
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 5
+#define EXPORT_VERSION 6
 /* Host waits (all-reduce, destroy) give up after this long: a peer that
  * stopped answering must not hang the application for ever. */
 #define HOST_WAIT_US (120ull * 1000 * 1000)
@@ -201,8 +217,7 @@ struct ipc_export {
     int32_t rank, nranks, device, nslots;
     uint32_t pid, pad;
     uint64_t chunk;
-    CUipcMemHandle handle;              /* of its control page */
-    char shm[48];                       /* its struct ipc_shared (shm_open name) */
+    char shm[48];                       /* its struct ipc_shared (shm_open name), counters first */
 };
 _Static_assert(sizeof(struct ipc_export) <= RV_BLOB_LEN, "the export fits a vote");
 
@@ -239,6 +254,9 @@ struct ipc_ring_slot {
  * neighbours'.  The futex words wake a neighbour waiting for room. */
 #define SHARED_MAGIC 0x6873706du /* "mpsh" */
 struct ipc_shared {
+    /* The rank's counters (F_*), first and page-aligned (the mapping is):
+     * registered with the driver in every process (ipc.c). */
+    _Alignas(4096) _Atomic uint64_t counters[FLAGS_BYTES / 8];
     uint32_t magic;
     _Atomic uint32_t pub;               /* futex: bumped after each descriptor */
     _Atomic uint32_t readc;             /* futex: bumped after the read marks move */
@@ -324,9 +342,11 @@ struct ipc_comm {
     int nslots;
     int push_wait_us;                   /* NCCLSHIM_IPC_PUSH_WAIT_US: see await_receiver */
     int resume_wait_ms;                 /* NCCLSHIM_IPC_RESUME_WAIT_MS: see ipc_data_wait */
-    CUdeviceptr base;                   /* this rank's control page */
-    CUstream stream;                    /* the communicator's own: the reaper's reads of the fence */
-    CUdeviceptr *peer;                  /* every rank's control page as mapped here; peer[rank] = base */
+    CUstream stream;                    /* the communicator's own (non-blocking, highest priority) */
+    /* Every rank's counters as this context's streams address them (its
+     * shared page's, registered here: 0 until then); the host reads and
+     * writes them through shared[r]->counters. */
+    CUdeviceptr *peer;
     /* Every rank's staging as mapped here (0: not now); data[rank]: this
      * rank's (0 while given back).  Under qlock, but data[rank], which the
      * application's thread also reads in its operations (never while
@@ -419,6 +439,12 @@ static inline CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
     return c->peer[r] + (CUdeviceptr)off;
 }
 
+/* The same counter, as the host reads and writes it. */
+static inline _Atomic uint64_t *host_flag(const struct ipc_comm *c, int r, int off)
+{
+    return &c->shared[r]->counters[off / 8];
+}
+
 /* Staging slot of rank r that carries its chunk k of a broadcast (r's
  * staging mapped here: ipc_data_get). */
 static inline CUdeviceptr slot(const struct ipc_comm *c, int r, uint64_t k)
@@ -452,17 +478,15 @@ static inline CUdeviceptr p2p_slot(const struct ipc_comm *c, int from, int to, u
 /* A value every wait of a failed communicator is satisfied by. */
 #define RELEASE (1ull << 62)
 
-/* Host-side counter access (bounded waits: HOST_WAIT_US at most). */
-int ipc_read_flag(const struct ipc_comm *c, int r, int off, uint64_t *v);
-int ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v);
+/* Host-side counter access (plain loads and stores; bounded waits: HOST_WAIT_US at most). */
+uint64_t ipc_read_flag(const struct ipc_comm *c, int r, int off);
+void ipc_write_flag(const struct ipc_comm *c, int off, uint64_t v);
 int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64_t deadline, char *why,
                  size_t whylen);
 int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, size_t whylen);
 
-/* Enqueues RELEASE into every counter this rank's streams may wait on, on
- * the communicator's own stream (ipc_core.c says why no synchronous copy):
- * 0, or -1 if the driver refused a write. */
-int ipc_release_waits(struct ipc_comm *c);
+/* Stores RELEASE into every counter this rank's streams may wait on. */
+void ipc_release_waits(struct ipc_comm *c);
 /* After a failure, the reaper releases the waits again for this long. */
 #define RELEASE_REPEAT_US (5ull * 1000 * 1000)
 

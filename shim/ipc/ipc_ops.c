@@ -314,7 +314,8 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     if (cu_check(cu->cuStreamSynchronize(s), "cuStreamSynchronize", why, whylen) != 0)
         goto fail;
     uint64_t arn = c->allreduces + 1;
-    if (ipc_write_flag(c, F_AR, arn) != 0 || ipc_wait_all(c, F_AR, arn, why, whylen) != 0) {
+    ipc_write_flag(c, F_AR, arn);
+    if (ipc_wait_all(c, F_AR, arn, why, whylen) != 0) {
         res = ncclRemoteError;
         goto fail;
     }
@@ -335,11 +336,12 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
             goto fail;
     }
     /* Nobody refills its slot before every rank has read it. */
-    if (ipc_write_flag(c, F_AR2, arn) != 0 || ipc_wait_all(c, F_AR2, arn, why, whylen) != 0 ||
-        ipc_write_flag(c, F_DONE, opn + 1) != 0) {
+    ipc_write_flag(c, F_AR2, arn);
+    if (ipc_wait_all(c, F_AR2, arn, why, whylen) != 0) {
         res = ncclRemoteError;
         goto fail;
     }
+    ipc_write_flag(c, F_DONE, opn + 1);
     set_fence(c, sid, known, F_DONE, opn + 1);
     c->ops = opn + 1;
     c->allreduces = arn;

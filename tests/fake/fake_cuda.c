@@ -44,6 +44,7 @@
  *                               all: IPC handles opened, VMM handles imported)
  *
  * fakeCudaStats(&allocs, &ipc_opens) gives the first two numbers at any time,
+ * fakeCudaWaits() how many threads are in a stream wait ("work queues", below),
  * fakeCudaVmmStats(&handles, &maps, &reserves, &imports) the VMM ones.
  *
  * Virtual memory management (PyTorch's expandable segments): cuMemCreate
@@ -205,6 +206,7 @@ struct mapping {
 struct fake_stream {
     struct fake_stream *next;
     unsigned long long id;              /* cuStreamGetId: never reused */
+    unsigned flags;                     /* CU_STREAM_NON_BLOCKING or 0 */
 };
 
 /* The layout of a CUipcMemHandle made here. */
@@ -794,10 +796,94 @@ EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
 }
 EXPORT CUresult cuMemFree(CUdeviceptr dptr) ALIAS(cuMemFree_v2);
 
+/* ---------------------------------------------------------------- work queues
+ *
+ * What made the CPU fault tests pass while real GPUs hung (issue 27): on the
+ * driver a stream wait holds up more than its own stream.  A synchronous copy
+ * or memset (cuMemcpy, cuMemcpyHtoD/DtoH/DtoD, cuMemsetD8) runs on the legacy
+ * default stream, which waits for every blocking stream (NULL,
+ * CU_STREAM_LEGACY, CU_STREAM_PER_THREAD, or one created without
+ * CU_STREAM_NON_BLOCKING); and with CUDA_DEVICE_MAX_CONNECTIONS=1 every
+ * stream shares one work queue, so that any stream operation waits behind a
+ * wait queued on another stream.  Here a stream wait holds its calling
+ * thread, and these counts say how many threads of this process are in one
+ * (on a blocking stream; on any): a call that the driver would queue behind
+ * them waits until there is none, bounded as a wait, then says the driver
+ * would hang there and fails with CUDA_ERROR_LAUNCH_TIMEOUT. */
+static atomic_int waits_blocking, waits_all;
+
+/* How many threads of this process are in a stream wait (the tests of the fake). */
+EXPORT int fakeCudaWaits(void)
+{
+    return atomic_load(&waits_all);
+}
+
+static long wait_timeout_ms(void)
+{
+    const char *t = getenv("FAKE_CUDA_WAIT_TIMEOUT_MS");
+    if (!t || !*t)
+        return DEFAULT_WAIT_TIMEOUT_MS;
+    char *end;
+    long ms = strtol(t, &end, 10);
+    return *end || ms < 0 ? DEFAULT_WAIT_TIMEOUT_MS : ms;
+}
+
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+
+static int stream_blocking(CUstream stream)
+{
+    if ((uintptr_t)(void *)stream <= 2)
+        return 1;
+    int blocking = 1;
+    pthread_mutex_lock(&lock);
+    for (struct fake_stream *s = streams; s; s = s->next)
+        if ((void *)s == (void *)stream)
+            blocking = !(s->flags & CU_STREAM_NON_BLOCKING);
+    pthread_mutex_unlock(&lock);
+    return blocking;
+}
+
+static int one_work_queue(void)
+{
+    const char *v = getenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    return v && strcmp(v, "1") == 0;
+}
+
+/* The legacy stream's turn (legacy) or any stream's (a stream operation):
+ * CUDA_SUCCESS once no wait holds it up. */
+static CUresult behind_waits(const char *base, int legacy)
+{
+    atomic_int *held = one_work_queue() ? &waits_all : legacy ? &waits_blocking : NULL;
+    if (!held || atomic_load(held) == 0)
+        return CUDA_SUCCESS;
+    long long deadline = now_ns() + wait_timeout_ms() * 1000000LL;
+    while (atomic_load(held) > 0) {
+        if (now_ns() >= deadline) {
+            fprintf(stderr, "fake libcuda: %s queued behind a stream wait for %ld ms (%s): the driver would hang "
+                    "here\n", base, wait_timeout_ms(),
+                    held == &waits_all ? "CUDA_DEVICE_MAX_CONNECTIONS=1: one work queue"
+                                       : "the legacy default stream waits for the blocking streams");
+            return CUDA_ERROR_LAUNCH_TIMEOUT;
+        }
+        struct timespec ts = {0, 100000};
+        nanosleep(&ts, NULL);
+    }
+    return CUDA_SUCCESS;
+}
+
 static CUresult memset8(const char *base, CUdeviceptr dst, unsigned char uc, size_t n)
 {
     INJECT(base);
     NEED_CONTEXT();
+    CUresult q = behind_waits(base, strcmp(base, "cuMemsetD8") == 0);
+    if (q)
+        return q;
     if (n == 0)
         return CUDA_SUCCESS;
     if (!dst)
@@ -818,10 +904,14 @@ EXPORT CUresult cuMemsetD8Async(CUdeviceptr dst, unsigned char uc, size_t n, CUs
     return memset8("cuMemsetD8Async", dst, uc, n);
 }
 
+/* A copy; `base` without "Async" is a synchronous one (the legacy stream). */
 static CUresult copy(const char *base, void *dst, const void *src, size_t n)
 {
     INJECT(base);
     NEED_CONTEXT();
+    CUresult q = behind_waits(base, strstr(base, "Async") == NULL);
+    if (q)
+        return q;
     if (n == 0)
         return CUDA_SUCCESS;
     if (!dst || !src)
@@ -883,6 +973,39 @@ EXPORT CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr dst, const void *src, size_t n,
 }
 EXPORT CUresult cuMemcpyHtoDAsync(CUdeviceptr dst, const void *src, size_t n, CUstream stream)
     ALIAS(cuMemcpyHtoDAsync_v2);
+
+/* ---------------------------------------------------------------- host memory
+ * Registered host memory is its own device address (host pointers are device
+ * pointers here); the flags are checked as the driver's. */
+#define FAKE_HOSTREGISTER_FLAGS 0x0fu /* PORTABLE, DEVICEMAP, IOMEMORY, READ_ONLY */
+
+EXPORT CUresult cuMemHostRegister_v2(void *p, size_t bytes, unsigned int flags)
+{
+    INJECT("cuMemHostRegister");
+    NEED_CONTEXT();
+    if (!p || !bytes || (flags & ~FAKE_HOSTREGISTER_FLAGS))
+        return CUDA_ERROR_INVALID_VALUE;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemHostRegister(void *p, size_t bytes, unsigned int flags) ALIAS(cuMemHostRegister_v2);
+
+EXPORT CUresult cuMemHostUnregister(void *p)
+{
+    INJECT("cuMemHostUnregister");
+    return p ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+}
+
+EXPORT CUresult cuMemHostGetDevicePointer_v2(CUdeviceptr *dptr, void *p, unsigned int flags)
+{
+    INJECT("cuMemHostGetDevicePointer");
+    NEED_CONTEXT();
+    if (!dptr || !p || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    *dptr = (CUdeviceptr)(uintptr_t)p;
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuMemHostGetDevicePointer(CUdeviceptr *dptr, void *p, unsigned int flags)
+    ALIAS(cuMemHostGetDevicePointer_v2);
 
 /* ---------------------------------------------------------------- virtual memory management */
 
@@ -1539,23 +1662,6 @@ static int wait_holds(unsigned op, uint64_t cur, uint64_t value, int bits)
     }
 }
 
-static long wait_timeout_ms(void)
-{
-    const char *t = getenv("FAKE_CUDA_WAIT_TIMEOUT_MS");
-    if (!t || !*t)
-        return DEFAULT_WAIT_TIMEOUT_MS;
-    char *end;
-    long ms = strtol(t, &end, 10);
-    return *end || ms < 0 ? DEFAULT_WAIT_TIMEOUT_MS : ms;
-}
-
-static long long now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
-
 static uint64_t load(CUdeviceptr addr, int bits)
 {
     if (bits == 64)
@@ -1565,10 +1671,12 @@ static uint64_t load(CUdeviceptr addr, int bits)
 
 /* The stream is synchronous, so the calling thread is the one that waits; it
  * holds no lock meanwhile. */
-static CUresult wait_value(const char *base, int bits, CUdeviceptr addr, uint64_t value,
+static CUresult wait_loop(const char *base, unsigned op, int bits, CUdeviceptr addr, uint64_t value,
+                          uint64_t cur);
+
+static CUresult wait_value(const char *base, int bits, CUstream stream, CUdeviceptr addr, uint64_t value,
                            unsigned flags)
 {
-    static const char *const op_names[] = {"GEQ", "EQ", "AND", "NOR"};
     INJECT(base);
     NEED_CONTEXT();
     if (bits == 64 && no_memops())
@@ -1576,9 +1684,27 @@ static CUresult wait_value(const char *base, int bits, CUdeviceptr addr, uint64_
     unsigned op = flags & 3u;
     if ((flags & ~(3u | CU_STREAM_WAIT_VALUE_FLUSH)) || !addr || addr % (unsigned)(bits / 8))
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult q = behind_waits(base, 0);
+    if (q)
+        return q;
     uint64_t cur = load(addr, bits);
     if (wait_holds(op, cur, value, bits))
         return CUDA_SUCCESS;
+    int blocking = stream_blocking(stream);
+    atomic_fetch_add(&waits_all, 1);
+    if (blocking)
+        atomic_fetch_add(&waits_blocking, 1);
+    CUresult r = wait_loop(base, op, bits, addr, value, cur);
+    if (blocking)
+        atomic_fetch_sub(&waits_blocking, 1);
+    atomic_fetch_sub(&waits_all, 1);
+    return r;
+}
+
+/* A wait that did not hold at once: polls until it does, or the bound. */
+static CUresult wait_loop(const char *base, unsigned op, int bits, CUdeviceptr addr, uint64_t value, uint64_t cur)
+{
+    static const char *const op_names[] = {"GEQ", "EQ", "AND", "NOR"};
     long long deadline = now_ns() + wait_timeout_ms() * 1000000LL;
     long sleep_ns = 1000;
     for (unsigned i = 0;; i++) {
@@ -1610,6 +1736,9 @@ static CUresult write_value(const char *base, int bits, CUdeviceptr addr, uint64
         return CUDA_ERROR_NOT_SUPPORTED;
     if ((flags & ~CU_STREAM_WRITE_VALUE_NO_MEMORY_BARRIER) || !addr || addr % (unsigned)(bits / 8))
         return CUDA_ERROR_INVALID_VALUE;
+    CUresult q = behind_waits(base, 0);
+    if (q)
+        return q;
     if (bits == 64)
         __atomic_store_n((uint64_t *)(uintptr_t)addr, value, __ATOMIC_RELEASE);
     else
@@ -1620,8 +1749,7 @@ static CUresult write_value(const char *base, int bits, CUdeviceptr addr, uint64
 EXPORT CUresult cuStreamWaitValue64_v2(CUstream stream, CUdeviceptr addr, unsigned long long value,
                                        unsigned int flags)
 {
-    (void)stream;
-    return wait_value("cuStreamWaitValue64", 64, addr, value, flags);
+    return wait_value("cuStreamWaitValue64", 64, stream, addr, value, flags);
 }
 EXPORT CUresult cuStreamWaitValue64(CUstream stream, CUdeviceptr addr, unsigned long long value,
                                     unsigned int flags) ALIAS(cuStreamWaitValue64_v2);
@@ -1638,8 +1766,7 @@ EXPORT CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, unsigned
 EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned int value,
                                        unsigned int flags)
 {
-    (void)stream;
-    return wait_value("cuStreamWaitValue32", 32, addr, value, flags);
+    return wait_value("cuStreamWaitValue32", 32, stream, addr, value, flags);
 }
 EXPORT CUresult cuStreamWaitValue32(CUstream stream, CUdeviceptr addr, unsigned int value,
                                     unsigned int flags) ALIAS(cuStreamWaitValue32_v2);
@@ -1719,6 +1846,7 @@ EXPORT CUresult cuStreamCreate(CUstream *stream, unsigned int flags)
     static unsigned long long next_id = 16; /* under lock; below: the special handles' */
     pthread_mutex_lock(&lock);
     s->id = next_id++;
+    s->flags = flags;
     s->next = streams;
     streams = s;
     pthread_mutex_unlock(&lock);
@@ -1833,6 +1961,9 @@ static const struct {
     {"cuIpcCloseMemHandle", (void *)cuIpcCloseMemHandle},
     {"cuStreamWaitValue32", (void *)cuStreamWaitValue32_v2},
     {"cuStreamWaitValue64", (void *)cuStreamWaitValue64_v2},
+    {"cuMemHostRegister", (void *)cuMemHostRegister_v2},
+    {"cuMemHostUnregister", (void *)cuMemHostUnregister},
+    {"cuMemHostGetDevicePointer", (void *)cuMemHostGetDevicePointer_v2},
     {"cuStreamWriteValue32", (void *)cuStreamWriteValue32_v2},
     {"cuStreamWriteValue64", (void *)cuStreamWriteValue64_v2},
     {"cuStreamCreate", (void *)cuStreamCreate},

@@ -97,6 +97,7 @@ static CUresult (*cuStreamQuery)(CUstream);
 static CUresult (*cuStreamIsCapturing)(CUstream, int *);
 static CUresult (*cuPointerGetAttribute)(void *, int, CUdeviceptr);
 static int (*fakeCudaStats)(int *, int *);
+static int (*fakeCudaWaits)(void);
 static int (*fakeCudaVmmStats)(int *, int *, int *, int *);
 static CUresult (*cuMemGetAllocationGranularity)(size_t *, const CUmemAllocationProp *, int);
 static CUresult (*cuMemCreate)(CUmemGenericAllocationHandle *, size_t, const CUmemAllocationProp *,
@@ -728,19 +729,23 @@ static void *churn_thread(void *arg)
 struct waiter {
     CUdeviceptr flag;
     CUresult rc;
+    CUstream stream;
 };
 
 static void *wait_thread(void *arg)
 {
     struct waiter *w = arg;
-    w->rc = cuStreamWaitValue64(NULL, w->flag, 1, GEQ);
+    w->rc = cuStreamWaitValue64(w->stream, w->flag, 1, GEQ);
     return NULL;
 }
 
+/* The wait on a non-blocking stream: the churn's synchronous memsets are
+ * not queued behind it (test_queues). */
 static void test_threads(void)
 {
-    struct waiter w = {0, -1};
+    struct waiter w = {0, -1, NULL};
     cuMemAlloc(&w.flag, 8);
+    cuStreamCreate(&w.stream, 1);
     pthread_t wt, t[4];
     struct churn c[4];
     pthread_create(&wt, NULL, wait_thread, &w);
@@ -759,6 +764,59 @@ static void test_threads(void)
     cuStreamWriteValue64(NULL, w.flag, 1, 0);
     pthread_join(wt, NULL);
     is(w.rc, OK, "the waiting thread returns once another thread writes its flag");
+    cuStreamDestroy(w.stream);
+    cuMemFree(w.flag);
+}
+
+static int wait_count(void)
+{
+    return fakeCudaWaits();
+}
+
+/* What the driver queues behind a stream wait (fake_cuda.c, "work queues"):
+ * a synchronous copy behind a wait on the legacy stream, not behind one on a
+ * non-blocking stream; with CUDA_DEVICE_MAX_CONNECTIONS=1, any stream's
+ * operation behind any wait. */
+static void test_queues(void)
+{
+    CUstream nb = NULL;
+    uint64_t one = 1;
+    struct waiter w = {0, -1, NULL};
+    cuMemAlloc(&w.flag, 8);
+    cuStreamCreate(&nb, 1);
+    /* The waits' bound is read when they start, the queued calls' when they
+     * are held: long for the waits, short for the calls. */
+    setenv("FAKE_CUDA_WAIT_TIMEOUT_MS", "5000", 1);
+    pthread_t wt;
+    pthread_create(&wt, NULL, wait_thread, &w); /* on NULL: the legacy stream */
+    while (wait_count() == 0)
+        sched_yield();
+    CUdeviceptr other = 0;
+    cuMemAlloc(&other, 8);
+    setenv("FAKE_CUDA_WAIT_TIMEOUT_MS", "300", 1);
+    is(cuMemcpyHtoD(other, &one, 8), LAUNCH_TIMEOUT, "a synchronous copy waits behind a wait on the legacy stream "
+       "(then says the driver would hang there)");
+    is(cuStreamWriteValue64(nb, w.flag, 1, 0), OK, "a write on a non-blocking stream is not held up, and releases it");
+    pthread_join(wt, NULL);
+    is(w.rc, OK, "... the legacy stream's wait returns");
+    w.stream = nb;
+    cuStreamWriteValue64(nb, w.flag, 0, 0);
+    setenv("FAKE_CUDA_WAIT_TIMEOUT_MS", "5000", 1);
+    pthread_create(&wt, NULL, wait_thread, &w);
+    while (wait_count() == 0)
+        sched_yield();
+    is(cuMemcpyHtoD(other, &one, 8), OK, "a synchronous copy is not held up by a wait on a non-blocking stream");
+    setenv("FAKE_CUDA_WAIT_TIMEOUT_MS", "300", 1);
+    setenv("CUDA_DEVICE_MAX_CONNECTIONS", "1", 1);
+    is(cuStreamWriteValue64(NULL, w.flag, 1, 0), LAUNCH_TIMEOUT,
+       "CUDA_DEVICE_MAX_CONNECTIONS=1: a stream write waits behind a wait on another stream");
+    unsetenv("CUDA_DEVICE_MAX_CONNECTIONS");
+    *(volatile uint64_t *)(uintptr_t)w.flag = 1; /* a host store (registered host memory): no queue */
+    pthread_join(wt, NULL);
+    is(w.rc, OK, "... and a store from the host releases the wait");
+    unsetenv("FAKE_CUDA_WAIT_TIMEOUT_MS");
+    cuStreamDestroy(nb);
+    cuMemFree(other);
     cuMemFree(w.flag);
 }
 
@@ -1398,6 +1456,7 @@ int main(int argc, char **argv)
     cuGetProcAddress_v2 = sym("cuGetProcAddress_v2");
     cuGetProcAddress = sym("cuGetProcAddress");
     fakeCudaStats = sym("fakeCudaStats");
+    fakeCudaWaits = sym("fakeCudaWaits");
     /* Half of the functions through cuGetProcAddress, half by name. */
     cuInit = proc("cuInit");
     cuDriverGetVersion = sym("cuDriverGetVersion");
@@ -1455,6 +1514,7 @@ int main(int argc, char **argv)
     test_cross_process_wait();
     test_wait_conditions();
     test_threads();
+    test_queues();
     test_failure_injection();
     test_streams();
     test_exit_log();
