@@ -17,9 +17,10 @@
  * DONE: Send/Recv involve only some ranks, so it differs between ranks),
  * `bbytes` (bytes broadcast so far) and `allreduces` (the same on every rank).
  * Counters only grow.  Each counter has one writer, and every stream wait is
- * on this rank's own page (a wait polls; polling local memory is cheap, a
- * write across NVLink is posted), so a rank's neighbours write into its page
- * (but between two ranks on one GPU: "One GPU", below):
+ * on this rank's own page (a wait polls; a write is posted), so a rank's
+ * neighbours write into its page, and a rank that loses a peer releases
+ * its own waits by storing into its own page (but between two ranks on one
+ * GPU: "One GPU", below):
  *   AVAIL        (written by the predecessor) bytes of the broadcasts so far
  *                that are in this rank's buffer (PUSH) or that it holds where
  *                this rank may read them (PULL, STAGED)

@@ -8,8 +8,8 @@
  * A suspend gives back, on this rank alone (no peer need call anything, and
  * peers may be busy or suspended too), the mappings of its peers' buffers
  * and, with NCCL_SUSPEND_MEM, its staging (staging and Send/Recv slots: all
- * of its memory but the 4 KiB control page, which its peers' streams may
- * still wait on and write).  Every peer maps that staging through legacy
+ * of its GPU memory; its counters, which its peers' streams may still wait
+ * on and write, are host memory).  Every peer maps that staging through legacy
  * CUDA IPC, and freeing memory another process maps is undefined behaviour
  * (the driver keeps it allocated until the last mapping goes), so the free
  * waits until every peer has closed its mapping and said so (the protocol:
@@ -21,8 +21,9 @@
  * need it.
  *
  * ncclCommMemStats answers as NCCL's memory manager does: the staging is
- * "suspendable" (ncclStatGpuMemSuspend), the control page persistent, the
- * total both; a suspend changes none of them, only ncclStatGpuMemSuspended.
+ * "suspendable" (ncclStatGpuMemSuspend) and the whole of it (nothing of GPU
+ * memory is persistent: the counters are host memory); a suspend changes
+ * none of them, only ncclStatGpuMemSuspended.
  */
 #define _GNU_SOURCE
 #include "ipc_internal.h"
@@ -242,11 +243,6 @@ static void warn_held(const struct ipc_comm *c)
                   c->data_bytes);
 }
 
-static size_t persist_bytes(void)
-{
-    return FLAGS_BYTES;
-}
-
 int ipc_suspend(struct ipc_comm *c, int release, char *why, size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
@@ -334,6 +330,6 @@ void ipc_mem_stats(const struct ipc_comm *c, int suspended, uint64_t out[4])
 {
     out[ncclStatGpuMemSuspend] = c->data_bytes;
     out[ncclStatGpuMemSuspended] = (uint64_t)(suspended != 0);
-    out[ncclStatGpuMemPersist] = persist_bytes();
-    out[ncclStatGpuMemTotal] = persist_bytes() + c->data_bytes;
+    out[ncclStatGpuMemPersist] = 0;
+    out[ncclStatGpuMemTotal] = c->data_bytes;
 }

@@ -91,7 +91,13 @@ lost four-vmm 4 4 LOST_VICTIM=2 $XS
 lost four-staged 4 4 LOST_VICTIM=1 $XS NCCLSHIM_IPC_VMM=0
 lost four-allreduce 4 4 LOST_VICTIM=2 LOST_OP=allreduce
 lost four-sendrecv 4 4 LOST_VICTIM=2 LOST_OP=sendrecv
+# Megatron's setting: every stream in one work queue of the device.
 lost four-one-connection 4 4 LOST_VICTIM=2 CUDA_DEVICE_MAX_CONNECTIONS=1
+# Not only killed: a rank that exits without destroying anything, and one that crashes.
+lost colo-exit 1 2 LOST_VICTIM=1 LOST_HOW=exit
+lost two-abort 2 2 LOST_VICTIM=0 LOST_HOW=abort
+lost four-exit 4 4 LOST_VICTIM=3 LOST_HOW=exit
+lost four-abort 4 4 LOST_VICTIM=1 LOST_HOW=abort
 
 echo "1..$n"
 [ "$nfail" -eq 0 ]

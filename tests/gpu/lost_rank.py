@@ -22,6 +22,8 @@ Environment:
                           256 MiB from rank 0; allreduce: one float, host
                           synchronous; sendrecv: 64 MiB around the ring)
   LOST_DEVICE=<n>         every rank on GPU n (colocated); default: rank r on GPU r
+  LOST_HOW=kill|exit|abort  how the victim goes: SIGKILL (default), os._exit(3)
+                          without destroying anything, or os.abort() (a crash, SIGABRT)
 A survivor that stays stuck dumps its Python stack (faulthandler) after
 STUCK_S: the failure names where it was.
 """
@@ -50,6 +52,8 @@ VICTIM_ENV = "LOST_VICTIM"
 OP = os.environ.get("LOST_OP", "bcast")
 ONE_GPU = os.environ.get("LOST_DEVICE")
 GEN = int(os.environ.get("LOST_GEN", "0"))  # 1: the replacement of the lost rank
+HOW = os.environ.get("LOST_HOW", "kill")
+HOW_STATUS = {"kill": -signal.SIGKILL, "exit": 3, "abort": -signal.SIGABRT}  # the victim's exit status
 
 
 def victim(world):
@@ -101,6 +105,17 @@ class Loop:
         return e.value if rc == 0 else -100 - rc
 
 
+def die():
+    """The victim goes, LOST_HOW's way, its communicator alive."""
+    sys.stdout.flush()
+    if HOW == "exit":
+        os._exit(3)
+    if HOW == "abort":
+        faulthandler.disable()  # a crash, not a report of one
+        os.abort()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
 def synchronize_bounded(where):
     """torch.cuda.synchronize(), with the stack dumped if it is still there after STUCK_S."""
     import torch
@@ -120,7 +135,7 @@ def lose(args, res, lib, dev):
     for i in range(ITERS):
         if rank == victim(world) and i == KILL_AT:
             common.put_file(death_file, repr(time.time()).encode())
-            os.kill(os.getpid(), signal.SIGKILL)
+            die()
         rc = loop.run()
         synchronize_bounded("torch.cuda.synchronize() after operation %d" % i)
         t = time.time()
@@ -181,6 +196,14 @@ def worker(args):
     return res
 
 
+def where(outdir, r, gen):
+    """The step a worker was last in, from its stderr's "# in ..." lines."""
+    steps = [l[len("# in "):] for l in common.tail(os.path.join(outdir, "rank%d%s.err" % (r, ".gen%d" % gen if gen
+                                                                                          else "")), 400)
+             if l.startswith("# in ")]
+    return "in " + steps[-1] if steps else "before its first operation"
+
+
 def run_one(args, r, gen, env):
     outdir = args["outdir"]
     env = dict(env, LOST_GEN=str(gen))
@@ -205,15 +228,15 @@ def launch(args):
     world, v = args["world"], victim(args["world"])
     procs = {(r, 0): run_one(args, r, 0, env) for r in range(world)}
     deadline = time.monotonic() + args["timeout"]
-    summary = {"errors": [], "ranks": []}
+    summary = {"errors": [], "ranks": [], "victim": v, "how": HOW}
     while any(p.poll() is None for p in procs.values()) or (v, 1) not in procs:
         if (v, 1) not in procs and procs[(v, 0)].poll() is not None:
             procs[(v, 1)] = run_one(args, v, 1, env)
         if time.monotonic() > deadline:
             for (r, g), p in procs.items():
                 if p.poll() is None:
-                    summary["errors"].append("rank %d (generation %d) still running after %.0f s: killed"
-                                             % (r, g, args["timeout"]))
+                    summary["errors"].append("rank %d (generation %d) still running after %.0f s, stuck %s: killed"
+                                             % (r, g, args["timeout"], where(outdir, r, g)))
                     summary["errors"] += ["rank %d stacks: %s" % (r, l) for l in common.stacks(p.pid)]
                     p.kill()
             for p in procs.values():
@@ -226,7 +249,7 @@ def launch(args):
         for line in common.tail(os.path.join(outdir, "rank%d%s.out" % (r, suffix)), 1000):
             if line.startswith("RESULT "):
                 result = json.loads(line[len("RESULT "):])
-        expected_rc = -signal.SIGKILL if (r, g) == (v, 0) else 0
+        expected_rc = HOW_STATUS[HOW] if (r, g) == (v, 0) else 0
         if p.returncode != expected_rc:
             summary["errors"].append("rank %d (generation %d) exited with status %s" % (r, g, p.returncode))
         summary["ranks"].append({"rank": r, "gen": g, "returncode": p.returncode, "result": result})
@@ -249,8 +272,8 @@ def check(outdir):
             print("# " + e)
     for r in summary["ranks"]:
         res, who = r["result"] or {}, "%s rank %d" % (label, r["rank"])
-        if r["gen"] == 0 and r["returncode"] == -signal.SIGKILL:
-            continue  # the victim
+        if r["gen"] == 0 and r["rank"] == summary["victim"]:
+            continue
         if r["gen"] == 0:
             rel = res.get("release_s")
             chk(res.get("lost_at") is not None, "%s saw the loss (operation %s, rc %s, async %s)"

@@ -277,7 +277,7 @@ check "concurrent ipc comms: a teardown warning joins the one whose root just sa
 
 # rv_ipc_dead_peer: rank 1 exits right after init; the root saw it leave, rank 0 lost it mid-transfer
 run --check "$FX/rv_ipc_dead_peer"
-check "rv_ipc_dead_peer: ipc peer lost names the rank, how it ended, who saw it, and the fix" has '^PROBLEM id:0xa3f9e387: ipc peer lost: rank 1 \(vm pid 327\) left while the communicator ran: no end record, so its process died or was killed \(the OOM killer, a signal, the job scheduler\); the root \(vm pid 324\) saw rank 1 leave \(ipc_peer_left\); rank 0 lost its peer \(ipc-peer-lost\), 1 operation failed with ncclRemoteError after that \(first: ncclBroadcast on rank 0\): the transfer in flight, and whatever the communicator moved after that, is not valid; find why that process ended \(its log, the kernel log, the scheduler\); then create the communicator again and redo the transfer$' err
+check "rv_ipc_dead_peer: ipc peer lost names the rank, how it ended, who saw it, and the fix" has '^PROBLEM id:0xa3f9e387: ipc peer lost: rank 1 \(vm pid 327\) left while the communicator ran: no end record, so its process died or was killed \(the OOM killer, a signal, the job scheduler\); the root \(vm pid 324\) saw rank 1 leave \(ipc_peer_left\); rank 0 lost its peer \(ipc-peer-lost\), 1 operation failed with ncclRemoteError after that \(first: ncclBroadcast on rank 0\): the transfer in flight, and whatever the communicator moved after that, is not valid; find why that process ended \(its log, the kernel log, the scheduler\); then destroy or abort the communicator on every surviving rank \(their calls returned, with ncclRemoteError\), start a process in the lost rank.s place, and create a new communicator with a new unique ID to redo the transfer$' err
 check "rv_ipc_dead_peer: the failed broadcast is part of it, not a problem of its own; 2 problems in all" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 2 && has "^PROBLEM id:0xa3f9e387: rank 1 \\(pid 327\\) has no end record" err && ! has "ipc operation failed" err'
 check "rv_ipc_dead_peer: the decisions line says the rank left while it ran" has '^  id:0xa3f9e387: decided by root 127\.0\.0\.1:41721 \(0xd7927791\), 3 rounds: ipc; the root saw rank 1 leave while it ran \(ipc_peer_left\)$'
 run --json "$FX/rv_ipc_dead_peer"
@@ -289,12 +289,12 @@ check "dead peer, survivor's records only: the root's ipc_peer_left names the ra
 mkdir -p "$TMP/ipcexit"; cp "$FX"/rv_ipc2/*.jsonl "$TMP/ipcexit/"
 sed -i 's/"how":"destroy"/"how":"exit"/' "$TMP/ipcexit/ncclshim.vm.32722.jsonl"
 run --check "$TMP/ipcexit"
-check "ipc rank exited without destroy: ipc peer lost, fix: destroy before exit" has '^PROBLEM id:0x474f4f50: ipc peer lost: rank 1 \(vm pid 32722\) left while the communicator ran: its process exited without destroying it \(comm_end how exit\): the transfer in flight, .*; destroy the communicator on every rank before its process exits; then create the communicator again' err
+check "ipc rank exited without destroy: ipc peer lost, fix: destroy before exit" has '^PROBLEM id:0x474f4f50: ipc peer lost: rank 1 \(vm pid 32722\) left while the communicator ran: its process exited without destroying it \(comm_end how exit\): the transfer in flight, .*; destroy the communicator on every rank before its process exits; then destroy or abort the communicator on every surviving rank' err
 # rv_ipc2 with rank 1 still using it after rank 0 destroyed it: rank 1's warning comes before its end
 mkdir -p "$TMP/ipcearly"; cp "$FX"/rv_ipc2/*.jsonl "$TMP/ipcearly/"
 sed -i 's/"type":"comm_end","ts":1795269132.628220/"type":"comm_end","ts":1795269132.631000/' "$TMP/ipcearly/ncclshim.vm.32722.jsonl"
 run --check "$TMP/ipcearly"
-check "ipc rank destroyed while another still used it: ipc peer lost names it" has '^PROBLEM id:0x474f4f50: ipc peer lost: rank 0 destroyed the communicator while other ranks still used it; rank 1 lost its peer \(ipc-peer-lost\): .*; destroy an ipc communicator only after every rank.s last operation on it; then create' err
+check "ipc rank destroyed while another still used it: ipc peer lost names it" has '^PROBLEM id:0x474f4f50: ipc peer lost: rank 0 destroyed the communicator while other ranks still used it; rank 1 lost its peer \(ipc-peer-lost\): .*; destroy an ipc communicator only after every rank.s last operation on it; then destroy or abort' err
 
 # rv_ipc_allapi: every function on an ipc communicator (rank_client allapi=1): unsupported calls, and a Send/Recv that timed out
 run --check "$FX/rv_ipc_allapi"

@@ -54,6 +54,29 @@ err=$(tap_run 30 "$PY" "$B" --outdir "$TMP/b" --preload "$SHIM_LIB" --runs ipc,f
 [ $? -ne 0 ] && printf '%s' "$err" | grep -q "runs takes some of ipc,ipc-staged,nccl"
 ok $? "an unknown run is refused"
 
+# tests/gpu/lost_rank.py --check on a made-up run: a survivor stuck in its synchronisation fails
+# the run, and the failure names the rank and the step it was stuck in.
+L=$ROOT/tests/gpu/lost_rank.py
+mkdir -p "$TMP/lost"
+printf '%s\n' '{"ok": false, "victim": 1, "how": "kill", "errors": ["rank 0 (generation 0) still running after 60 s, stuck in torch.cuda.synchronize() after operation 5: killed"], "ranks": [{"rank": 0, "gen": 0, "returncode": -9, "result": null}, {"rank": 1, "gen": 0, "returncode": -9, "result": null}]}' > "$TMP/lost/summary.json"
+out=$(tap_run 30 "$PY" "$L" --check "$TMP/lost" 2>&1)
+like "$(printf '%s\n' "$out" | grep '^CHECK fail' | head -n 1)" 'rank 0 .*stuck in torch.cuda.synchronize\(\) after operation 5' \
+    "lost_rank.py --check: a stuck survivor fails, named with the step it was stuck in"
+like "$(printf '%s\n' "$out" | grep -c '^CHECK fail')" '^[4-9]$|^[1-9][0-9]$' "and its missing results fail too"
+# lost.sh's title globs, as the shim matches them (fnmatch), on the workers' command lines.
+roles=$(tap_run 30 "$PY" -c '
+import fnmatch, re, sys
+text = open(sys.argv[1]).read()
+train = re.search(r"NCCLSHIM_TRAINING_TITLES=.([^\x27]+)", text).group(1)
+infer = re.search(r"NCCLSHIM_INFERENCE_TITLES=.([^\x27]+)", text).group(1)
+for r in range(4):
+    title = "/usr/bin/python3 /x/tests/gpu/lost_rank.py --worker --rank %d --world 4 --outdir /o" % r
+    print("I" if fnmatch.fnmatchcase(title, infer) else "T" if fnmatch.fnmatchcase(title, train) else "U", end="")
+' "$ROOT/tests/gpu/lost.sh" 2>&1)
+is "$roles" "TIII" "lost.sh's title globs: rank 0 training, every other rank inference"
+bash -n "$ROOT/tests/gpu/lost.sh"
+ok $? "tests/gpu/lost.sh parses"
+
 S=$ROOT/tools/scenario/scenario.py
 like "$(tap_run 30 "$PY" "$S" --help 2>&1)" '--inference-ranks \{1,2\}' "scenario.py takes --inference-ranks 1 or 2"
 err=$(tap_run 30 "$PY" "$S" --outdir "$TMP/s" --inference-ranks 3 2>&1)

@@ -750,7 +750,10 @@ static void rule_ipc_peer_lost(inspect_state *st, communicator *c)
         msg = append(msg, xstrdup("; destroy the communicator on every rank before its process exits"));
     if (early.items && ++fixes)
         msg = append(msg, xstrdup("; destroy an ipc communicator only after every rank's last operation on it"));
-    msg = append(msg, xasprintf("; %s the communicator again and redo the transfer", fixes ? "then create" : "create"));
+    msg = append(msg, xasprintf("; %s destroy or abort the communicator on every surviving rank (their calls "
+                                "returned, with ncclRemoteError), start a process in the lost rank's place, and "
+                                "create a new communicator with a new unique ID to redo the transfer",
+                                fixes ? "then" : "to go on,"));
     add(c, msg);
 }
 
