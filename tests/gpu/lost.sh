@@ -45,9 +45,11 @@ nccl=$(timeout -k 5 120 "$PY" -c 'import sys; sys.path.insert(0, "'"$HERE"'"); i
 
 # lost <name> <gpus> <world> [VAR=value ...]: one run, its case named <name>;
 # <gpus>: 1 (every rank on the last GPU), or the number of GPUs it spreads over.
+# A name ending in -pull or -staged must have had hops of that kind.
 lost() {
-    local name=$1 gpus=$2 world=$3 dir=$WORK/lost-$1 rc
+    local name=$1 gpus=$2 world=$3 dir=$WORK/lost-$1 rc hop=
     shift 3
+    case $name in *-pull) hop=pull ;; *-staged) hop=staged ;; esac
     case ",${NCCLSHIM_GPU_LOST:-$name}," in *",$name,"*) ;; *) return ;; esac
     if [ "$gpus" -gt "$ngpu" ]; then
         skip "lost rank $name: needs $gpus GPUs, $ngpu here"
@@ -68,7 +70,7 @@ lost() {
     rc=$?
     ok $rc "lost rank $name ($world ranks on $gpus GPU(s), $*): the run ended in time, as expected"
     [ $rc -ne 0 ] && tail -n 40 "$dir/launcher.err" | diag
-    import_checks < <(timeout -k 5 60 "$PY" "$HERE/lost_rank.py" --check "$dir" 2>&1)
+    import_checks < <(timeout -k 5 60 "$PY" "$HERE/lost_rank.py" --check "$dir" $hop 2>&1)
 }
 
 XS=PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
@@ -86,6 +88,10 @@ lost two-sendrecv 2 2 LOST_VICTIM=1 LOST_OP=sendrecv
 # Four GPUs: the chain's root, middle and last; every operation.
 lost four-root 4 4 LOST_VICTIM=0
 lost four-middle 4 4 LOST_VICTIM=2
+# Pulled hops: a sender that does not wait for its receiver (NCCLSHIM_IPC_PUSH_WAIT_US=0) and comes
+# first says its data is ready, and the receiver copies from it.
+lost four-pull 4 4 LOST_VICTIM=2 NCCLSHIM_IPC_PUSH_WAIT_US=0
+lost two-pull 2 2 LOST_VICTIM=0 NCCLSHIM_IPC_PUSH_WAIT_US=0
 lost four-last 4 4 LOST_VICTIM=3
 lost four-vmm 4 4 LOST_VICTIM=2 $XS
 lost four-staged 4 4 LOST_VICTIM=1 $XS NCCLSHIM_IPC_VMM=0

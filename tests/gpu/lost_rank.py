@@ -14,7 +14,8 @@ communicator with a new unique ID, broadcasts a refit buffer bit-exact, and
 (on several GPUs) runs a torch.distributed all-reduce.
 
     python3 tests/gpu/lost_rank.py --outdir DIR --preload SHIM [--world N] [--timeout S]
-    python3 tests/gpu/lost_rank.py --check DIR        (CHECK lines)
+    python3 tests/gpu/lost_rank.py --check DIR [push|pull|staged]   (CHECK lines; the
+                          hop kind named must have carried some of the broadcasts)
 
 Environment:
   LOST_VICTIM=<rank>      the rank that dies (default: the last)
@@ -260,7 +261,18 @@ def launch(args):
     return summary
 
 
-def check(outdir):
+def hops_by_comm(outdir):
+    """Each ipc communicator's hops into its ranks (push/pull/staged), from the records."""
+    by = {}
+    for r in common.read_records(outdir):
+        if r.get("type") == "comm_end" and r.get("action") == "ipc":
+            h = by.setdefault(r.get("group", "?"), {"push": 0, "pull": 0, "staged": 0})
+            for k, v in r.get("ipc", {}).get("in", {}).items():
+                h[k] = h.get(k, 0) + v
+    return by
+
+
+def check(outdir, hop=None):
     chk = common.checker("lost_rank")
     with open(os.path.join(outdir, "summary.json")) as f:
         summary = json.load(f)
@@ -291,6 +303,10 @@ def check(outdir):
             % (who, " (replacement)" if r["gen"] else ""))
         if not res.get("one_gpu", False):
             chk(res.get("torch_allreduce_ok") is True, "%s: a torch all-reduce afterwards is right" % who)
+    by = hops_by_comm(outdir) if os.path.isdir(os.path.join(outdir, "records")) else {}
+    print("# hops into the ranks, per communicator (the lost one, then the new one): %s" % by)
+    if hop:
+        chk(any(h.get(hop, 0) > 0 for h in by.values()), "%s: some broadcasts were %s (%s)" % (label, hop, by))
     warned = False
     for name in os.listdir(outdir):
         if name.endswith(".err"):
@@ -301,8 +317,8 @@ def check(outdir):
 
 
 def main():
-    if len(sys.argv) == 3 and sys.argv[1] == "--check":
-        check(sys.argv[2])
+    if len(sys.argv) in (3, 4) and sys.argv[1] == "--check":
+        check(sys.argv[2], sys.argv[3] if len(sys.argv) == 4 else None)
         return 0
     args = common.parse_args(sys.argv)
     if args["worker"]:
