@@ -48,14 +48,12 @@ typedef unsigned long long CUmemGenericAllocationHandle;
     X(cuDeviceGetAttribute, (int *, int, CUdevice))                                                \
     X(cuMemAlloc, (CUdeviceptr *, size_t))                                                         \
     X(cuMemFree, (CUdeviceptr))                                                                    \
-    X(cuMemsetD8, (CUdeviceptr, unsigned char, size_t))                                            \
     X(cuIpcGetMemHandle, (CUipcMemHandle *, CUdeviceptr))                                          \
     X(cuIpcOpenMemHandle, (CUdeviceptr *, CUipcMemHandle, unsigned int))                           \
     X(cuIpcCloseMemHandle, (CUdeviceptr))                                                          \
     X(cuPointerGetAttribute, (void *, int, CUdeviceptr))                                           \
     X(cuMemcpyDtoDAsync, (CUdeviceptr, CUdeviceptr, size_t, CUstream))                             \
     X(cuMemcpyDtoH, (void *, CUdeviceptr, size_t))                                                 \
-    X(cuMemcpyDtoHAsync, (void *, CUdeviceptr, size_t, CUstream))                                  \
     X(cuMemcpyHtoD, (CUdeviceptr, const void *, size_t))                                           \
     X(cuStreamWaitValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                        \
     X(cuStreamWriteValue64, (CUstream, CUdeviceptr, uint64_t, unsigned int))                       \
