@@ -129,7 +129,12 @@ static void free_resources(struct ipc_comm *c)
     if (c->stream)
         c->cu->cuStreamDestroy(c->stream);
     ipc_unlink_shared(c);
-    for (int r = 0; c->shared && r < c->nranks; r++) {
+    /* A failed communicator's streams were released, not waited for: one may
+     * still write a counter.  Its pages stay pinned and mapped until the
+     * process ends (4 KiB of counters and a shared page per rank), rather
+     * than a late write fault on memory given back. */
+    int keep = atomic_load(&c->failed);
+    for (int r = 0; c->shared && r < c->nranks && !keep; r++) {
         if (c->peer[r])
             c->cu->cuMemHostUnregister(c->shared[r]->counters);
         if (c->shared[r])
