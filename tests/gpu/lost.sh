@@ -11,36 +11,7 @@
 # Every run is bounded (timeout -k 5): a survivor that hangs fails its case and
 # its stack (Python's faulthandler after 20 s, gdb's) says where it was.
 set -u
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-HERE=$ROOT/tests/gpu
-SHIM=${SHIM:-$ROOT/build/libncclshim.so}
-PY=${PYTHON:-python3}
-export NCCL_NVLS_ENABLE=0 # required on the GPU machine
-export PYTHONDONTWRITEBYTECODE=1
-. "$HERE/tap.sh"
-
-if ! timeout -k 5 60 nvidia-smi -L >/dev/null 2>&1; then
-    echo "1..0 # SKIP no GPU (nvidia-smi -L failed)"
-    exit 0
-fi
-ngpu=$(timeout -k 5 120 "$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null | tail -n 1)
-case $ngpu in '' | *[!0-9]*) ngpu=0 ;; esac
-if [ "$ngpu" -lt 1 ]; then
-    echo "1..0 # SKIP no GPU (torch sees $ngpu)"
-    exit 0
-fi
-if [ ! -f "$SHIM" ]; then
-    echo "Bail out! no shim at $SHIM (make build/libncclshim.so)"
-    exit 1
-fi
-if [ -n "${NCCLSHIM_GPU_KEEP:-}" ]; then
-    WORK=$NCCLSHIM_GPU_KEEP
-    mkdir -p "$WORK"
-else
-    WORK=$(mktemp -d /tmp/ncclshim-lost.XXXXXX)
-    trap 'rm -rf "$WORK"' EXIT
-fi
-nccl=$(timeout -k 5 120 "$PY" -c 'import sys; sys.path.insert(0, "'"$HERE"'"); import common; print(common.nccl_so_path())' 2>&1 | tail -n 1)
+. "$(dirname "${BASH_SOURCE[0]}")/prelude.sh"
 [ -f "$nccl" ] && export NCCL_LIB=$nccl
 
 # lost <name> <gpus> <world> [VAR=value ...]: one run, its case named <name>;

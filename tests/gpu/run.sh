@@ -11,43 +11,7 @@
 # Skips (1..0) without a GPU; the tests of 2 GPUs are skipped, with a reason, on one.
 # Every process runs under `timeout -k 5`.
 set -u
-ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-HERE=$ROOT/tests/gpu
-SHIM=${SHIM:-$ROOT/build/libncclshim.so}
-PY=${PYTHON:-python3}
-export NCCL_NVLS_ENABLE=0 # required on the GPU machine
-export PYTHONDONTWRITEBYTECODE=1
-
-. "$HERE/tap.sh"
-
-# --- skip without 2 GPUs ---------------------------------------------------
-if ! timeout -k 5 60 nvidia-smi -L >/dev/null 2>&1; then
-    echo "1..0 # SKIP no GPU (nvidia-smi -L failed)"
-    exit 0
-fi
-ngpu=$(timeout -k 5 120 "$PY" -c 'import torch; print(torch.cuda.device_count())' 2>/dev/null | tail -n 1)
-case $ngpu in '' | *[!0-9]*) ngpu=0 ;; esac
-if [ "$ngpu" -lt 1 ]; then
-    echo "1..0 # SKIP no GPU (torch sees $ngpu)"
-    exit 0
-fi
-if [ ! -f "$SHIM" ]; then
-    echo "Bail out! no shim at $SHIM (make build/libncclshim.so)"
-    exit 1
-fi
-
-if [ -n "${NCCLSHIM_GPU_KEEP:-}" ]; then
-    WORK=$NCCLSHIM_GPU_KEEP
-    mkdir -p "$WORK"
-else
-    WORK=$(mktemp -d /tmp/ncclshim-gpu.XXXXXX)
-    trap 'rm -rf "$WORK"' EXIT
-fi
-echo "# shim: $SHIM"
-echo "# work: $WORK"
-timeout -k 5 60 nvidia-smi -L 2>&1 | diag
-nccl=$(timeout -k 5 120 "$PY" -c 'import sys; sys.path.insert(0, "'"$HERE"'"); import common; print(common.nccl_so_path())' 2>&1 | tail -n 1)
-echo "# nccl: $nccl"
+. "$(dirname "${BASH_SOURCE[0]}")/prelude.sh"
 if [ -f "$nccl" ]; then
     export NCCL_LIB=$nccl # the workers (common.nccl_so_path) use the same one
     ok 0 "torch's libnccl.so.2 found"
