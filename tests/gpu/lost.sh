@@ -68,6 +68,7 @@ lost four-vmm 4 4 LOST_VICTIM=2 $XS
 lost four-staged 4 4 LOST_VICTIM=1 $XS NCCLSHIM_IPC_VMM=0
 lost four-allreduce 4 4 LOST_VICTIM=2 LOST_OP=allreduce
 lost four-sendrecv 4 4 LOST_VICTIM=2 LOST_OP=sendrecv
+lost four-allgather 4 4 LOST_VICTIM=1 LOST_OP=allgather
 # Megatron's setting: every stream in one work queue of the device.
 lost four-one-connection 4 4 LOST_VICTIM=2 CUDA_DEVICE_MAX_CONNECTIONS=1
 # Not only killed: a rank that exits without destroying anything, and one that crashes.

@@ -19,9 +19,10 @@ communicator with a new unique ID, broadcasts a refit buffer bit-exact, and
 
 Environment:
   LOST_VICTIM=<rank>      the rank that dies (default: the last)
-  LOST_OP=bcast|allreduce|sendrecv   the operation of the loop (default bcast:
-                          256 MiB from rank 0; allreduce: one float, host
-                          synchronous; sendrecv: 64 MiB around the ring)
+  LOST_OP=bcast|allreduce|sendrecv|allgather   the operation of the loop (default
+                          bcast: 256 MiB from rank 0; allreduce: one float, host
+                          synchronous; sendrecv: 64 MiB around the ring; allgather:
+                          64 MiB from each rank)
   LOST_DEVICE=<n>         every rank on GPU n (colocated); default: rank r on GPU r
   LOST_HOW=kill|exit|abort  how the victim goes: SIGKILL (default), os._exit(3)
                           without destroying anything, or os.abort() (a crash, SIGABRT)
@@ -78,11 +79,11 @@ class Loop:
         import torch
         self.lib, self.comm, self.rank, self.world = lib, comm, rank, world
         self.stream = cb.cudaStream_t(torch.cuda.current_stream().cuda_stream)
-        n = {"bcast": BCAST_BYTES, "sendrecv": P2P_BYTES, "allreduce": 4}[OP]
+        n = {"bcast": BCAST_BYTES, "sendrecv": P2P_BYTES, "allgather": P2P_BYTES, "allreduce": 4}[OP]
         self.a = torch.full((n,), rank, dtype=torch.uint8, device=dev)
-        self.b = torch.zeros(n, dtype=torch.uint8, device=dev)
+        self.b = torch.zeros(n * (world if OP == "allgather" else 1), dtype=torch.uint8, device=dev)
         self.f = lib.lib
-        self.f.ncclBroadcast.restype = self.f.ncclAllReduce.restype = ctypes.c_int
+        self.f.ncclBroadcast.restype = self.f.ncclAllReduce.restype = self.f.ncclAllGather.restype = ctypes.c_int
         self.f.ncclCommGetAsyncError.restype = ctypes.c_int
         self.f.ncclCommGetAsyncError.argtypes = [cb.ncclComm_t, ctypes.POINTER(ctypes.c_int)]
 
@@ -91,6 +92,9 @@ class Loop:
         if OP == "bcast":
             return f.ncclBroadcast(vp(self.a.data_ptr()), vp(self.a.data_ptr()), ctypes.c_size_t(self.a.numel()),
                                    cb.ncclUint8, 0, self.comm, s)
+        if OP == "allgather":
+            return f.ncclAllGather(vp(self.a.data_ptr()), vp(self.b.data_ptr()), ctypes.c_size_t(self.a.numel()),
+                                   cb.ncclUint8, self.comm, s)
         if OP == "allreduce":
             return f.ncclAllReduce(vp(self.a.data_ptr()), vp(self.b.data_ptr()), ctypes.c_size_t(1),
                                    cb.ncclFloat32, cb.ncclSum, self.comm, s)
