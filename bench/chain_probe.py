@@ -64,8 +64,9 @@ class Chain:
         self.dev = [torch.device("cuda", i) for i in range(n)]
         self.buf = [torch.empty(size, dtype=torch.uint8, device=d) for d in self.dev]
         self.buf[0].random_(0, 255)
-        for i in range(n - 1):  # peer access along the chain
+        for i in range(n - 1):  # peer access along the chain, both ways (torch enables it as it copies)
             self.buf[i + 1][:16].copy_(self.buf[i][:16])
+            self.buf[i][:16].copy_(self.buf[i + 1][:16])
         self.s = [torch.cuda.Stream(device=d) for d in self.dev]
         self.dflag = [torch.zeros(8, dtype=torch.int64, device=d) for d in self.dev]
         self.hflag = torch.zeros(8 * n, dtype=torch.int64).pin_memory()
