@@ -376,6 +376,7 @@ static const char *wu_name(enum wu_policy w)
     switch (w) {
     case WU_IPC: return "ipc";
     case WU_SOCKET: return "socket";
+    case WU_FRUGAL: return "frugal";
     case WU_DROP: return "drop";
     case WU_PASSTHROUGH: return "passthrough";
     default: return "auto";
@@ -425,7 +426,9 @@ static void decide_action(const struct policy *p, const struct rank_facts *facts
             sb_addf(&b, " (purpose %s): auto: ", purpose_name(out->purpose));
             out->action = auto_action(out, facts, nranks, &b);
         } else {
-            out->action = (int)r->action >= 0 && r->action < ACTION_FAIL ? r->action : ACTION_PASSTHROUGH;
+            out->action = (int)r->action >= 0 && r->action < ACTION_COUNT && r->action != ACTION_FAIL
+                              ? r->action
+                              : ACTION_PASSTHROUGH;
             sb_addf(&b, ": %s", action_name(out->action));
         }
         return;
@@ -436,6 +439,7 @@ static void decide_action(const struct policy *p, const struct rank_facts *facts
         switch (p->weight_update) {
         case WU_IPC: out->action = ACTION_IPC; return;
         case WU_SOCKET: out->action = ACTION_SOCKET; return;
+        case WU_FRUGAL: out->action = ACTION_FRUGAL; return;
         case WU_DROP: out->action = ACTION_DROP; return;
         case WU_PASSTHROUGH: out->action = ACTION_PASSTHROUGH; return;
         default:

@@ -56,12 +56,12 @@ static const char *const purposes[] = { [PURPOSE_UNKNOWN] = "unknown", [PURPOSE_
 static const char *const apis[] = { [API_OTHER] = "other", [API_TORCH] = "torch", [API_CTYPES] = "ctypes",
                                     [API_NCCL4PY] = "nccl4py", [API_CUPY] = "cupy" };
 #define APIS_TEXT "torch, ctypes, nccl4py, cupy, other"
-#define ACTIONS_TEXT "passthrough, socket, drop, ipc, auto"
+#define ACTIONS_TEXT "passthrough, socket, frugal, drop, ipc, auto"
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
 static const char *const action_names[ACTION_COUNT] = {
     [ACTION_PASSTHROUGH] = "passthrough", [ACTION_SOCKET] = "socket", [ACTION_DROP] = "drop",
-    [ACTION_IPC] = "ipc", [ACTION_FAIL] = "fail",
+    [ACTION_IPC] = "ipc", [ACTION_FAIL] = "fail", [ACTION_FRUGAL] = "frugal",
 };
 
 const char *action_name(enum action a)
@@ -366,6 +366,8 @@ static int parse_rule(struct parser *ps, struct rule *r)
         r->action = ACTION_PASSTHROUGH;
     else if (word_is(w, n, "socket"))
         r->action = ACTION_SOCKET;
+    else if (word_is(w, n, "frugal"))
+        r->action = ACTION_FRUGAL;
     else if (word_is(w, n, "drop"))
         r->action = ACTION_DROP;
     else if (word_is(w, n, "ipc"))
@@ -421,7 +423,8 @@ void policy_parse(struct policy *p, const char *weight_update, const char *rules
 
     if (weight_update && *weight_update) {
         static const char *const names[] = { [WU_AUTO] = "auto", [WU_IPC] = "ipc", [WU_SOCKET] = "socket",
-                                             [WU_DROP] = "drop", [WU_PASSTHROUGH] = "passthrough" };
+                                             [WU_DROP] = "drop", [WU_PASSTHROUGH] = "passthrough",
+                                             [WU_FRUGAL] = "frugal" };
         const char *b = weight_update, *e = weight_update + strlen(weight_update);
         while (b < e && is_space(*b))
             b++;
@@ -436,7 +439,7 @@ void policy_parse(struct policy *p, const char *weight_update, const char *rules
         } else {
             char shown[80];
             quote_bytes(shown, weight_update, strlen(weight_update), 60);
-            set_error(p, "NCCLSHIM_WEIGHT_UPDATE='%s': not one of auto, ipc, socket, drop, passthrough", shown);
+            set_error(p, "NCCLSHIM_WEIGHT_UPDATE='%s': not one of auto, ipc, socket, frugal, drop, passthrough", shown);
         }
     }
     if (rules)

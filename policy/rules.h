@@ -8,10 +8,13 @@
 
 #include "facts.h"
 
-enum action { ACTION_PASSTHROUGH = 0, ACTION_SOCKET, ACTION_DROP, ACTION_IPC, ACTION_FAIL, ACTION_COUNT };
+/* The values travel in the rendezvous's verdicts: new actions go last, so
+ * that a shim of an older release reads the old ones as before (and refuses
+ * a newer one as out of range, as its wire check says). */
+enum action { ACTION_PASSTHROUGH = 0, ACTION_SOCKET, ACTION_DROP, ACTION_IPC, ACTION_FAIL, ACTION_FRUGAL, ACTION_COUNT };
 
 /* NCCLSHIM_WEIGHT_UPDATE */
-enum wu_policy { WU_AUTO = 0, WU_IPC, WU_SOCKET, WU_DROP, WU_PASSTHROUGH };
+enum wu_policy { WU_AUTO = 0, WU_IPC, WU_SOCKET, WU_DROP, WU_PASSTHROUGH, WU_FRUGAL };
 
 #define POLICY_MAX_RULES 32
 #define POLICY_MAX_CONDS 8

@@ -50,7 +50,7 @@ struct shim_comm {
     char group[160];
     int action;                         /* enum action carried out (policy/decide.h) */
     uint64_t decision_id;               /* the root's decision, 0 if none */
-    void *net_config;                   /* action socket: the config NCCL was given, freed with it */
+    void *net_config;                   /* action socket or frugal: the config NCCL was given, freed with it */
     struct ipc_comm *ipc;               /* action ipc: the transport (shim-only), freed with it */
     atomic_uint splits, shrinks, grows; /* to name children: <group>/split<N> */
     atomic_int suspended;               /* shim-only: between ncclCommSuspend and ncclCommResume */

@@ -16,8 +16,11 @@
 #include <strings.h>
 #include <unistd.h>
 
-/* ncclConfig_t.netName exists since NCCL 2.14. */
+/* ncclConfig_t.netName exists since NCCL 2.14, minCTAs and maxCTAs since
+ * 2.17, nChannelsPerNetPeer since 2.28. */
 #define NCCL_NETNAME_SINCE 21400
+#define NCCL_CTAS_SINCE 21700
+#define NCCL_NET_PEER_CHANNELS_SINCE 22800
 
 int plan_should_mark(enum api_family caller_api)
 {
@@ -55,8 +58,10 @@ static void fill_facts(const struct plan_input *in, const struct plan *p, struct
     f->strict_error = cfg->policy.strict && !cfg->policy.ok;
 }
 
-/* The caller's config (or NCCL's defaults) with netName = "Socket". */
-static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t whylen)
+/* A copy of the caller's config (or NCCL's defaults), every field kept, at
+ * least `upto` bytes long (an older caller's config extended with NCCL's
+ * defaults to hold the field the action sets). */
+static ncclConfig_t *config_copy(const ncclConfig_t *user, size_t upto, char *why, size_t whylen)
 {
     size_t size = sizeof(ncclConfig_t);
     int user_ok = user && user->magic == NCCL_CONFIG_MAGIC && user->size >= offsetof(ncclConfig_t, blocking);
@@ -82,10 +87,36 @@ static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t w
         *ints[i] = NCCL_CONFIG_UNDEF_INT;
     if (user_ok) {
         memcpy(c, user, user->size);
-        if (c->size < offsetof(ncclConfig_t, netName) + sizeof(c->netName))
-            c->size = sizeof(ncclConfig_t); /* an old caller's config: extend it to hold netName */
+        if (c->size < upto)
+            c->size = sizeof(ncclConfig_t);
     }
-    c->netName = "Socket";
+    return c;
+}
+
+/* The caller's config with netName = "Socket". */
+static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t whylen)
+{
+    ncclConfig_t *c = config_copy(user, offsetof(ncclConfig_t, netName) + sizeof(c->netName), why, whylen);
+    if (c)
+        c->netName = "Socket";
+    return c;
+}
+
+/* The caller's config held to one channel: the fewest network connections
+ * NCCL makes for a communicator (docs/policy.md, "frugal"); on NCCL 2.28+
+ * also one channel per network peer for point-to-point. */
+static ncclConfig_t *frugal_config(const ncclConfig_t *user, int version, char *why, size_t whylen)
+{
+    int per_peer = !version || version >= NCCL_NET_PEER_CHANNELS_SINCE;
+    size_t upto = per_peer ? offsetof(ncclConfig_t, nChannelsPerNetPeer) + sizeof(int)
+                           : offsetof(ncclConfig_t, maxCTAs) + sizeof(int);
+    ncclConfig_t *c = config_copy(user, upto, why, whylen);
+    if (!c)
+        return NULL;
+    c->minCTAs = 1;
+    c->maxCTAs = 1;
+    if (per_peer)
+        c->nChannelsPerNetPeer = 1;
     return c;
 }
 
@@ -98,18 +129,39 @@ struct setup_ctx {
     char socket_why[FACTS_SOCKET_WHY_LEN]; /* ... and, if it failed, this reason */
 };
 
-static int prepare_socket(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
+/* The init function a config goes to (ncclCommInitRank has none: the
+ * shim calls ncclCommInitRankConfig instead), if this NCCL has it. */
+static int config_init_found(const struct plan_input *in, char *why, size_t whylen)
 {
     enum fn_index fn = strcmp(in->fn, "ncclCommInitRankScalable") == 0 ? FN_ncclCommInitRankScalable
                                                                        : FN_ncclCommInitRankConfig;
-    if (in->slot->version && in->slot->version < NCCL_NETNAME_SINCE) {
-        snprintf(why, whylen, "NCCL %d has no ncclConfig_t.netName (2.14 or later needed)", in->slot->version);
-        return -1;
-    }
     if (!shim_resolve(in->slot, fn, NULL)) {
         snprintf(why, whylen, "the NCCL library (%s) lacks %s", in->slot->path, shim_fn_names[fn]);
         return -1;
     }
+    return 0;
+}
+
+static int prepare_frugal(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
+{
+    if (in->slot->version && in->slot->version < NCCL_CTAS_SINCE) {
+        snprintf(why, whylen, "NCCL %d has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later needed)", in->slot->version);
+        return -1;
+    }
+    if (config_init_found(in, why, whylen) != 0)
+        return -1;
+    p->net_config = frugal_config(in->config, in->slot->version, why, whylen);
+    return p->net_config ? 0 : -1;
+}
+
+static int prepare_socket(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
+{
+    if (in->slot->version && in->slot->version < NCCL_NETNAME_SINCE) {
+        snprintf(why, whylen, "NCCL %d has no ncclConfig_t.netName (2.14 or later needed)", in->slot->version);
+        return -1;
+    }
+    if (config_init_found(in, why, whylen) != 0)
+        return -1;
     /* NCCL_NET would override the config's netName: the init hides it
      * (shim/nccl/net_env.c) where that is sure to work; otherwise every rank
      * passes through, rather than one silently leaving Socket. */
@@ -156,6 +208,8 @@ static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why
         }
         return prepare_socket(in, p, why, whylen);
     }
+    if (action == ACTION_FRUGAL)
+        return prepare_frugal(in, p, why, whylen);
     snprintf(why, whylen, "action %s cannot be set up by this version of the shim", action_name((enum action)action));
     return -1;
 }
@@ -278,11 +332,11 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         shim_comm_free(p->vcomm);
         p->vcomm = NULL;
     }
-    if (p->action != ACTION_SOCKET) {
+    if (!plan_configures(p)) {
         free(p->net_config);
         p->net_config = NULL;
     }
-    if ((p->action == ACTION_DROP && !p->vcomm) || (p->action == ACTION_SOCKET && !p->net_config) ||
+    if ((p->action == ACTION_DROP && !p->vcomm) || (plan_configures(p) && !p->net_config) ||
         (p->action == ACTION_IPC && (!p->vcomm || !p->ipc))) {
         /* Committed without this rank's vote: cannot happen with a correct root. */
         shim_warn("rendezvous", "the root committed %s, which this rank did not set up; passthrough",

@@ -38,8 +38,16 @@ struct plan {
     /* Set up in round 2; taken by lifecycle.c, else freed by plan_release. */
     struct shim_comm *vcomm;            /* drop, ipc: the shim-only handle */
     struct ipc_comm *ipc;               /* ipc: the transport */
-    ncclConfig_t *net_config;           /* socket: the caller's config with netName "Socket" */
+    /* socket: the caller's config with netName "Socket"; frugal: held to one
+     * channel (plan_configures) */
+    ncclConfig_t *net_config;
 };
+
+/* Whether the action gives NCCL a config of the shim's (net_config). */
+static inline int plan_configures(const struct plan *p)
+{
+    return p->action == ACTION_SOCKET || p->action == ACTION_FRUGAL;
+}
 
 void plan_creation(const struct plan_input *in, struct plan *out);
 void plan_release(struct plan *p);

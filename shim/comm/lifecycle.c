@@ -193,6 +193,20 @@ static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
 }
 
 /* The decision's part of a comm record: purpose, action, network, rendezvous. */
+/* What frugal told NCCL (docs/records.md, "frugal"): the fields it set. */
+static void record_frugal(struct jw *w, const ncclConfig_t *told)
+{
+    jw_open(w, "frugal", '{');
+    jw_int(w, "minCTAs", told->minCTAs);
+    jw_int(w, "maxCTAs", told->maxCTAs);
+    if (told->size >= offsetof(ncclConfig_t, nChannelsPerNetPeer) + sizeof(int) &&
+        told->nChannelsPerNetPeer != NCCL_CONFIG_UNDEF_INT)
+        jw_int(w, "nChannelsPerNetPeer", told->nChannelsPerNetPeer);
+    else
+        jw_null(w, "nChannelsPerNetPeer");
+    jw_close(w, '}');
+}
+
 static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *config, int nccl_made)
 {
     jw_str(w, "purpose", purpose_name(p->purpose));
@@ -209,6 +223,8 @@ static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *
         jw_str(w, "net", net);
         jw_str(w, "net_by", net_by);
     }
+    if (p->action == ACTION_FRUGAL && p->net_config)
+        record_frugal(w, p->net_config);
     if (p->marked) {
         jw_open(w, "decision", '{');
         jw_str(w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
@@ -280,7 +296,7 @@ static void register_creation(struct creation *c, struct shim_comm *h, int cuda_
     struct plan *p = &c->plan;
     h->action = p->action;
     h->decision_id = p->marked ? p->rv.v.decision_id : 0;
-    if (p->action == ACTION_SOCKET) {
+    if (plan_configures(p)) {
         h->net_config = p->net_config; /* NCCL may keep reading it: it lives as long as the communicator */
         p->net_config = NULL;
     }
@@ -402,10 +418,11 @@ static int carried_out_by_shim(struct creation *c, ncclComm_t *newcomm, ncclResu
     return 0;
 }
 
-/* The config NCCL gets: the caller's, or for socket the copy with netName "Socket". */
+/* The config NCCL gets: the caller's, or the shim's copy of it (socket:
+ * netName "Socket"; frugal: one channel). */
 static ncclConfig_t *config_for(struct creation *c, ncclConfig_t *config)
 {
-    return c->plan.action == ACTION_SOCKET ? c->plan.net_config : config;
+    return plan_configures(&c->plan) ? c->plan.net_config : config;
 }
 
 /* Around the real init: for socket, NCCL_NET is hidden from it (and from
@@ -443,7 +460,7 @@ ncclResult_t life_ncclCommInitRank(struct shim_slot *slot, const void *caller, n
     begin_creation(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL);
     ncclResult_t r;
     if (!carried_out_by_shim(&c, newcomm, &r)) {
-        if (c.plan.action == ACTION_SOCKET) { /* only InitRankConfig takes a netName; prepared in round 2 */
+        if (plan_configures(&c.plan)) { /* only InitRankConfig takes a config; prepared in round 2 */
             redirect_begin(&c);
             r = REAL(slot, ncclCommInitRankConfig, caller)(newcomm, nranks, commId, rank, c.plan.net_config);
             redirect_end(&c);

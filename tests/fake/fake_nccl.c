@@ -34,7 +34,10 @@
  *                 ncclConfig_t *   config=<ptr> netName=<string or (null)>
  *                                  blocking=<int or (null)>; the fields are
  *                                  (null) when config is NULL, has a wrong
- *                                  magic, or a size too small to hold them
+ *                                  magic, or a size too small to hold them;
+ *                                  then ctas=<minCTAs>,<maxCTAs> and
+ *                                  perpeer=<nChannelsPerNetPeer>, each only
+ *                                  where the config holds it
  *                 ncclTeam_t       team=<nRanks>,<rank>,<stride>
  *   outputs     after the arguments, on success, as *<param>=<value>:
  *                 *newcomm=0x..  *comms=0x..,0x..  *count=1  *rank=0
@@ -256,6 +259,11 @@ static void log_config(struct line *L, const char *key, ncclConfig_t *c)
         line_add(L, " blocking=%d", c->blocking);
     else
         line_add(L, " blocking=(null)");
+    /* The channel bounds (frugal's): minCTAs,maxCTAs and nChannelsPerNetPeer, where the config has them. */
+    if (c && config_ok(c) && CFG_HAS(c, maxCTAs))
+        line_add(L, " ctas=%d,%d", c->minCTAs, c->maxCTAs);
+    if (c && config_ok(c) && CFG_HAS(c, nChannelsPerNetPeer))
+        line_add(L, " perpeer=%d", c->nChannelsPerNetPeer);
     /* A 2.29+ caller's config: every field as NCCL got it (size, version,
      * then the ints and commName in declaration order). */
     if (c && config_ok(c) && c->version >= 22900 && CFG_HAS(c, graphStreamOrdering))

@@ -222,6 +222,40 @@ inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank" in l]
 ok(len(inits) == 2 and all(" net=IB " in l and "netName=Socket" not in l for l in inits),
    "and NCCL was called as without the shim on both", inits)
 
+# 3b. frugal: a real NCCL communicator on the container's network, held to one channel
+#     (minCTAs = maxCTAs = 1, and on NCCL 2.28+ nChannelsPerNetPeer = 1); every other
+#     config field the application set is kept, NCCL_NET is left alone, and the record
+#     says what NCCL was told.
+d, procs, ids = scenario("frugal", 2, {"NCCLSHIM_WEIGHT_UPDATE": "frugal", "NCCL_NET": "IB"}, roles(1),
+                         root_args=["fn=config", "ops=2"], rank_args=["ops=2"])
+all_comms_ok(procs, "frugal: both inits, operations and destroys succeed")
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "frugal" and c["frugal"] == {"minCTAs": 1, "maxCTAs": 1,
+                                                                    "nChannelsPerNetPeer": 1} for c in cr),
+   "both ranks: action frugal, the record says minCTAs 1, maxCTAs 1, nChannelsPerNetPeer 1", cr)
+ok(all(c["net"] == "IB" for c in cr), "the network stays the container's (NCCL_NET=IB, not hidden)", cr)
+inits = sorted(l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank" in l)
+ok(len(inits) == 2 and all("ncclCommInitRankConfig" in l and "netName=(null)" in l and " ctas=1,1 perpeer=1" in l
+                           and " net=IB " in l for l in inits),
+   "NCCL saw ncclCommInitRankConfig with one channel on both ranks, no netName, on IB (the app called "
+   "ncclCommInitRank on rank 1)", inits)
+ok(len([l for l in inits if "blocking=1 " in l]) == 1, "rank 0's own config field (blocking=1) is kept", inits)
+# An NCCL from before nChannelsPerNetPeer (2.18): the channels only, and the record says so.
+d, procs, ids = scenario("frugal218", 2, {"NCCLSHIM_WEIGHT_UPDATE": "frugal", "FAKE_NCCL_VERSION": "21806"},
+                         roles(1))
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "frugal" and c["frugal"]["maxCTAs"] == 1
+                        and c["frugal"]["nChannelsPerNetPeer"] is None for c in cr),
+   "NCCL 2.18: frugal with minCTAs/maxCTAs 1, nChannelsPerNetPeer not set (null in the record)", cr)
+# A rank whose NCCL predates minCTAs/maxCTAs (2.16) vetoes: passthrough for all, its reason given.
+d, procs, ids = scenario("frugalveto", 2, {"NCCLSHIM_WEIGHT_UPDATE": "frugal"},
+                         lambda r: dict(roles(1)(r), **({"FAKE_NCCL_VERSION": "21605"} if r == 1 else {})))
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "passthrough" and "rank 1 could not set up frugal" in c["action_reason"]
+                        and "2.17" in c["action_reason"] for c in cr),
+   "a rank that vetoes frugal (NCCL 2.16): passthrough for all, with its reason", cr)
+ok(not [l for l in fake_lines(d + "/fake.log") if " ctas=1,1" in l], "and nobody called NCCL with one channel")
+
 # 4. drop: no NCCL communicator, the shim answers, traffic is counted.
 d, procs, ids = scenario("drop", 2, {"NCCLSHIM_WEIGHT_UPDATE": "drop"}, roles(1), root_args=["ops=3"],
                          rank_args=["ops=3"])

@@ -362,6 +362,7 @@ static void test_actions(void)
     struct { const char *v; enum wu_policy wu; enum action a; } wus[] = {
         { "ipc", WU_IPC, ACTION_IPC },
         { "socket", WU_SOCKET, ACTION_SOCKET },
+        { "frugal", WU_FRUGAL, ACTION_FRUGAL },
         { " DROP ", WU_DROP, ACTION_DROP },
         { "Passthrough", WU_PASSTHROUGH, ACTION_PASSTHROUGH },
         { "auto", WU_AUTO, ACTION_SOCKET },
@@ -389,6 +390,12 @@ static void test_actions(void)
 
 static void test_rules(void)
 {
+    parse(NULL, "purpose=weight-update,hosts>1:frugal", NULL);
+    nemo_rl("h2");
+    run(3);
+    ok(P.ok && P.rules[0].action == ACTION_FRUGAL && D.action == ACTION_FRUGAL && D.rule == 0 &&
+           has(D.action_reason, "matches: frugal"),
+       "a rule may choose frugal");
     parse(NULL, "purpose=weight-update:drop", NULL);
     ok(P.ok && P.nrules == 1 && P.rules[0].ncond == 1 && P.rules[0].action == ACTION_DROP &&
            strcmp(P.rules[0].source, "purpose=weight-update:drop") == 0,
@@ -524,9 +531,9 @@ static void test_errors(void)
     ok(has(P.error, "position 9 (near '')"), "error at the end: near ''");
     rules_error("nranks=2;*:drop", 9, "missing ':ACTION'", "missing ':' before ';'");
     rules_error("title~\"x\" y:drop", 11, "unexpected text after a quoted value", "text after a quoted value");
-    rules_error("nranks=2:", 10, "missing action after ':' (actions: passthrough, socket, drop, ipc, auto)", "missing action");
+    rules_error("nranks=2:", 10, "missing action after ':' (actions: passthrough, socket, frugal, drop, ipc, auto)", "missing action");
     rules_error("nranks=2: ;*:drop", 11, "missing action after ':'", "missing action before ';'");
-    rules_error("nranks=2:explode", 10, "unknown action 'explode' (actions: passthrough, socket, drop, ipc, auto)",
+    rules_error("nranks=2:explode", 10, "unknown action 'explode' (actions: passthrough, socket, frugal, drop, ipc, auto)",
                 "unknown action");
     rules_error("*:fail", 3, "a rule cannot choose 'fail'", "fail is not a rule action");
     rules_error("title~ray::Foo:drop", 11, "a value that contains ':', ',' or ';' must be quoted", "unquoted ':' hints at quoting");
@@ -596,7 +603,7 @@ static void test_errors(void)
 
     parse("bogus", "*:socket", NULL);
     ok(!P.ok && P.nrules == 1 &&
-           has(P.error, "NCCLSHIM_WEIGHT_UPDATE='bogus': not one of auto, ipc, socket, drop, passthrough"),
+           has(P.error, "NCCLSHIM_WEIGHT_UPDATE='bogus': not one of auto, ipc, socket, frugal, drop, passthrough"),
        "bad NCCLSHIM_WEIGHT_UPDATE: error names variable, value, allowed values; rules still parsed");
     run(3);
     ok(D.action == ACTION_PASSTHROUGH && has(D.action_reason, "NCCLSHIM_WEIGHT_UPDATE='bogus'"),
