@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..138"
+echo "1..140"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -342,6 +342,14 @@ check "efasim no shim -v: log-only ranks say so" has '^  rank 0: gpu1 pid 4100 t
 run --check "$FX/efasim_passthrough"
 check "efasim passthrough (shim records): the weight-update comm on EFASim, training on Socket" eval 'has "^id:0x3c0ffee1 +weight-update +passthrough +3/3 .* EFASim +- " && has "^id:0x9a1bed22 +training +passthrough +2/2 .* Socket +2 "'
 check "efasim passthrough: --check flags both rules, naming the weight-update comm" eval 'test $rc -eq 1 && has "^PROBLEM id:0x9a1bed22: training communicator on Socket \(NCCL log, ranks 0,1\)$" err && has "^PROBLEM id:0x9a1bed22: fell back to Socket on ranks 0,1 .*id:0x3c0ffee1 \(ranks 0,1,2 on EFASim\)" err && test "$(wc -l <"$TMP/err")" -eq 2'
+# frugal (the weight-update comm of efasim_passthrough made frugal): one rank's NCCL took 4 channels
+mkdir -p "$TMP/frugal"; cp "$FX"/efasim_passthrough/* "$TMP/frugal/"
+sed -i '/"group":"id:0x3c0ffee1000000a1"/s/"action":"passthrough"/"action":"frugal"/' "$TMP"/frugal/ncclshim.*.jsonl
+sed -i '/comm 0x55d0a0003000 .* Init START/a gpu1:4102:4102 [2] NCCL INFO 4 coll channels, 4 collnet channels, 0 nvls channels, 4 p2p channels, 1 p2p channels per peer' "$TMP/frugal/nccl.gpu1.4102.log"
+run --check "$TMP/frugal"
+check "frugal: --check says rank 2's NCCL took 4 channels, and what overrides the config" has '^PROBLEM id:0x3c0ffee1: frugal ineffective on rank 2: NCCL took up to 4 channels where the shim told it 1 \(NCCL log\); NCCL_MIN_NCHANNELS or NCCL_MIN_CTAS' err
+run --json "$TMP/frugal"
+check "frugal --json: rank 2's nccl_coll_channels is 4" jqt '[.communicators[] | select(.group == "id:0x3c0ffee1000000a1") | .ranks[] | select(.rank == 2) | .nccl_coll_channels] == [4]'
 run --check "$FX/efasim_ipc"
 check "efasim ipc: training on EFASim, --check passes" eval 'test $rc -eq 0 && test ! -s "$TMP/err" && has "^id:0x3c0ffee1 +weight-update +ipc +3/3 .* ipc +- " && has "^id:0x9a1bed22 +training +passthrough +2/2 .* EFASim +- "'
 run --check "$FX/efasim_socket"

@@ -477,6 +477,32 @@ static void rule_failed_by_policy(inspect_state *st, communicator *c)
 }
 
 /*
+ * frugal told NCCL one channel (minCTAs = maxCTAs = 1); NCCL's log says how
+ * many it took.  More means something outside the config won: the
+ * environment's NCCL_MIN_NCHANNELS or NCCL_MIN_CTAS, which NCCL lets
+ * override it, and the communicator takes more of the fabric than asked.
+ */
+static void rule_frugal_ineffective(inspect_state *st, communicator *c)
+{
+    (void)st;
+    list_buf b = {0};
+    int most = 0;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        const rank_rec *r = c->ranks[i];
+        if (!r->action || strcmp(r->action, "frugal") != 0 || r->coll_channels <= 1)
+            continue;
+        lb_add_ll(&b, r->rank);
+        if (r->coll_channels > most)
+            most = r->coll_channels;
+    }
+    if (b.items)
+        add(c, xasprintf("frugal ineffective on rank%s %s: NCCL took up to %d channels where the shim told it 1 "
+                         "(NCCL log); NCCL_MIN_NCHANNELS or NCCL_MIN_CTAS in the environment win over the config: "
+                         "unset them for the job, or use socket for this communicator",
+                         b.items > 1 ? "s" : "", b.s, most));
+}
+
+/*
  * NCCL names a network for every communicator, even one whose ranks all talk
  * over NVLink or shared memory; Socket only hurts when data crosses it: the
  * ranks span hosts, or NCCL logged channels "via NET/Socket".
@@ -921,6 +947,7 @@ static const struct {
     {"actions disagree", rule_actions_disagree},
     {"decision fell back", rule_decision_fell_back},
     {"redirect ineffective", rule_redirect_ineffective},
+    {"frugal ineffective", rule_frugal_ineffective},
     {"dropped communicator carried data", rule_dropped_carried_data},
     {"training communicator on Socket", rule_training_on_socket},
     {"fell back to Socket", rule_fell_back_to_socket},

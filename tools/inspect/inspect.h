@@ -131,6 +131,7 @@ typedef struct rank_rec {
     comm_end_rec *end;      /* matched comm_end, owned by the state list */
     const char *network;    /* owned by the NCCL net map */
     int net_channels;       /* NCCL logged channels "via NET/..." for it: data crosses the network */
+    int coll_channels;      /* NCCL's "<N> coll channels" for its comm (0: not logged) */
     int ipc_lost_warned;    /* an ipc-peer-lost warning joined it (the shim writes one per communicator) */
     /* NCCL log facts of its comm (see read_nccl_log.c) */
     const char *commid;     /* NCCL's "commId 0x..." (owned by the NCCL net map), NULL for splits */
@@ -148,6 +149,7 @@ typedef struct net_entry {
     char *failed;           /* per-tid: a NET plugin that failed to initialise, not yet bound to a comm;
                              * per-comm: the one that failed while NCCL initialised this comm */
     int channels;           /* per-comm entries: channels seen "via NET/..." */
+    int coll_channels;      /* per-comm entries: NCCL's "<N> coll channels, ..." (0: not logged) */
     /* per-comm entries, from the "ncclCommInit... comm 0x.. rank R nranks N ... - Init START|COMPLETE" line */
     int has_init;
     char *host, *comm, *fn, *commid, *parent;

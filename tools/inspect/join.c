@@ -87,6 +87,7 @@ static void take_net(rank_rec *r, net_entry *e)
     if (e->network)
         r->network = e->network;
     r->net_channels = e->channels;
+    r->coll_channels = e->coll_channels;
     r->commid = e->commid;
     r->net_failed = e->failed;
     e->joined = 1;
@@ -162,6 +163,7 @@ static void add_log_only_ranks(inspect_state *st)
         r->cuda_device = e->cuda_dev;
         r->network = e->network;
         r->net_channels = e->channels;
+        r->coll_channels = e->coll_channels;
         r->commid = e->commid;
         r->net_failed = e->failed;
         r->from_log = 1;

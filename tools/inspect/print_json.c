@@ -105,6 +105,7 @@ static json_t *jrank(rank_rec *r)
     json_object_set_new(o, "duration_us", json_integer(r->duration_us));
     json_object_set_new(o, "result", json_integer(r->result));
     json_object_set_new(o, "network", jstr(r->network));
+    json_object_set_new(o, "nccl_coll_channels", r->coll_channels > 0 ? json_integer(r->coll_channels) : json_null());
     json_object_set_new(o, "nccl_comm_id", jstr(r->commid));
     json_object_set_new(o, "net_failed", jstr(r->net_failed));
     json_object_set_new(o, "from_nccl_log", json_boolean(r->from_log));

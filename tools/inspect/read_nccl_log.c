@@ -243,6 +243,21 @@ static void bind_channel(inspect_state *st, const char *proc_key, const char *ti
     free(key);
 }
 
+/* "24 coll channels, 24 collnet channels, 0 nvls channels, 32 p2p channels,
+ * 32 p2p channels per peer" (NCCL 2.19+), on the initialising thread: the
+ * channels NCCL chose for the comm that thread is initialising. */
+static void bind_coll_channels(inspect_state *st, const char *proc_key, const char *tid_key, const char *msg)
+{
+    char *end;
+    long n = strtol(msg, &end, 10);
+    net_entry *t = net_get(&st->nccl_tid, tid_key, 0);
+    if (end == msg || n <= 0 || n > 4096 || strncmp(end, " coll channels, ", 16) != 0 || !t || !t->comm_norm)
+        return;
+    char *key = xasprintf("%s:%s", proc_key, t->comm_norm);
+    net_get(&st->nccl_comm, key, 1)->coll_channels = (int)n;
+    free(key);
+}
+
 static void add_warn(inspect_state *st, const char *proc_key, const char *msg)
 {
     nccl_proc *np = proc_get(st, proc_key);
@@ -321,6 +336,8 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len)
         bind_comm(st, host, pid, tid, proc_key, tid_key, msg, strstr(msg, "Init START") != NULL);
     } else if (strncmp(msg, "Channel ", 8) == 0) {
         bind_channel(st, proc_key, tid_key, msg);
+    } else if (isdigit((unsigned char)msg[0]) && strstr(msg, " coll channels, ")) {
+        bind_coll_channels(st, proc_key, tid_key, msg);
     }
     free(tid_key);
     free(proc_key);
