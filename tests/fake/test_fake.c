@@ -375,7 +375,7 @@ int main(int argc, char **argv)
     r = initCfg(&c2, 1, id1, 0, &cfg);
     snprintf(prefix, sizeof prefix, "a %d ncclCommInitRankConfig ", pid);
     int logged = last_line(prefix, line, sizeof line) &&
-                 strstr(line, " netName=Socket blocking=0 *newcomm=") && strstr(line, " -> 7");
+                 strstr(line, " netName=Socket blocking=0 ctas=0,0 perpeer=0 *newcomm=") && strstr(line, " -> 7");
     ok(r == ncclInProgress && c2 && asyncErr(c2, &ae) == 0 && ae == ncclSuccess && logged,
        "a: non-blocking init: ncclInProgress, then async error ncclSuccess: %s", line);
     ok(destroy(c2) == 0, "a: destroy the non-blocking comm");

@@ -40,7 +40,7 @@ for how in linked dlopen; do
     done
 done
 init=$(grep ncclCommInitRankConfig "$TMP/linked-socket/fake.log")
-like "$init" 'netName=Socket blocking=1 cfg=96,23007,2,3,5,1,6,0,newer,1,1,7,8,1,1,9,10,0,1 ' \
+like "$init" 'netName=Socket blocking=1 ctas=3,5 perpeer=8 cfg=96,23007,2,3,5,1,6,0,newer,1,1,7,8,1,1,9,10,0,1 ' \
     "socket: NCCL got the caller's 2.30 config with every field kept, netName Socket"
 like "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.net, .net_by]')" \
     '^\["Socket","the socket action: config netName \\"Socket\\""\]$' "socket: the record says which network NCCL was told, and why"

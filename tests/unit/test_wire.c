@@ -638,7 +638,7 @@ int main(int argc, char **argv)
         { RV_HELLO, 3, -2147483647 - 1, "tag 3 (nranks) is -2147483648" },
         { RV_HELLO, 2, -1, "tag 2 (rank) is -1" },
         { RV_HELLO, 2, 1, "HELLO: rank 1 is outside 0..0 (nranks 1)" },
-        { RV_DECISION, 2, ACTION_COUNT, "DECISION: tag 2 (action) is 5, outside 0..4" },
+        { RV_DECISION, 2, ACTION_COUNT, "DECISION: tag 2 (action) is 6, outside 0..5" },
         { RV_DECISION, 2, -1, "tag 2 (action) is -1" },
         { RV_COMMIT, 3, PURPOSE_INFERENCE + 1, "COMMIT: tag 3 (purpose) is 4" },
         { RV_DECISION, 4, 2, "tag 4 (final) is 2, outside 0..1" },
