@@ -142,12 +142,37 @@ static int config_init_found(const struct plan_input *in, char *why, size_t whyl
     return 0;
 }
 
+/* NCCL lets NCCL_MIN_CTAS and NCCL_MAX_CTAS replace the config's bounds, and
+ * NCCL_MIN_NCHANNELS raise the channels past maxCTAs (graph/connect.cc);
+ * it reads them once per process, so unlike NCCL_NET they cannot be hidden
+ * from one init.  Set to more than 1, frugal would not be frugal. */
+static int frugal_env_ok(char *why, size_t whylen)
+{
+    static const char *const names[] = { "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS" };
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (!v || !*v)
+            continue;
+        char *end;
+        long n = strtol(v, &end, 10);
+        if (*end || n != 1) {
+            snprintf(why, whylen, "%s=%.40s in the environment would give NCCL more than the one channel frugal "
+                     "asks for (NCCL reads it for every communicator of the process): unset it, or use socket",
+                     names[i], v);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int prepare_frugal(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
 {
     if (in->slot->version && in->slot->version < NCCL_CTAS_SINCE) {
         snprintf(why, whylen, "NCCL %d has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later needed)", in->slot->version);
         return -1;
     }
+    if (frugal_env_ok(why, whylen) != 0)
+        return -1;
     if (config_init_found(in, why, whylen) != 0)
         return -1;
     p->net_config = frugal_config(in->config, in->slot->version, why, whylen);

@@ -255,6 +255,13 @@ ok(len(cr) == 2 and all(c["action"] == "passthrough" and "rank 1 could not set u
                         and "2.17" in c["action_reason"] for c in cr),
    "a rank that vetoes frugal (NCCL 2.16): passthrough for all, with its reason", cr)
 ok(not [l for l in fake_lines(d + "/fake.log") if " ctas=1,1" in l], "and nobody called NCCL with one channel")
+# NCCL_MIN_NCHANNELS (or NCCL_MIN_CTAS, NCCL_MAX_CTAS) above 1 on a rank would win over the config: it vetoes.
+d, procs, ids = scenario("frugalenv", 2, {"NCCLSHIM_WEIGHT_UPDATE": "frugal"},
+                         lambda r: dict(roles(1)(r), **({"NCCL_MIN_NCHANNELS": "4"} if r == 1 else {})))
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "passthrough" and "NCCL_MIN_NCHANNELS=4 in the environment" in
+                        c["action_reason"] for c in cr),
+   "NCCL_MIN_NCHANNELS=4 on rank 1: passthrough for all, the reason names the variable", cr)
 
 # 4. drop: no NCCL communicator, the shim answers, traffic is counted.
 d, procs, ids = scenario("drop", 2, {"NCCLSHIM_WEIGHT_UPDATE": "drop"}, roles(1), root_args=["ops=3"],
