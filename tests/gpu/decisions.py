@@ -2,12 +2,12 @@
 weight-update communicator made through ctypes (vLLM's pynccl style) between a
 trainer (rank 0) and an inference process (rank 1), then a torch all-reduce
 communicator, then a warm-up all-reduce and a broadcast on the weight-update
-one.  Run by run.sh with NCCLSHIM_WEIGHT_UPDATE=socket and =drop; the roles come
+one.  Run by run.sh with NCCLSHIM_WEIGHT_UPDATE=socket, =frugal and =drop; the roles come
 from the process titles (NCCLSHIM_TRAINING_TITLES / NCCLSHIM_INFERENCE_TITLES
 match "--rank 0" / "--rank 1").
 
     python3 tests/gpu/decisions.py --outdir DIR [--preload SHIM]
-    python3 tests/gpu/decisions.py --check DIR socket|drop      (CHECK lines)
+    python3 tests/gpu/decisions.py --check DIR socket|frugal|drop      (CHECK lines)
 """
 import glob
 import os
@@ -54,7 +54,7 @@ def worker(args):
 
 
 def check(outdir, mode):
-    """mode: socket, drop, or socket-ncclnet (socket while NCCL_NET=EFASim is set)."""
+    """mode: socket, frugal, drop, or socket-ncclnet (socket while NCCL_NET=EFASim is set)."""
     ncclnet = mode == "socket-ncclnet"
     mode = "socket" if ncclnet else mode
     chk = common.checker(mode)
@@ -75,20 +75,40 @@ def check(outdir, mode):
     chk(tr and all(c["action"] == "passthrough" and "decision" not in c for c in tr),
         "the torch communicator is untouched (unmarked, passthrough)")
     # NCCL's own log: which communicators NCCL initialised, with which function and network.
-    inits = {}
+    inits, channels = {}, {}
     for f in glob.glob(os.path.join(outdir, "nccl.*.log")):
         lines = open(f, errors="replace").read().splitlines()
-        net_by_tid = {}
+        net_by_tid, comm_by_tid = {}, {}
         for line in lines:
             m = re.match(r"(\S+):(\d+):(\d+) .*Using network (\S+)", line)
             if m:
                 net_by_tid[m.group(3)] = m.group(4)
+            m = re.match(r"(\S+):(\d+):(\d+) .* comm (0x[0-9a-f]+) .*Init START", line)
+            if m:
+                comm_by_tid[m.group(3)] = m.group(4)
+            m = re.match(r"(\S+):(\d+):(\d+) .*NCCL INFO (\d+) coll channels, .* (\d+) p2p channels per peer", line)
+            if m and m.group(3) in comm_by_tid:  # the channels NCCL chose for the comm that thread initialises
+                channels[comm_by_tid[m.group(3)]] = (int(m.group(4)), int(m.group(5)))
             m = re.match(r"(\S+):(\d+):(\d+) .*(ncclCommInit\w+|ncclCommSplit\w*) comm (0x[0-9a-f]+) .*Init COMPLETE",
                          line)
             if m:
                 inits[m.group(5)] = (m.group(4), net_by_tid.get(m.group(3)))
     real = lambda c: c["comm"]
-    if mode == "socket":
+    if mode == "frugal":
+        got = [inits.get(real(c)) for c in wu]
+        chk(all(g and g[0] == "ncclCommInitRankConfig" for g in got),
+            "NCCL's log: the weight-update comm was made by ncclCommInitRankConfig %s" % got)
+        chk(all(c.get("frugal") == {"minCTAs": 1, "maxCTAs": 1, "nChannelsPerNetPeer": 1} for c in wu),
+            "the records say NCCL was told minCTAs = maxCTAs = nChannelsPerNetPeer = 1")
+        ch = [channels.get(real(c)) for c in wu]
+        chk(all(x and x[0] == 1 for x in ch),
+            "NCCL's log: one coll channel for the weight-update comm on both ranks (coll, p2p per peer: %s)" % ch)
+        tch = [channels.get(real(c)) for c in tr]
+        chk(all(x and x[0] > 1 for x in tch), "and more for the torch communicator beside it, untouched (%s)" % tch)
+        chk(all(r.get("bcast") == r.get("bcast_expected") for r in ranks),
+            "the %d-byte broadcast arrives bit-exact on the one-channel communicator" % BCAST_BYTES)
+        chk(all(r.get("warmup") == 2.0 for r in ranks), "the warm-up all-reduce gives 2.0 on both ranks")
+    elif mode == "socket":
         got = [inits.get(real(c)) for c in wu]
         chk(all(g and g[0] == "ncclCommInitRankConfig" and g[1] == "Socket" for g in got),
             "NCCL's log: the weight-update comm was made by ncclCommInitRankConfig on network Socket %s" % got)

@@ -175,7 +175,7 @@ check records "$WORK/combined.shim" combined
 
 # (d) decisions on real NCCL: a ctypes weight-update communicator (trainer rank 0,
 # inference rank 1, roles from the process titles) beside a torch training one.
-for action in socket drop; do
+for action in socket frugal drop; do
     NCCLSHIM_WEIGHT_UPDATE=$action NCCLSHIM_TRAINING_TITLES='*decisions.py --worker --rank 0 *' \
         NCCLSHIM_INFERENCE_TITLES='*decisions.py --worker --rank 1 *' NCCL_DEBUG_SUBSYS=INIT,NET \
         launch "decide-$action" decisions.py shim
