@@ -83,13 +83,13 @@ static void check_policy(const struct policy *p)
     CHECK(terminated(p->error, sizeof(p->error)));
     CHECK(p->ok ? p->error[0] == '\0' : p->error[0] != '\0');
     CHECK(p->strict == 0 || p->strict == 1);
-    CHECK((int)p->weight_update >= WU_AUTO && p->weight_update <= WU_PASSTHROUGH);
+    CHECK((int)p->weight_update >= WU_AUTO && p->weight_update <= WU_FRUGAL);
     CHECK(p->nrules >= 0 && p->nrules <= POLICY_MAX_RULES);
     for (int r = 0; r < p->nrules; r++) {
         const struct rule *rule = &p->rules[r];
         CHECK(rule->ncond >= 0 && rule->ncond <= POLICY_MAX_CONDS);
         CHECK(rule->action == ACTION_PASSTHROUGH || rule->action == ACTION_SOCKET || rule->action == ACTION_DROP ||
-              rule->action == ACTION_IPC || rule->action == ACTION_COUNT);
+              rule->action == ACTION_IPC || rule->action == ACTION_FRUGAL || rule->action == ACTION_COUNT);
         CHECK(terminated(rule->source, sizeof(rule->source)) && rule->source[0]);
         for (int c = 0; c < rule->ncond; c++)
             CHECK(terminated(rule->cond[c].text, sizeof(rule->cond[c].text)));
