@@ -148,6 +148,7 @@ def worker_nccl_like(args, W, D, streams, barrier, res):
         return
     res["init_s"] = time.perf_counter() - t0
     one = torch.ones(1, dtype=torch.float32, device="cuda")
+    streams[0].wait_stream(torch.cuda.current_stream())  # the buffer is written before the stream reads it
     client.sum_floats(one, streams[0])
     torch.cuda.synchronize()
     res["warmup"] = one.item()

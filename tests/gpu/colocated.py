@@ -46,6 +46,7 @@ def worker(args):
         return res
     streams = [torch.cuda.Stream(device=dev) for _ in range(3)]
     one = torch.ones(1, dtype=torch.float32, device=dev)
+    streams[0].wait_stream(torch.cuda.current_stream())  # the buffer is written before the stream reads it (as for NCCL)
     client.sum_floats(one, streams[0])
     torch.cuda.synchronize()
     res["warmup"] = one.item()

@@ -135,6 +135,7 @@ def make_barrier(lib, comm, stream, dev):
     waits for the device."""
     import torch
     one = torch.ones(1, dtype=torch.float32, device=dev)
+    stream.wait_stream(torch.cuda.current_stream())  # the buffer is written before the stream reads it
 
     def barrier():
         lib.ncclAllReduce(buffer_type(one.data_ptr()), buffer_type(one.data_ptr()), 1, ncclFloat32, ncclSum, comm,

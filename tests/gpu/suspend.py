@@ -50,6 +50,7 @@ def refit(lib, comm, rank, dev, streams, seed):
 def allreduce_one(lib, comm, dev, stream):
     import torch
     one = torch.ones(1, dtype=torch.float32, device=dev)
+    stream.wait_stream(torch.cuda.current_stream())  # the buffer is written before the stream reads it (as for NCCL)
     lib.ncclAllReduce(cb.buffer_type(one.data_ptr()), cb.buffer_type(one.data_ptr()), 1, cb.ncclFloat32, cb.ncclSum,
                       comm, cb.cudaStream_t(stream.cuda_stream))
     torch.cuda.synchronize()
