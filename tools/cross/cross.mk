@@ -1,0 +1,26 @@
+# aarch64 (Grace hosts) on an x86_64 machine: built with Debian's cross compiler, the CPU
+# suite run under qemu-user, and the wheel.  Included by the top-level Makefile; what it
+# needs (gcc-aarch64-linux-gnu, qemu-user-static, libjansson-dev:arm64) tools/bootstrap.sh
+# installs.  See tools/cross/README.md.
+#
+#   make test-aarch64    the CPU suite, its programs aarch64's (tools/cross/run_suite.sh)
+#   make wheel-aarch64   $(BUILD)/dist/ncclshim-VERSION-py3-none-manylinux_2_N_aarch64.whl
+CROSS_TRIPLE := aarch64-linux-gnu
+CROSS_CC := $(CROSS_TRIPLE)-gcc
+CROSS_DIR := $(BUILD)/cross
+# The suite's tree sits where the aarch64 loader expands $$LIB, under CROSS_DIR
+# (run_suite.sh says why).
+CROSS_ROOT := $(CROSS_DIR)/lib/$(CROSS_TRIPLE)
+CROSS_WHEEL := $(CROSS_DIR)/wheel-aarch64
+# The copy builds in its own build/, whatever $(BUILD) is here.
+CROSS_MAKE = tools/cross/build_tree.sh $(1) $(BUILD) $(OUTPUTS) -- CC=$(CROSS_CC) BUILD=build $(2)
+
+.PHONY: test-aarch64 wheel-aarch64
+test-aarch64: $(LIB)
+	$(call CROSS_MAKE,$(CROSS_ROOT),all)
+	tools/cross/run_suite.sh $(CROSS_DIR) aarch64 $(LIB) $(TESTS)
+
+wheel-aarch64:
+	$(call CROSS_MAKE,$(CROSS_WHEEL),build/libncclshim.so tools/ncclshim-inspect)
+	$(PYTHON) tools/wheel/build_wheel.py --lib $(CROSS_WHEEL)/build/libncclshim.so \
+	    --inspect $(CROSS_WHEEL)/tools/ncclshim-inspect --version $(NCCLSHIM_VERSION) --out $(BUILD)/dist
