@@ -14,7 +14,7 @@ SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
 # `make test-aarch64` SHIM_PRELOAD names it for the loader of either architecture (tap.sh).
 PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), os.environ.get("SHIM_PRELOAD", SHIM)]))
 # Set where the programs under test are another architecture's, run by qemu-user (tap.sh).
-TEST_ARCH = os.environ.get("NCCLSHIM_TEST_ARCH", "")
+TEST_ARCH = os.environ.get("SHIM_TEST_ARCH", "")
 EMULATOR = "qemu-%s-static" % TEST_ARCH if TEST_ARCH else ""
 CUDA = os.path.join(ROOT, "tests", "fake", "cuda", "libcuda.so.1")
 

@@ -7,11 +7,11 @@ SHIM_LIB=${SHIM_LIB:-$ROOT/build/libncclshim.so}
 # `make test-aarch64` SHIM_PRELOAD names the library by the loader's $LIB, which each
 # architecture's loader expands to its own (tools/cross/README.md).
 SHIM="${SHIM_PRELOAD_EXTRA:+$SHIM_PRELOAD_EXTRA }${SHIM_PRELOAD:-$SHIM_LIB}"
-# Under `make test-aarch64` (NCCLSHIM_TEST_ARCH=aarch64) the programs are aarch64's, each
+# Under `make test-aarch64` (SHIM_TEST_ARCH=aarch64) the programs are aarch64's, each
 # run by qemu-user through a script in its place (tools/cross/wrap_exec.sh); a test that
 # compiles a program uses TARGET_CC and target_wrap, so that it runs there too, and
 # target_elf names the program behind a script.
-TEST_ARCH=${NCCLSHIM_TEST_ARCH:-}
+TEST_ARCH=${SHIM_TEST_ARCH:-}
 EMULATOR=${TEST_ARCH:+qemu-$TEST_ARCH-static}
 TARGET_CC=${TEST_ARCH:+$TEST_ARCH-linux-gnu-gcc}
 TARGET_CC=${TARGET_CC:-cc}

@@ -2,7 +2,7 @@
 # usage: tools/cross/run_suite.sh CROSS_DIR ARCH HOST_LIB TEST...
 # The CPU suite on ARCH's build, which tools/cross/build_tree.sh made in CROSS_DIR/lib/
 # ARCH-linux-gnu: its programs wrapped for qemu-user (wrap_exec.sh), then prove from that
-# tree, as `make test` does from this one, with NCCLSHIM_TEST_ARCH set for the tests that
+# tree, as `make test` does from this one, with SHIM_TEST_ARCH set for the tests that
 # skip there or compile a program (tests/tap.sh).
 #
 # LD_PRELOAD.  The tests start the programs under test through host programs (timeout, env,
@@ -14,6 +14,7 @@
 # CROSS_DIR/lib/x86_64-linux-gnu/build/libncclshim.so: a link to HOST_LIB, which those host
 # programs carry in `make test` too.
 set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
 [ $# -ge 3 ] || { echo "usage: $0 CROSS_DIR ARCH HOST_LIB TEST..." >&2; exit 2; }
 cross=$(cd "$1" && pwd)
 arch=$2
@@ -35,4 +36,6 @@ err=$(LD_PRELOAD=$preload /bin/true 2>&1) || true
 err=$(LD_PRELOAD=$preload tests/bin/test_loader 2>&1 > /dev/null) || true
 [ -z "$err" ] || { echo "run_suite.sh: the $arch loader under qemu-$arch-static: $err" >&2; exit 1; }
 
-NCCLSHIM_TEST_ARCH=$arch SHIM_PRELOAD=$preload exec prove -j4 --timer "$@"
+# (the NCCL headers beside the checkout, where the tests look for them from the host's tree)
+export NCCL_HEADERS_DIR=${NCCL_HEADERS_DIR:-$top/../shared/nccl-headers}
+SHIM_TEST_ARCH=$arch SHIM_PRELOAD=$preload exec prove -j4 --timer "$@"
