@@ -29,17 +29,19 @@ static int is_glibc(const void *p)
 
 int main(void)
 {
+    /* (Compared by the object they lie in: under make test-asan, the sanitizer
+     * runtime's interceptors come first in the global scope.) */
     void *g = shim_glibc_sym("getenv");
-    ok(g != NULL && g == (void *)getenv, "getenv at %s is glibc's (found in %s)", SHIM_GLIBC_BASE, object_of(g));
+    ok(is_glibc(g), "getenv at %s is glibc's (%s)", SHIM_GLIBC_BASE, object_of(g));
     void *d = shim_glibc_sym("dlsym");
     ok(is_glibc(d), "dlsym at %s is glibc's (%s): the lookup where glibc predates 2.34", SHIM_GLIBC_BASE,
        object_of(d));
     void *x = shim_glibc_sym("_exit");
-    ok(x != NULL && x == (void *)_exit, "_exit at %s is glibc's", SHIM_GLIBC_BASE);
+    ok(is_glibc(x), "_exit at %s is glibc's (%s)", SHIM_GLIBC_BASE, object_of(x));
 
     dlsym_fn_t real = shim_real_dlsym();
     ok(is_glibc((const void *)real), "shim_real_dlsym is glibc's dlsym (%s)", object_of((const void *)real));
-    ok(real && real(RTLD_DEFAULT, "getenv") == (void *)getenv, "and it looks names up");
+    ok(real && real(RTLD_NEXT, "getenv") == g, "and it looks names up (getenv, next after this program)");
 
     ok(dlvsym(RTLD_DEFAULT, "getenv", "GLIBC_0.0") == NULL, "a version this glibc lacks finds nothing");
     /* What the shim asked for on every architecture before: x86_64's. */
