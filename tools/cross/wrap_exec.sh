@@ -8,6 +8,7 @@
 # /bin/sh and this script again.  A FILE of the host, or already a script, stays as it is.
 set -eu
 for f in "$@"; do
+    case $f in *.aarch64) continue ;; esac # a program already moved aside by an earlier run
     hdr=$(readelf -h -l "$f" 2> /dev/null) || continue
     case $hdr in *"program interpreter"*) ;; *) continue ;; esac
     case $hdr in
