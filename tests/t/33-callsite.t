@@ -29,6 +29,7 @@ int main(void)
     return bad;
 }
 C
+# shellcheck disable=SC2054 # -Wl,-rpath,DIR is one argument
 nccl=(-I"$ROOT/shim/nccl" -L"$FAKE/a" -l:libnccl.so.2 -Wl,-rpath,"$FAKE/a")
 torch=$TMP/torch/lib/libtorch_like.so ffi=$TMP/ffi/libffi.so.8
 "$TARGET_CC" -std=gnu11 -shared -fPIC -DCALLER=torch_like -o "$torch" "$TMP/caller.c" "${nccl[@]}" &&

@@ -16,6 +16,7 @@ for f in "$@"; do
     *) continue ;; # the host's own
     esac
     mv -f "$f" "$f.$arch"
+    # shellcheck disable=SC2016 # $0 and $@ are the script's, expanded when it runs
     printf '#!/bin/sh\n# %s, an %s program run by qemu-user (tools/cross/wrap_exec.sh)\nexec qemu-%s-static -0 "$0" "$0.%s" "$@"\n' \
         "$(basename "$f.$arch")" "$arch" "$arch" "$arch" > "$f"
     chmod 755 "$f"
