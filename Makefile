@@ -21,6 +21,8 @@ BOOTSTRAP_demo := demo
 BOOTSTRAP_fuzz := build fuzz
 BOOTSTRAP_fuzz-long := build fuzz
 BOOTSTRAP_wheel := wheel
+BOOTSTRAP_test-aarch64 := test cross-aarch64
+BOOTSTRAP_wheel-aarch64 := wheel cross-aarch64
 BOOTSTRAP_bench := build
 BOOTSTRAP_install := build
 BOOTSTRAP_FOR := $(sort $(foreach g,$(or $(MAKECMDGOALS),all),$(BOOTSTRAP_$(g))))
@@ -45,6 +47,10 @@ LIB := $(BUILD)/libncclshim.so
 MAP := $(BUILD)/ncclshim.map
 
 .PHONY: all test test-gpu test-asan test-valgrind demo install clean bench fuzz check-exports wheel
+# What the build writes outside $(BUILD): `make clean` removes it, and the aarch64 build
+# (tools/cross/cross.mk) leaves it out of its copy of the sources.
+OUTPUTS := tools/ncclshim-inspect tools/inspect/report_html.gen.h tests/bin tests/fake/a tests/fake/b \
+           tests/fake/old tests/fake/new tests/fake/cuda tests/fake/test_fake tests/inspect/fuzz_records
 all: $(LIB) tools/ncclshim-inspect fake-nccl tests-bin
 
 $(MAP): shim/interpose/exports.map.in shim/nccl/nccl_api.def
@@ -61,6 +67,7 @@ $(LIB): $(SHIM_SRCS) $(SHIM_HDRS) $(MAP)
 -include tests/tests.mk
 -include tests/fuzz/fuzz.mk
 -include tools/fabric/fabric.mk
+-include tools/cross/cross.mk
 
 test: all
 	prove -j4 --timer $(TESTS)
@@ -108,4 +115,4 @@ install: all
 	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
 
 clean:
-	rm -rf $(BUILD) tools/ncclshim-inspect tools/inspect/report_html.gen.h tests/bin tests/fake/a tests/fake/b tests/fake/old tests/fake/new tests/fake/cuda tests/fake/test_fake
+	rm -rf $(BUILD) $(OUTPUTS)

@@ -10,8 +10,12 @@ import sys
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "tests", "bin")
 SHIM = os.environ.get("SHIM_LIB", os.path.join(ROOT, "build", "libncclshim.so"))
-# Under `make test-asan` the sanitizer runtime must be preloaded before the shim.
-PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), SHIM]))
+# Under `make test-asan` the sanitizer runtime must be preloaded before the shim; under
+# `make test-aarch64` SHIM_PRELOAD names it for the loader of either architecture (tap.sh).
+PRELOAD = " ".join(filter(None, [os.environ.get("SHIM_PRELOAD_EXTRA", ""), os.environ.get("SHIM_PRELOAD", SHIM)]))
+# Set where the programs under test are another architecture's, run by qemu-user (tap.sh).
+TEST_ARCH = os.environ.get("SHIM_TEST_ARCH", "")
+EMULATOR = "qemu-%s-static" % TEST_ARCH if TEST_ARCH else ""
 CUDA = os.path.join(ROOT, "tests", "fake", "cuda", "libcuda.so.1")
 
 _n = 0
@@ -61,3 +65,15 @@ def done(tmp=None, keep_on_failure=False):
     if tmp and not os.environ.get("NCCLSHIM_TEST_KEEP") and not (keep_on_failure and _failed):
         subprocess.run(["rm", "-rf", tmp])
     sys.exit(1 if _failed else 0)
+
+
+def skip_all(why):
+    """The whole test is skipped, saying why (TAP: a plan of none)."""
+    print("1..0 # SKIP " + why)
+    sys.exit(0)
+
+
+def skip_emulated(why):
+    """skip_all, where the programs under test run under an emulator (make test-aarch64)."""
+    if EMULATOR:
+        skip_all("under %s: %s" % (EMULATOR, why))

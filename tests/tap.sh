@@ -3,8 +3,20 @@
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SHIM_LIB=${SHIM_LIB:-$ROOT/build/libncclshim.so}
-# Under `make test-asan` the sanitizer runtime must be preloaded before the shim.
-SHIM="${SHIM_PRELOAD_EXTRA:+$SHIM_PRELOAD_EXTRA }$SHIM_LIB"
+# Under `make test-asan` the sanitizer runtime must be preloaded before the shim.  Under
+# `make test-aarch64` SHIM_PRELOAD names the library by the loader's $LIB, which each
+# architecture's loader expands to its own (tools/cross/README.md).
+SHIM="${SHIM_PRELOAD_EXTRA:+$SHIM_PRELOAD_EXTRA }${SHIM_PRELOAD:-$SHIM_LIB}"
+# Under `make test-aarch64` (SHIM_TEST_ARCH=aarch64) the programs are aarch64's, each
+# run by qemu-user through a script in its place (tools/cross/wrap_exec.sh); a test that
+# compiles a program uses TARGET_CC and target_wrap, so that it runs there too, and
+# target_elf names the program behind a script.
+TEST_ARCH=${SHIM_TEST_ARCH:-}
+EMULATOR=${TEST_ARCH:+qemu-$TEST_ARCH-static}
+TARGET_CC=${TEST_ARCH:+$TEST_ARCH-linux-gnu-gcc}
+TARGET_CC=${TARGET_CC:-cc}
+target_wrap() { [ -z "$TEST_ARCH" ] || "$ROOT/tools/cross/wrap_exec.sh" "$@"; }
+target_elf() { if [ -n "$TEST_ARCH" ] && [ -f "$1.$TEST_ARCH" ]; then echo "$1.$TEST_ARCH"; else echo "$1"; fi; }
 FAKE=$ROOT/tests/fake
 BIN=$ROOT/tests/bin
 INSPECT=${INSPECT:-$ROOT/tools/ncclshim-inspect}
@@ -27,6 +39,8 @@ unlike() {
     if printf '%s' "$1" | grep -Eq -- "$2"; then ok 1 "$3"; echo "#   matched /$2/"; else ok 0 "$3"; fi
 }
 skip_all() { echo "1..0 # SKIP $1"; exit 0; }
+# skip_emulated <why>: the whole test, where the programs run under an emulator.
+skip_emulated() { [ -z "$EMULATOR" ] || skip_all "under $EMULATOR: $1"; }
 done_testing() { echo "1..$_tap_n"; [ "$_tap_fail" -eq 0 ]; }
 diag() { printf '%s\n' "$@" | sed 's/^/# /'; }
 

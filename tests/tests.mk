@@ -96,3 +96,9 @@ tests-bin: tests/bin/test_vmm_wire
 tests/bin/test_vmm_wire: tests/unit/test_vmm_wire.c shim/ipc/ipc_vmm_wire.c shim/ipc/ipc_vmm_wire.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_vmm_wire.c shim/ipc/ipc_vmm_wire.c
+
+# glibc's symbols by this architecture's versions (tests/t/32-glibc-lookup.t).
+tests-bin: tests/bin/test_loader
+tests/bin/test_loader: tests/unit/test_loader.c shim/nccl/loader.c shim/nccl/loader.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_loader.c shim/nccl/loader.c -ldl

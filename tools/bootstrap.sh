@@ -5,7 +5,8 @@
 # line naming the exact apt command and its RPM (dnf) equivalent.  A wall of "uthash.h: No
 # such file" from every file is what a new user saw before this existed (issue 18).
 #
-# usage: tools/bootstrap.sh [--stdout] TARGET...   (build, test, demo, wheel, valgrind, fuzz)
+# usage: tools/bootstrap.sh [--stdout] TARGET...
+#        (build, test, demo, wheel, valgrind, fuzz, cross-aarch64)
 # --stdout: the final line goes to stdout (the Makefile shows it with $(error)), not stderr.
 # CC and BOOTSTRAP_CPPFLAGS (the Makefile's include flags) say how headers are looked for.
 # NCCLSHIM_BOOTSTRAP=check: never install, only report; =off: skip the checks altogether.
@@ -38,13 +39,40 @@ want() { # want NAME CHECK DEB RPM
 }
 
 # hdr: the compiler the build uses, with the build's include flags: the same lookup as the
-# build's own, so a header found here is found there.
+# build's own, so a header found here is found there.  lib: the library as compiler CC2
+# finds it (-print-file-name answers the bare name when it finds nothing).  file: a path.
 # shellcheck disable=SC2086
-check() { # check cmd NAME | check hdr HEADER
+check() { # check cmd NAME | check hdr HEADER | check lib CC2 FILE | check file PATH
     case $1 in
     cmd) command -v "$2" > /dev/null 2>&1 ;;
     hdr) printf '#include <%s>\n' "$2" | $CC ${BOOTSTRAP_CPPFLAGS:-} -E -x c - > /dev/null 2>&1 ;;
+    lib) case $("$2" -print-file-name="$3" 2> /dev/null) in /*) ;; *) false ;; esac ;;
+    file) [ -e "$2" ] ;;
     esac
+}
+
+# aarch64 built here and run under qemu-user (tools/cross): Debian's cross compiler, the
+# emulator, and the arm64 libraries the programs run with (libc6:arm64, through the
+# packages of the foreign architecture arm64; the inspect tool links libjansson.a of
+# libjansson-dev:arm64).  The programs run with the loader and libc of libc6:arm64, not
+# with those of libc6-arm64-cross beside the compiler: the two are different builds, and a
+# loader of one with the libc of the other hangs in the first pthread_create.
+need_cross_aarch64() {
+    want aarch64-linux-gnu-gcc "cmd aarch64-linux-gnu-gcc" gcc-aarch64-linux-gnu -
+    want libc6-dev-arm64-cross "file /usr/aarch64-linux-gnu/include/stdio.h" libc6-dev-arm64-cross -
+    want qemu-aarch64-static "cmd qemu-aarch64-static" qemu-user-static -
+    want libjansson.a:arm64 "lib aarch64-linux-gnu-gcc libjansson.a" libjansson-dev:arm64 -
+    want ld-linux-aarch64.so.1 "file /lib/ld-linux-aarch64.so.1" libc6:arm64 -
+}
+
+# Packages of a foreign architecture (name:arm64) need it added to dpkg first; the
+# install then finds no package lists for it, and updates them.
+add_foreign_archs() {
+    local d a
+    for d in "${deb[@]}"; do
+        case $d in *:*) a=${d##*:} ;; *) continue ;; esac
+        dpkg --print-foreign-architectures 2> /dev/null | grep -qx "$a" || dpkg --add-architecture "$a" || return 1
+    done
 }
 
 collect() {
@@ -68,6 +96,7 @@ collect() {
             ;;
         valgrind) want valgrind "cmd valgrind" valgrind valgrind ;;
         fuzz) want clang "cmd clang" clang clang ;;
+        cross-aarch64) need_cross_aarch64 ;;
         *) echo "bootstrap.sh: unknown target '$t'" >&2; exit 2 ;;
         esac
     done
@@ -78,14 +107,21 @@ collect "${@:-build}"
 
 names=${missing_names[*]}
 names=${names// /, }
-apt_cmd="apt-get install -y ${deb[*]}"
-rpm_cmd="dnf install -y ${rpm[*]}"
-epel=
-case " ${rpm[*]} " in *" uthash-devel "*) epel=", uthash-devel from EPEL" ;; esac
+sudo=sudo
+[ "$(id -u 2> /dev/null)" = 0 ] && sudo=
+apt_cmd="${sudo:+sudo }apt-get install -y ${deb[*]}"
+case " ${deb[*]}" in
+*:arm64*) apt_cmd="${sudo:+sudo }dpkg --add-architecture arm64 && ${sudo:+sudo }apt-get update && $apt_cmd" ;;
+esac
+rpm_hint="RPM-based: '${sudo:+sudo }dnf install -y ${rpm[*]}'"
+case " ${rpm[*]} " in *" uthash-devel "*) rpm_hint="$rpm_hint, uthash-devel from EPEL" ;; esac
+# (-: the aarch64 build's arm64 libraries and loader come as Debian's multiarch packages)
+case " ${rpm[*]} " in *" - "*) rpm_hint="RPM-based: not packaged there, build aarch64 on Debian or Ubuntu" ;; esac
 
 if [ "$mode" != check ] && [ "$(id -u 2> /dev/null)" = 0 ] && command -v apt-get > /dev/null 2>&1; then
     echo "ncclshim: missing ${names}: installing with: $apt_cmd" >&2
     log=$(mktemp "${TMPDIR:-/tmp}/ncclshim-bootstrap.XXXXXX") || exit 1
+    add_foreign_archs >> "$log" 2>&1
     # A fresh image has no package lists: update only when the install cannot find a package.
     if ! DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${deb[@]}" > "$log" 2>&1; then
         { DEBIAN_FRONTEND=noninteractive apt-get update -qq &&
@@ -100,7 +136,5 @@ if [ "$mode" != check ] && [ "$(id -u 2> /dev/null)" = 0 ] && command -v apt-get
     exit 1
 fi
 
-sudo=sudo
-[ "$(id -u 2> /dev/null)" = 0 ] && sudo=
-echo "ncclshim: missing ${names}: run '${sudo:+sudo }$apt_cmd' (RPM-based: '${sudo:+sudo }$rpm_cmd'$epel), then this command again" >&$out
+echo "ncclshim: missing ${names}: run '$apt_cmd' ($rpm_hint), then this command again" >&$out
 exit 1

@@ -305,7 +305,7 @@ void shim_comm_record_exit(struct jw *w, const char *by, int signo)
     for (size_t i = 0; t && i <= t->mask; i++) {
         if (atomic_load_explicit(&t->e[i].key, memory_order_acquire) <= COMM_KEY_GONE)
             continue;
-        struct shim_comm *h = atomic_load_explicit(&t->e[i].val, memory_order_relaxed);
+        struct shim_comm *h = atomic_load_explicit(&t->e[i].val, memory_order_acquire); /* see shim_comm_find */
         if (!h)
             continue;
         record_end_into(w, h, "exit", -1);

@@ -117,8 +117,12 @@ static inline struct shim_comm *shim_comm_find(const void *comm)
     size_t i = comm_slot_of(k, t->mask);
     for (;;) {
         uintptr_t key = atomic_load_explicit(&t->e[i].key, memory_order_acquire);
+        /* Acquire on the value too: a key NCCL reused gets a new value under the
+         * same key (shim_comm_register), and the key's acquire does not order that
+         * value's struct.  A plain load on x86; without it an aarch64 reader may
+         * see the new pointer and the struct's old contents. */
         if (key == k)
-            return atomic_load_explicit(&t->e[i].val, memory_order_relaxed);
+            return atomic_load_explicit(&t->e[i].val, memory_order_acquire);
         if (key == COMM_KEY_EMPTY)
             return NULL;
         i = (i + 1) & t->mask;

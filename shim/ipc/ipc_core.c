@@ -148,9 +148,13 @@ void ipc_release_waits(struct ipc_comm *c)
 void ipc_fail(struct ipc_comm *c, const char *why, int lost)
 {
     int expected = 0;
-    snprintf(c->failure, sizeof(c->failure), "%s", why);
-    if (!atomic_compare_exchange_strong(&c->failed, &expected, 1))
+    /* One failure wins and writes its reason, then says `failed` (a release):
+     * whoever sees it reads the whole reason, never one that a second failure
+     * (the monitor's, beside the application's abort) is writing over. */
+    if (!atomic_compare_exchange_strong(&c->failing, &expected, 1))
         return;
+    snprintf(c->failure, sizeof(c->failure), "%s", why);
+    atomic_store_explicit(&c->failed, 1, memory_order_release);
     ipc_release_waits(c);
     atomic_store(&c->failed_us, shim_mono_us());
     if (lost)

@@ -368,7 +368,8 @@ struct ipc_comm {
     /* Set once a peer is gone (shim/ipc/ipc.c's monitor): every later operation
      * fails at once, waits are released, destroy skips its barrier. */
     atomic_int failed;
-    char failure[256];                  /* written before `failed` is set */
+    atomic_int failing;                 /* claimed by the one ipc_fail that writes `failure` */
+    char failure[256];                  /* written before `failed` is set, never after */
     _Atomic uint64_t failed_us;         /* shim_mono_us() of the failure, once its waits were first released */
     int monitor_fd;                     /* the root's connection, watched; -1 if none */
     /* Set by ipc_free before its barrier: a connection closing from then on

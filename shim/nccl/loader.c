@@ -21,16 +21,21 @@ SHIM_EARLY dlsym_fn_t shim_real_dlsym(void)
         return f;
     f = (dlsym_fn_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.34");
     if (!f)
-        f = (dlsym_fn_t)dlvsym(RTLD_NEXT, "dlsym", "GLIBC_2.2.5");
+        f = (dlsym_fn_t)shim_glibc_sym("dlsym");
     if (!f) {
         /* Without glibc's dlsym nothing can be forwarded: say so and die loudly
          * rather than return wrong symbols. */
-        fprintf(stderr, "ncclshim: fatal: cannot find glibc's dlsym (dlvsym GLIBC_2.34/2.2.5): %s; "
+        fprintf(stderr, "ncclshim: fatal: cannot find glibc's dlsym (dlvsym GLIBC_2.34 or " SHIM_GLIBC_BASE "): %s; "
                         "remove libncclshim.so from LD_PRELOAD\n", dlerror());
         abort();
     }
     atomic_store_explicit(&g_real_dlsym, f, memory_order_release);
     return f;
+}
+
+SHIM_EARLY void *shim_glibc_sym(const char *name)
+{
+    return dlvsym(RTLD_NEXT, name, SHIM_GLIBC_BASE);
 }
 
 const void *shim_self_base(void)

@@ -42,7 +42,7 @@ void net_env_init(void)
 {
     if (atomic_load_explicit(&g_real_getenv, memory_order_acquire))
         return;
-    getenv_fn f = (getenv_fn)dlvsym(RTLD_NEXT, "getenv", "GLIBC_2.2.5");
+    getenv_fn f = (getenv_fn)shim_glibc_sym("getenv");
     if (!f)
         f = (getenv_fn)shim_real_dlsym()(RTLD_NEXT, "getenv");
     if (f)

@@ -66,7 +66,8 @@ int main(int argc, char **argv) {
     return !ok;
 }
 C
-cc -std=gnu11 -I"$ROOT/shim/nccl" -o "$TMP/both" "$TMP/both.c" -L"$FAKE/a" -l:libnccl.so.2 -Wl,-rpath,"$FAKE/a" -ldl
+"$TARGET_CC" -std=gnu11 -I"$ROOT/shim/nccl" -o "$TMP/both" "$TMP/both.c" -L"$FAKE/a" -l:libnccl.so.2 -Wl,-rpath,"$FAKE/a" -ldl
+target_wrap "$TMP/both"
 : > "$TMP/both.log"
 out=$(FAKE_NCCL_LOG=$TMP/both.log NCCLSHIM_LOG_DIR=$TMP/bothrec LD_PRELOAD=$SHIM timeout -k 5 20 "$TMP/both" "$B" 2>&1)
 is "$out" "both-ok" "linked libnccl a and dlopened libnccl b in one process both work"

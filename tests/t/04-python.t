@@ -3,6 +3,7 @@
 # that looks names up like nccl4py; records carry the API family, the Python
 # call site, the process title and role, and the purpose that follows.
 . "$(dirname "$0")/../tap.sh"
+skip_emulated "the host's python3 cannot load the aarch64 library and fakes (ctypes); t/02, t/03 and t/13 run the same interposition from C"
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null || skip_all "no python3"
 A=$FAKE/a/libnccl.so.2

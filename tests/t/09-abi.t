@@ -24,11 +24,13 @@ done
 for inc in "${incs[@]}"; do
     code=$(sed -n 's/^#define NCCL_VERSION_CODE \([0-9]*\).*/\1/p' "$inc/nccl.h" | head -1)
     name="NCCL $code ($inc/nccl.h)"
-    cc -std=gnu11 -I"$ROOT/shim/nccl" -DABI_AS="$code" -o "$TMP/ours" "$ROOT/tests/clients/abi_layout.c" 2> "$TMP/err1" &&
-        cc -std=gnu11 -I"$inc" -I"$CUDAINC" -DREAL_NCCL_H -o "$TMP/real" "$ROOT/tests/clients/abi_layout.c" 2>> "$TMP/err1"
+    # (the target's compiler: under make test-aarch64, the layouts are aarch64's)
+    "$TARGET_CC" -std=gnu11 -I"$ROOT/shim/nccl" -DABI_AS="$code" -o "$TMP/ours" "$ROOT/tests/clients/abi_layout.c" 2> "$TMP/err1" &&
+        "$TARGET_CC" -std=gnu11 -I"$inc" -I"$CUDAINC" -DREAL_NCCL_H -o "$TMP/real" "$ROOT/tests/clients/abi_layout.c" 2>> "$TMP/err1" &&
+        target_wrap "$TMP/ours" "$TMP/real"
     ok $? "$name: layout programs build $(head -c 300 "$TMP/err1")"
     is "$("$TMP/ours")" "$("$TMP/real")" "$name: ncclUniqueId, ncclConfig_t (every field's offset and size), ncclSimInfo_t, 2.29's types, enums match"
-    cc -std=gnu11 -Wall -Werror -I"$inc" -I"$CUDAINC" -I"$ROOT/shim/nccl" -fsyntax-only \
+    "$TARGET_CC" -std=gnu11 -Wall -Werror -I"$inc" -I"$CUDAINC" -I"$ROOT/shim/nccl" -fsyntax-only \
         "$ROOT/tests/clients/abi_signatures.c" 2> "$TMP/err2"
     ok $? "$name: every function of nccl_api.def it has is of the same type as in its nccl.h $(head -c 400 "$TMP/err2")"
     n=$(table_names "(v) <= $code" | wc -l)

@@ -5,6 +5,7 @@
 # a compiler sysroot whose /usr/include lacks uthash.h and a PATH without jq: nothing on
 # this machine is uninstalled.
 source "$(dirname "$0")/../tap.sh"
+skip_emulated "host-only: it checks tools/bootstrap.sh, and no aarch64 program runs in it (make test runs it)"
 cd "$ROOT" || exit 1
 CCBIN=$(command -v cc || command -v gcc) || skip_all "no C compiler"
 

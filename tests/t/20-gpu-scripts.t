@@ -4,6 +4,7 @@
 # into the right launches (bench/ipc_bcast.py --dry-run: ranks, roles by title, the policy)
 # and refuse bad ones.
 . "$(dirname "$0")/../tap.sh"
+skip_emulated "host-only: the GPU scripts' Python launchers, and no aarch64 program runs in it (make test runs it)"
 PY=${PYTHON:-python3}
 command -v "$PY" >/dev/null || skip_all "no python3"
 

@@ -5,6 +5,7 @@
 # why), a screenshot that is not blank, and problems marked where they happened.  The
 # page must need nothing from the network and survive hostile strings in the records.
 source "$(dirname "$0")/../tap.sh"
+skip_emulated "its records are the CPU demo's, whose clients are Python ctypes ones that the host's python3 cannot run with the aarch64 library (tests/inspect/test_inspect.sh runs the aarch64 tool)"
 [ -x "$INSPECT" ] || skip_all "tools/ncclshim-inspect not built (make all)"
 FIX=$ROOT/tests/inspect/fixtures
 

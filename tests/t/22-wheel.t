@@ -1,8 +1,11 @@
 #!/bin/bash
-# The wheel (make wheel: tools/wheel/build_wheel.py): installed offline (pip --no-index) in a
-# fresh virtual environment, `python -m ncclshim --lib` names the library inside it, the
+# The wheel (make wheel: tools/wheel/build_wheel.py): tagged manylinux_2_N_ARCH, N the newest
+# glibc symbol version the library and the tool ask for; installed offline (pip --no-index)
+# in a fresh virtual environment, `python -m ncclshim --lib` names the library inside it, the
 # console script runs the tool, and the CPU demo runs with the printed path in LD_PRELOAD.
+# Under make test-aarch64 the wheel is aarch64's, which this machine's pip must refuse.
 source "$(dirname "$0")/../tap.sh"
+INSPECT=$(target_elf "$INSPECT")
 { [ -f "$SHIM_LIB" ] && [ -x "$INSPECT" ]; } || skip_all "build/libncclshim.so or the inspect tool not built (make all)"
 PY=${PYTHON:-python3}
 command -v "$PY" > /dev/null || skip_all "no $PY"
@@ -12,9 +15,33 @@ export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 version=$(sed -n 's/^#define NCCLSHIM_VERSION "\(.*\)"/\1/p' "$ROOT/shim/base/version.h")
 
 whl=$(tap_run 60 "$PY" "$ROOT/tools/wheel/build_wheel.py" --lib "$SHIM_LIB" --inspect "$INSPECT" \
-      --version "$version" --out "$TMP/dist")
-is "$?" 0 "build_wheel.py: exit 0"
-like "$whl" "/ncclshim-$version-py3-none-linux_[a-z0-9_]+\.whl$" "named ncclshim-VERSION-py3-none-linux_ARCH.whl"
+      --version "$version" --out "$TMP/dist" 2>&1)
+st=$?
+if [ -n "${SHIM_PRELOAD_EXTRA:-}" ]; then # make test-asan: the build needs the sanitizer runtimes
+    like "$st: $whl" "^1: build_wheel.py: no manylinux tag fits: .*needs .*libasan" \
+        "a sanitizer build gets no wheel: it needs libasan, which a manylinux system need not have"
+    done_testing
+    exit $?
+fi
+is "$st" 0 "build_wheel.py: exit 0"
+# The tag by this test's own reading (objdump; build_wheel.py reads with readelf): the files'
+# architecture, and the newest GLIBC_2.N they ask for, or the architecture's first manylinux.
+case $(readelf -h "$SHIM_LIB") in *AArch64*) arch=aarch64 first=17 ;; *) arch=x86_64 first=5 ;; esac
+n=$(objdump -T "$SHIM_LIB" "$INSPECT" | grep -o 'GLIBC_2\.[0-9]*' | cut -d. -f2 | sort -n | tail -1)
+[ "${n:-0}" -ge "$first" ] || n=$first
+like "$whl" "/ncclshim-$version-py3-none-manylinux_2_${n}_$arch(\.manylinux[0-9]+_$arch)?\.whl$" \
+    "named ncclshim-VERSION-py3-none-manylinux_2_${n}_$arch.whl: GLIBC_2.$n is the newest version the files need"
+is "$("$PY" -c 'import sys, zipfile; print(zipfile.ZipFile(sys.argv[1]).read(sys.argv[2]).decode())' \
+      "$whl" "ncclshim-$version.dist-info/WHEEL" | sed -n 's/^Tag: //p' | head -1)" \
+    "py3-none-manylinux_2_${n}_$arch" "and its WHEEL file says so"
+# A library that needs what a manylinux system need not have gets no wheel.
+echo 'int f(void) { return 0; }' > "$TMP/needs.c"
+"$TARGET_CC" -shared -fPIC -o "$TMP/needs.so" "$TMP/needs.c" -Wl,--no-as-needed -ljansson
+out=$(tap_run 60 "$PY" "$ROOT/tools/wheel/build_wheel.py" --lib "$TMP/needs.so" --inspect "$INSPECT" \
+      --version "$version" --out "$TMP/dist2" 2>&1)
+st=$?
+like "$st: $out" "^1: build_wheel.py: no manylinux tag fits: .*needs.so needs libjansson.so.4" \
+    "a library that needs libjansson.so.4: no wheel, and the reason"
 "$PY" - "$whl" <<'PY' > "$TMP/record.out" 2>&1
 import base64, hashlib, sys, zipfile
 z = zipfile.ZipFile(sys.argv[1])
@@ -33,6 +60,13 @@ like "$(cat "$TMP/record.out")" "^ok [0-9]+$" "RECORD: every file, with its hash
 V=$TMP/venv
 tap_run 120 "$V/bin/pip" install --no-index -q "$whl" > "$TMP/pip.out" 2>&1
 st=$?
+if [ "$arch" != "$(uname -m)" ]; then
+    like "$st: $(cat "$TMP/pip.out")" "^1: .*is not a supported wheel on this platform" \
+        "pip on $(uname -m) refuses the $arch wheel"
+    ok 0 "# SKIP the $arch wheel installed and run: pip on $(uname -m) installs only its own"
+    done_testing
+    exit $?
+fi
 is "$st" 0 "pip install --no-index in a fresh venv (exit $st)"
 [ "$st" -eq 0 ] || sed 's/^/# /' "$TMP/pip.out"
 lib=$("$V/bin/python" -m ncclshim --lib)

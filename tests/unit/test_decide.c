@@ -729,7 +729,10 @@ static void test_limits(void)
     /* about 0.25 s natively, 0.5 s under ASan; valgrind (vgpreload in LD_PRELOAD) is 40x slower */
     const char *pre = getenv("LD_PRELOAD");
     double limit = pre && strstr(pre, "vgpreload") ? 60.0 : 5.0;
-    ok(dt < limit, "decide() over 4096 ranks is fast");
+    if (getenv("SHIM_TEST_ARCH")) /* make test-aarch64: qemu-user is ~20x slower */
+        ok(1, "# SKIP under an emulator (SHIM_TEST_ARCH): a time says nothing of the hardware's");
+    else
+        ok(dt < limit, "decide() over 4096 ranks is fast");
 
     /* all hosts distinct, all on one host */
     for (int i = 0; i < N; i++)

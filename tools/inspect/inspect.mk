@@ -10,9 +10,9 @@ INSPECT_SRCS = tools/inspect/util.c tools/inspect/state.c tools/inspect/read_rec
                tools/inspect/print_html.c
 INSPECT_HDRS = tools/inspect/inspect.h tools/inspect/report_html.gen.h
 
-# Static jansson so the binary runs on nodes without libjansson installed.
-INSPECT_JANSSON_A := $(firstword $(wildcard /usr/lib/x86_64-linux-gnu/libjansson.a) \
-                       $(filter /%,$(shell $(CC) -print-file-name=libjansson.a 2>/dev/null)))
+# Static jansson so the binary runs on nodes without libjansson installed: the one of
+# the compiler's own target (a cross compiler finds Debian's multiarch libjansson-dev:arm64).
+INSPECT_JANSSON_A := $(filter /%,$(shell $(CC) -print-file-name=libjansson.a 2>/dev/null))
 ifneq ($(INSPECT_JANSSON_A),)
 INSPECT_LIBS ?= $(INSPECT_JANSSON_A)
 else

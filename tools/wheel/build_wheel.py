@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
-"""build_wheel.py --lib SO --inspect EXE --version V --out DIR: writes DIR/ncclshim-V-py3-none-linux_<arch>.whl
-holding the package beside this script (ncclshim/), the library and the tool.  `make wheel` runs it.
+"""build_wheel.py --lib SO --inspect EXE --version V --out DIR: writes DIR/ncclshim-V-py3-none-TAG.whl
+holding the package beside this script (ncclshim/), the library and the tool.  `make wheel` runs it
+(`make wheel-aarch64` with the aarch64 build).  TAG is the manylinux tag the two files allow
+(manylinux.py: the architecture is theirs, not this machine's, and the glibc is the oldest their
+symbol versions let them run on); none fitting is an error, not a linux_ARCH wheel that no
+package index takes.
 
 A wheel is a zip with a fixed layout (PEP 427); writing it with zipfile needs nothing beyond
 Python itself, where setuptools or build would need packages (and a network) on the build
@@ -10,10 +14,11 @@ import argparse
 import base64
 import hashlib
 import os
-import platform
 import stat
 import sys
 import zipfile
+
+from manylinux import NoTag, platform_tag
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -29,8 +34,16 @@ def main():
     ap.add_argument("--version", required=True)
     ap.add_argument("--out", required=True)
     a = ap.parse_args()
-    arch = platform.machine()
-    tag = "py3-none-linux_%s" % arch
+    for src in (a.lib, a.inspect):
+        if not os.path.isfile(src):
+            sys.exit("build_wheel.py: %s: no such file (run make first)" % src)
+    try:
+        platform, _ = platform_tag([a.lib, a.inspect])
+    except NoTag as e:
+        sys.exit("build_wheel.py: no manylinux tag fits: %s" % e)
+    tag = "py3-none-" + platform
+    # A compressed tag set (manylinux_2_17_x86_64.manylinux2014_x86_64): one Tag line each.
+    tag_lines = "".join("Tag: py3-none-%s\n" % p for p in platform.split("."))
     dist = "ncclshim-%s.dist-info" % a.version
     files = []  # (name in the wheel, bytes, executable)
     for name in sorted(os.listdir(os.path.join(HERE, "ncclshim"))):
@@ -49,7 +62,7 @@ def main():
             "License: see the project's repository\nRequires-Python: >=3.8\n" % a.version)
     files.append((dist + "/METADATA", meta.encode(), False))
     files.append((dist + "/WHEEL", ("Wheel-Version: 1.0\nGenerator: ncclshim build_wheel.py\n"
-                                    "Root-Is-Purelib: false\nTag: %s\n" % tag).encode(), False))
+                                    "Root-Is-Purelib: false\n" + tag_lines).encode(), False))
     files.append((dist + "/entry_points.txt",
                   b"[console_scripts]\nncclshim-inspect = ncclshim.__main__:inspect_main\n", False))
     record = "".join("%s,%s,%d\n" % (n, digest(d), len(d)) for n, d, _ in files) + dist + "/RECORD,,\n"
