@@ -16,7 +16,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 
 
 def ptx_text():
-    src = open(os.path.join(HERE, "..", "shim", "ipc_kernel.c")).read()
+    src = open(os.path.join(HERE, "..", "shim", "ipc", "ipc_kernel.c")).read()
     body = src.split("copy_ptx[] =", 1)[1].split(";\n", 1)[0]
     lines = re.findall(r'^\s*"(.*)"\s*$', body, re.M)
     return "".join(l.encode().decode("unicode_escape") for l in lines)

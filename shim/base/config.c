@@ -198,6 +198,10 @@ static void config_read(void)
      * slots (16 MiB), keep a rank's allocation within 64 MiB. */
     c->ipc_chunk_bytes = (size_t)config_number("NCCLSHIM_IPC_CHUNK_BYTES", 23 << 20, 4096, 1 << 30, 4096);
     c->ipc_slots = (int)config_number("NCCLSHIM_IPC_SLOTS", 2, 2, 64, 1);
+    /* 0: a broadcast's step along a chain is chosen from its size
+     * (ipc_bcast.c, step_of); a number fixes it, for the protocol tests (many
+     * steps of a small buffer) and for measuring schedules. */
+    c->ipc_step_bytes = (size_t)config_number("NCCLSHIM_IPC_STEP_BYTES", 0, 4096, 1 << 30, 4096);
     /* Long enough for a receiver's own call of the broadcast through
      * Python and ctypes (tens of us); short beside the copy it saves time
      * on (64 MiB: 180 us). */

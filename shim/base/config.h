@@ -28,6 +28,7 @@ struct shim_config {
     struct policy policy;               /* NCCLSHIM_WEIGHT_UPDATE, NCCLSHIM_RULES, NCCLSHIM_STRICT */
     size_t ipc_chunk_bytes;             /* NCCLSHIM_IPC_CHUNK_BYTES: one staging slot */
     int ipc_slots;                      /* NCCLSHIM_IPC_SLOTS: slots per rank */
+    size_t ipc_step_bytes;              /* NCCLSHIM_IPC_STEP_BYTES: a chain's step; 0: by the broadcast's size */
     int ipc_push_wait_us;               /* NCCLSHIM_IPC_PUSH_WAIT_US: a sender's wait for a receiver a few broadcasts behind */
     int ipc_resume_wait_ms;             /* NCCLSHIM_IPC_RESUME_WAIT_MS: an operation's wait for a suspended peer's resume */
     int ipc_vmm;                        /* NCCLSHIM_IPC_VMM: share cuMemCreate memory as file descriptors (default 1) */

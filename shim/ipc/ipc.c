@@ -181,6 +181,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     c->nranks = nranks;
     c->chunk = cfg->ipc_chunk_bytes;
     c->nslots = cfg->ipc_slots;
+    c->step_fixed = cfg->ipc_step_bytes;
     c->push_wait_us = cfg->ipc_push_wait_us;
     c->resume_wait_ms = cfg->ipc_resume_wait_ms;
     int memops = 0;

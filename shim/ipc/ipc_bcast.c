@@ -214,7 +214,10 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
         /* Of cuMemCreate: its id is the mapping's (a piece), and the range
          * the whole reservation.  -1: never (not exportable), 0: not now. */
         if (!e->not_vmm) {
+            uint64_t t0 = shim_mono_us();
             int r = ipc_vmm_describe(c, buf, bytes, start, size, &e->piece, d);
+            ipc_trace(c, "b %llu: described a cuMemCreate buffer (%zu bytes) in %llu us: %d", (unsigned long long)b,
+                      bytes, (unsigned long long)(shim_mono_us() - t0), r);
             e->not_vmm = r < 0;
             if (r > 0)
                 return;
@@ -263,8 +266,11 @@ static int map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc
         return -1;
     }
     if (d->vmm) {
+        uint64_t t0 = shim_mono_us();
         if (ipc_vmm_map(c, r, d, bytes, at, why, whylen) != 0)
             return -1;
+        ipc_trace(c, "b %llu: mapped rank %d's cuMemCreate buffer (%zu bytes) in %llu us", (unsigned long long)b, r,
+                  bytes, (unsigned long long)(shim_mono_us() - t0));
         c->map_used_us = shim_mono_us();
         return 0;
     }
@@ -473,13 +479,29 @@ static CUresult hop_copy(const struct ipc_comm *c, int sm, CUdeviceptr dst, CUde
     return c->cu->cuMemcpyDtoDAsync(dst, src, len, s);
 }
 
-/* The bytes a hop moves per step: one copy between two ranks, pipelined
- * steps along a chain, and staging chunks. */
+/*
+ * The bytes a hop moves per step: staging chunks; one copy between two ranks;
+ * along a chain, pipelined steps, chosen by the broadcast's size.  Each step
+ * costs the copy engine microseconds beyond its bytes (docs/design.md, "The
+ * broadcast's schedule": a copy engine between two GPUs reaches 305 GB/s in
+ * 8 MiB copies with a counter write after each, 354 in 23 MiB ones), and
+ * the chain fills in two steps: below CHAIN_BIG_BYTES the fill costs more
+ * than the steps (16 MiB steps: 0.81x NCCL at 64 MiB on 4 H100s, against 0.64
+ * with 46 MiB ones), above it the steps do, and smaller steps collapse
+ * under a matmul load (0.59x NCCL at 1 GiB with 16 MiB steps, 1.26 with 46).
+ */
+#define CHAIN_MID_STEP (16u << 20)
+#define CHAIN_BIG_STEP (46u << 20)
+#define CHAIN_BIG_BYTES (512u << 20)
 static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
 {
     if (h == HOP_STAGED)
         return c->chunk;
-    return c->nranks == 2 ? bytes : c->chunk * (size_t)c->nslots;
+    if (c->nranks == 2)
+        return bytes;
+    if (c->step_fixed)
+        return c->step_fixed;
+    return bytes < CHAIN_BIG_BYTES ? CHAIN_MID_STEP : CHAIN_BIG_STEP;
 }
 
 /* Whether broadcast j may copy before the one before it is over ("Senders
@@ -633,14 +655,18 @@ int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream
                     char *why, size_t whylen)
 {
     struct hop_plan p;
+    uint64_t t0 = shim_mono_us();
     ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
     if (plan_hops(c, j, &p, why, whylen) != 0)
         return -1;
+    uint64_t t1 = shim_mono_us();
     count(c, j, &p);
     if (j->bytes)
         plan_copies(c, j, &p);
     if (enqueue(c, j, &p, s, why, whylen) != 0)
         return -1;
+    ipc_trace(c, "b %llu: planned in %llu us, enqueued in %llu us", (unsigned long long)j->b,
+              (unsigned long long)(t1 - t0), (unsigned long long)(shim_mono_us() - t1));
     *off = -1; /* nothing moved: the fence before it stands */
     *rank = c->rank;
     if (!j->bytes)

@@ -341,6 +341,7 @@ struct ipc_comm {
     CUcontext ctx;
     size_t chunk;
     int nslots;
+    size_t step_fixed;                  /* NCCLSHIM_IPC_STEP_BYTES: a chain's step (0: step_of chooses) */
     int push_wait_us;                   /* NCCLSHIM_IPC_PUSH_WAIT_US: see await_receiver */
     int resume_wait_ms;                 /* NCCLSHIM_IPC_RESUME_WAIT_MS: see ipc_data_wait */
     CUstream stream;                    /* the communicator's own (non-blocking, highest priority) */

@@ -704,6 +704,7 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
     }
     const struct shim_cuda *cu = c->cu;
     int n = 0;
+    uint64_t t0 = shim_mono_us();
     for (CUdeviceptr at = buf; at < buf + bytes;) {
         CUdeviceptr base = 0;
         size_t psize = 0;
@@ -740,6 +741,8 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         v->scratch[n++] = (struct vmm_wire_piece){ block, base, psize, start, size };
         at = base + psize;
     }
+    ipc_trace(c, "vmm: walked %d pieces of %#llx in %llu us", n, (unsigned long long)buf,
+              (unsigned long long)(shim_mono_us() - t0));
     if (n > 1 && repeats_block(v, n)) {
         note(c, 1, "a buffer at %#llx maps one piece of cuMemCreate memory at two addresses, which cannot be shared "
              "piece by piece (a neighbour maps each piece once): it is staged", (unsigned long long)buf);
@@ -751,6 +754,8 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
         if (!ls[i])
             continue;
         int sent = 0, r = send_pieces(c, ls[i], v->scratch, n, &sent);
+        ipc_trace(c, "vmm: %d pieces of %#llx, %d sent to rank %d (%d held there)", n, (unsigned long long)buf, sent,
+                  ls[i]->peer, (int)ls[i]->nsent);
         if (r)
             return r > 0 ? -1 : 0;
         if (sent)
@@ -772,6 +777,7 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
 static void check_sent(struct ipc_comm *c)
 {
     struct ipc_vmm *v = c->vmm;
+    uint64_t t0 = shim_mono_us();
     for (int i = 0; i < 2; i++) {
         struct link *l = &v->link[i];
         if (l->fd < 0)
@@ -798,6 +804,8 @@ static void check_sent(struct ipc_comm *c)
             send_forget(c, l, gone, k);
         if (forgot)
             ipc_wake(c, l->peer);
+        ipc_trace(c, "vmm: checked %u pieces sent to rank %d in %llu us, %u forgotten", before, l->peer,
+                  (unsigned long long)(shim_mono_us() - t0), before - l->nsent);
     }
 }
 
@@ -1039,6 +1047,8 @@ static int read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, 
     struct ipc_vmm *v = c->vmm;
     struct piece *added[VMM_MSG_PIECES];
     int nadded = 0;
+    ipc_trace(c, "vmm: a message of %u pieces (%s) from rank %d", m.n, m.kind == VMM_PIECES ? "map" : "forget",
+              l->peer);
     for (uint32_t i = 0; i < m.n; i++) {
         if (m.kind == VMM_PIECES) {
             if (map_piece(c, l->peer, &m.p[i], fds[i], &added[nadded], why, whylen) != 0) {

@@ -558,7 +558,7 @@ CUDA_LOG_FIELDS = 8
 def cuda_released(x):
     return (x in ("allocs=0", "ipc_opens=0", "vmm_handles=0", "vmm_maps=0", "vmm_reserves=0") or x.isdigit() or
             x.startswith(("opened=", "vmm_imports=")))
-IPC_ENV = {"NCCLSHIM_WEIGHT_UPDATE": "ipc", "NCCLSHIM_IPC_CHUNK_BYTES": "4096", "NCCLSHIM_IPC_SLOTS": "2",
+IPC_ENV = {"NCCLSHIM_WEIGHT_UPDATE": "ipc", "NCCLSHIM_IPC_CHUNK_BYTES": "4096", "NCCLSHIM_IPC_SLOTS": "2", "NCCLSHIM_IPC_STEP_BYTES": "8192",
            "FAKE_CUDA_WAIT_TIMEOUT_MS": "10000"}
 for n in (2, 4, 8):
     d, procs, ids = scenario("ipc%d" % n, n, dict(IPC_ENV, FAKE_CUDA_LOG=os.path.join(TMP, "ipc%d.cuda" % n)),

@@ -29,7 +29,7 @@ def start(d, r, roles, hosts, extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLSHIM_", "FAKE_"))}
     env.update({"LD_PRELOAD": PRELOAD, "NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log",
                 "FAKE_CUDA_DEVICE": str(r % 8), "FAKE_CUDA_WAIT_TIMEOUT_MS": "20000",
-                "NCCLSHIM_IPC_CHUNK_BYTES": "65536", "NCCLSHIM_IPC_SLOTS": "2"})
+                "NCCLSHIM_IPC_CHUNK_BYTES": "65536", "NCCLSHIM_IPC_SLOTS": "2", "NCCLSHIM_IPC_STEP_BYTES": "131072"})
     if hosts:
         env["NCCLSHIM_HOSTNAME"] = hosts[r]
     env.update(extra)

@@ -47,13 +47,13 @@ rv_pair() { # rv_pair <description> <extra args> <env...>
 rv_pair "rendezvous, action socket" "" NCCLSHIM_WEIGHT_UPDATE=socket
 rv_pair "rendezvous, action drop, every API function on the dropped handle" "allapi=1" NCCLSHIM_WEIGHT_UPDATE=drop
 rv_pair "ipc: broadcasts from both roots, all-reduces (fake libcuda)" "xfer=1" NCCLSHIM_WEIGHT_UPDATE=ipc \
-    NCCLSHIM_IPC_CHUNK_BYTES=4096 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1"
+    NCCLSHIM_IPC_CHUNK_BYTES=4096 NCCLSHIM_IPC_STEP_BYTES=8192 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1"
 rv_pair "ipc: buffers of cuMemCreate (expandable segments) shared as file descriptors over Unix sockets" "xfer=1" \
-    NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_IPC_CHUNK_BYTES=4096 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 \
+    NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_IPC_CHUNK_BYTES=4096 NCCLSHIM_IPC_STEP_BYTES=8192 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 \
     RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1" RANK_CLIENT_MEM=vmm RANK_CLIENT_BIG=1
 mkdir -p "$TMP/sync"
 rv_pair "ipc: 10 suspend/resume cycles (staging given back and taken again), destroy while suspended" \
-    "suspend=2 cycles=10" NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_IPC_CHUNK_BYTES=4096 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 \
+    "suspend=2 cycles=10" NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_IPC_CHUNK_BYTES=4096 NCCLSHIM_IPC_STEP_BYTES=8192 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 \
     RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1" RANK_CLIENT_SYNC="$TMP/sync" \
     LD_LIBRARY_PATH="$ROOT/tests/fake/new"
 grep -q ' ok=10 .*bad=-' "$TMP/out1" && grep -q ' released=10 .*freed_mapped=0 .*bad=-' "$TMP/out1"
