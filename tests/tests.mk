@@ -54,9 +54,9 @@ tests/bin/test_wire: tests/unit/test_wire.c tests/unit/wire_same.h shim/rendezvo
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_wire.c shim/rendezvous/rv_wire.c
 
 tests-bin: tests/bin/test_decide
-tests/bin/test_decide: tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c $(wildcard policy/*.h)
+tests/bin/test_decide: tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c $(wildcard policy/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c
 
 # The fake libcuda's own test (tests/t/14-fake-cuda.t).
 tests-bin: tests/bin/test_fake_cuda
