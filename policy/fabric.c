@@ -45,8 +45,8 @@ long fabric_estimate(int kind, int on_host, int nranks, int devices, int one_cha
 {
     if (on_host < 1 || devices < 1)
         return 0;
-    if (kind == FABRIC_EFA) /* whatever the channels, spread over the host's NICs */
-        return ((long)on_host * FABRIC_EFA_QPS_PER_COMM + devices - 1) / devices;
+    if (kind == FABRIC_EFA) /* whatever the channels; processes spread over the NICs, an endpoint on one */
+        return ((long)on_host + devices - 1) / devices * FABRIC_EFA_QPS_PER_COMM;
     /* PAT (NCCL 2.23+) connects rank +- 2^k too where a host has one rank. */
     long ends = FABRIC_IB_ENDS_PER_CHANNEL + (on_host == 1 ? 2 * ceil_log2(nranks) : 0);
     /* One channel sits on one device; the default's channels spread over all. */
@@ -99,7 +99,7 @@ static enum verdict_kind host_verdict(const struct host *h, const struct rank_fa
     if (h->unjudged >= 0) {
         const struct fabric_facts *ff = &facts[h->unjudged].fabric;
         if (ff->state == FABRIC_NOT_SAID)
-            snprintf(why, len, "rank %d (host '%.40s') sent no fabric facts (a shim from before they were sent)",
+            snprintf(why, len, "rank %d (host '%.40s') sent no fabric facts (its shim predates them)",
                      h->unjudged, name);
         else
             snprintf(why, len, "rank %d (host '%.40s') could not read its fabric: %.200s", h->unjudged, name,

@@ -102,3 +102,9 @@ tests-bin: tests/bin/test_loader
 tests/bin/test_loader: tests/unit/test_loader.c shim/nccl/loader.c shim/nccl/loader.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_loader.c shim/nccl/loader.c -ldl
+
+# auto across hosts: the fabric's policy and the shim's sysfs probe (tests/t/34-fabric-auto.t).
+tests-bin: tests/bin/test_fabric
+tests/bin/test_fabric: tests/unit/test_fabric.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c shim/comm/fabric_probe.c shim/comm/fabric_probe.h $(wildcard policy/*.h)
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_fabric.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c shim/comm/fabric_probe.c -lpthread
