@@ -7,6 +7,7 @@
 #include "decide.h"
 
 #include "defaults.h"
+#include "fabric.h"
 #include "pattern.h"
 
 #include <stdarg.h>
@@ -357,8 +358,15 @@ static enum action auto_action(const struct decision *d, const struct rank_facts
         sb_add(b, " of unknown role, going with the others");
     }
     if (d->nhosts != 1) {
-        sb_addf(b, ", ranks on %d hosts: socket", d->nhosts);
-        return ACTION_SOCKET;
+        /* Across hosts the fabric decides (policy/fabric.c): passthrough where
+         * it is ample, frugal where one channel fits, socket where it is scarce
+         * or cannot be judged (as before the fabric was weighed). */
+        char why[EVIDENCE_REASON_LEN];
+        enum action a = fabric_choose(facts, nranks, why, sizeof(why));
+        sb_addf(b, ", ranks on %d hosts, ", d->nhosts);
+        sb_add(b, why);
+        sb_addf(b, ": %s", action_name(a));
+        return a;
     }
     if (nranks > POLICY_IPC_MAX_RANKS) {
         /* Socket rather than passthrough: on one host NCCL keeps its own paths

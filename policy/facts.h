@@ -19,6 +19,29 @@
 #define FACTS_MAX_RANKS 8192
 /* Why a rank could not carry out socket, said before the decision. */
 #define FACTS_SOCKET_WHY_LEN 320
+/* Why a rank could not judge its host's fabric. */
+#define FABRIC_WHY_LEN 256
+/* Bounds of the fabric's counts and of NCCLSHIM_FABRIC_BUDGET (what a HELLO may carry). */
+#define FABRIC_MAX_COUNT 65536
+#define FABRIC_MAX_BUDGET 16777216
+
+/* The RDMA devices NCCL could use on a host (docs/policy.md, "Across hosts"):
+ * EFA (vendor 0x1d0f) or InfiniBand/RoCE (a port with link_layer InfiniBand
+ * or Ethernet, ACTIVE); both on one host is MIXED. */
+enum fabric_kind { FABRIC_NONE = 0, FABRIC_EFA, FABRIC_IB, FABRIC_MIXED };
+enum fabric_state { FABRIC_NOT_SAID = 0, FABRIC_READ, FABRIC_UNREADABLE };
+
+/* What a rank knows of its host's fabric: read by the shim (shim/comm/fabric_probe.c,
+ * from sysfs and NCCLSHIM_FABRIC_BUDGET), weighed by policy/fabric.c. */
+struct fabric_facts {
+    int state;                          /* enum fabric_state: NOT_SAID from a shim before issue 25 */
+    int kind;                           /* enum fabric_kind (READ only) */
+    int devices;                        /* usable RDMA devices on the host */
+    int gpus;                           /* NVIDIA GPUs on the host's PCI bus (0: none seen) */
+    int budget;                         /* NCCLSHIM_FABRIC_BUDGET: QPs a device the weight-update
+                                         * communicator may take on this host; 0: not set */
+    char why[FABRIC_WHY_LEN];           /* UNREADABLE: why */
+};
 
 struct rank_facts {
     int rank, nranks;
@@ -45,6 +68,12 @@ struct rank_facts {
      * the vote round decides; 1: ready; 2: not ready, socket_why says why. */
     int socket_ready;
     char socket_why[FACTS_SOCKET_WHY_LEN];
+    /* The same for frugal (its checks are local too: the NCCL release, the
+     * NCCL_MIN_CTAS family): lets auto choose socket instead of a frugal
+     * that a rank would veto into passthrough.  0: not said; 1: ready; 2: not. */
+    int frugal_ready;
+    char frugal_why[FACTS_SOCKET_WHY_LEN];
+    struct fabric_facts fabric;
 };
 
 #endif

@@ -5,7 +5,10 @@
 #   EFASim net plugin (build/libnccl-net-efasim.so) as the fabric: a trainer of 2 ranks
 #   and an inference engine (1 rank; with 4 GPUs or more, 2), without the shim, with it
 #   (NCCLSHIM_WEIGHT_UPDATE=auto: ipc) and with the inference processes presented as
-#   another host (NCCLSHIM_HOSTNAME=node-b, test-only: auto chooses socket), side by side.
+#   another host (NCCLSHIM_HOSTNAME=node-b, test-only) on three fabrics, each shown to
+#   the shim as a fake sysfs tree (NCCLSHIM_SYSFS_ROOT, test-only) with its budget
+#   (NCCLSHIM_FABRIC_BUDGET): ample (auto: passthrough), one channel fits beside
+#   training (auto: frugal), scarce (auto: socket), side by side.
 #   With 1 or 2: the colocated story (bench/colocated.py): a trainer and an inference
 #   process on one GPU, which NCCL refuses; the shim's ipc transport carries their
 #   refit (4.3 GB in 45 packed broadcasts, 2 streams in turn), bit-exact, timed against
@@ -37,7 +40,7 @@ if [ "$gpus" -ge 3 ]; then
     inf=1
     [ "$gpus" -ge 4 ] && inf=2
     echo "== $gpus GPUs: the scenario on real NCCL with the EFASim fabric, a trainer of 2 ranks and an" \
-         "inference engine of $inf (3 runs; a few minutes)"
+         "inference engine of $inf (2 calibrations, 5 runs; several minutes)"
     # The scenario bounds every run itself (--timeout per run) and kills its ranks; this
     # outer bound is for the scenario as a whole.
     # shellcheck disable=SC2086

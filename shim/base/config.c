@@ -16,7 +16,8 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_TRAINING_TITLES", "NCCLSHIM_INFERENCE_TITLES", "NCCLSHIM_INFERENCE_LIBS",
     "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", "NCCLSHIM_PYTHON_CALLSITE", "NCCLSHIM_TAG", "NCCLSHIM_WEIGHT_UPDATE",
     "NCCLSHIM_RULES", "NCCLSHIM_STRICT", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", "NCCLSHIM_RENDEZVOUS_IDLE_MS", "NCCLSHIM_RENDEZVOUS_FANIN", "NCCLSHIM_RENDEZVOUS_ONE_ROUND", "NCCLSHIM_IPC_CHUNK_BYTES", "NCCLSHIM_IPC_SLOTS",
-    "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", "NCCLSHIM_IPC_RESUME_WAIT_MS", "NCCLSHIM_IPC_VMM", NULL,
+    "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", "NCCLSHIM_IPC_RESUME_WAIT_MS", "NCCLSHIM_IPC_VMM",
+    "NCCLSHIM_FABRIC_BUDGET", "NCCLSHIM_SYSFS_ROOT", NULL,
 };
 
 /* Written once under pthread_once, read-only afterwards. */
@@ -54,6 +55,27 @@ static long config_number(const char *name, long def, long lo, long hi, long mul
         return def;
     }
     return x;
+}
+
+/* NCCLSHIM_FABRIC_BUDGET: decimal digits only, 1..FABRIC_MAX_BUDGET.  A bad
+ * value is not replaced by a default: the user meant to say the fabric is
+ * tight, so this host's fabric goes unjudged (auto across hosts: socket). */
+static int fabric_budget_read(void)
+{
+    const char *v = getenv("NCCLSHIM_FABRIC_BUDGET");
+    if (!v || !*v)
+        return 0;
+    long x = 0;
+    size_t n = strspn(v, "0123456789");
+    if (n == strlen(v) && n <= 9)
+        x = strtol(v, NULL, 10);
+    if (n != strlen(v) || n > 9 || x < 1 || x > FABRIC_MAX_BUDGET) {
+        config_warn("NCCLSHIM_FABRIC_BUDGET='%.40s' is not a number in 1..16777216 (queue pairs a device the "
+                    "weight-update communicator may take on this host); auto will not weigh this host's fabric "
+                    "(socket across hosts) until it is fixed or unset%s", v, "");
+        return -1;
+    }
+    return (int)x;
 }
 
 /* The kernel's boot_id: shared by every container of one machine (hostnames are not). */
@@ -225,6 +247,8 @@ static void config_read(void)
         else if (strcasecmp(v, "auto") != 0 && strcasecmp(v, "ce") != 0)
             config_warn("NCCLSHIM_IPC_COPY='%.60s' is not one of auto|ce|sm; using auto%s", v, "");
     }
+
+    c->fabric_budget = fabric_budget_read();
 
     policy_parse(&c->policy, getenv("NCCLSHIM_WEIGHT_UPDATE"), getenv("NCCLSHIM_RULES"), getenv("NCCLSHIM_STRICT"));
     if (!c->policy.ok)

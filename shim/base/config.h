@@ -32,6 +32,7 @@ struct shim_config {
     int ipc_push_wait_us;               /* NCCLSHIM_IPC_PUSH_WAIT_US: a sender's wait for a receiver a few broadcasts behind */
     int ipc_resume_wait_ms;             /* NCCLSHIM_IPC_RESUME_WAIT_MS: an operation's wait for a suspended peer's resume */
     int ipc_vmm;                        /* NCCLSHIM_IPC_VMM: share cuMemCreate memory as file descriptors (default 1) */
+    int fabric_budget;                  /* NCCLSHIM_FABRIC_BUDGET: 0 unset, -1 malformed (the fabric goes unjudged) */
     int ipc_copy_sm;                    /* NCCLSHIM_IPC_COPY=sm: the copy kernel for hops within one GPU */
     struct policy_patterns patterns;    /* pointers into the environment */
 };

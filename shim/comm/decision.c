@@ -1,6 +1,8 @@
 #define _GNU_SOURCE
 #include "decision.h"
 
+#include "fabric_probe.h"
+
 #include "policy/classify.h"
 #include "comm.h"
 #include "config.h"
@@ -165,7 +167,9 @@ static int frugal_env_ok(char *why, size_t whylen)
     return 0;
 }
 
-static int prepare_frugal(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
+/* Whether this rank could carry frugal out: all local checks, so that a
+ * rank can say it in its HELLO and auto never picks a frugal it would veto. */
+static int frugal_possible(const struct plan_input *in, char *why, size_t whylen)
 {
     if (in->slot->version && in->slot->version < NCCL_CTAS_SINCE) {
         snprintf(why, whylen, "NCCL %d has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later needed)", in->slot->version);
@@ -173,7 +177,12 @@ static int prepare_frugal(const struct plan_input *in, struct plan *p, char *why
     }
     if (frugal_env_ok(why, whylen) != 0)
         return -1;
-    if (config_init_found(in, why, whylen) != 0)
+    return config_init_found(in, why, whylen);
+}
+
+static int prepare_frugal(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
+{
+    if (frugal_possible(in, why, whylen) != 0)
         return -1;
     p->net_config = frugal_config(in->config, in->slot->version, why, whylen);
     return p->net_config ? 0 : -1;
@@ -318,6 +327,12 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         return;
     }
     fill_facts(in, p, f);
+    /* What auto across hosts weighs: this host's fabric, and whether this
+     * rank could take frugal (policy/fabric.c). */
+    fabric_probe(&f->fabric);
+    f->frugal_ready = frugal_possible(in, f->frugal_why, sizeof(f->frugal_why)) == 0 ? 1 : 2;
+    if (f->frugal_ready == 1)
+        f->frugal_why[0] = '\0';
     struct setup_ctx ctx = { in, p, 0, 0, "" };
     if (cfg->rendezvous_one_round) {
         /* Said in the HELLO: if the root decides socket and every rank is

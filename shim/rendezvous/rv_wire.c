@@ -39,6 +39,21 @@
  *                                                socket, 2 not ready (a root may then commit
  *                                                without the vote round: design.md)
  *     22   socket_why            string     no   < FACTS_SOCKET_WHY_LEN bytes
+ *     23   frugal_ready          i32        no   0..2, as socket_ready, for frugal (auto
+ *                                                chooses socket over a frugal a rank would veto)
+ *     24   frugal_why            string     no   < FACTS_SOCKET_WHY_LEN bytes
+ *     25   fabric_state          i32        no   0..2: 0 (or absent) not said, 1 read,
+ *                                                2 could not be read (fabric_why says why)
+ *     26   fabric_kind           i32        no   0..FABRIC_MIXED; with fabric_state 1, 0 (none)
+ *                                                exactly when fabric_devices is 0
+ *     27   fabric_devices        i32        no   0..FABRIC_MAX_COUNT
+ *     28   fabric_gpus           i32        no   0..FABRIC_MAX_COUNT
+ *     29   fabric_budget         i32        no   0..FABRIC_MAX_BUDGET (0: NCCLSHIM_FABRIC_BUDGET unset)
+ *     30   fabric_why            string     no   < FABRIC_WHY_LEN bytes
+ *     Tags 23-30 came with auto across hosts (issue 25).  The frame version stays 1:
+ *     a root from before skips them and decides as it did (socket), a rank from before
+ *     sends none and counts as a host whose fabric cannot be judged (socket); a new
+ *     version number would instead make each refuse the other's frames.
  *
  *   DECISION and COMMIT (struct rv_verdict)
  *      1   token                 16 bytes   yes
@@ -106,7 +121,8 @@ _Static_assert(EVIDENCE_REASON_LEN <= 65536 && FACTS_PATH_LEN <= 65536 && RV_REA
      (TLV_HDR + SLIM(u.hello.caller_lib)) + (TLV_HDR + SLIM(u.hello.title)) +                            \
      (TLV_HDR + SLIM(u.hello.role_reason)) + (TLV_HDR + SLIM(u.hello.local_purpose_reason)) +            \
      (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.socket_why)) +                                              \
-     EVIDENCE_MAX_FRAMES * (TLV_HDR + EVIDENCE_FRAME_LEN - 1))
+     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.frugal_why)) + 5 * (TLV_HDR + 4) +                          \
+     (TLV_HDR + SLIM(u.hello.fabric.why)) + EVIDENCE_MAX_FRAMES * (TLV_HDR + EVIDENCE_FRAME_LEN - 1))
 _Static_assert(RV_HELLO_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal HELLO fits a frame");
 #define RV_VERDICT_MAX_PAYLOAD                                                                           \
     (TLV_HDR + RV_TOKEN_LEN + 7 * (TLV_HDR + 4) + (TLV_HDR + 8) + 2 * (TLV_HDR + RV_REASON_LEN - 1))
@@ -131,6 +147,8 @@ struct field {
 #define F_I32(tag, m, flags, lo, hi) { tag, K_I32, flags, #m, offsetof(struct rv_msg, m), 4, lo, hi }
 #define F_U32(tag, m, flags) { tag, K_U32, flags, #m, offsetof(struct rv_msg, m), 4, 0, 0 }
 #define F_U64(tag, m, flags) { tag, K_U64, flags, #m, offsetof(struct rv_msg, m), 8, 0, 0 }
+/* An optional number of a nested struct, named as on the wire. */
+#define F_I32N(tag, m, name, lo, hi) { tag, K_I32, 0, name, offsetof(struct rv_msg, m), 4, lo, hi }
 #define F_STR(tag, m, flags) { tag, K_STR, flags, #m, offsetof(struct rv_msg, m), MSIZE(m), 0, 0 }
 
 /* #m gives "u.hello.rank": names are printed from after the last '.'. */
@@ -159,6 +177,14 @@ static const struct field hello_fields[] = {
     F_U32(20, leader_pid, 0),
     F_I32(21, u.hello.socket_ready, 0, 0, 2),
     F_STR(22, u.hello.socket_why, 0),
+    F_I32(23, u.hello.frugal_ready, 0, 0, 2),
+    F_STR(24, u.hello.frugal_why, 0),
+    F_I32N(25, u.hello.fabric.state, "fabric_state", 0, FABRIC_UNREADABLE),
+    F_I32N(26, u.hello.fabric.kind, "fabric_kind", 0, FABRIC_MIXED),
+    F_I32N(27, u.hello.fabric.devices, "fabric_devices", 0, FABRIC_MAX_COUNT),
+    F_I32N(28, u.hello.fabric.gpus, "fabric_gpus", 0, FABRIC_MAX_COUNT),
+    F_I32N(29, u.hello.fabric.budget, "fabric_budget", 0, FABRIC_MAX_BUDGET),
+    { 30, K_STR, 0, "fabric_why", offsetof(struct rv_msg, u.hello.fabric.why), MSIZE(u.hello.fabric.why), 0, 0 },
 };
 
 static const struct field verdict_fields[] = {
@@ -326,6 +352,10 @@ static int check_message(const struct rv_msg *m, const char *name, char *err, si
     if (m->type == RV_HELLO && m->u.hello.rank >= m->u.hello.nranks)
         return fail(err, errlen, "%s: rank %d is outside 0..%d (nranks %d)", name, m->u.hello.rank,
                     m->u.hello.nranks - 1, m->u.hello.nranks);
+    if (m->type == RV_HELLO && m->u.hello.fabric.state == FABRIC_READ &&
+        (m->u.hello.fabric.kind == FABRIC_NONE) != (m->u.hello.fabric.devices == 0))
+        return fail(err, errlen, "%s: fabric_kind %d with %d fabric_devices (kind 0, none, goes with 0 devices only)",
+                    name, m->u.hello.fabric.kind, m->u.hello.fabric.devices);
     return 0;
 }
 

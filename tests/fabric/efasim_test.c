@@ -337,6 +337,8 @@ static void test_env(void) {
     {"EFASIM_QP_BUDGET", "99999999999999999999999"}, {"EFASIM_QP_BUDGET", ""}, {"EFASIM_QP_BUDGET", "12x"},
     {"EFASIM_QPS_PER_CONN", "0"}, {"EFASIM_QPS_PER_CONN", "two"}, {"EFASIM_QPS_PER_CONN", "-2"},
     {"EFASIM_RING_BYTES", "12"}, {"EFASIM_STATE", "a/b"}, {"EFASIM_STATE", "/"},
+    {"EFASIM_CHARGE", "EFA"}, {"EFASIM_CHARGE", "qp"}, {"EFASIM_CHARGE", ""}, {"EFASIM_QPS_PER_EP", "0"},
+    {"EFASIM_QPS_PER_EP", "x4"},
   };
   for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
     char *old = getenv(bad[i].var) ? strdup(getenv(bad[i].var)) : NULL;
@@ -482,6 +484,53 @@ static void test_budget(void) {
   a = NULL;
   ok(init_comm(&a, 0xc) == efa_success && stat_of("budget") == 10, "an idle host takes a new EFASIM_QP_BUDGET");
   N->finalize(a);
+}
+
+/* EFASIM_CHARGE=efa: a communicator costs one endpoint per process (EFASIM_QPS_PER_EP), at its
+ * first listen or connect, whatever its connections; it comes back at finalize. */
+static void test_efa_charge(void) {
+  stat_reset(10, 2);
+  setenv("EFASIM_CHARGE", "efa", 1);
+  setenv("EFASIM_QPS_PER_EP", "4", 1);
+  log_clear();
+  void *a = NULL, *b = NULL, *c = NULL;
+  ok(init_comm(&a, 0xe1) == efa_success && log_has("4 for its endpoint in this process (EFASIM_CHARGE=efa"),
+     "efa: comm A inits, the log says what it will cost");
+  ok(stat_of("in_use") == 0, "efa: init alone charges nothing (the endpoint comes with the first connection)");
+  void *s[6] = {0}, *r[6] = {0};
+  int made = 0;
+  for (int i = 0; i < 6; i++) made += loopback(a, &s[i], &r[i]) == efa_success;
+  ok(made == 6 && stat_of("in_use") == 4 && stat_of("connections") == 6,
+     "efa: 6 connections of one communicator cost its one endpoint, 4 QPs (ib would charge 12)");
+  ok(log_has("endpoint of process") && log_has("costs 4 QPs, 6 of 10 left"), "efa: the endpoint's charge is logged");
+  ok(init_comm(&b, 0xe2) == efa_success, "efa: comm B inits with 6 left (an endpoint needs 4)");
+  void *sb = NULL, *rb = NULL;
+  ok(loopback(b, &sb, &rb) == efa_success && stat_of("in_use") == 8, "efa: comm B's endpoint takes 4 more: 8 in use");
+  log_clear();
+  ok(init_comm(&c, 0xe3) != efa_success && c == NULL &&
+     log_has("refused: 2 of 10 QPs left on this host, an endpoint needs 4"),
+     "efa: comm C is refused at init, 2 left, an endpoint needs 4: NCCL takes its next network");
+  N->closeSend(sb);
+  N->closeRecv(rb);
+  ok(stat_of("in_use") == 8, "efa: closing a connection gives nothing back (the endpoint stays the comm's)");
+  N->finalize(b);
+  ok(stat_of("in_use") == 4, "efa: finalize gives the endpoint's 4 QPs back");
+  for (int i = 0; i < 6; i++) { N->closeSend(s[i]); N->closeRecv(r[i]); }
+  N->finalize(a);
+  ok(stat_of("in_use") == 0 && stat_of("connections_open") == 0, "efa: all back, no connection left open");
+  /* An endpoint that does not fit: the connect fails, as creating its QPs would. */
+  stat_reset(3, 2);
+  setenv("EFASIM_QP_BUDGET", "3", 1);
+  setenv("EFASIM_QPS_PER_EP", "2", 1);
+  a = NULL;
+  ok(init_comm(&a, 0xe4) == efa_success, "efa: with 3 QPs and endpoints of 2, comm D inits");
+  setenv("EFASIM_QPS_PER_EP", "4", 1);
+  b = NULL;
+  ok(init_comm(&b, 0xe5) != efa_success, "efa: a process whose endpoints cost 4 is refused at init with 3 left");
+  N->finalize(a);
+  unsetenv("EFASIM_CHARGE");
+  unsetenv("EFASIM_QPS_PER_EP");
+  stat_reset(64, 2);
 }
 
 static void test_killed(void) {
@@ -650,6 +699,8 @@ int main(int argc, char **argv) {
   snprintf(g_state, sizeof(g_state), "/efasim-test-%d", (int)getpid());
   setenv("EFASIM_STATE", g_state, 1);
   unsetenv("EFASIM_RING_BYTES");
+  unsetenv("EFASIM_CHARGE");
+  unsetenv("EFASIM_QPS_PER_EP");
   stat_reset(64, 2);
   char path[512];
   snprintf(path, sizeof(path), "%s/libnccl-net-efasim.so", g_build);
@@ -663,6 +714,7 @@ int main(int argc, char **argv) {
   test_props();
   test_two_processes();
   test_budget();
+  test_efa_charge();
   test_killed();
   test_dead_lock_holder();
   test_pid_reuse();

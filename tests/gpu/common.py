@@ -162,13 +162,16 @@ def launch(script, args):
         env["LD_PRELOAD"] = os.path.abspath(args["preload"])
     procs = []
     for r in range(world):
+        # GPUTEST_RANK<r>_ENV="K=V K=V": rank r's own settings (a test-only host identity, say)
+        renv = dict(env)
+        renv.update(kv.split("=", 1) for kv in os.environ.get("GPUTEST_RANK%d_ENV" % r, "").split() if "=" in kv)
         out = open(os.path.join(outdir, "rank%d.out" % r), "wb")
         err = open(os.path.join(outdir, "rank%d.err" % r), "wb")
         cmd = [sys.executable, os.path.abspath(script), "--worker", "--rank", str(r), "--world", str(world),
                "--outdir", outdir]
         # Same process group as the launcher: if the outer `timeout` fires it
         # signals the whole group, workers included.
-        procs.append((subprocess.Popen(cmd, stdout=out, stderr=err, env=env, stdin=subprocess.DEVNULL), out, err))
+        procs.append((subprocess.Popen(cmd, stdout=out, stderr=err, env=renv, stdin=subprocess.DEVNULL), out, err))
     summary = {"ok": False, "script": os.path.basename(script), "preload": args["preload"], "ranks": [],
                "errors": []}
     deadline = time.monotonic() + timeout

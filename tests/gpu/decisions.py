@@ -53,11 +53,21 @@ def worker(args):
     return res
 
 
+AUTO_REASONS = {  # auto across hosts (run.sh d3): what each fabric's reason must say
+    "frugal": "fabric scarce, one channel fits (host 'node-a': InfiniBand/RoCE, NCCLSHIM_FABRIC_BUDGET 12",
+    "socket": "fabric scarce (host 'node-a': InfiniBand/RoCE, NCCLSHIM_FABRIC_BUDGET 4",
+    "passthrough": "fabric ample (every host; host 'node-a' has 8 EFA devices for 2 GPUs",
+}
+
+
 def check(outdir, mode):
-    """mode: socket, frugal, drop, or socket-ncclnet (socket while NCCL_NET=EFASim is set)."""
+    """mode: socket, frugal, drop, socket-ncclnet (socket while NCCL_NET=EFASim is set), or
+    auto-<socket|frugal|passthrough> (auto across two hosts, on the fabric a fake sysfs presents)."""
     ncclnet = mode == "socket-ncclnet"
     mode = "socket" if ncclnet else mode
-    chk = common.checker(mode)
+    auto = mode.startswith("auto-")
+    mode = mode[5:] if auto else mode
+    chk = common.checker(("auto-" if auto else "") + mode)
 
     summary, ranks = common.read_summary(outdir)
     chk(summary["ok"], "both ranks finished")
@@ -74,6 +84,10 @@ def check(outdir, mode):
         "both ranks carry out %s, from one decision" % mode)
     chk(tr and all(c["action"] == "passthrough" and "decision" not in c for c in tr),
         "the torch communicator is untouched (unmarked, passthrough)")
+    if auto:
+        why = [c.get("action_reason", "") for c in wu]
+        chk(len(wu) == 2 and all("ranks on 2 hosts, " + AUTO_REASONS[mode] in w for w in why),
+            "auto across hosts weighed the fabric: %s" % (why[:1],))
     # NCCL's own log: which communicators NCCL initialised, with which function and network.
     inits, channels = {}, {}
     for f in glob.glob(os.path.join(outdir, "nccl.*.log")):
@@ -115,6 +129,12 @@ def check(outdir, mode):
         chk(all(r.get("bcast") == r.get("bcast_expected") for r in ranks),
             "the %d-byte broadcast arrives bit-exact on the Socket-configured communicator" % BCAST_BYTES)
         chk(all(r.get("warmup") == 2.0 for r in ranks), "the warm-up all-reduce gives 2.0 on both ranks")
+    elif mode == "passthrough":
+        got = [inits.get(real(c)) for c in wu]
+        chk(all(g and g[0] == "ncclCommInitRank" for g in got),
+            "NCCL's log: the weight-update comm made as the application asked (ncclCommInitRank) %s" % got)
+        chk(all(r.get("bcast") == r.get("bcast_expected") for r in ranks),
+            "the %d-byte broadcast arrives bit-exact" % BCAST_BYTES)
     else:
         chk(all(c["comm"] is None for c in wu) and len(inits) == len(tr),
             "NCCL's log: no init for the dropped communicator (%d inits, all torch's)" % len(inits))

@@ -196,6 +196,37 @@ if [ -f "$ROOT/build/libnccl-net-efasim.so" ]; then
 else
     ok 1 "the EFASim plugin is built (make fabric): needed for the NCCL_NET check"
 fi
+# (d3) auto across hosts (rank 1 presented as node-b: NCCLSHIM_HOSTNAME, test-only), on three
+# fabrics a fake sysfs tree presents (NCCLSHIM_SYSFS_ROOT, test-only): one InfiniBand device
+# with a budget where one channel fits (about 8 QPs at one channel, 16 at NCCL's default, for a
+# host's only rank of 2): frugal; a budget where it does not: socket; 8 EFA devices for 2 GPUs:
+# passthrough.
+fake_sysfs() { # fake_sysfs DIR efa|ib DEVICES: as the kernel writes it, with 2 NVIDIA GPUs
+    local d=$1 kind=$2 n=$3 k g dev
+    for g in 1 2; do
+        mkdir -p "$d/bus/pci/devices/0000:0$g:00.0"
+        echo 0x10de > "$d/bus/pci/devices/0000:0$g:00.0/vendor"
+        echo 0x030200 > "$d/bus/pci/devices/0000:0$g:00.0/class"
+    done
+    for ((k = 0; k < n; k++)); do
+        dev=$d/class/infiniband/${kind}_$k
+        mkdir -p "$dev/device" "$dev/ports/1"
+        if [ "$kind" = efa ]; then echo 0x1d0f; else echo 0x15b3; fi > "$dev/device/vendor"
+        if [ "$kind" = efa ]; then echo Unknown; else echo InfiniBand; fi > "$dev/ports/1/link_layer"
+        echo "4: ACTIVE" > "$dev/ports/1/state"
+    done
+}
+fake_sysfs "$WORK/sysfs-ib1" ib 1
+fake_sysfs "$WORK/sysfs-efa8" efa 8
+for c in frugal:ib1:12 socket:ib1:4 passthrough:efa8:; do
+    IFS=: read -r want tree budget <<< "$c"
+    NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_SYSFS_ROOT=$WORK/sysfs-$tree NCCLSHIM_FABRIC_BUDGET=$budget \
+        GPUTEST_RANK0_ENV="NCCLSHIM_HOSTNAME=node-a" GPUTEST_RANK1_ENV="NCCLSHIM_HOSTNAME=node-b" \
+        NCCLSHIM_TRAINING_TITLES='*decisions.py --worker --rank 0 *' \
+        NCCLSHIM_INFERENCE_TITLES='*decisions.py --worker --rank 1 *' NCCL_DEBUG_SUBSYS=INIT,NET \
+        launch "decide-auto-$want" decisions.py shim
+    import_checks < <(timeout -k 5 120 "$PY" "$HERE/decisions.py" --check "$WORK/decide-auto-$want.shim" "auto-$want" 2>&1)
+done
 if [ -x "$ROOT/tools/ncclshim-inspect" ]; then
     "$ROOT/tools/ncclshim-inspect" --check "$WORK/decide-drop.shim/records" > "$WORK/decide-drop.check" 2>&1
     rc=$?

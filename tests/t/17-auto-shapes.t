@@ -112,17 +112,17 @@ check_group("1+1-one-host", "TI", None, "ipc", "1 inference rank (rank 1), all 2
 check_group("2+2-one-host", "TTII", None, "ipc", "2 inference ranks (ranks 2-3), all 4 ranks on one host: ipc")
 check_group("1+7-one-host", "TIIIIIII", None, "ipc", "7 inference ranks (ranks 1-7), all 8 ranks on one host: ipc")
 # Several hosts: NCCL's Socket network.
-check_group("2+1-two-hosts", "TTI", [A, A, B], "socket", "1 inference rank (rank 2), ranks on 2 hosts: socket")
-check_group("2+2-two-hosts", "TTII", [A, A, B, B], "socket", "2 inference ranks (ranks 2-3), ranks on 2 hosts: socket")
+check_group("2+1-two-hosts", "TTI", [A, A, B], "socket", "1 inference rank (rank 2), ranks on 2 hosts, fabric not judged (")
+check_group("2+2-two-hosts", "TTII", [A, A, B, B], "socket", "2 inference ranks (ranks 2-3), ranks on 2 hosts, fabric not judged (")
 check_group("1+7-three-hosts", "TIIIIIII", [A, B, B, B, B, C, C, C], "socket",
-            "7 inference ranks (ranks 1-7), ranks on 3 hosts: socket")
+            "7 inference ranks (ranks 1-7), ranks on 3 hosts, fabric not judged (")
 # An engine that spans the trainer's host and another: several hosts, socket.
-check_group("2+2-split-engine", "TTII", [A, A, A, B], "socket", "ranks on 2 hosts: socket")
+check_group("2+2-split-engine", "TTII", [A, A, A, B], "socket", "ranks on 2 hosts, fabric not judged (")
 # Ranks of unknown role go with the others, and get the bytes too.
 check_group("2+2+1unknown-one-host", "TTIIU", None, "ipc",
             "2 inference ranks (ranks 2-3), rank 4 of unknown role, going with the others, all 5 ranks on one host: ipc")
 check_group("1+2+1unknown-two-hosts", "TIUI", [A, B, B, B], "socket",
-            "2 inference ranks (ranks 1,3), rank 2 of unknown role, going with the others, ranks on 2 hosts: socket")
+            "2 inference ranks (ranks 1,3), rank 2 of unknown role, going with the others, ranks on 2 hosts, fabric not judged (")
 # A trainer the shim cannot tell (unknown role): the engine's ranks and the call site decide.
 check_group("unknown-trainer+2-one-host", "UII", None, "ipc",
             "2 inference ranks (ranks 1-2), rank 0 of unknown role, going with the others, all 3 ranks on one host: ipc")

@@ -267,19 +267,19 @@ static void test_auto_shapes(void)
         { 2, 1, 0, NULL, ACTION_IPC, "1 inference rank (rank 2), all 3 ranks on one host: ipc" },
         { 2, 2, 0, NULL, ACTION_IPC, "2 inference ranks (ranks 2-3), all 4 ranks on one host: ipc" },
         { 1, 7, 0, NULL, ACTION_IPC, "7 inference ranks (ranks 1-7), all 8 ranks on one host: ipc" },
-        { 2, 1, 0, trainers_apart, ACTION_SOCKET, "1 inference rank (rank 2), ranks on 2 hosts: socket" },
-        { 2, 2, 0, trainers_apart, ACTION_SOCKET, "2 inference ranks (ranks 2-3), ranks on 2 hosts: socket" },
-        { 1, 7, 0, each_apart, ACTION_SOCKET, "7 inference ranks (ranks 1-7), ranks on 8 hosts: socket" },
-        { 2, 7, 0, one_apart, ACTION_SOCKET, "7 inference ranks (ranks 2-8), ranks on 2 hosts: socket" },
+        { 2, 1, 0, trainers_apart, ACTION_SOCKET, "1 inference rank (rank 2), ranks on 2 hosts, fabric not judged (" },
+        { 2, 2, 0, trainers_apart, ACTION_SOCKET, "2 inference ranks (ranks 2-3), ranks on 2 hosts, fabric not judged (" },
+        { 1, 7, 0, each_apart, ACTION_SOCKET, "7 inference ranks (ranks 1-7), ranks on 8 hosts, fabric not judged (" },
+        { 2, 7, 0, one_apart, ACTION_SOCKET, "7 inference ranks (ranks 2-8), ranks on 2 hosts, fabric not judged (" },
         /* unknown roles go with the others */
         { 2, 2, 1, NULL, ACTION_IPC,
           "2 inference ranks (ranks 2-3), rank 4 of unknown role, going with the others, all 5 ranks on one host: ipc" },
         { 1, 7, 2, trainers_apart, ACTION_SOCKET,
-          "7 inference ranks (ranks 1-7), ranks 8-9 of unknown role, going with the others, ranks on 2 hosts: socket" },
+          "7 inference ranks (ranks 1-7), ranks 8-9 of unknown role, going with the others, ranks on 2 hosts, fabric not judged (" },
         /* no trainer recognised: the engine and unknown ranks, weight-update by its call site */
         { 0, 2, 1, NULL, ACTION_IPC, "2 inference ranks (ranks 0-1), rank 2 of unknown role" },
         { 0, 1, 1, each_apart, ACTION_SOCKET, "1 inference rank (rank 0), rank 1 of unknown role, going with the "
-                                              "others, ranks on 2 hosts: socket" },
+                                              "others, ranks on 2 hosts, fabric not judged (" },
     };
     for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
         char what[256];
@@ -311,7 +311,7 @@ static void test_auto_shapes(void)
     group_shape(2, 2, 0, NULL);
     F[3].host_id[0] = '\0';
     run(4);
-    ok(D.action == ACTION_SOCKET && has(D.action_reason, "ranks on 2 hosts: socket"),
+    ok(D.action == ACTION_SOCKET && has(D.action_reason, "ranks on 2 hosts, fabric not judged ("),
        "auto: an inference rank with no host identity -> socket");
 
     /* Inference and unknown ranks without a weight-update call site: purpose unknown, auto not consulted. */
@@ -349,7 +349,7 @@ static void test_actions(void)
     diag("reason", D.action_reason);
     nemo_rl("h2");
     run(3);
-    ok(D.action == ACTION_SOCKET && D.nhosts == 2 && has(D.action_reason, "ranks on 2 hosts: socket"),
+    ok(D.action == ACTION_SOCKET && D.nhosts == 2 && has(D.action_reason, "ranks on 2 hosts, fabric not judged ("),
        "auto: one inference rank, two hosts -> socket");
     for (int i = 0; i < 3; i++)
         set_rank(i, ROLE_TRAINING, API_CTYPES, "h1", "t");

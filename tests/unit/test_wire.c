@@ -62,6 +62,14 @@ static void hello_max(struct rv_msg *m)
     h->strict_error = 1;
     h->socket_ready = 2;
     FILL_MAX(h->socket_why, 17);
+    h->frugal_ready = 2;
+    FILL_MAX(h->frugal_why, 18);
+    h->fabric.state = FABRIC_UNREADABLE; /* every field at its maximum: not a READ, whose kind must fit devices */
+    h->fabric.kind = FABRIC_MIXED;
+    h->fabric.devices = FABRIC_MAX_COUNT;
+    h->fabric.gpus = FABRIC_MAX_COUNT;
+    h->fabric.budget = FABRIC_MAX_BUDGET;
+    FILL_MAX(h->fabric.why, 19);
     m->leader_pid = 0xfffffffdu;
 }
 
@@ -345,10 +353,75 @@ static size_t hello_max_payload(void)
 {
     struct rank_facts h;
     size_t t = 4; /* a TLV's header */
-    return (t + RV_TOKEN_LEN) + 11 * (t + 4) + (t + sizeof(h.socket_why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
+    return (t + RV_TOKEN_LEN) + 17 * (t + 4) + (t + sizeof(h.socket_why) - 1) + (t + sizeof(h.frugal_why) - 1) +
+           (t + sizeof(h.fabric.why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
            (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(h.caller_lib) - 1) +
            (t + sizeof(h.title) - 1) + (t + sizeof(h.role_reason) - 1) + (t + sizeof(h.local_purpose_reason) - 1) +
            EVIDENCE_MAX_FRAMES * (t + sizeof(h.frames[0]) - 1);
+}
+
+/* Tags 23-30 (issue 25): frugal readiness and the host's fabric. */
+static void test_fabric_fields(void)
+{
+    size_t len;
+    hello_min(&in);
+    in.u.hello.frugal_ready = 1;
+    in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_IB, 2, 8, 24, "" };
+    round_trip(&in, "HELLO, frugal ready, an InfiniBand fabric of 2 devices, 8 GPUs, budget 24");
+    in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_NONE, 0, 4, 0, "" };
+    round_trip(&in, "HELLO, a host without RDMA devices (kind none, 0 devices)");
+    in.u.hello.fabric = (struct fabric_facts){ FABRIC_UNREADABLE, 0, 0, 0, 0, "cannot list /sys/class/infiniband" };
+    in.u.hello.frugal_ready = 2;
+    strcpy(in.u.hello.frugal_why, "NCCL 21605 has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later needed)");
+    round_trip(&in, "HELLO, fabric unreadable with its reason, frugal not ready with its reason");
+    /* A HELLO of a shim from before: none of the tags, and it decodes as "not said". */
+    hello_min(&in);
+    len = rv_encode(&in, buf, sizeof(buf));
+    ok(len && rv_decode(buf, len, &out, err, sizeof(err)) == 0 && out.u.hello.fabric.state == FABRIC_NOT_SAID &&
+           out.u.hello.frugal_ready == 0,
+       "a HELLO without tags 23-30 (an older shim's) decodes with fabric and frugal not said");
+    /* Encode refuses what decode would: kind none with devices, a kind with none. */
+    in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_NONE, 3, 0, 0, "" };
+    ok(rv_encode(&in, buf, sizeof(buf)) == 0, "encode refuses a READ fabric of kind none with 3 devices");
+    in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_EFA, 0, 0, 0, "" };
+    ok(rv_encode(&in, buf, sizeof(buf)) == 0, "encode refuses a READ EFA fabric with 0 devices");
+    /* Decode rejects each out-of-range value, naming the tag. */
+    struct { unsigned tag; int32_t v; const char *want; } bad[] = {
+        { 23, 3, "tag 23 (frugal_ready) is 3, outside 0..2" },
+        { 25, 3, "tag 25 (fabric_state) is 3, outside 0..2" },
+        { 25, -1, "tag 25 (fabric_state) is -1, outside 0..2" },
+        { 26, 4, "tag 26 (fabric_kind) is 4, outside 0..3" },
+        { 27, FABRIC_MAX_COUNT + 1, "tag 27 (fabric_devices) is 65537, outside 0..65536" },
+        { 28, -5, "tag 28 (fabric_gpus) is -5, outside 0..65536" },
+        { 29, FABRIC_MAX_BUDGET + 1, "tag 29 (fabric_budget) is 16777217, outside 0..16777216" },
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        hello_min(&in);
+        in.u.hello.frugal_ready = 1;
+        in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_IB, 1, 1, 1, "" };
+        start(&in);
+        set_i32(&fr, bad[i].tag, bad[i].v);
+        char what[160];
+        snprintf(what, sizeof(what), "decode rejects tag %u = %d", bad[i].tag, (int)bad[i].v);
+        rejects(decode_fr(), err, bad[i].want, what);
+    }
+    hello_min(&in);
+    in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_EFA, 2, 1, 0, "" };
+    start(&in);
+    set_i32(&fr, 26, FABRIC_NONE);
+    rejects(decode_fr(), err, "fabric_kind 0 with 2 fabric_devices", "decode rejects kind none with 2 devices");
+    hello_min(&in);
+    in.u.hello.fabric = (struct fabric_facts){ FABRIC_UNREADABLE, 0, 0, 0, 0, "x" };
+    start(&in);
+    set_bytes(&fr, 30, "a\0b", 3);
+    rejects(decode_fr(), err, "tag 30 (fabric_why) has a NUL byte at offset 1", "decode rejects a NUL in fabric_why");
+    char longwhy[FABRIC_WHY_LEN];
+    memset(longwhy, 'w', sizeof(longwhy));
+    set_bytes(&fr, 30, longwhy, sizeof(longwhy));
+    rejects(decode_fr(), err, "tag 30 (fabric_why) is 256 bytes, the limit is 255", "decode rejects a fabric_why too long");
+    start(&in);
+    append(&fr, 25, "\1\0\0\0", 4);
+    rejects(decode_fr(), err, "tag 25 (fabric_state) appears twice", "decode rejects fabric_state twice");
 }
 
 int main(int argc, char **argv)
@@ -388,6 +461,7 @@ int main(int argc, char **argv)
     in.u.hello.socket_ready = 2;
     strcpy(in.u.hello.socket_why, "NCCL 21304 has no ncclConfig_t.netName (2.14 or later needed)");
     round_trip(&in, "HELLO, not ready for socket, with the reason");
+    test_fabric_fields();
     verdict_max(&in, RV_DECISION);
     round_trip(&in, "DECISION, maximal");
     verdict_min(&in, RV_DECISION);

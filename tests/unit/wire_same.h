@@ -20,7 +20,13 @@ static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
         if (x->rank != y->rank || x->nranks != y->nranks || x->pid != y->pid || x->cuda_device != y->cuda_device ||
             x->nccl_version != y->nccl_version || x->api != y->api || x->role != y->role ||
             x->local_purpose != y->local_purpose || x->strict_error != y->strict_error || x->nframes != y->nframes ||
-            a->leader_pid != b->leader_pid)
+            a->leader_pid != b->leader_pid || x->socket_ready != y->socket_ready ||
+            x->frugal_ready != y->frugal_ready || x->fabric.state != y->fabric.state ||
+            x->fabric.kind != y->fabric.kind || x->fabric.devices != y->fabric.devices ||
+            x->fabric.gpus != y->fabric.gpus || x->fabric.budget != y->fabric.budget)
+            return 0;
+        if (strcmp(x->socket_why, y->socket_why) || strcmp(x->frugal_why, y->frugal_why) ||
+            strcmp(x->fabric.why, y->fabric.why))
             return 0;
         if (strcmp(x->host, y->host) || strcmp(x->host_id, y->host_id) || strcmp(x->fn, y->fn) ||
             strcmp(x->shim_version, y->shim_version) || strcmp(x->caller_lib, y->caller_lib) ||

@@ -155,7 +155,20 @@ struct efa_ctx {
   int traffic_class;
   struct efasim_config cfg;
   struct efasim_state *st;
+  /* EFASIM_CHARGE=efa: the QPs of this communicator's endpoint in this process, charged at its
+   * first listen or connect (aws-ofi-nccl creates it there, keyed by the proxy thread), given
+   * back at finalize.  ep_mu orders a listen and a connect of two threads. */
+  pthread_mutex_t ep_mu;
+  long ep_qps;
 };
+
+/* What a connection costs, and what a communicator needs left to be taken. */
+static long conn_cost(const struct efasim_config *cfg) {
+  return cfg->charge == EFASIM_CHARGE_EFA ? 0 : cfg->qps_per_conn;
+}
+static long init_need(const struct efasim_config *cfg) {
+  return cfg->charge == EFASIM_CHARGE_EFA ? cfg->qps_per_ep : cfg->qps_per_conn;
+}
 
 static void log_adapter(int level, const char *fmt, ...) {
   va_list ap;
@@ -188,6 +201,7 @@ static efa_result_t efa_init(void **ctx, uint64_t commId, efa_comm_config_t *con
   c->traffic_class = config ? config->trafficClass : -1;
   c->cfg = cfg;
   c->st = st;
+  pthread_mutex_init(&c->ep_mu, NULL);
 
   efasim_lock(st, log_adapter);
   if (st->budget != cfg.budget) {
@@ -203,7 +217,7 @@ static efa_result_t efa_init(void **ctx, uint64_t commId, efa_comm_config_t *con
   }
   struct efasim_proc *self = efasim_self(st, cfg.qps_per_conn);
   long left = (long)(st->budget - st->in_use);
-  int refuse = left < cfg.qps_per_conn;
+  int refuse = left < init_need(&cfg);
   if (self == NULL) {
     efasim_unlock(st);
     free(c);
@@ -218,9 +232,10 @@ static efa_result_t efa_init(void **ctx, uint64_t commId, efa_comm_config_t *con
     long budget = (long)st->budget;
     efasim_unlock(st);
     free(c);
-    INFO("EFASim: comm 0x%016llx refused: %ld of %ld QPs left on this host, a connection needs %ld; NCCL will use its "
+    INFO("EFASim: comm 0x%016llx refused: %ld of %ld QPs left on this host, %s needs %ld; NCCL will use its "
          "next network (Socket) for this communicator",
-         (unsigned long long)commId, left, budget, cfg.qps_per_conn);
+         (unsigned long long)commId, left, budget, cfg.charge == EFASIM_CHARGE_EFA ? "an endpoint" : "a connection",
+         init_need(&cfg));
     return efa_system_error;
   }
   self->inits++;
@@ -229,20 +244,87 @@ static efa_result_t efa_init(void **ctx, uint64_t commId, efa_comm_config_t *con
   long budget = (long)st->budget;
   efasim_unlock(st);
   *ctx = c;
-  INFO("EFASim: comm 0x%016llx uses EFASim: %ld of %ld QPs left on this host, %ld per connection (state %s)",
-       (unsigned long long)commId, left, budget, cfg.qps_per_conn, cfg.state_name);
+  if (cfg.charge == EFASIM_CHARGE_EFA)
+    INFO("EFASim: comm 0x%016llx uses EFASim: %ld of %ld QPs left on this host, %ld for its endpoint in this process "
+         "(EFASIM_CHARGE=efa; state %s)", (unsigned long long)commId, left, budget, cfg.qps_per_ep, cfg.state_name);
+  else
+    INFO("EFASim: comm 0x%016llx uses EFASim: %ld of %ld QPs left on this host, %ld per connection (state %s)",
+         (unsigned long long)commId, left, budget, cfg.qps_per_conn, cfg.state_name);
   return efa_success;
+}
+
+/* Moves `qps` QPs (negative: gives them back) to this process and communicator, under the lock.
+ * Charging fails (-1) when fewer are left. */
+static int move_qps(struct efasim_state *st, const struct efa_ctx *c, long qps, long *left, long *budget) {
+  efasim_lock(st, log_adapter);
+  struct efasim_proc *self = efasim_self(st, c->cfg.qps_per_conn);
+  *left = (long)(st->budget - st->in_use);
+  *budget = (long)st->budget;
+  if (self == NULL || (qps > 0 && *left < qps) || (qps < 0 && self->in_use < -qps)) {
+    if (self && qps > 0) self->conns_refused++;
+    if (qps > 0) st->conns_refused++;
+    efasim_unlock(st);
+    return -1;
+  }
+  self->in_use += qps;
+  st->in_use += qps;
+  if (qps > 0) {
+    self->charged += (uint64_t)qps;
+    st->charged += (uint64_t)qps;
+  }
+  if (st->peak < st->in_use) st->peak = st->in_use;
+  struct efasim_comm *e = comm_entry(st, c->comm_slot, c->comm_id);
+  if (e && e->in_use + qps >= 0) e->in_use += qps;
+  *left = (long)(st->budget - st->in_use);
+  efasim_unlock(st);
+  return 0;
+}
+
+/* EFASIM_CHARGE=efa: this communicator's endpoint in this process, once, at its first listen or
+ * connect.  0, or -1 when the budget cannot hold it (as creating the endpoint's QPs fails). */
+static int ep_charge(struct efa_ctx *c) {
+  if (c->cfg.charge != EFASIM_CHARGE_EFA) return 0;
+  pthread_mutex_lock(&c->ep_mu);
+  int rc = 0;
+  if (c->ep_qps == 0) {
+    long left, budget, qps = c->cfg.qps_per_ep;
+    rc = move_qps(c->st, c, qps, &left, &budget);
+    if (rc == 0) {
+      c->ep_qps = qps;
+      INFO("EFASim: comm 0x%016llx endpoint of process %d costs %ld QPs, %ld of %ld left (EFASIM_CHARGE=efa)",
+           (unsigned long long)c->comm_id, (int)getpid(), qps, left, budget);
+    } else {
+      WARN("EFASim: comm 0x%016llx: endpoint refused: it needs %ld QPs, %ld of %ld left on this host (all queue pairs "
+           "in use: EFASIM_QP_BUDGET)", (unsigned long long)c->comm_id, qps, left, budget);
+    }
+  }
+  pthread_mutex_unlock(&c->ep_mu);
+  return rc;
+}
+
+static void ep_uncharge(struct efa_ctx *c) {
+  pthread_mutex_lock(&c->ep_mu);
+  if (c->ep_qps > 0) {
+    long left, budget;
+    if (move_qps(c->st, c, -c->ep_qps, &left, &budget) == 0)
+      INFO("EFASim: comm 0x%016llx endpoint of process %d closed, %ld QPs back, %ld of %ld left",
+           (unsigned long long)c->comm_id, (int)getpid(), c->ep_qps, left, budget);
+    c->ep_qps = 0;
+  }
+  pthread_mutex_unlock(&c->ep_mu);
 }
 
 static efa_result_t efa_finalize(void *ctx) {
   struct efa_ctx *c = ctx;
   if (c == NULL) return efa_success;
   if (c->magic != CTX_MAGIC) return efa_invalid_argument;
+  ep_uncharge(c);
   efasim_lock(c->st, log_adapter);
   struct efasim_comm *e = comm_entry(c->st, c->comm_slot, c->comm_id);
   if (e && e->status == EFASIM_COMM_ACTIVE) e->status = EFASIM_COMM_FINALIZED;
   efasim_unlock(c->st);
   c->magic = 0;
+  pthread_mutex_destroy(&c->ep_mu);
   free(c);
   return efa_success;
 }
@@ -377,6 +459,7 @@ static efa_result_t efa_listen(void *ctx, int dev, void *handle, void **listenCo
   if (dev != 0 || handle == NULL || listenComm == NULL) return efa_invalid_argument;
   *listenComm = NULL;
   long ring = EFASIM_DEFAULT_RING;
+  if (c && c->magic == CTX_MAGIC && ep_charge(c) != 0) return efa_system_error;
   if (c && c->magic == CTX_MAGIC) ring = c->cfg.ring_bytes;
   else {
     struct efasim_config cfg;
@@ -457,7 +540,8 @@ static struct efa_conn *conn_new(uint32_t magic, struct conn_hdr *h, size_t map_
 /* Charges one connection to this process (and to comm c); 0, or -1 when the budget is spent. */
 static int charge(struct efa_ctx *c, struct efa_conn *k) {
   struct efasim_state *st = c->st;
-  long qps = c->cfg.qps_per_conn;
+  long qps = conn_cost(&c->cfg);
+  if (ep_charge(c) != 0) return -1;
   efasim_lock(st, log_adapter);
   struct efasim_proc *self = efasim_self(st, qps);
   long left = (long)(st->budget - st->in_use);
@@ -500,7 +584,8 @@ static int charge(struct efa_ctx *c, struct efa_conn *k) {
 
 static void uncharge(struct efa_conn *k, const char *why) {
   struct efasim_state *st = k->st;
-  if (st == NULL || k->qps == 0) return;
+  if (st == NULL) return; /* never charged, or given back already (efa: a connection of 0 QPs) */
+  k->st = NULL;
   efasim_lock(st, log_adapter);
   struct efasim_proc *self = efasim_self(st, 0);
   if (self && self->in_use >= k->qps) {

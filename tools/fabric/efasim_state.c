@@ -70,6 +70,22 @@ int efasim_config_read(struct efasim_config *cfg, char *err, size_t errlen) {
   if (env_long("EFASIM_QPS_PER_CONN", EFASIM_DEFAULT_QPS_PER_CONN, 1, EFASIM_MAX_BUDGET, "the queue pairs one connection costs",
                &cfg->qps_per_conn, err, errlen))
     return -1;
+  const char *charge = getenv("EFASIM_CHARGE");
+  if (charge == NULL || strcmp(charge, "ib") == 0) {
+    cfg->charge = EFASIM_CHARGE_IB;
+  } else if (strcmp(charge, "efa") == 0) {
+    cfg->charge = EFASIM_CHARGE_EFA;
+  } else {
+    snprintf(err, errlen,
+             "EFASIM_CHARGE='%.40s' is not ib or efa; set it to ib (QPs per connection, as NCCL's IB transport) or efa "
+             "(an endpoint per communicator per process, as aws-ofi-nccl 1.18+), or unset it (default ib)",
+             charge);
+    return -1;
+  }
+  if (env_long("EFASIM_QPS_PER_EP", EFASIM_DEFAULT_QPS_PER_EP, 1, EFASIM_MAX_BUDGET,
+               "the queue pairs of the endpoint a communicator takes in a process (EFASIM_CHARGE=efa)",
+               &cfg->qps_per_ep, err, errlen))
+    return -1;
   if (env_long("EFASIM_RING_BYTES", EFASIM_DEFAULT_RING, 4096, 1L << 30, "the bytes of each connection's shared-memory ring",
                &cfg->ring_bytes, err, errlen))
     return -1;

@@ -71,9 +71,16 @@ struct efasim_state {
   struct efasim_comm comms[EFASIM_MAX_COMMS];
 };
 
+/* EFASIM_CHARGE: what a communicator costs, as the fabric it stands for charges it
+ * (tools/fabric/README.md, "What a communicator costs"). */
+enum { EFASIM_CHARGE_IB = 0, EFASIM_CHARGE_EFA = 1 };
+#define EFASIM_DEFAULT_QPS_PER_EP 4
+
 struct efasim_config {
   long budget;
-  long qps_per_conn;
+  long qps_per_conn;      /* ib: QPs one connection costs */
+  int charge;             /* EFASIM_CHARGE_* */
+  long qps_per_ep;        /* efa: QPs of the endpoint a communicator takes in a process */
   long ring_bytes;
   char state_name[128];
 };
@@ -81,7 +88,7 @@ struct efasim_config {
 /* Messages go through this (the plugin passes NCCL's logger, efasim-stat stderr). level: 2 warn, 3 info. */
 typedef void (*efasim_log_fn)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* Reads EFASIM_QP_BUDGET, EFASIM_QPS_PER_CONN, EFASIM_STATE, EFASIM_RING_BYTES.  0 on success;
+/* Reads EFASIM_QP_BUDGET, EFASIM_QPS_PER_CONN, EFASIM_CHARGE, EFASIM_QPS_PER_EP, EFASIM_STATE, EFASIM_RING_BYTES.  0 on success;
  * -1 with a message naming the variable and the fix in err. */
 int efasim_config_read(struct efasim_config *cfg, char *err, size_t errlen);
 

@@ -15,25 +15,35 @@ NCCL_SHM_DISABLE=1, NCCL_IB_DISABLE=1) so that every communicator crosses the
     --inference-ranks 2 (4 GPUs): an inference engine of 2 ranks (tensor parallelism 2,
     GPUs 2 and 3, processes inference0 and inference1), each rank receiving every buffer
 
-Three runs, side by side:
+Five runs, side by side:
     noshim   without the shim: the weight-update communicator takes the budget,
              the training communicator lands on Socket
     ipc      the shim, NCCLSHIM_WEIGHT_UPDATE=auto: every rank on the trainer's
              host, so the weight update goes along the shim's chain over CUDA IPC
              and the training communicator gets EFASim
-    socket   the same, with the inference processes presented as another host
+    ample, frugal, socket
+             the same, with the inference processes presented as another host
              (NCCLSHIM_HOSTNAME=node-b on them only: a test-only override of the
-             host identity): auto moves the weight update to Socket, the
-             training communicator again gets EFASim
+             host identity), so that auto weighs the fabric each host presents (a
+             fake sysfs tree per run, NCCLSHIM_SYSFS_ROOT, test-only; and
+             NCCLSHIM_FABRIC_BUDGET): ample (8 EFA devices for 2 GPUs): the
+             weight update passes through; frugal (one IB device, a budget where
+             one channel fits beside training): one channel; socket (a budget
+             where even that does not fit): Socket.  Training gets EFASim in all three.
 
 Before the runs, a calibration run (no shim, a budget that cannot run out) measures
-the QPs the weight-update communicator holds; the runs get exactly that budget,
+the QPs the weight-update communicator holds, and a second (the shim,
+NCCLSHIM_WEIGHT_UPDATE=frugal) what it holds at one channel; noshim and ipc get
+exactly the first as budget; frugal gets training's QPs, one channel's and half
+the difference to the default's, socket training's and half one channel's,
+each stated to the shim as NCCLSHIM_FABRIC_BUDGET (the share of the spare QPs
+of the host's ranks: the "hosts" share one EFASim NIC); ample gets 256,
 so nothing is left for a later communicator (EFASim refuses a communicator's init
 when fewer than EFASIM_QPS_PER_CONN QPs are left).  NCCL_RUNTIME_CONNECT=0 makes
 NCCL connect everything at init, so the figure does not depend on which
 collectives ran.  --qp-budget N skips the calibration.
 
-    python3 tools/scenario/scenario.py --outdir DIR [--runs noshim,ipc,socket] [--inference-ranks 1|2]
+    python3 tools/scenario/scenario.py --outdir DIR [--runs noshim,ipc,ample,frugal,socket] [--inference-ranks 1|2]
         [--refit-gib 3] [--buffer-mib 1024] [--refits 3] [--allreduce-mib 256]
         [--iters 5] [--qp-budget N] [--timeout 420] [--python PY]
 
@@ -67,7 +77,22 @@ INFERENCE_TITLE = "ray::VllmGenerationWorker"
 RUNS = {
     "noshim": "no shim",
     "ipc": "shim auto, same host",
-    "socket": "shim auto, other host",
+    "ample": "auto, other host, ample fabric",
+    "frugal": "auto, other host, one channel fits",
+    "socket": "auto, other host, scarce fabric",
+}
+# The runs where the inference processes count as another host (NCCLSHIM_HOSTNAME=node-b), each
+# with the fabric it presents to the shim (a fake sysfs tree: NCCLSHIM_SYSFS_ROOT, test-only)
+# and how EFASim charges (tools/fabric/README.md, "What a communicator costs").
+FABRIC = {
+    # 8 EFA devices for 2 GPUs on each host (a p5's 4 a GPU), no budget stated: ample by the
+    # devices alone; EFASim charges as aws-ofi-nccl 1.18+ does, one EFA NIC's 256 QPs.
+    "ample": {"kind": "efa", "devices": 8, "charge": "efa"},
+    # one InfiniBand device a host, QPs charged per connection as NCCL's IB transport does, and a
+    # budget stated (NCCLSHIM_FABRIC_BUDGET) where one channel fits beside training, not the default
+    "frugal": {"kind": "ib", "devices": 1, "charge": "ib"},
+    # the same with a budget where not even one channel fits beside training
+    "socket": {"kind": "ib", "devices": 1, "charge": "ib"},
 }
 
 
@@ -266,26 +291,43 @@ def fresh(d):
     os.makedirs(os.path.join(d, "records"))
 
 
-def calibrate(a):
+def measure(a, name, frugal):
     """The weight-update communicator alone, then the training one, with a budget that
-    cannot run out: the QPs each holds (efasim-stat's in_use, read by trainer rank 0)."""
-    rundir = os.path.join(a.outdir, "calibrate")
+    cannot run out: the QPs each holds (efasim-stat's in_use, read by trainer rank 0).
+    frugal: the weight-update communicator held to one channel by the shim."""
+    rundir = os.path.join(a.outdir, name)
     fresh(rundir)
     records = os.path.join(rundir, "records")
-    state = "/efasim-scenario-%d-calibrate" % os.getpid()
+    state = "/efasim-scenario-%d-%s" % (os.getpid(), name)
     env = base_env(a, records, state, 1 << 20)
     rc, out, err = stat(env, "--reset")
     if rc != 0:
         raise ScenarioError("efasim-stat --reset failed (%s): %s%s" % (rc, out, err))
-    log("== calibration: the QPs of the weight-update communicator (budget %d, cannot run out)" % (1 << 20))
-    res = launch(a, "calibrate", rundir, lambda r: env,
+
+    def env_of(rname):
+        if not frugal:
+            return env
+        return dict(env, LD_PRELOAD=SHIM, NCCLSHIM_LOG_DIR=records, NCCLSHIM_WEIGHT_UPDATE="frugal",
+                    **({"NCCLSHIM_HOSTNAME": "node-b"} if rname.startswith("inference") else {}))
+    log("== calibration: the QPs of the weight-update communicator%s (budget %d, cannot run out)"
+        % (" at one channel (the shim, NCCLSHIM_WEIGHT_UPDATE=frugal)" if frugal else "", 1 << 20))
+    res = launch(a, name, rundir, env_of,
                  ["--refits", "0", "--allreduce-bytes", str(1 << 20), "--iters", "1",
                   "--stat-cmd", "\x1f".join([STAT, "--json"])], a.timeout)
     t0 = res["trainer0"]
     wu = stat_figures(t0.get("stat_after_wu", ""))
     tr = stat_figures(t0.get("stat_after_train", ""))
+    try:
+        os.unlink("/dev/shm" + state)
+    except OSError:
+        pass
     if not isinstance(wu.get("in_use"), int) or not isinstance(tr.get("in_use"), int):
         raise ScenarioError("calibration: efasim-stat --json gave no 'in_use' figure: %r / %r" % (wu, tr))
+    return wu, tr
+
+
+def calibrate(a, want_frugal):
+    wu, tr = measure(a, "calibrate", False)
     qpc = wu.get("qps_per_conn") if isinstance(wu.get("qps_per_conn"), int) else \
         int(os.environ.get("EFASIM_QPS_PER_CONN", "2"))
     w, t = wu["in_use"], tr["in_use"] - wu["in_use"]
@@ -301,23 +343,66 @@ def calibrate(a):
             note = ("WARNING: the training communicator needs %d QPs, more than the weight-update one (%d): with "
                     "budget %d it cannot get EFASim even with the shim" % (t, w, w))
             log(note)
-    rc, out, _ = stat(env, "--json")
-    try:
-        os.unlink("/dev/shm" + state)
-    except OSError:
-        pass
-    cal = {"wu_qps": w, "training_qps": t, "qps_per_conn": qpc, "budget": budget, "note": note,
-           "stat": stat_figures(out) if rc == 0 else None}
+    cal = {"wu_qps": w, "training_qps": t, "qps_per_conn": qpc, "budget": budget, "note": note}
     log("   weight-update communicator: %d QPs, training communicator: %d QPs -> %s" % (w, t, note))
+    if want_frugal:
+        fwu, _ = measure(a, "calibrate-frugal", True)
+        cal["wu_frugal_qps"] = fwu["in_use"]
+        log("   weight-update communicator at one channel: %d QPs" % fwu["in_use"])
     return cal
 
 
-def one_run(a, name, budget):
+def fabric_budgets(cal, run, world):
+    """(EFASim budget, NCCLSHIM_FABRIC_BUDGET of the trainer's host, of node-b) for a run of FABRIC."""
+    if run == "ample":
+        return 256, None, None
+    w, t, wf = cal["wu_qps"], cal["training_qps"], cal.get("wu_frugal_qps")
+    if not isinstance(wf, int) or wf <= 0:
+        raise ScenarioError("run %s needs the one-channel calibration (calibrate-frugal)" % run)
+    # frugal: one channel and training fit, with half the default's extra to spare; socket: not even that
+    budget = t + wf + max(0, w - wf) // 2 if run == "frugal" else t + wf // 2
+    spare = budget - t
+    # The user's statement per host: its share of the spare QPs (the two "hosts" share one EFASim
+    # NIC), in proportion to what its ranks take at one channel by the shim's documented estimate
+    # (policy/fabric.c: 6 connection ends a rank a channel, plus PAT's 2 log2(N) for a host's only rank).
+    def one_channel(r):
+        return r * (6 + (2 * (world - 1).bit_length() if r == 1 else 0))
+    ea, eb = one_channel(2), one_channel(world - 2)
+    return budget, max(1, spare * ea // (ea + eb)), max(1, spare * eb // (ea + eb))
+
+
+def make_sysfs(root, kind, devices, gpus=2):
+    """A fake sysfs tree, as the kernel writes it: `devices` RDMA devices, `gpus` NVIDIA GPUs."""
+    def put(rel, text):
+        p = os.path.join(root, rel)
+        os.makedirs(os.path.dirname(p), exist_ok=True)
+        with open(p, "w") as f:
+            f.write(text)
+    for g in range(gpus):
+        put("bus/pci/devices/0000:%02x:00.0/vendor" % (g + 1), "0x10de\n")
+        put("bus/pci/devices/0000:%02x:00.0/class" % (g + 1), "0x030200\n")
+    for k in range(devices):
+        dev = "class/infiniband/%s_%d/" % ("efa" if kind == "efa" else "mlx5", k)
+        put(dev + "device/vendor", "0x1d0f\n" if kind == "efa" else "0x15b3\n")
+        put(dev + "ports/1/link_layer", "Unknown\n" if kind == "efa" else "InfiniBand\n")
+        put(dev + "ports/1/state", "4: ACTIVE\n")
+    return root
+
+
+def one_run(a, name, cal):
     rundir = os.path.join(a.outdir, name)
     fresh(rundir)
     records = os.path.join(rundir, "records")
     state = "/efasim-scenario-%d-%s" % (os.getpid(), name)
+    world = len(rank_specs(a.inference_ranks))
+    budget, host_budget = cal["budget"], {}
+    fab = FABRIC.get(name)
+    if fab:
+        budget, host_budget["a"], host_budget["b"] = fabric_budgets(cal, name, world)
+        sysfs = make_sysfs(os.path.join(rundir, "sysfs"), fab["kind"], fab["devices"])
     env = base_env(a, records, state, budget)
+    if fab:
+        env["EFASIM_CHARGE"] = fab["charge"]
     rc, out, err = stat(env, "--reset")
     if rc != 0:
         raise ScenarioError("efasim-stat --reset failed (%s): %s%s" % (rc, out, err))
@@ -331,12 +416,21 @@ def one_run(a, name, budget):
             e["LD_PRELOAD"] = SHIM
             e["NCCLSHIM_LOG_DIR"] = records
             e["NCCLSHIM_WEIGHT_UPDATE"] = "auto"
-            if name == "socket" and rname.startswith("inference"):
+            if fab and rname.startswith("inference"):
                 # test-only: the inference processes count as another host (docs: NCCLSHIM_HOSTNAME)
                 e["NCCLSHIM_HOSTNAME"] = "node-b"
+            if fab:
+                e["NCCLSHIM_SYSFS_ROOT"] = sysfs  # test-only: the fabric this "host" presents
+                hb = host_budget["b" if rname.startswith("inference") else "a"]
+                if hb:
+                    e["NCCLSHIM_FABRIC_BUDGET"] = str(hb)
         return e
 
-    log("== run %s (%s): budget %d QPs" % (name, RUNS[name], budget))
+    log("== run %s (%s): budget %d QPs%s%s" % (
+        name, RUNS[name], budget, ", EFASIM_CHARGE=%s, %d %s device(s) a host" % (fab["charge"], fab["devices"],
+                                                                                   fab["kind"]) if fab else "",
+        ", NCCLSHIM_FABRIC_BUDGET %s (trainer's host) / %s (node-b)" % (host_budget["a"], host_budget["b"])
+        if fab and host_budget["a"] else ""))
     t = time.monotonic()
     res = launch(a, name, rundir, env_of,
                  ["--refits", str(a.refits), "--refit-bytes", str(int(a.refit_gib * (1 << 30))),
@@ -364,8 +458,12 @@ def one_run(a, name, budget):
         f.write(p.stdout + p.stderr)
     check_rc = p.returncode
     check_problems = [l for l in p.stderr.splitlines() if l.startswith("PROBLEM ")]
-    return summarize(name, res, insp, check_rc, check_problems, stat_figures(after) if after else None, wall,
-                     len(rank_specs(a.inference_ranks)))
+    row = summarize(name, res, insp, check_rc, check_problems, stat_figures(after) if after else None, wall, world)
+    row["efasim_budget"] = budget
+    row["fabric_budget"] = host_budget or None
+    row["wu_reason"] = next(((c.get("ranks") or [{}])[0].get("action_reason") for c in insp.get("communicators", [])
+                             if c.get("purpose") == "weight-update"), None)
+    return row
 
 
 def summarize(name, res, insp, check_rc, problems, stat_after, wall, world):
@@ -421,11 +519,14 @@ def table(rows, cal):
         ("training all-reduce GB/s (algbw)", lambda r: f(r["train_algbw_GBps"])),
         ("refit seconds (best)", lambda r: f(r["refit_best_s"], "%.3f")),
         ("refit GB/s", lambda r: f(r["refit_GBps"])),
+        ("refit vs noshim", lambda r: f(r.get("refit_vs_noshim"), "%.2fx")),
         ("weights: checksums equal", lambda r: "yes" if r["checksums_equal"] else "NO"),
         ("weights: bit-exact (torch.equal)", lambda r: "yes" if r["bit_exact"] else "NO"),
         ("ncclshim-inspect --check", lambda r: "%d (%s)" % (r["check_rc"], "pass" if r["check_rc"] == 0 else
                                                           "problems" if r["check_rc"] == 1 else "error")),
         ("efasim: budget QPs", lambda r: st(r, "budget")),
+        ("NCCLSHIM_FABRIC_BUDGET a host", lambda r: "%s/%s" % (r["fabric_budget"]["a"], r["fabric_budget"]["b"])
+         if r.get("fabric_budget") and r["fabric_budget"].get("a") else "-"),
         ("efasim: peak QPs in use", lambda r: st(r, "peak")),
         ("efasim: connections", lambda r: st(r, "connections")),
         ("efasim: refused inits", lambda r: st(r, "refused_inits")),
@@ -445,28 +546,39 @@ def table(rows, cal):
     return "\n".join(out)
 
 
+WANT = {"ipc": ("ipc", None, None), "ample": ("passthrough", "EFASim", 0.95), "frugal": ("frugal", "EFASim", 0.9),
+        "socket": ("socket", "Socket", None)}
+
+
 def expectations(rows):
     """What each run must show; [(run, what, ok)]."""
     out = []
+    base = next((r["refit_GBps"] for r in rows if r["run"] == "noshim" and r["refit_GBps"]), None)
     for r in rows:
         n = r["run"]
+        r["refit_vs_noshim"] = r["refit_GBps"] / base if base and r["refit_GBps"] else None
         out.append((n, "weights bit-exact", r["bit_exact"] and r["checksums_equal"]))
         if n == "noshim":
             out.append((n, "weight-update comm on EFASim", r["wu_network"] == "EFASim"))
             out.append((n, "training comm fell back to Socket", r["train_network"] == "Socket"))
             out.append((n, "inspect --check flags it (exit 1)", r["check_rc"] == 1))
-        else:
-            want = "ipc" if n == "ipc" else "socket"
-            out.append((n, "weight-update comm action %s" % want, r["wu_action"] == want))
-            out.append((n, "training comm on EFASim", r["train_network"] == "EFASim"))
-            out.append((n, "inspect --check passes", r["check_rc"] == 0))
+            continue
+        action, net, ratio = WANT[n]
+        out.append((n, "weight-update comm action %s" % action, r["wu_action"] == action))
+        if net:
+            out.append((n, "weight-update comm on %s" % net, r["wu_network"] == net))
+        out.append((n, "training comm on EFASim", r["train_network"] == "EFASim"))
+        out.append((n, "inspect --check passes", r["check_rc"] == 0))
+        if ratio and base:
+            out.append((n, "refit at %.2fx the no-shim refit or more" % ratio,
+                        r["refit_vs_noshim"] is not None and r["refit_vs_noshim"] >= ratio))
     return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--outdir", required=True)
-    ap.add_argument("--runs", default="noshim,ipc,socket")
+    ap.add_argument("--runs", default="noshim,ipc,ample,frugal,socket")
     ap.add_argument("--refit-gib", type=float, default=3.0)
     ap.add_argument("--buffer-mib", type=int, default=1024)
     ap.add_argument("--refits", type=int, default=3)
@@ -486,7 +598,7 @@ def main():
     runs = [r for r in a.runs.split(",") if r]
     for r in runs:
         if r not in RUNS:
-            ap.error("unknown run %r (noshim, ipc, socket)" % r)
+            ap.error("unknown run %r (%s)" % (r, ", ".join(RUNS)))
     missing = [p for p in (SHIM, PLUGIN, STAT, INSPECT) if not os.path.exists(p)]
     if missing:
         log("scenario: missing %s (make all, and the EFASim plugin's build)" % ", ".join(missing))
@@ -499,11 +611,11 @@ def main():
         if a.qp_budget > 0:
             cal = {"budget": a.qp_budget, "note": "budget %d (--qp-budget)" % a.qp_budget}
         else:
-            cal = calibrate(a)
+            cal = calibrate(a, any(r in ("frugal", "socket") for r in runs))
         summary["calibration"] = cal
         for r in runs:
             try:
-                rows.append(one_run(a, r, cal["budget"]))
+                rows.append(one_run(a, r, cal))
             except ScenarioError as e:
                 log(str(e))
                 summary["errors"].append(str(e))
@@ -530,6 +642,9 @@ def main():
     print()
     for n, w, ok in exp:
         print("%s %s: %s" % ("ok  " if ok else "FAIL", n, w))
+    for r in rows:
+        if r["run"] in FABRIC and r.get("wu_reason"):
+            print("  %s: why: %s" % (r["run"], r["wu_reason"]))
     for r in rows:
         for pr in r["check_problems"]:
             print("  %s: %s" % (r["run"], pr))
