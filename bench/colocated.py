@@ -51,7 +51,9 @@ MiB = 1 << 20
 # ones (the last of each group of tensors, norms, biases).
 LAYOUT = [256 * MiB] * 14 + [32 * MiB] * 14 + [4 * MiB] * 17
 SIZES = [4096, MiB, 16 * MiB, 64 * MiB, 256 * MiB]
-REFITS = 6
+# COLOCATED_REFITS: more refits show the steady state of expandable segments, whose
+# pieces a rank exports only when it comes first on a hop (docs/benchmarks.md).
+REFITS = int(os.environ.get("COLOCATED_REFITS", "6"))
 CASES = ["nccl", "shim", "shim-ce", "vmm", "staged-64", "torch-ipc"]
 DEV = int(os.environ.get("COLOCATED_DEVICE", "0"))
 

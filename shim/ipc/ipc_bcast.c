@@ -357,8 +357,9 @@ static int other_in(const struct ipc_comm *c, int r, uint64_t b)
 
 /* Whether this rank will come second on each of its hops of broadcast b:
  * then nobody reads its descriptor (the first of a hop decides from its own),
- * so its buffer need not be described.  That is the usual case for a root in
- * a loop of broadcasts (await_receiver), and what it saves is more than the
+ * so a root's buffer need not be described (a receiver's is: plan_hops).  That
+ * is the usual case for a root in a loop of broadcasts (await_receiver), and
+ * what it saves is more than the
  * driver's attribute calls: an expandable-segment buffer seen for the first
  * time would have its pieces exported (~0.1 ms each) and its neighbour would
  * import and map them (~0.15 ms each) though nobody copies through them
@@ -393,7 +394,15 @@ static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct 
     if (p->producer && !p->consumer)
         await_receiver(c, j->b);
     struct ipc_desc dm, other;
-    if (second_on_every_hop(c, p, j->b))
+    /* A receiver describes its buffer all the same: its predecessor pushes
+     * into it whenever the receiver comes first, and a buffer of expandable
+     * segments then needs its pieces exported.  Exported the first time the
+     * buffer is seen, they are imported in the first refit; exported only when
+     * the receiver first comes first on it, a refit of 45 buffers still
+     * exported and imported pieces in its 6th (docs/benchmarks.md,
+     * "Expandable segments").  A described buffer seen before costs no driver
+     * call but the walk of its pieces. */
+    if (!p->consumer && second_on_every_hop(c, p, j->b))
         memset(&dm, 0, sizeof(dm));
     else
         describe(c, j->b, p->mine, j->bytes, &dm);
