@@ -170,6 +170,8 @@ static void scenario_shim(void)
     ncclComm_t comm = make_comm(0);
     uint64_t v = 99;
     CHECK(A.ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == ncclSuccess, "dropped: ncclCommSuspend succeeds");
+    CHECK(A.ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == ncclInvalidUsage,
+          "dropped: a second ncclCommSuspend is refused with ncclInvalidUsage, as NCCL refuses it");
     CHECK(A.ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v) == ncclSuccess && v == 1,
           "dropped: ncclCommMemStats says suspended");
     float x[4] = { 1, 2, 3, 4 };
