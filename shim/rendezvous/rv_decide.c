@@ -186,12 +186,7 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         s->conn_of_rank = malloc((size_t)f->nranks * sizeof(*s->conn_of_rank));
         s->voted = calloc((size_t)f->nranks, 1);
         if (!s->facts || !s->conn_of_rank || !s->voted) {
-            free(s->facts);
-            free(s->conn_of_rank);
-            free(s->voted);
-            s->facts = NULL;
-            s->conn_of_rank = NULL;
-            s->voted = NULL;
+            rv_session_free_ranks(s);
             char who[64], what[96];
             snprintf(who, sizeof(who), "the root's process (pid %u)", (unsigned)getpid());
             snprintf(what, sizeof(what), "for %d ranks' facts (%zu bytes)", f->nranks,

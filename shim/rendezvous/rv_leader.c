@@ -448,45 +448,35 @@ static int watch_set(const struct leader *L, struct pollfd *pfd, int *idx)
     return k;
 }
 
-/* The root's frames that have come in (a bounded number, so that the ranks
- * get their turn): 1 once the leader's work is over. */
-static int read_root(struct leader *L)
+/* The frames that have come in from the root (who -2) or member `who` (a
+ * bounded number, so that the others get their turn), or its leaving: the
+ * root's ends the leader's work (returns 1); a member's, once it has a rank,
+ * makes the root fall back for all. */
+static int read_ready(struct leader *L, int who)
 {
     char err[400], why[RV_REASON_LEN];
-    int fd = L->rfd;
+    struct reader *rd = who == -2 ? &L->rrd : &L->m[who].rd;
+    int fd = who == -2 ? L->rfd : L->m[who].fd;
     for (int loops = 0; fd >= 0 && loops < 64; loops++) {
         uint8_t *frame = NULL;
         size_t len = 0;
-        int r = read_frame(fd, &L->rrd, &frame, &len, err, sizeof(err));
+        int r = read_frame(fd, rd, &frame, &len, err, sizeof(err));
         if (r == 0)
             break;
-        if (r < 0) {
-            snprintf(why, sizeof(why), "the host's leader (pid %u) lost the root at %s (%s) before its "
-                     "final answer: passthrough", (unsigned)L->pid, L->rootstr, err);
-            give_up(L, why);
-            return 1;
+        if (who == -2) {
+            if (r < 0) {
+                snprintf(why, sizeof(why), "the host's leader (pid %u) lost the root at %s (%s) before its "
+                         "final answer: passthrough", (unsigned)L->pid, L->rootstr, err);
+                give_up(L, why);
+                return 1;
+            }
+            int done = on_root_frame(L, frame, len);
+            free(frame);
+            if (done)
+                return 1;
+            continue;
         }
-        int done = on_root_frame(L, frame, len);
-        free(frame);
-        if (done)
-            return 1;
-    }
-    return 0;
-}
-
-/* Member i's frames that have come in, or its leaving (which, once it has
- * a rank, makes the root fall back for all). */
-static void read_member(struct leader *L, int i)
-{
-    char err[400], why[RV_REASON_LEN];
-    struct member *mb = &L->m[i];
-    int fd = mb->fd;
-    for (int loops = 0; fd >= 0 && loops < 64; loops++) {
-        uint8_t *frame = NULL;
-        size_t len = 0;
-        int r = read_frame(fd, &mb->rd, &frame, &len, err, sizeof(err));
-        if (r == 0)
-            break;
+        struct member *mb = &L->m[who];
         if (r < 0) {
             int rank = mb->rank;
             uint32_t pid = mb->pid;
@@ -503,6 +493,7 @@ static void read_member(struct leader *L, int i)
         free(frame);
         fd = mb->fd;
     }
+    return 0;
 }
 
 /* The leader's end: its descriptors closed, off the list a fork's child
@@ -564,11 +555,8 @@ static void *lead(void *arg)
                 continue;
             if (idx[j] == -1)
                 accept_members(L);
-            else if (idx[j] == -2) {
-                if (read_root(L))
-                    goto out;
-            } else
-                read_member(L, idx[j]);
+            else if (read_ready(L, idx[j]))
+                goto out;
         }
     }
 out:

@@ -83,10 +83,18 @@ void rv_session_free(struct rv_session *s)
         rv_close_conn(&s->conns[i]);
     free(s->conns);
     free(s->peers);
+    rv_session_free_ranks(s);
+    free(s);
+}
+
+void rv_session_free_ranks(struct rv_session *s)
+{
     free(s->facts);
     free(s->conn_of_rank);
     free(s->voted);
-    free(s);
+    s->facts = NULL;
+    s->conn_of_rank = NULL;
+    s->voted = NULL;
 }
 
 /* A free slot, or a new one at the end. */

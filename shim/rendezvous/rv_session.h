@@ -135,6 +135,8 @@ void rv_reject(struct rv_session *s, struct rv_conn *c, enum rej cause, const ch
 void rv_reject_strangers(struct rv_session *s);
 void rv_close_conn(struct rv_conn *c);
 void rv_session_free(struct rv_session *s);
+/* The arrays by rank (facts, conn_of_rank, voted), NULL again. */
+void rv_session_free_ranks(struct rv_session *s);
 /* A slot for a new connection, anonymous: NULL when out of memory.  (The
  * array may move: conns' addresses change.) */
 struct rv_conn *rv_new_conn(struct rv_session *s, int fd, const struct sockaddr *sa);

@@ -271,41 +271,6 @@ static void print_libraries(jstream *js, inspect_state *st)
     js_array_close(js);
 }
 
-/* One communicator, all that was joined about it. */
-static json_t *jcomm(const communicator *c)
-{
-    json_t *o = json_object();
-    json_object_set_new(o, "group", jstr(c->group));
-    json_object_set_new(o, "short", jstr(c->short_group));
-    json_object_set_new(o, "purpose", jstr(c->purpose));
-    json_object_set_new(o, "action", jstr(c->action));
-    json_object_set_new(o, "nranks", json_integer(c->nranks));
-    json_object_set_new(o, "ranks_seen", json_integer((json_int_t)c->ranks_seen));
-    json_t *jr = json_array();
-    for (size_t k = 0; k < c->nranks_rec; k++)
-        json_array_append_new(jr, jrank(c->ranks[k]));
-    json_object_set_new(o, "ranks", jr);
-    json_object_set_new(o, "hosts", jlist(&c->hosts));
-    json_object_set_new(o, "apis", jlist(&c->apis));
-    json_object_set_new(o, "init_ms", json_real((double)c->init_us / 1000.0));
-    json_object_set_new(o, "network", jstr(c->network));
-    json_object_set_new(o, "ops", jops(c->ops));
-    /* each hop once: counted on its sender's side */
-    json_object_set_new(o, "ipc_hops", c->hops.present ? jhopcounts(c->hops.out) : json_null());
-    json_object_set_new(o, "root", jstr(c->root));
-    json_object_set_new(o, "decision_summary", jstr(c->decision_summary));
-    json_object_set_new(o, "fell_back", json_boolean(c->fell_back));
-    json_object_set_new(o, "decision", jdecision(c->decision));
-    json_object_set_new(o, "expired", jexpired(c->expired));
-    json_t *jl2 = json_array();
-    for (size_t k = 0; k < c->peer_left.n; k++)
-        json_array_append_new(jl2, jpeer_left(c->peer_left.v[k]));
-    json_object_set_new(o, "ipc_peer_left", jl2);
-    json_object_set_new(o, "ipc_peer_lost", json_boolean(c->ipc_lost));
-    json_object_set_new(o, "problems", jlist(&c->problems));
-    return o;
-}
-
 static void print_warnings(jstream *js, inspect_state *st)
 {
     js_array_open(js, "warnings", 0);
@@ -350,12 +315,44 @@ static void print_rendezvous_and_errors(jstream *js, inspect_state *st)
 void inspect_print_json(inspect_state *st, FILE *out)
 {
     jstream js = {out, 0};
+    size_t i;
     fputs("{\n", out);
     print_processes(&js, st);
     print_libraries(&js, st);
     js_array_open(&js, "communicators", 0);
-    for (size_t i = 0; i < st->ncomms; i++)
-        js_elem(&js, jcomm(st->sorted[i]));
+    for (i = 0; i < st->ncomms; i++) {
+        communicator *c = st->sorted[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "group", jstr(c->group));
+        json_object_set_new(o, "short", jstr(c->short_group));
+        json_object_set_new(o, "purpose", jstr(c->purpose));
+        json_object_set_new(o, "action", jstr(c->action));
+        json_object_set_new(o, "nranks", json_integer(c->nranks));
+        json_object_set_new(o, "ranks_seen", json_integer((json_int_t)c->ranks_seen));
+        json_t *jr = json_array();
+        for (size_t k = 0; k < c->nranks_rec; k++)
+            json_array_append_new(jr, jrank(c->ranks[k]));
+        json_object_set_new(o, "ranks", jr);
+        json_object_set_new(o, "hosts", jlist(&c->hosts));
+        json_object_set_new(o, "apis", jlist(&c->apis));
+        json_object_set_new(o, "init_ms", json_real((double)c->init_us / 1000.0));
+        json_object_set_new(o, "network", jstr(c->network));
+        json_object_set_new(o, "ops", jops(c->ops));
+        /* each hop once: counted on its sender's side */
+        json_object_set_new(o, "ipc_hops", c->hops.present ? jhopcounts(c->hops.out) : json_null());
+        json_object_set_new(o, "root", jstr(c->root));
+        json_object_set_new(o, "decision_summary", jstr(c->decision_summary));
+        json_object_set_new(o, "fell_back", json_boolean(c->fell_back));
+        json_object_set_new(o, "decision", jdecision(c->decision));
+        json_object_set_new(o, "expired", jexpired(c->expired));
+        json_t *jl2 = json_array();
+        for (size_t k = 0; k < c->peer_left.n; k++)
+            json_array_append_new(jl2, jpeer_left(c->peer_left.v[k]));
+        json_object_set_new(o, "ipc_peer_left", jl2);
+        json_object_set_new(o, "ipc_peer_lost", json_boolean(c->ipc_lost));
+        json_object_set_new(o, "problems", jlist(&c->problems));
+        js_elem(&js, o);
+    }
     js_array_close(&js);
     print_warnings(&js, st);
     print_rendezvous_and_errors(&js, st);
