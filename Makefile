@@ -25,6 +25,21 @@ BOOTSTRAP_test-aarch64 := test cross-aarch64
 BOOTSTRAP_wheel-aarch64 := wheel cross-aarch64
 BOOTSTRAP_bench := build
 BOOTSTRAP_install := build
+# A tree built and carried to a GPU host that cannot install packages (air-gapped clusters):
+# `make demo` or `make install` then compiles nothing, so no compiler or header is checked,
+# only what the goal itself runs.  `make -q all` says whether anything would be compiled
+# with the same command-line variables (BUILD=...); it builds nothing, and checks nothing
+# itself (NCCLSHIM_BOOTSTRAP=off).
+BOOTSTRAP_RUN_ONLY := demo install
+ifneq ($(MAKECMDGOALS),)
+ifeq ($(filter-out $(BOOTSTRAP_RUN_ONLY),$(MAKECMDGOALS))$(MAKELEVEL),0)
+BOOTSTRAP_BUILT := $(shell $(MAKE) -q --no-print-directory $(MAKEOVERRIDES) NCCLSHIM_BOOTSTRAP=off all > /dev/null 2>&1 && echo yes)
+endif
+endif
+ifeq ($(BOOTSTRAP_BUILT),yes)
+BOOTSTRAP_demo := demo-built
+BOOTSTRAP_install :=
+endif
 BOOTSTRAP_FOR := $(sort $(foreach g,$(or $(MAKECMDGOALS),all),$(BOOTSTRAP_$(g))))
 # (nor a dry run, `make -n`: it must not install anything)
 ifeq ($(MAKELEVEL)$(if $(BOOTSTRAP_FOR),,none)$(findstring n,$(firstword -$(MAKEFLAGS))),0)

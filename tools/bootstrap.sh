@@ -6,7 +6,9 @@
 # such file" from every file is what a new user saw before this existed (issue 18).
 #
 # usage: tools/bootstrap.sh [--stdout] TARGET...
-#        (build, test, demo, wheel, valgrind, fuzz, cross-aarch64)
+#        (build, test, demo, demo-built, wheel, valgrind, fuzz, cross-aarch64)
+# demo-built: the demo of a tree already built (the Makefile's `make -q all`): no compiler
+# nor header, only what tools/demo.sh runs.
 # --stdout: the final line goes to stdout (the Makefile shows it with $(error)), not stderr.
 # CC and BOOTSTRAP_CPPFLAGS (the Makefile's include flags) say how headers are looked for.
 # NCCLSHIM_BOOTSTRAP=check: never install, only report; =off: skip the checks altogether.
@@ -90,6 +92,7 @@ collect() {
             need_build
             want python3 "cmd python3" python3 python3
             ;;
+        demo-built) want python3 "cmd python3" python3 python3 ;;
         wheel)
             need_build
             want python3 "cmd python3" python3 python3

@@ -141,9 +141,9 @@ static void check_names(void)
     }
 }
 
-static void config_read(void)
+/* What the shim does at all, and whether it reads Python's call site. */
+static void read_mode(struct shim_config *c)
 {
-    struct shim_config *c = &g_config;
     const char *v = getenv("NCCLSHIM_MODE");
     c->mode = MODE_ENFORCE;
     if (v && *v) {
@@ -165,8 +165,12 @@ static void config_read(void)
         else if (strcmp(v, "1") != 0)
             config_warn("NCCLSHIM_PYTHON_CALLSITE='%.60s' is not 0 or 1; using 1%s", v, "");
     }
+}
 
-    v = getenv("NCCLSHIM_LOG_DIR");
+/* Where records go, and the names this host goes by in them. */
+static void read_place(struct shim_config *c)
+{
+    const char *v = getenv("NCCLSHIM_LOG_DIR");
     if (v && *v && strlen(v) < sizeof(c->log_dir) - 64)
         snprintf(c->log_dir, sizeof(c->log_dir), "%s", v);
     else {
@@ -191,9 +195,13 @@ static void config_read(void)
         snprintf(c->host_id, sizeof(c->host_id), "%s", v);
     else
         read_host_id(c->host_id, sizeof(c->host_id), c->host);
+}
 
+/* Which unique IDs are marked, and how the rendezvous runs. */
+static void read_rendezvous(struct shim_config *c)
+{
     c->tag = TAG_BINDINGS;
-    v = getenv("NCCLSHIM_TAG");
+    const char *v = getenv("NCCLSHIM_TAG");
     if (v && *v) {
         if (strcasecmp(v, "all") == 0)
             c->tag = TAG_ALL;
@@ -213,6 +221,11 @@ static void config_read(void)
      * its HELLO): the root then takes the vote round; for comparison and as a
      * way back should the one-round path misjudge a set-up. */
     c->rendezvous_one_round = (int)config_number("NCCLSHIM_RENDEZVOUS_ONE_ROUND", 1, 0, 1, 1);
+}
+
+/* The ipc transport's sizes, waits and copies. */
+static void read_ipc(struct shim_config *c)
+{
     /* Measured on H200 NVLink (docs/benchmarks.md): each chunk costs a fixed
      * ~10 us besides its copy, as a lone peer copy does, so bandwidth follows
      * the chunk size (4 MiB: 217 GB/s, 16 MiB: 310-323, 32 MiB: 347) more than
@@ -240,16 +253,20 @@ static void config_read(void)
      * for those hops.  auto is what the shim finds best, ce pins copy
      * engines whatever a later version finds. */
     c->ipc_copy_sm = 0;
-    v = getenv("NCCLSHIM_IPC_COPY");
+    const char *v = getenv("NCCLSHIM_IPC_COPY");
     if (v && *v) {
         if (strcasecmp(v, "sm") == 0)
             c->ipc_copy_sm = 1;
         else if (strcasecmp(v, "auto") != 0 && strcasecmp(v, "ce") != 0)
             config_warn("NCCLSHIM_IPC_COPY='%.60s' is not one of auto|ce|sm; using auto%s", v, "");
     }
+}
 
+/* The policy (what to do with a weight-update communicator), the patterns
+ * that tell one, and what this host's fabric allows it (auto across hosts). */
+static void read_policy(struct shim_config *c)
+{
     c->fabric_budget = fabric_budget_read();
-
     policy_parse(&c->policy, getenv("NCCLSHIM_WEIGHT_UPDATE"), getenv("NCCLSHIM_RULES"), getenv("NCCLSHIM_STRICT"));
     if (!c->policy.ok)
         config_warn("%s; %s", c->policy.error,
@@ -261,7 +278,17 @@ static void config_read(void)
     c->patterns.inference_titles = getenv("NCCLSHIM_INFERENCE_TITLES");
     c->patterns.inference_libs = getenv("NCCLSHIM_INFERENCE_LIBS");
     c->patterns.weight_update_callsites = getenv("NCCLSHIM_WEIGHT_UPDATE_CALLSITES");
+}
 
+/* In the order the warnings come out in. */
+static void config_read(void)
+{
+    struct shim_config *c = &g_config;
+    read_mode(c);
+    read_place(c);
+    read_rendezvous(c);
+    read_ipc(c);
+    read_policy(c);
     /* Last: a bad value of a real setting is reported before any stray name. */
     check_names();
 

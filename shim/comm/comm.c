@@ -31,6 +31,32 @@ struct shim_comm g_vcomms[SHIM_MAX_VCOMMS];
  * cleaner copy. */
 _Atomic(struct comm_table *) g_comm_table;
 
+/* comm.h, "The last communicator this thread moved data on". */
+__thread __attribute__((tls_model("initial-exec"))) struct comm_last t_comm_last;
+_Atomic uint64_t g_comm_gen = 1;
+struct shim_comm g_comm_unknown;
+
+struct shim_comm *shim_comm_lookup(const void *comm)
+{
+    /* The generation before the probe (acquire: the probe reads the table as
+     * of this generation or later): a change during the probe leaves an
+     * entry that never matches. */
+    uint64_t gen = atomic_load_explicit(&g_comm_gen, memory_order_acquire);
+    struct shim_comm *h = shim_comm_find(comm);
+    if (!h)
+        h = &g_comm_unknown;
+    t_comm_last = (struct comm_last){ (uintptr_t)comm, gen, h };
+    return h;
+}
+
+/* After every change of the table, under g_lock (release: a thread that sees
+ * the new generation sees the change). */
+static void table_changed_locked(void)
+{
+    atomic_store_explicit(&g_comm_gen, atomic_load_explicit(&g_comm_gen, memory_order_relaxed) + 1,
+                          memory_order_release);
+}
+
 /*
  * g_lock serialises every writer of the table, the arena and the recycled
  * list, and the counters below.  Held only around memory operations, never
@@ -171,6 +197,7 @@ int shim_comm_register(struct shim_comm *h)
         }
     }
     g_created++;
+    table_changed_locked();
     pthread_mutex_unlock(&g_lock);
     return 0;
 }
@@ -194,6 +221,7 @@ int shim_comm_unregister(struct shim_comm *h)
                     atomic_store_explicit(&t->e[i].val, NULL, memory_order_relaxed);
                     g_live--;
                     removed = 1;
+                    table_changed_locked();
                 }
                 break;
             }
@@ -342,6 +370,7 @@ void shim_comm_after_fork_child(void)
     atomic_store_explicit(&g_comm_table, NULL, memory_order_relaxed);
     g_used = g_live = 0;
     g_created = 0;
+    table_changed_locked();
     for (size_t i = 0; i < SHIM_MAX_VCOMMS; i++)
         atomic_store_explicit(&g_vcomms[i].magic, 0, memory_order_relaxed);
     pthread_mutex_init(&g_lock, NULL);

@@ -130,18 +130,73 @@ static inline struct shim_comm *shim_comm_find(const void *comm)
 }
 
 /*
+ * The last communicator this thread moved data on, so that a loop of calls on
+ * one communicator (the common case: a training step's all-reduces, a refit's
+ * broadcasts) skips the probe and the shim-only handle test (measured:
+ * docs/benchmarks.md, "last-seen communicator").  Valid only while the table
+ * has not changed since it was looked up: every change of the table (an
+ * insert, a removal, a stale entry replaced, the fork child's reset) bumps
+ * g_comm_gen after it, under the table's lock, before the creation or destroy
+ * returns.  So a call that comes after a destroy (and NCCL handing the same
+ * address to a new communicator: the ABA case) sees the new generation and
+ * looks again; only a call racing with its own communicator's destroy (the
+ * application's error) can count into the old struct, which is recycled,
+ * never freed, as for the table itself.  A shim-only handle is never stored:
+ * a hit proves the handle is NCCL's.  A pointer the table does not hold (a
+ * communicator made before the shim) is stored too, as g_comm_unknown, whose
+ * counters nobody reads.  Initial-exec TLS: two instructions to reach it
+ * (the shim is preloaded, so its TLS is static).
+ */
+struct comm_last {
+    uintptr_t key;                      /* the application's pointer */
+    uint64_t gen;                       /* g_comm_gen when it was looked up */
+    struct shim_comm *h;                /* what the table held then (never NULL once set) */
+};
+extern __thread __attribute__((tls_model("initial-exec"), visibility("hidden"))) struct comm_last t_comm_last;
+/* Starts at 1: a thread's zeroed t_comm_last never matches. */
+extern __attribute__((visibility("hidden"))) _Atomic uint64_t g_comm_gen;
+extern __attribute__((visibility("hidden"))) struct shim_comm g_comm_unknown;
+
+/* Whether `comm` is this thread's last communicator and the table has not
+ * changed since: then t_comm_last.h is its state (g_comm_unknown if the table
+ * had none); else shim_comm_lookup.  Relaxed: a generation bumped before the
+ * handle reached this thread is seen (coherence), and one bumped concurrently
+ * is the race above.  (A test, not the pointer or NULL: the wrappers would
+ * test that pointer once more.) */
+static inline int shim_comm_is_last(const void *comm)
+{
+    return t_comm_last.key == (uintptr_t)comm &&
+           t_comm_last.gen == atomic_load_explicit(&g_comm_gen, memory_order_relaxed);
+}
+
+/* The state of `comm`, a pointer that is not a shim-only handle, from the
+ * table, remembered as this thread's last: never NULL (g_comm_unknown). */
+struct shim_comm *shim_comm_lookup(const void *comm);
+
+/*
  * Relaxed load + store, not a locked read-modify-write: NCCL does not allow one
  * communicator to be used by several threads at once, so its counters have
  * one writer at a time, and a lock prefix would cost ~10 ns per call (measured:
  * docs/benchmarks.md).  An application that breaks NCCL's rule may lose a
  * count, never corrupt one; readers (destroy, exit) see whole values.
  */
+static inline void shim_counter_add(atomic_uint_fast64_t *c, uint64_t n)
+{
+#if defined(__x86_64__)
+    /* The same as the load + store below, in one unlocked instruction: an
+     * aligned 8-byte store is whole to any reader on x86-64.  The compiler
+     * makes a relaxed load + store of two registers, and the wrappers had to
+     * save two of theirs for it (measured: docs/benchmarks.md). */
+    __asm__("addq %1, %0" : "+m"(*(uint64_t *)c) : "er"(n));
+#else
+    atomic_store_explicit(c, atomic_load_explicit(c, memory_order_relaxed) + n, memory_order_relaxed);
+#endif
+}
+
 static inline void shim_count(struct shim_comm *h, enum op_kind op, size_t count, ncclDataType_t t)
 {
-    uint64_t n = atomic_load_explicit(&h->ops[op].count, memory_order_relaxed);
-    uint64_t b = atomic_load_explicit(&h->ops[op].bytes, memory_order_relaxed);
-    atomic_store_explicit(&h->ops[op].count, n + 1, memory_order_relaxed);
-    atomic_store_explicit(&h->ops[op].bytes, b + count * shim_dtype_size(t), memory_order_relaxed);
+    shim_counter_add(&h->ops[op].count, 1);
+    shim_counter_add(&h->ops[op].bytes, count * shim_dtype_size(t));
 }
 
 /* State for NCCL's `real`, or a shim-only communicator when `real` is NULL

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "creator.h"
+#include "python_callsite.h"
 
 #include "policy/classify.h"
 #include "config.h"

@@ -30,8 +30,4 @@ void evidence_after_fork_child(void);
 /* The process title (Ray renames actor processes through argv). */
 void evidence_title(char *buf, size_t len);
 
-/* Python call site of this thread, innermost first; 0 frames if this thread
- * has no Python thread state (NCCL's own threads, plain C programs). */
-int python_callsite(char frames[][EVIDENCE_FRAME_LEN], int max);
-
 #endif

@@ -6,7 +6,7 @@
  * interpreter lock is taken (callers guarantee it: see evidence_gather).
  */
 #define _GNU_SOURCE
-#include "creator.h"
+#include "python_callsite.h"
 
 #include "loader.h"
 

@@ -168,6 +168,10 @@ ncclResult_t vcomm_ncclRedOpDestroy(ncclRedOp_t op, ncclComm_t comm)
 ncclResult_t vcomm_ncclCommSuspend(ncclComm_t comm, int flags)
 {
     struct shim_comm *h = (struct shim_comm *)comm;
+    /* Suspended already: NCCL answers ncclInvalidUsage, and so does the shim
+     * (the staging stays as the first suspend left it). */
+    if (atomic_load(&h->suspended))
+        return vcomm_refuse_suspended(h, "ncclCommSuspend");
     if (h->ipc) {
         char why[256] = "";
         if (ipc_suspend(h->ipc, (flags & NCCL_SUSPEND_MEM) != 0, why, sizeof(why)) != 0) {

@@ -26,7 +26,7 @@
 #define CONNECT_MAX_MS 10000
 /* Connections a rank makes when the root closes one without a word before
  * its decision: a root under a flood of strangers may have dropped it as one
- * of them (rv_server.c, admission) before its HELLO came in. */
+ * of them (rv_admit.c, admission) before its HELLO came in. */
 #define HELLO_TRIES 3
 
 static void fall_back(struct rv_result *out, const char *fmt, const char *a, const char *b)
@@ -64,6 +64,118 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
     return 0;
 }
 
+/*
+ * Above NCCLSHIM_RENDEZVOUS_FANIN ranks: the connection to this host's leader
+ * (rv_leader.c); -1 if none could be joined (*use_leader is then 0: this
+ * rank talks to the root directly); -2 at a limit (the root told, this rank
+ * fallen back).
+ */
+static int join_leader(const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
+                       const struct rank_facts *facts, int timeout_ms, uint64_t connect_deadline,
+                       struct rv_result *out, int *use_leader)
+{
+    char err[400];
+    int limit = 0;
+    int fd = rv_leader_join(root, rootlen, mark, facts->host_id, facts->rank, timeout_ms, connect_deadline, err,
+                            sizeof(err), &limit);
+    if (fd < 0 && limit) {
+        /* Tell the root, so that every rank falls back now rather than at the timeout. */
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "rank %d: %s", facts->rank, err);
+        rv_abort_root(root, rootlen, mark->token, why, shim_mono_us() + 1000000);
+        fall_back(out, "rendezvous: %s: passthrough%s", err, "");
+        return -2;
+    }
+    if (fd < 0) {
+        shim_warn("rendezvous", "rank %d: %s; talking to the root at %s directly", facts->rank, err, out->root);
+        *use_leader = 0;
+    }
+    return fd;
+}
+
+/* What a failed connect to the root says of the cause (docs/troubleshooting.md). */
+static const char *connect_failure(int e)
+{
+    return e == ECONNREFUSED
+               ? " (nothing listens there: the root's process exited, or its listener expired: "
+                 "NCCLSHIM_RENDEZVOUS_IDLE_MS)"
+           : e == ETIMEDOUT ? " (no answer: a firewall drops the root's port, or the root's host is down)"
+           : e == EHOSTUNREACH || e == ENETUNREACH
+               ? " (the address NCCL put in the unique ID is not reachable from this host: "
+                 "NCCL_SOCKET_IFNAME)"
+           : e == EMFILE ? " (this process is out of file descriptors: raise `ulimit -n`, or lower "
+                           "NCCLSHIM_RENDEZVOUS_FANIN so that ranks meet at their host's leader)"
+               : "";
+}
+
+/* The root could not be reached (`err`, errno `e`): passthrough, with the
+ * cause, and why an earlier connection had ended (`closed`) if it had. */
+static void unreached(struct rv_result *out, const char *closed, const char *err, int e)
+{
+    const char *why = connect_failure(e);
+    if (closed[0]) {
+        char both[600];
+        snprintf(both, sizeof(both), "rendezvous with %s: %.150s before answering; connecting again: %.300s",
+                 out->root, closed, err);
+        fall_back(out, "%s%s: passthrough", both, why);
+    } else {
+        fall_back(out, "rendezvous: %s%s: passthrough", err, why);
+    }
+}
+
+/*
+ * Round 2 (and 3): set the action up, vote, and carry out only what the root
+ * commits; ipc first exchanges the exports (PEERS) and votes again.  Returns
+ * the connection if the caller is to close it, -1 if it is kept (ipc's
+ * monitor) or closed.
+ */
+static int vote_rounds(int fd, const struct uid_mark *mark, int timeout_ms, const struct rv_setup *setup,
+                       const char *where, struct rv_msg *m, struct rv_result *out)
+{
+    char err[400];
+    struct rv_verdict decided = out->v;
+    for (out->rounds = 2; out->rounds <= 3; out->rounds++) {
+        char why[RV_REASON_LEN] = "";
+        int ok;
+        if (out->rounds == 2) {
+            memset(&m->u, 0, sizeof(m->u));
+            ok = setup->prepare(setup->ctx, decided.action, m->u.vote.blob, &m->u.vote.bloblen, why,
+                                sizeof(why)) == 0;
+        } else {
+            ok = setup->connect(setup->ctx, &m->u.peers, why, sizeof(why)) == 0;
+            memset(&m->u, 0, sizeof(m->u));
+        }
+        if (!ok)
+            m->u.vote.bloblen = 0;
+        m->type = RV_VOTE;
+        memcpy(m->token, mark->token, RV_TOKEN_LEN);
+        m->u.vote.ok = ok;
+        snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
+        uint64_t deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
+        enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
+        (void)rv_block_until(fd, deadline);
+        if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
+            await(fd, mark, next, deadline, m, err, sizeof(err)) != 0) {
+            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", where, err);
+            return fd;
+        }
+        if (m->type == RV_COMMIT) {
+            out->v = m->u.verdict;
+            out->v.final = 1;
+            if (out->v.action == ACTION_IPC) {
+                /* Kept open for the communicator's life: the root closes it
+                 * when any rank leaves (shim/ipc/ipc_monitor.c watches it). */
+                (void)rv_nonblocking(fd);
+                out->monitor_fd = fd;
+                return -1;
+            }
+            return fd;
+        }
+    }
+    fall_back(out, "rendezvous with %s: no commit after the last round%s: passthrough", out->root, "");
+    return fd;
+}
+
 void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const struct rank_facts *facts,
                    int timeout_ms, const struct rv_setup *setup, struct rv_result *out)
 {
@@ -98,52 +210,19 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     snprintf(where, sizeof(where), "%s", out->root);
     int use_leader = rv_fanin(facts->nranks);
     for (int attempt = 1;; attempt++) {
-        fd = -1;
-        if (use_leader) {
-            int limit = 0;
-            fd = rv_leader_join((struct sockaddr *)&ss, sl, mark, facts->host_id, facts->rank, timeout_ms,
-                                connect_deadline, err, sizeof(err), &limit);
-            if (fd < 0 && limit) {
-                /* Tell the root, so that every rank falls back now rather than at the timeout. */
-                char why[RV_REASON_LEN];
-                snprintf(why, sizeof(why), "rank %d: %s", facts->rank, err);
-                rv_abort_root((struct sockaddr *)&ss, sl, mark->token, why, shim_mono_us() + 1000000);
-                fall_back(out, "rendezvous: %s: passthrough%s", err, "");
-                goto done;
-            }
-            if (fd < 0) {
-                shim_warn("rendezvous", "rank %d: %s; talking to the root at %s directly", facts->rank, err,
-                          out->root);
-                use_leader = 0;
-            } else {
-                via = " (through this host's leader)";
-                snprintf(where, sizeof(where), "%s%s", out->root, via);
-            }
+        fd = use_leader ? join_leader((struct sockaddr *)&ss, sl, mark, facts, timeout_ms, connect_deadline, out,
+                                      &use_leader)
+                        : -1;
+        if (fd == -2)
+            goto done;
+        if (fd >= 0) {
+            via = " (through this host's leader)";
+            snprintf(where, sizeof(where), "%s%s", out->root, via);
         }
         if (fd < 0)
             fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
         if (fd < 0) {
-            /* What the connect's failure says of the cause (docs/troubleshooting.md). */
-            int e = errno;
-            const char *why =
-                e == ECONNREFUSED
-                    ? " (nothing listens there: the root's process exited, or its listener expired: "
-                      "NCCLSHIM_RENDEZVOUS_IDLE_MS)"
-                : e == ETIMEDOUT ? " (no answer: a firewall drops the root's port, or the root's host is down)"
-                : e == EHOSTUNREACH || e == ENETUNREACH
-                    ? " (the address NCCL put in the unique ID is not reachable from this host: "
-                      "NCCL_SOCKET_IFNAME)"
-                : e == EMFILE ? " (this process is out of file descriptors: raise `ulimit -n`, or lower "
-                                "NCCLSHIM_RENDEZVOUS_FANIN so that ranks meet at their host's leader)"
-                    : "";
-            if (closed[0]) {
-                char both[600];
-                snprintf(both, sizeof(both), "rendezvous with %s: %.150s before answering; connecting again: %.300s",
-                         out->root, closed, err);
-                fall_back(out, "%s%s: passthrough", both, why);
-            } else {
-                fall_back(out, "rendezvous: %s%s: passthrough", err, why);
-            }
+            unreached(out, closed, err, errno);
             goto done;
         }
         /* The answer is read by a thread asleep in recv(): woken with its
@@ -184,48 +263,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     if (out->v.final)
         goto done;
 
-    /* Round 2: set the action up, vote, and carry out only what the root
-     * commits; ipc first exchanges the exports (PEERS) and votes again. */
-    struct rv_verdict decided = out->v;
-    for (out->rounds = 2; out->rounds <= 3; out->rounds++) {
-        char why[RV_REASON_LEN] = "";
-        int ok;
-        if (out->rounds == 2) {
-            memset(&m->u, 0, sizeof(m->u));
-            ok = setup->prepare(setup->ctx, decided.action, m->u.vote.blob, &m->u.vote.bloblen, why,
-                                sizeof(why)) == 0;
-        } else {
-            ok = setup->connect(setup->ctx, &m->u.peers, why, sizeof(why)) == 0;
-            memset(&m->u, 0, sizeof(m->u));
-        }
-        if (!ok)
-            m->u.vote.bloblen = 0;
-        m->type = RV_VOTE;
-        memcpy(m->token, mark->token, RV_TOKEN_LEN);
-        m->u.vote.ok = ok;
-        snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
-        deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
-        enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
-        (void)rv_block_until(fd, deadline);
-        if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
-            await(fd, mark, next, deadline, m, err, sizeof(err)) != 0) {
-            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", where, err);
-            goto done;
-        }
-        if (m->type == RV_COMMIT) {
-            out->v = m->u.verdict;
-            out->v.final = 1;
-            if (out->v.action == ACTION_IPC) {
-                /* Kept open for the communicator's life: the root closes it
-                 * when any rank leaves (shim/ipc/ipc_monitor.c watches it). */
-                (void)rv_nonblocking(fd);
-                out->monitor_fd = fd;
-                fd = -1;
-            }
-            goto done;
-        }
-    }
-    fall_back(out, "rendezvous with %s: no commit after the last round%s: passthrough", out->root, "");
+    fd = vote_rounds(fd, mark, timeout_ms, setup, where, m, out);
 
 done:
     if (fd >= 0)

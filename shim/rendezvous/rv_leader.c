@@ -406,110 +406,100 @@ static void accept_members(struct leader *L)
     }
 }
 
-static void *lead(void *arg)
+/* Connects to the root: 0, or -1 having given up (its ranks told why). */
+static int connect_root(struct leader *L)
 {
-    struct leader *L = arg;
     char err[400], why[RV_REASON_LEN];
-    uint64_t deadline = L->start_us + (uint64_t)L->timeout_ms * 1000 + LEADER_GRACE_US;
     /* Before its ranks stop waiting to be admitted (rv_leader_join: the same
      * bound, from their arrival): they then hear from it why. */
     uint64_t connect_deadline =
         L->start_us + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 750;
-    struct pollfd *pfd = calloc((size_t)L->cap + 2, sizeof(*pfd));
-    int *idx = calloc((size_t)L->cap + 2, sizeof(*idx));
-    if (!pfd || !idx) {
-        rv_limit_reason(ENOMEM, "a host's leader", "starting", why, sizeof(why));
-        give_up(L, why);
-        goto out;
-    }
     int rfd = rv_connect((struct sockaddr *)&L->root, L->rootlen, connect_deadline, err, sizeof(err));
     pthread_mutex_lock(&g_leaders_lock);
     L->rfd = rfd;
     pthread_mutex_unlock(&g_leaders_lock);
-    if (L->rfd < 0) {
-        int e = errno;
-        if (rv_is_limit(e))
-            rv_limit_reason(e, "a host's leader", "connecting to the root", why, sizeof(why));
-        else
-            snprintf(why, sizeof(why), "the host's leader (pid %u): %s", (unsigned)L->pid, err);
-        give_up(L, why);
-        goto out;
+    if (L->rfd >= 0)
+        return 0;
+    int e = errno;
+    if (rv_is_limit(e))
+        rv_limit_reason(e, "a host's leader", "connecting to the root", why, sizeof(why));
+    else
+        snprintf(why, sizeof(why), "the host's leader (pid %u): %s", (unsigned)L->pid, err);
+    give_up(L, why);
+    return -1;
+}
+
+/* What to wait on: the root (idx -2), the listener while it admits (-1),
+ * each member still connected (its index).  Returns how many. */
+static int watch_set(const struct leader *L, struct pollfd *pfd, int *idx)
+{
+    int k = 0;
+    pfd[k] = (struct pollfd){ L->rfd, POLLIN, 0 };
+    idx[k++] = -2;
+    if (!L->paused) {
+        pfd[k] = (struct pollfd){ L->lfd, POLLIN, 0 };
+        idx[k++] = -1;
     }
-    for (;;) {
-        uint64_t now = shim_mono_us();
-        if (now >= deadline) {
-            snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from the root at %s within "
-                     "%d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s: passthrough", (unsigned)L->pid, L->rootstr,
-                     L->timeout_ms);
-            give_up(L, why);
-            goto out;
+    for (int i = 0; i < L->nm; i++)
+        if (L->m[i].fd >= 0) {
+            pfd[k] = (struct pollfd){ L->m[i].fd, POLLIN, 0 };
+            idx[k++] = i;
         }
-        int k = 0;
-        pfd[k] = (struct pollfd){ L->rfd, POLLIN, 0 };
-        idx[k++] = -2;
-        if (!L->paused) {
-            pfd[k] = (struct pollfd){ L->lfd, POLLIN, 0 };
-            idx[k++] = -1;
-        }
-        for (int i = 0; i < L->nm; i++)
-            if (L->m[i].fd >= 0) {
-                pfd[k] = (struct pollfd){ L->m[i].fd, POLLIN, 0 };
-                idx[k++] = i;
+    return k;
+}
+
+/* The frames that have come in from the root (who -2) or member `who` (a
+ * bounded number, so that the others get their turn), or its leaving: the
+ * root's ends the leader's work (returns 1); a member's, once it has a rank,
+ * makes the root fall back for all. */
+static int read_ready(struct leader *L, int who)
+{
+    char err[400], why[RV_REASON_LEN];
+    struct reader *rd = who == -2 ? &L->rrd : &L->m[who].rd;
+    int fd = who == -2 ? L->rfd : L->m[who].fd;
+    for (int loops = 0; fd >= 0 && loops < 64; loops++) {
+        uint8_t *frame = NULL;
+        size_t len = 0;
+        int r = read_frame(fd, rd, &frame, &len, err, sizeof(err));
+        if (r == 0)
+            break;
+        if (who == -2) {
+            if (r < 0) {
+                snprintf(why, sizeof(why), "the host's leader (pid %u) lost the root at %s (%s) before its "
+                         "final answer: passthrough", (unsigned)L->pid, L->rootstr, err);
+                give_up(L, why);
+                return 1;
             }
-        int n = poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000));
-        if (n < 0 && errno != EINTR) {
-            snprintf(why, sizeof(why), "the host's leader (pid %u): poll: %s", (unsigned)L->pid, strerror(errno));
-            give_up(L, why);
-            goto out;
+            int done = on_root_frame(L, frame, len);
+            free(frame);
+            if (done)
+                return 1;
+            continue;
         }
-        for (int j = 0; j < k && n > 0; j++) {
-            if (!pfd[j].revents)
-                continue;
-            if (idx[j] == -1) {
-                accept_members(L);
-                continue;
+        struct member *mb = &L->m[who];
+        if (r < 0) {
+            int rank = mb->rank;
+            uint32_t pid = mb->pid;
+            close_member(mb);
+            if (rank >= 0) {
+                snprintf(why, sizeof(why), "rank %d (pid %u) left its host's leader before the final "
+                         "answer (%s: its process exited or gave up waiting): passthrough for all", rank,
+                         (unsigned)pid, err);
+                abort_root(L, why);
             }
-            struct reader *rd = idx[j] == -2 ? &L->rrd : &L->m[idx[j]].rd;
-            int fd = idx[j] == -2 ? L->rfd : L->m[idx[j]].fd;
-            for (int loops = 0; fd >= 0 && loops < 64; loops++) {
-                uint8_t *frame = NULL;
-                size_t len = 0;
-                int r = read_frame(fd, rd, &frame, &len, err, sizeof(err));
-                if (r == 0)
-                    break;
-                if (idx[j] == -2) {
-                    if (r < 0) {
-                        snprintf(why, sizeof(why), "the host's leader (pid %u) lost the root at %s (%s) before its "
-                                 "final answer: passthrough", (unsigned)L->pid, L->rootstr, err);
-                        give_up(L, why);
-                        goto out;
-                    }
-                    int done = on_root_frame(L, frame, len);
-                    free(frame);
-                    if (done)
-                        goto out;
-                    continue;
-                }
-                struct member *mb = &L->m[idx[j]];
-                if (r < 0) {
-                    int rank = mb->rank;
-                    uint32_t pid = mb->pid;
-                    close_member(mb);
-                    if (rank >= 0) {
-                        snprintf(why, sizeof(why), "rank %d (pid %u) left its host's leader before the final "
-                                 "answer (%s: its process exited or gave up waiting): passthrough for all", rank,
-                                 (unsigned)pid, err);
-                        abort_root(L, why);
-                    }
-                    break;
-                }
-                on_member_frame(L, mb, frame, len);
-                free(frame);
-                fd = mb->fd;
-            }
+            break;
         }
+        on_member_frame(L, mb, frame, len);
+        free(frame);
+        fd = mb->fd;
     }
-out:
+    return 0;
+}
+
+/* The leader's end: its descriptors closed, off the list a fork's child
+ * reads, its memory given back. */
+static void leader_free(struct leader *L)
+{
     for (int i = 0; i < L->nm; i++)
         close_member(&L->m[i]);
     pthread_mutex_lock(&g_leaders_lock);
@@ -527,9 +517,52 @@ out:
     free(L->m);
     free(L->msg);
     free(L->frame);
+    free(L);
+}
+
+static void *lead(void *arg)
+{
+    struct leader *L = arg;
+    char why[RV_REASON_LEN];
+    uint64_t deadline = L->start_us + (uint64_t)L->timeout_ms * 1000 + LEADER_GRACE_US;
+    struct pollfd *pfd = calloc((size_t)L->cap + 2, sizeof(*pfd));
+    int *idx = calloc((size_t)L->cap + 2, sizeof(*idx));
+    if (!pfd || !idx) {
+        rv_limit_reason(ENOMEM, "a host's leader", "starting", why, sizeof(why));
+        give_up(L, why);
+        goto out;
+    }
+    if (connect_root(L) != 0)
+        goto out;
+    for (;;) {
+        uint64_t now = shim_mono_us();
+        if (now >= deadline) {
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from the root at %s within "
+                     "%d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s: passthrough", (unsigned)L->pid, L->rootstr,
+                     L->timeout_ms);
+            give_up(L, why);
+            goto out;
+        }
+        int k = watch_set(L, pfd, idx);
+        int n = poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000));
+        if (n < 0 && errno != EINTR) {
+            snprintf(why, sizeof(why), "the host's leader (pid %u): poll: %s", (unsigned)L->pid, strerror(errno));
+            give_up(L, why);
+            goto out;
+        }
+        for (int j = 0; j < k && n > 0; j++) {
+            if (!pfd[j].revents)
+                continue;
+            if (idx[j] == -1)
+                accept_members(L);
+            else if (read_ready(L, idx[j]))
+                goto out;
+        }
+    }
+out:
+    leader_free(L);
     free(pfd);
     free(idx);
-    free(L);
     return NULL;
 }
 

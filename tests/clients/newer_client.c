@@ -13,6 +13,10 @@
  *   shim   a 1-rank communicator the shim drops (NCCLSHIM_RULES ...:drop)
  *   reuse N     N communicators made and destroyed in turn, each carrying
  *               i % 5 all-reduces ("REUSE i <comm> <n>")
+ *   reuse2 N    N times two communicators made and destroyed by one
+ *               thread and used by another, which keeps calling (the
+ *               shim's last-seen communicator of that thread must not
+ *               outlive a destroy)
  *   netrace N   two threads at once: N socket inits (marked IDs) and N
  *               passthrough ones (unmarked IDs) while NCCL_NET is set
  * Prints "CHECK ok|fail <what>" lines for the test, and "HANDLE <ptr>".
@@ -166,6 +170,8 @@ static void scenario_shim(void)
     ncclComm_t comm = make_comm(0);
     uint64_t v = 99;
     CHECK(A.ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == ncclSuccess, "dropped: ncclCommSuspend succeeds");
+    CHECK(A.ncclCommSuspend(comm, NCCL_SUSPEND_MEM) == ncclInvalidUsage,
+          "dropped: a second ncclCommSuspend is refused with ncclInvalidUsage, as NCCL refuses it");
     CHECK(A.ncclCommMemStats(comm, ncclStatGpuMemSuspended, &v) == ncclSuccess && v == 1,
           "dropped: ncclCommMemStats says suspended");
     float x[4] = { 1, 2, 3, 4 };
@@ -215,6 +221,78 @@ static void scenario_reuse(int n)
         ok &= A.ncclCommDestroy(comm) == ncclSuccess;
     }
     CHECK(ok, "%d communicators made, used and destroyed in turn", n);
+}
+
+/* reuse2: the main thread makes and destroys, a user thread calls on each
+ * communicator in turn, handed over under a mutex. */
+static struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    ncclComm_t comm;                    /* to use; NULL once used */
+    int calls, done, bad;
+} g_hand = { PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, 0, 0, 0 };
+
+static void *reuse_user(void *arg)
+{
+    (void)arg;
+    float x[4] = { 0 };
+    pthread_mutex_lock(&g_hand.mu);
+    for (;;) {
+        while (!g_hand.comm && !g_hand.done)
+            pthread_cond_wait(&g_hand.cv, &g_hand.mu);
+        if (!g_hand.comm)
+            break;
+        for (int k = 0; k < g_hand.calls; k++)
+            g_hand.bad |= A.ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, g_hand.comm, NULL) != ncclSuccess;
+        g_hand.comm = NULL;
+        pthread_cond_broadcast(&g_hand.cv);
+    }
+    pthread_mutex_unlock(&g_hand.mu);
+    return NULL;
+}
+
+/* Has the user thread make `calls` calls on `comm`, and waits until it has. */
+static void hand_over(ncclComm_t comm, int calls)
+{
+    pthread_mutex_lock(&g_hand.mu);
+    g_hand.calls = calls;
+    g_hand.comm = comm;
+    pthread_cond_broadcast(&g_hand.cv);
+    while (g_hand.comm)
+        pthread_cond_wait(&g_hand.cv, &g_hand.mu);
+    pthread_mutex_unlock(&g_hand.mu);
+}
+
+static void scenario_reuse2(int n)
+{
+    int ok = 1;
+    pthread_t t;
+    pthread_create(&t, NULL, reuse_user, NULL);
+    /* Two at a time, destroyed in the other order than made: with
+     * FAKE_NCCL_REUSE_FIFO an address comes back with another of the shim's
+     * structs than it had. */
+    for (int i = 0; i < n; i++) {
+        ncclComm_t comm[2] = { NULL, NULL };
+        for (int j = 0; j < 2; j++) {
+            ncclUniqueId id;
+            if (A.ncclGetUniqueId(&id) != ncclSuccess || A.ncclCommInitRank(&comm[j], 1, id, 0) != ncclSuccess)
+                ok = 0;
+        }
+        if (!ok)
+            break;
+        for (int j = 0; j < 2; j++)
+            hand_over(comm[j], 1 + (2 * i + j) % 5);
+        for (int j = 1; j >= 0; j--) {
+            printf("REUSE %d %p %d\n", i, (void *)comm[j], 1 + (2 * i + j) % 5);
+            ok &= A.ncclCommDestroy(comm[j]) == ncclSuccess;
+        }
+    }
+    pthread_mutex_lock(&g_hand.mu);
+    g_hand.done = 1;
+    pthread_cond_broadcast(&g_hand.cv);
+    pthread_mutex_unlock(&g_hand.mu);
+    pthread_join(t, NULL);
+    CHECK(ok && !g_hand.bad, "%d communicators made and destroyed by one thread, used by another", n);
 }
 
 /* Two threads released at once: socket inits and passthrough inits side by side. */
@@ -277,6 +355,8 @@ int main(int argc, char **argv)
         scenario_shim();
     else if (strcmp(s, "reuse") == 0)
         scenario_reuse(n);
+    else if (strcmp(s, "reuse2") == 0)
+        scenario_reuse2(n);
     else if (strcmp(s, "netrace") == 0)
         scenario_netrace(n);
     else

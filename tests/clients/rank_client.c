@@ -502,11 +502,12 @@ static void suspend_resume(ncclComm_t comm, int i)
     stats(comm, ncclStatGpuMemPersist, &persist);
     ncclResult_t rc = suspend(comm, NCCL_SUSPEND_MEM);
     stats(comm, ncclStatGpuMemSuspended, &suspended);
+    ncclResult_t again = suspend(comm, NCCL_SUSPEND_MEM); /* NCCL: ncclInvalidUsage */
     ncclResult_t refused = ncclBroadcast(data, data, 64, ncclFloat32, 0, comm, NULL);
     ncclResult_t resumed = resume(comm);
     ncclResult_t after = ncclBroadcast(data, data, 64, ncclFloat32, 0, comm, NULL);
-    printf("SUSPEND %d found=1 persist=%llu rc=%d suspended=%llu refused=%d resume=%d after=%d\n", i,
-           (unsigned long long)persist, rc, (unsigned long long)suspended, refused, resumed, after);
+    printf("SUSPEND %d found=1 persist=%llu rc=%d suspended=%llu refused=%d resume=%d after=%d again=%d\n", i,
+           (unsigned long long)persist, rc, (unsigned long long)suspended, refused, resumed, after, again);
 }
 
 /* --- suspend=2 --- */

@@ -91,6 +91,11 @@
  *                            (RTLD_DEFAULT) ncclGetVersion and
  *                            ncclGetErrorString and call them, dlopen
  *                            libm.so.6 and dlsym "cos" and call it
+ *   FAKE_NCCL_REUSE_FIFO=1   freed communicators are kept (up to 8) and
+ *                            handed out again oldest first, not as malloc
+ *                            does (last freed first): addresses come back
+ *                            in another order than the shim recycles its
+ *                            own state (tests/t/19-identity.t)
  */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -390,6 +395,11 @@ static int comm_snapshot(struct line *L, ncclComm_t comm, struct ncclComm *out)
     return 1;
 }
 
+/* FAKE_NCCL_REUSE_FIFO's freed communicators, oldest at fifo_head; under reg_lock. */
+#define FIFO_MAX 8
+static struct ncclComm *fifo[FIFO_MAX];
+static int fifo_head, fifo_n;
+
 /* Removes and frees a live comm. */
 static ncclResult_t comm_free(struct line *L, ncclComm_t comm)
 {
@@ -405,6 +415,10 @@ static ncclResult_t comm_free(struct line *L, ncclComm_t comm)
     *pp = comm->next;
     comm->destroyed = 1;
     comm->magic = COMM_DEAD;
+    if (env_long("FAKE_NCCL_REUSE_FIFO", 0) && fifo_n < FIFO_MAX) {
+        fifo[(fifo_head + fifo_n++) % FIFO_MAX] = comm;
+        comm = NULL;
+    }
     pthread_mutex_unlock(&reg_lock);
     free(comm);
     return ncclSuccess;
@@ -412,7 +426,17 @@ static ncclResult_t comm_free(struct line *L, ncclComm_t comm)
 
 static struct ncclComm *comm_new(int rank, int nranks, int device, const void *id)
 {
-    struct ncclComm *c = calloc(1, sizeof *c);
+    struct ncclComm *c = NULL;
+    pthread_mutex_lock(&reg_lock);
+    if (fifo_n) { /* FAKE_NCCL_REUSE_FIFO: the oldest freed one */
+        c = fifo[fifo_head];
+        fifo_head = (fifo_head + 1) % FIFO_MAX;
+        fifo_n--;
+        memset(c, 0, sizeof *c);
+    }
+    pthread_mutex_unlock(&reg_lock);
+    if (!c)
+        c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
     c->magic = COMM_MAGIC;

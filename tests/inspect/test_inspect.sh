@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..140"
+echo "1..141"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -362,6 +362,14 @@ cp "$FX"/efasim_passthrough/* "$TMP/mixed/"
 rm "$TMP/mixed/ncclshim.gpu1.4102.jsonl"
 run --json "$TMP/mixed"
 check "rank without the shim: joins the shim's group through NCCL's commId" jqt '(.communicators | length) == 2 and ([.communicators[0].ranks[] | [.rank, .from_nccl_log, .network]] == [[0,false,"EFASim"],[1,false,"EFASim"],[2,true,"EFASim"]]) and .communicators[0].purpose == "weight-update" and .communicators[0].problems == []'
+
+# one library reached by two paths (an rpath of $ORIGIN/.., a plain path) is one line
+mkdir -p "$TMP/twopaths"
+cp "$FX"/healthy/* "$TMP/twopaths/"
+sed -i 's|"path":"/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2"|"path":"/opt/venv/lib/python3.12/site-packages/torch/lib/../../nvidia/nccl/lib/./libnccl.so.2"|' \
+    "$TMP/twopaths/ncclshim.vm.734.jsonl"
+run "$TMP/twopaths"
+check "one library by two paths: listed once" eval 'test "$(grep -c "^library slot" "$TMP/out")" -eq 1 && has "^library slot 0: /opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 \(version 2\.28\.9, 4 processes\)$"'
 
 # --- usage
 run

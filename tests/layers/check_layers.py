@@ -4,8 +4,11 @@
 Each folder may include and call only itself and the folders below it; no
 files may call each other in a loop.  Calls are read from the objects (`nm`):
 a symbol one object needs and another defines is a call from the first file to
-the second, whatever header declared it.  Prints TAP lines (the caller numbers
-nothing: this prints the plan).
+the second, whatever header declared it.  Inside a folder a file also depends
+on what it includes: a loop there can run through a header's types, macros and
+inline functions, which no object shows (x.h goes with x.c, as one unit).  And
+no function is over 100 lines (check_lengths.py).  Prints TAP lines (the caller
+numbers nothing: this prints the plan).
 
 usage: check_layers.py ROOT OBJDIR   (OBJDIR holds <folder>/<file>.o)
 """
@@ -13,6 +16,8 @@ import os
 import re
 import subprocess
 import sys
+
+import check_lengths
 
 # Top to bottom; policy/ is below all of them.
 LAYERS = ["interpose", "comm", "ipc", "rendezvous", "nccl", "base"]
@@ -112,6 +117,38 @@ def loops(edges):
     return comps
 
 
+# Folders whose files may still depend on each other in a loop.  Temporary:
+# shim/ipc/ is being rewritten (the broadcast schedule), and that work breaks
+# its loop (ipc.c starts the reaper, ipc_reaper.c trims the broadcast's map
+# cache in ipc_bcast.c, which uses ipc_internal.h and so ipc.h/ipc.c); it then
+# removes this line.
+LOOP_EXEMPT = {"ipc"}
+
+
+def unit(key):
+    """A file's unit: x.c and x.h are one (the header is the .c's face)."""
+    return re.sub(r"\.(c|h)$", "", key)
+
+
+def folder_graph(root, edges):
+    """Within each folder, unit -> units it calls or includes."""
+    g = {}
+    for d in LAYERS:
+        for f in sorted(os.listdir(os.path.join(root, "shim", d))):
+            key = f"shim/{d}/{f}"
+            u = unit(key)
+            g.setdefault(u, set())
+            text = open(os.path.join(root, "shim", d, f), encoding="utf-8").read()
+            for inc in re.findall(r'#include "([^"/]+)"', text):
+                if os.path.exists(os.path.join(root, "shim", d, inc)) and unit(f"shim/{d}/{inc}") != u:
+                    g[u].add(unit(f"shim/{d}/{inc}"))
+    for a, targets in edges.items():
+        for b in targets:
+            if folder(a) == folder(b) and unit(a) != unit(b):
+                g[unit(a)].add(unit(b))
+    return {u: {v: [] for v in vs} for u, vs in g.items()}
+
+
 def main():
     root, objdir = sys.argv[1], sys.argv[2]
     results = []
@@ -124,6 +161,14 @@ def main():
     comps = loops(edges)
     desc = [" <-> ".join(c) for c in comps]
     results.append((not comps, "no shim/ files call each other in a loop", desc, None))
+    inner = [c for c in loops(folder_graph(root, edges)) if folder(c[0]) not in LOOP_EXEMPT]
+    desc = [" <-> ".join(c) for c in inner]
+    results.append((not inner, "no files of one folder call or include each other in a loop"
+                    f" (exempt for now: {', '.join(sorted(LOOP_EXEMPT))})", desc, None))
+    long_ = check_lengths.too_long(root)
+    results.append((not long_, f"no function over {check_lengths.LIMIT} lines in {', '.join(check_lengths.FOLDERS)}"
+                    f" (exempt for now: {', '.join(check_lengths.EXEMPT)})",
+                    [f"{rel}:{line} {name}: {n} lines" for n, rel, line, name in long_], None))
     print(f"1..{len(results)}")
     for i, (good, what, detail, todo) in enumerate(results, 1):
         print(f"{'ok' if good else 'not ok'} {i} - {what}{' # TODO ' + todo if todo else ''}")

@@ -983,6 +983,8 @@ d, procs, ids = scenario("ipcsuspend", 2, dict(IPC_ENV, LD_LIBRARY_PATH=os.path.
 sus = [l for p in procs for l in p.wait().splitlines() if l.startswith("SUSPEND")]
 ok(len(sus) == 2 and all("found=1" in l and " rc=0 suspended=1 refused=5 resume=0 after=0" in l for l in sus),
    "ipc: ncclCommSuspend succeeds, MemStats says suspended, a broadcast is refused, Resume, then it works", sus)
+ok(len(sus) == 2 and all(" again=5" in l for l in sus),
+   "ipc: a second ncclCommSuspend is refused with ncclInvalidUsage, as NCCL refuses it", sus)
 ok(all(int(l.split("persist=")[1].split()[0]) == 0 for l in sus),
    "ipc: MemStats reports no persistent GPU memory (the counters are host memory; the staging can be suspended)", sus)
 ok(not [l for l in fake_lines(d + "/fake.log") if "Suspend" in l or "MemStats" in l or "Resume" in l],

@@ -144,7 +144,7 @@ ok(dr and "ran out of file descriptors accepting the ranks' connections (EMFILE"
 #    descriptors itself (MANY_RANKS_FDS); a second process's ranks join it.
 #    Every rank of every host falls back at once, the reason naming the limit.
 #    node1's leader may still be arriving when the root falls back: the root
-#    answers it once its HELLO shows the token (rv_server.c, limit_fall_back),
+#    answers it once its HELLO shows the token (rv_decide.c, rv_limit_fall_back),
 #    so its ranks name the limit too, not the root's loss.
 def wait_leading(i, p):
     """The first process must lead: wait until it holds its leader's sockets."""

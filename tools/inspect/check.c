@@ -660,22 +660,23 @@ static int lost_peer_failure(const communicator *c, const warning_rec *w)
     return c->ipc_lost && w->result == 6;
 }
 
-/*
- * A rank of an ipc communicator left while it ran (join.c: join_ipc decides
- * that); say which rank, how it ended, who noticed, and what it cost.
- */
-static void rule_ipc_peer_lost(inspect_state *st, communicator *c)
+/* Who left an ipc communicator while it ran, and who saw it (rule_ipc_peer_lost). */
+struct peer_loss {
+    list_buf left, died, exited, other; /* ranks that did not end normally, and how they went */
+    list_buf saw;                       /* ranks that warned ipc-peer-lost */
+    list_buf root_saw;                  /* ranks the root saw leave (ipc_peer_left) */
+    list_buf early;                     /* ranks that ended normally before a peer was lost */
+    const rank_rec *first_left;
+    const peer_left_rec *root_record;   /* the root's first ipc_peer_left */
+};
+
+static void gather_peer_loss(const communicator *c, struct peer_loss *p)
 {
-    (void)st;
-    if (!c->ipc_lost)
-        return;
-    list_buf left = {0}, died = {0}, exited = {0}, other = {0}, saw = {0}, root_saw = {0}, early = {0};
-    const rank_rec *first_left = NULL;
     double lost_ts = 0;
     for (size_t i = 0; i < c->ipc_warns.n; i++) {
         const warning_rec *w = c->ipc_warns.v[i];
         if (is_what(w, "ipc-peer-lost") && !w->after_end) {
-            lb_add_ll(&saw, w->rank->rank);
+            lb_add_ll(&p->saw, w->rank->rank);
             if (!lost_ts || (w->ts > 0 && w->ts < lost_ts))
                 lost_ts = w->ts;
         }
@@ -686,44 +687,47 @@ static void rule_ipc_peer_lost(inspect_state *st, communicator *c)
             continue;
         if ((r->result != 0 && r->result != 7) || inspect_ended_normally(r))
             continue;
-        lb_add_ll(&left, r->rank);
-        if (!first_left)
-            first_left = r;
+        lb_add_ll(&p->left, r->rank);
+        if (!p->first_left)
+            p->first_left = r;
         if (!r->end)
-            lb_add_ll(&died, r->rank);
+            lb_add_ll(&p->died, r->rank);
         else if (r->end->how && strcmp(r->end->how, "exit") == 0)
-            lb_add_ll(&exited, r->rank);
+            lb_add_ll(&p->exited, r->rank);
         else
-            lb_add_ll(&other, r->rank);
+            lb_add_ll(&p->other, r->rank);
     }
-    const peer_left_rec *pl = NULL;
     for (size_t i = 0; i < c->peer_left.n; i++) {
         if (c->peer_left.v[i]->at_destroy)
             continue;
-        lb_add_ll(&root_saw, c->peer_left.v[i]->rank);
-        if (!pl)
-            pl = c->peer_left.v[i];
+        lb_add_ll(&p->root_saw, c->peer_left.v[i]->rank);
+        if (!p->root_record)
+            p->root_record = c->peer_left.v[i];
     }
     /* everyone ended normally, but someone lost a peer before its own end:
      * the ranks that had ended before that went first */
-    if (!left.items && lost_ts > 0)
+    if (!p->left.items && lost_ts > 0)
         for (size_t i = 0; i < c->nranks_rec; i++) {
             rank_rec *r = c->ranks[i];
             if (inspect_ended_normally(r) && r->end->ts > 0 && r->end->ts <= lost_ts)
-                lb_add_ll(&early, r->rank);
+                lb_add_ll(&p->early, r->rank);
         }
-    char *msg;
-    if (left.items) {
+}
+
+/* The message's first part: which ranks left, and how. */
+static char *peer_loss_who(const struct peer_loss *p)
+{
+    if (p->left.items) {
         /* why each rank left: no end record (died), exit without destroy, or something else */
         static const char *const cause[3] = {"no end record, so %s died or %s killed (the OOM killer, a signal, "
                                              "the job scheduler)",
                                              "%s exited without destroying it (comm_end how exit)",
                                              "ended it some other way"};
-        const list_buf *cat[3] = {&died, &exited, &other};
-        int ncat = (died.items > 0) + (exited.items > 0) + (other.items > 0), printed = 0;
-        msg = xasprintf("ipc peer lost: rank%s %s (%s%s pid %lld) left while the communicator ran",
-                        left.items > 1 ? "s" : "", left.s, left.items > 1 ? "first: " : "", first_left->host,
-                        first_left->pid);
+        const list_buf *cat[3] = {&p->died, &p->exited, &p->other};
+        int ncat = (p->died.items > 0) + (p->exited.items > 0) + (p->other.items > 0), printed = 0;
+        char *msg = xasprintf("ipc peer lost: rank%s %s (%s%s pid %lld) left while the communicator ran",
+                              p->left.items > 1 ? "s" : "", p->left.s, p->left.items > 1 ? "first: " : "",
+                              p->first_left->host, p->first_left->pid);
         for (int k = 0; k < 3; k++) {
             if (!cat[k]->items)
                 continue;
@@ -736,21 +740,27 @@ static void rule_ipc_peer_lost(inspect_state *st, communicator *c)
                                        : xasprintf("%s %s", sep, why));
             free(why);
         }
-    } else if (root_saw.items) {
-        msg = xasprintf("ipc peer lost: rank%s %s left while the communicator ran", root_saw.items > 1 ? "s" : "",
-                        root_saw.s);
-    } else if (early.items) {
-        msg = xasprintf("ipc peer lost: rank%s %s destroyed the communicator while other ranks still used it",
-                        early.items > 1 ? "s" : "", early.s);
-    } else {
-        msg = xstrdup("ipc peer lost: a rank left while the communicator ran");
+        return msg;
     }
-    if (root_saw.items)
-        msg = append(msg, xasprintf("; the root (%s pid %lld) saw rank%s %s leave (ipc_peer_left)", pl->host, pl->pid,
-                                    root_saw.items > 1 ? "s" : "", root_saw.s));
-    if (saw.items)
-        msg = append(msg, xasprintf("; rank%s %s lost %s peer (ipc-peer-lost)", saw.items > 1 ? "s" : "", saw.s,
-                                    saw.items > 1 ? "their" : "its"));
+    if (p->root_saw.items)
+        return xasprintf("ipc peer lost: rank%s %s left while the communicator ran", p->root_saw.items > 1 ? "s" : "",
+                         p->root_saw.s);
+    if (p->early.items)
+        return xasprintf("ipc peer lost: rank%s %s destroyed the communicator while other ranks still used it",
+                         p->early.items > 1 ? "s" : "", p->early.s);
+    return xstrdup("ipc peer lost: a rank left while the communicator ran");
+}
+
+/* Who noticed, and what it cost: the operations that failed after it. */
+static char *peer_loss_seen(const communicator *c, const struct peer_loss *p, char *msg)
+{
+    if (p->root_saw.items)
+        msg = append(msg, xasprintf("; the root (%s pid %lld) saw rank%s %s leave (ipc_peer_left)",
+                                    p->root_record->host, p->root_record->pid, p->root_saw.items > 1 ? "s" : "",
+                                    p->root_saw.s));
+    if (p->saw.items)
+        msg = append(msg, xasprintf("; rank%s %s lost %s peer (ipc-peer-lost)", p->saw.items > 1 ? "s" : "",
+                                    p->saw.s, p->saw.items > 1 ? "their" : "its"));
     size_t nfailed = 0;
     const warning_rec *ff = NULL;
     for (size_t i = 0; i < c->ipc_warns.n; i++) {
@@ -761,25 +771,46 @@ static void rule_ipc_peer_lost(inspect_state *st, communicator *c)
     if (nfailed)
         msg = append(msg, xasprintf(", %zu operation%s failed with ncclRemoteError after that (first: %s on rank %lld)",
                                     nfailed, nfailed == 1 ? "" : "s", ff->fn ? ff->fn : "?", ff->rank->rank));
-    msg = append(msg, xstrdup(": the transfer in flight, and whatever the communicator moved after that, is not "
-                              "valid"));
+    return append(msg, xstrdup(": the transfer in flight, and whatever the communicator moved after that, is not "
+                               "valid"));
+}
+
+/* What to do: the causes' fixes, then going on without the lost rank. */
+static char *peer_loss_fixes(const struct peer_loss *p, char *msg)
+{
     int fixes = 0;
-    if (died.items && ++fixes)
+    if (p->died.items && ++fixes)
         msg = append(msg, xasprintf("; find why %s ended (%s, the kernel log, the scheduler)",
-                                    died.items > 1 ? "those processes" : "that process",
-                                    died.items > 1 ? "their logs" : "its log"));
-    if (!left.items && root_saw.items && ++fixes)
+                                    p->died.items > 1 ? "those processes" : "that process",
+                                    p->died.items > 1 ? "their logs" : "its log"));
+    if (!p->left.items && p->root_saw.items && ++fixes)
         msg = append(msg, xasprintf("; find why %s ended (%s, the kernel log, the scheduler)",
-                                    root_saw.items > 1 ? "those ranks' processes" : "that rank's process",
-                                    root_saw.items > 1 ? "their logs" : "its log"));
-    if (exited.items && ++fixes)
+                                    p->root_saw.items > 1 ? "those ranks' processes" : "that rank's process",
+                                    p->root_saw.items > 1 ? "their logs" : "its log"));
+    if (p->exited.items && ++fixes)
         msg = append(msg, xstrdup("; destroy the communicator on every rank before its process exits"));
-    if (early.items && ++fixes)
+    if (p->early.items && ++fixes)
         msg = append(msg, xstrdup("; destroy an ipc communicator only after every rank's last operation on it"));
-    msg = append(msg, xasprintf("; %s destroy or abort the communicator on every surviving rank (their calls "
-                                "returned, with ncclRemoteError), start a process in the lost rank's place, and "
-                                "create a new communicator with a new unique ID to redo the transfer",
-                                fixes ? "then" : "to go on,"));
+    return append(msg, xasprintf("; %s destroy or abort the communicator on every surviving rank (their calls "
+                                 "returned, with ncclRemoteError), start a process in the lost rank's place, and "
+                                 "create a new communicator with a new unique ID to redo the transfer",
+                                 fixes ? "then" : "to go on,"));
+}
+
+/*
+ * A rank of an ipc communicator left while it ran (join.c: join_ipc decides
+ * that); say which rank, how it ended, who noticed, and what it cost.
+ */
+static void rule_ipc_peer_lost(inspect_state *st, communicator *c)
+{
+    (void)st;
+    if (!c->ipc_lost)
+        return;
+    struct peer_loss p = {0};
+    gather_peer_loss(c, &p);
+    char *msg = peer_loss_who(&p);
+    msg = peer_loss_seen(c, &p, msg);
+    msg = peer_loss_fixes(&p, msg);
     add(c, msg);
 }
 

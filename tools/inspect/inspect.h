@@ -288,6 +288,7 @@ void strlist_add(strlist *l, char *owned);
 void strlist_add_unique(strlist *l, const char *s);
 void strlist_free(strlist *l);
 char *norm_comm_ptr(const char *s);
+char *norm_path(const char *path);
 char *short_host(const char *host);
 char *short_group(const char *group);
 void humanize_bytes(unsigned long long b, char *out, size_t outlen);

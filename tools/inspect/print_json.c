@@ -236,11 +236,9 @@ static void js_array_close(jstream *js)
     fputs(js->n ? "\n  ]" : "]", js->out);
 }
 
-void inspect_print_json(inspect_state *st, FILE *out)
+/* The processes, ordered by host and pid. */
+static void print_processes(jstream *js, inspect_state *st)
 {
-    jstream js = {out, 0};
-    fputs("{\n", out);
-
     size_t np = HASH_COUNT(st->procs), i = 0;
     process **procs = xmalloc((np ? np : 1) * sizeof *procs);
     process *p, *ptmp;
@@ -248,27 +246,79 @@ void inspect_print_json(inspect_state *st, FILE *out)
         procs[i++] = p;
     if (np)
         qsort(procs, np, sizeof *procs, proc_cmp);
-    js_array_open(&js, "processes", 1);
+    js_array_open(js, "processes", 1);
     for (i = 0; i < np; i++) {
         p = procs[i];
-        js_elem(&js, json_pack("{s:o,s:I,s:o,s:o,s:o,s:b}", "host", jstr(p->host),
-                               "pid", (json_int_t)p->pid, "title", jstr(p->title),
-                               "log_file", jstr(p->log_file), "shim_version",
-                               jstr(p->shim_version), "exited", p->has_exit));
+        js_elem(js, json_pack("{s:o,s:I,s:o,s:o,s:o,s:b}", "host", jstr(p->host),
+                              "pid", (json_int_t)p->pid, "title", jstr(p->title),
+                              "log_file", jstr(p->log_file), "shim_version",
+                              jstr(p->shim_version), "exited", p->has_exit));
     }
     free(procs);
-    js_array_close(&js);
+    js_array_close(js);
+}
 
+static void print_libraries(jstream *js, inspect_state *st)
+{
     HASH_SORT(st->libs, lib_cmp);
-    js_array_open(&js, "libraries", 0);
+    js_array_open(js, "libraries", 0);
     library_rec *l, *ltmp;
     HASH_ITER(hh, st->libs, l, ltmp) {
-        js_elem(&js, json_pack("{s:I,s:o,s:I,s:i}", "slot", (json_int_t)l->slot, "path",
-                               jstr(l->path), "version", (json_int_t)l->version,
-                               "processes", l->nproc));
+        js_elem(js, json_pack("{s:I,s:o,s:I,s:i}", "slot", (json_int_t)l->slot, "path",
+                              jstr(l->path), "version", (json_int_t)l->version,
+                              "processes", l->nproc));
     }
-    js_array_close(&js);
+    js_array_close(js);
+}
 
+static void print_warnings(jstream *js, inspect_state *st)
+{
+    js_array_open(js, "warnings", 0);
+    for (size_t i = 0; i < st->warnings.n; i++) {
+        warning_rec *w = &st->warnings.v[i];
+        json_t *jg = w->rank ? jstr(w->rank->group) : json_null();
+        json_t *jr = w->rank ? json_integer(w->rank->rank) : json_null();
+        js_elem(js, json_pack("{s:o,s:I,s:f,s:o,s:o,s:o,s:o,s:b}", "host", jstr(w->host), "pid",
+                              (json_int_t)w->pid, "ts", w->ts, "what", jstr(w->what), "message",
+                              jstr(w->message), "group", jg, "rank", jr, "after_end", w->after_end));
+    }
+    js_array_close(js);
+}
+
+/* The rendezvous' records, and the lines the tool could not read. */
+static void print_rendezvous_and_errors(jstream *js, inspect_state *st)
+{
+    size_t i;
+    js_array_open(js, "decisions", 0);
+    for (decision_rec *d = st->decisions; d; d = d->next)
+        js_elem(js, jdecision(d));
+    js_array_close(js);
+    js_array_open(js, "rendezvous_expired", 0);
+    for (i = 0; i < st->expired.n; i++)
+        js_elem(js, jexpired(&st->expired.v[i]));
+    js_array_close(js);
+    js_array_open(js, "ipc_peer_left", 0);
+    for (i = 0; i < st->peer_left.n; i++)
+        js_elem(js, jpeer_left(&st->peer_left.v[i]));
+    js_array_close(js);
+
+    js_array_open(js, "input_errors", 0);
+    for (i = 0; i < st->errors.n; i++) {
+        input_error *e = &st->errors.v[i];
+        js_elem(js, json_pack("{s:o,s:I,s:o,s:b}", "file", jstr(e->file), "line",
+                              (json_int_t)e->line, "reason", jstr(e->reason),
+                              "fatal", e->fatal));
+    }
+    js_array_close(js);
+}
+
+void inspect_print_json(inspect_state *st, FILE *out)
+{
+    jstream js = {out, 0};
+    size_t i;
+    fputs("{\n", out);
+    print_processes(&js, st);
+    print_libraries(&js, st);
     js_array_open(&js, "communicators", 0);
     for (i = 0; i < st->ncomms; i++) {
         communicator *c = st->sorted[i];
@@ -304,38 +354,7 @@ void inspect_print_json(inspect_state *st, FILE *out)
         js_elem(&js, o);
     }
     js_array_close(&js);
-
-    js_array_open(&js, "warnings", 0);
-    for (i = 0; i < st->warnings.n; i++) {
-        warning_rec *w = &st->warnings.v[i];
-        json_t *jg = w->rank ? jstr(w->rank->group) : json_null();
-        json_t *jr = w->rank ? json_integer(w->rank->rank) : json_null();
-        js_elem(&js, json_pack("{s:o,s:I,s:f,s:o,s:o,s:o,s:o,s:b}", "host", jstr(w->host), "pid",
-                               (json_int_t)w->pid, "ts", w->ts, "what", jstr(w->what), "message",
-                               jstr(w->message), "group", jg, "rank", jr, "after_end", w->after_end));
-    }
-    js_array_close(&js);
-
-    js_array_open(&js, "decisions", 0);
-    for (decision_rec *d = st->decisions; d; d = d->next)
-        js_elem(&js, jdecision(d));
-    js_array_close(&js);
-    js_array_open(&js, "rendezvous_expired", 0);
-    for (i = 0; i < st->expired.n; i++)
-        js_elem(&js, jexpired(&st->expired.v[i]));
-    js_array_close(&js);
-    js_array_open(&js, "ipc_peer_left", 0);
-    for (i = 0; i < st->peer_left.n; i++)
-        js_elem(&js, jpeer_left(&st->peer_left.v[i]));
-    js_array_close(&js);
-
-    js_array_open(&js, "input_errors", 0);
-    for (i = 0; i < st->errors.n; i++) {
-        input_error *e = &st->errors.v[i];
-        js_elem(&js, json_pack("{s:o,s:I,s:o,s:b}", "file", jstr(e->file), "line",
-                               (json_int_t)e->line, "reason", jstr(e->reason),
-                               "fatal", e->fatal));
-    }
-    js_array_close(&js);
+    print_warnings(&js, st);
+    print_rendezvous_and_errors(&js, st);
     fputs("\n}\n", out);
 }

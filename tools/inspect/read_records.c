@@ -379,6 +379,10 @@ static void feed_library(ctx *c, json_t *o)
         free(path);
         return;
     }
+    /* One library reached by two paths is listed once (norm_path). */
+    char *plain = norm_path(path);
+    free(path);
+    path = plain;
     char *key = xasprintf("%lld|%s|%lld", slot, path, version);
     library_rec *l;
     HASH_FIND_STR(c->st->libs, key, l);

@@ -106,6 +106,45 @@ char *norm_comm_ptr(const char *s)
     return out;
 }
 
+/* A file's path without "." and "dir/.." components ("/x/tests/bin/../fake/a/libnccl.so.2"
+ * is "/x/tests/fake/a/libnccl.so.2"): one library reached by two paths (an rpath of
+ * $ORIGIN/.., a dlopen by its plain path) is one.  Lexical, as the records may come
+ * from another host: a symbolic link's ".." is taken as its parent's. */
+char *norm_path(const char *path)
+{
+    size_t n = strlen(path);
+    char *out = xmalloc(n + 1);
+    size_t o = 0;
+    int absolute = path[0] == '/';
+    for (const char *p = path; *p;) {
+        while (*p == '/')
+            p++;
+        const char *e = strchr(p, '/');
+        size_t len = e ? (size_t)(e - p) : strlen(p);
+        if (len == 0)
+            break;
+        if ((len == 1 && p[0] == '.') || (len == 2 && p[0] == '.' && p[1] == '.' && absolute && o == 0)) {
+            /* nothing ("/.." is "/") */
+        } else if (len == 2 && p[0] == '.' && p[1] == '.' && o > 0 &&
+                   !(o >= 2 && out[o - 1] == '.' && out[o - 2] == '.' && (o == 2 || out[o - 3] == '/'))) {
+            while (o > 0 && out[o - 1] != '/')
+                o--;            /* the last component goes */
+            if (o > 0)
+                o--;            /* and its '/' */
+        } else {
+            if (o > 0 || absolute)
+                out[o++] = '/';
+            memcpy(out + o, p, len);
+            o += len;
+        }
+        p += len;
+    }
+    if (o == 0 && absolute)
+        out[o++] = '/';
+    out[o] = '\0';
+    return out;
+}
+
 /* NCCL prints gethostname() cut at the first '.', the shim prints it whole. */
 char *short_host(const char *host)
 {

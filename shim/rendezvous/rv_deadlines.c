@@ -1,0 +1,86 @@
+/*
+ * Time running out on a rendezvous session (rv_deadlines.h): a stranger's
+ * token, the first rank's idle wait, the ranks' arrival, the votes, the
+ * answers after a fall-back at a limit.
+ */
+#define _GNU_SOURCE
+#include "rv_deadlines.h"
+
+#include "config.h"
+#include "rv_decide.h"
+#include "rv_io.h"
+#include "rv_server_record.h"
+
+#include <stdio.h>
+
+int rv_check_deadlines(struct rv_session *s, uint64_t now)
+{
+    const struct shim_config *cfg = shim_config();
+    uint64_t deadline;
+    char why[RV_REASON_LEN];
+    if (s->state == ST_MONITOR)
+        return 60000; /* no deadline: it lasts as long as the communicator */
+    if (s->state == ST_ANSWER) {
+        deadline = (s->first_us ? s->first_us : s->created_us) + (uint64_t)cfg->rendezvous_timeout_ms * 1000;
+        if (now >= deadline) {
+            rv_finish(s);
+            return 0;
+        }
+        uint64_t ms = (deadline - now + 999) / 1000;
+        return ms > 60000 ? 60000 : (int)ms;
+    }
+    uint64_t next = UINT64_MAX; /* the nearest admission deadline */
+    if (s->state == ST_WAIT_HELLO) {
+        /* Backwards: a removal moves the last entry into the one removed. */
+        for (int i = s->nanon - 1; i >= 0; i--) {
+            struct rv_conn *c = &s->conns[s->anon[i]];
+            uint64_t d = c->accepted_us + HELLO_DEADLINE_US;
+            if (now >= d)
+                rv_reject(s, c, REJ_NO_HELLO, "no token within 1 s of connecting");
+            else if (d < next)
+                next = d;
+        }
+        if (s->accept_paused_until > now && s->accept_paused_until < next)
+            next = s->accept_paused_until;
+    }
+    if (s->state == ST_WAIT_HELLO && s->nranks == 0) {
+        deadline = s->created_us + (uint64_t)cfg->rendezvous_idle_ms * 1000;
+        if (now >= deadline) {
+            rv_record_expired(s, cfg->rendezvous_idle_ms);
+            rv_finish(s);
+            return 0;
+        }
+    } else if (s->state == ST_WAIT_HELLO) {
+        deadline = s->first_us + (uint64_t)cfg->rendezvous_timeout_ms * 1000;
+        if (now >= deadline) {
+            char missing[200];
+            rv_rank_list(s, 0, missing, sizeof(missing));
+            snprintf(why, sizeof(why),
+                     "rendezvous timed out after %d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) with %d of %d ranks; "
+                     "missing: %s (a rank without the shim, one that has not called init yet, or one that cannot "
+                     "reach %s): passthrough for all",
+                     cfg->rendezvous_timeout_ms, s->arrived, s->nranks, missing, s->addr);
+            s->verdict.purpose = PURPOSE_UNKNOWN;
+            snprintf(s->verdict.purpose_reason, sizeof(s->verdict.purpose_reason),
+                     "not decided: not every rank arrived");
+            if (s->verdict.decision_id == 0)
+                (void)rv_random(&s->verdict.decision_id, sizeof(s->verdict.decision_id));
+            rv_fall_back(s, RV_DECISION, why);
+            return 0;
+        }
+    } else if (s->state == ST_WAIT_VOTES) {
+        deadline = s->decided_us + (uint64_t)cfg->rendezvous_timeout_ms * 1000;
+        if (now >= deadline) {
+            snprintf(why, sizeof(why), "%d of %d votes within %d ms: passthrough for all", s->votes, s->nranks,
+                     cfg->rendezvous_timeout_ms);
+            rv_fall_back(s, RV_COMMIT, why);
+            return 0;
+        }
+    } else {
+        return 0;
+    }
+    if (next < deadline)
+        deadline = next;
+    uint64_t ms = (deadline - now + 999) / 1000;
+    return ms > 60000 ? 60000 : (int)ms;
+}

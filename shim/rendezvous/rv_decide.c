@@ -1,0 +1,446 @@
+/*
+ * The root's decision for one session (rv_session.h), round by round: every
+ * rank's HELLO, the policy's verdict as this build can carry it out, the
+ * DECISION and the votes on setting it up (ipc: the exports, then PEERS and
+ * a vote on connecting), the COMMIT; and every way it falls back to
+ * passthrough for all, with the reason, before anything is committed.
+ */
+#define _GNU_SOURCE
+#include "rv_decide.h"
+
+#include "config.h"
+#include "rv_io.h"
+#include "rv_leader.h"
+#include "rv_server_record.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+/* Sends `m` to every rank that is connected; returns the number of sends that failed. */
+static int send_all(struct rv_session *s, const struct rv_msg *m)
+{
+    int failed = 0;
+    uint64_t deadline = shim_mono_us() + RV_SEND_US;
+    const struct shim_config *cfg = shim_config();
+    uint32_t me = (uint32_t)getpid();
+    /* Other processes first, this process's own ranks last: once its own
+     * rank has the answer, this process may exit (and this thread with it),
+     * so every other rank's answer must already be in the kernel by then. */
+    /* Encoded once, sent once per connection: a host's leader hands it to each of its ranks. */
+    uint8_t *frame = malloc(RV_MAX_FRAME);
+    size_t len = frame ? rv_encode(m, frame, RV_MAX_FRAME) : 0;
+    for (int pass = 0; pass < 2; pass++) {
+        for (int i = 0; i < s->nconns; i++) {
+            struct rv_conn *c = &s->conns[i];
+            if (c->fd < 0 || (c->rank < 0 && !c->told))
+                continue;
+            uint32_t pid = c->leader_pid ? c->leader_pid : c->rank >= 0 && s->facts ? s->facts[c->rank].pid : 0;
+            int own = pid == me && (c->rank < 0 || !s->facts || strcmp(s->facts[c->rank].host_id, cfg->host_id) == 0);
+            if (own != pass)
+                continue;
+            if (!len || rv_send_bytes(c->fd, frame, len, deadline) != 0) {
+                failed++;
+                rv_reject(s, c, REJ_OTHER, !len ? "out of memory for a message" : errno == ETIMEDOUT ? "send: timed out" : strerror(errno));
+            }
+        }
+    }
+    free(frame);
+    return failed;
+}
+
+/* Sends `type` with the session's verdict to every rank that is connected. */
+static int send_verdict(struct rv_session *s, enum rv_type type)
+{
+    struct rv_msg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return s->arrived;
+    m->type = type;
+    memcpy(m->token, s->token, RV_TOKEN_LEN);
+    m->u.verdict = s->verdict;
+    int failed = send_all(s, m);
+    free(m);
+    return failed;
+}
+
+void rv_fall_back(struct rv_session *s, enum rv_type type, const char *why)
+{
+    s->verdict.action = ACTION_PASSTHROUGH;
+    s->verdict.final = 1;
+    snprintf(s->verdict.action_reason, sizeof(s->verdict.action_reason), "%s", why);
+    /* Recorded before it is sent: the ranks' records then follow the root's. */
+    rv_record_decision(s, type == RV_COMMIT ? "commit" : "decision");
+    send_verdict(s, type);
+    rv_finish(s);
+}
+
+_Static_assert(POLICY_IPC_MAX_RANKS == RV_MAX_PEERS, "auto's ipc limit is the chain's");
+
+/* The action the policy chose, as this build and mode can carry it out. */
+static void adjust_action(struct rv_verdict *v, int nranks, int leaders)
+{
+    const struct shim_config *cfg = shim_config();
+    char why[RV_REASON_LEN];
+    if (v->action == ACTION_IPC && (v->nhosts != 1 || nranks > RV_MAX_PEERS)) {
+        snprintf(why, sizeof(why), "ipc chosen (%.400s), but CUDA IPC needs every rank on one host and at most %d "
+                 "ranks (here %d hosts, %d ranks): passthrough", v->action_reason, RV_MAX_PEERS, v->nhosts, nranks);
+        v->action = ACTION_PASSTHROUGH;
+        memcpy(v->action_reason, why, sizeof(why));
+    }
+    if (v->action == ACTION_IPC && leaders) {
+        /* ipc's monitor is each rank's own connection to the root. */
+        snprintf(why, sizeof(why), "ipc chosen (%.400s), but ranks met at their host's leader (more than "
+                 "NCCLSHIM_RENDEZVOUS_FANIN=%d ranks) and ipc needs each rank connected to the root: passthrough",
+                 v->action_reason, cfg->rendezvous_fanin);
+        v->action = ACTION_PASSTHROUGH;
+        memcpy(v->action_reason, why, sizeof(why));
+    }
+    if (cfg->mode == MODE_OBSERVE && v->action != ACTION_PASSTHROUGH) {
+        snprintf(why, sizeof(why), "NCCLSHIM_MODE=observe on the root: would be %s (%.400s); passthrough",
+                 action_name((enum action)v->action), v->action_reason);
+        v->action = ACTION_PASSTHROUGH;
+        memcpy(v->action_reason, why, sizeof(why));
+    }
+}
+
+/*
+ * socket's set-up is local to each rank, which says in its HELLO whether it
+ * can carry it out (socket_ready): when every rank said so, the root commits
+ * now, without the DECISION and the vote round; one that said it cannot
+ * makes it commit passthrough now, with the reason its veto would have given
+ * (the lowest such rank's).  1 if committed; 0 if a rank said nothing (a
+ * shim before this): the vote round decides, as it always did.
+ */
+static int one_round(struct rv_session *s)
+{
+    int not_ready = -1;
+    for (int r = 0; r < s->nranks; r++) {
+        if (s->facts[r].socket_ready == 0)
+            return 0;
+        if (s->facts[r].socket_ready == 2 && not_ready < 0)
+            not_ready = r;
+    }
+    s->round = 1;
+    if (not_ready >= 0) {
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "rank %d could not set up %s (%.300s): passthrough for all", not_ready,
+                 action_name(ACTION_SOCKET), s->facts[not_ready].socket_why);
+        rv_fall_back(s, RV_COMMIT, why);
+        return 1;
+    }
+    s->verdict.final = 1;
+    rv_record_decision(s, "commit");
+    send_verdict(s, RV_COMMIT);
+    rv_finish(s);
+    return 1;
+}
+
+static void decide_all(struct rv_session *s)
+{
+    const struct shim_config *cfg = shim_config();
+    decide(&cfg->policy, &cfg->patterns, s->facts, s->nranks, &s->d);
+    struct rv_verdict *v = &s->verdict;
+    v->action = s->d.action;
+    v->purpose = s->d.purpose;
+    v->nhosts = s->d.nhosts;
+    v->ntraining = s->d.ntraining;
+    v->ninference = s->d.ninference;
+    v->nunknown = s->d.nunknown;
+    snprintf(v->purpose_reason, sizeof(v->purpose_reason), "%s", s->d.purpose_reason);
+    snprintf(v->action_reason, sizeof(v->action_reason), "%s", s->d.action_reason);
+    adjust_action(v, s->nranks, s->leaders);
+    v->final = v->action == ACTION_PASSTHROUGH || v->action == ACTION_FAIL;
+    s->decided_us = shim_mono_us();
+    if (s->lfd >= 0) {
+        /* Decided: nobody else may join (late connections are refused, and a
+         * refused rank passes through, which only happens on a final passthrough). */
+        close(s->lfd);
+        s->lfd = -1;
+    }
+    rv_reject_strangers(s);
+    if (!v->final && v->action == ACTION_SOCKET && one_round(s))
+        return;
+    if (v->final)
+        rv_record_decision(s, "decision");
+    int failed = send_verdict(s, RV_DECISION);
+    if (v->final) {
+        rv_finish(s);
+    } else if (failed) {
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "%d rank(s) could not be sent the decision %s: passthrough for all", failed,
+                 action_name((enum action)v->action));
+        rv_fall_back(s, RV_COMMIT, why);
+    } else {
+        s->state = ST_WAIT_VOTES;
+        s->round = 2;
+    }
+}
+
+static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_facts *f, uint32_t leader_pid)
+{
+    char why[RV_REASON_LEN];
+    if (s->nranks == 0) {
+        s->facts = calloc((size_t)f->nranks, sizeof(*s->facts));
+        s->conn_of_rank = malloc((size_t)f->nranks * sizeof(*s->conn_of_rank));
+        s->voted = calloc((size_t)f->nranks, 1);
+        if (!s->facts || !s->conn_of_rank || !s->voted) {
+            rv_session_free_ranks(s);
+            char who[64], what[96];
+            snprintf(who, sizeof(who), "the root's process (pid %u)", (unsigned)getpid());
+            snprintf(what, sizeof(what), "for %d ranks' facts (%zu bytes)", f->nranks,
+                     (size_t)f->nranks * sizeof(*s->facts));
+            rv_limit_reason(ENOMEM, who, what, why, sizeof(why));
+            rv_anon_remove(s, c);
+            c->told = 1;
+            rv_limit_fall_back(s, why);
+            return;
+        }
+        for (int r = 0; r < f->nranks; r++)
+            s->conn_of_rank[r] = -1;
+        s->nranks = f->nranks;
+        s->first_us = shim_mono_us();
+    }
+    int bad = 0;
+    if (f->nranks != s->nranks) {
+        snprintf(why, sizeof(why), "rank %d says nranks=%d, the first rank said %d", f->rank, f->nranks, s->nranks);
+        bad = 1;
+    } else if (s->conn_of_rank[f->rank] >= 0) {
+        snprintf(why, sizeof(why), "rank %d arrived twice (first from pid %u on %s)", f->rank,
+                 s->facts[f->rank].pid, s->facts[f->rank].host);
+        bad = 1;
+    }
+    if (bad && (c->leader_pid || leader_pid)) {
+        /* A host's leader speaks for other ranks too: dropping its connection
+         * would leave them all missing until the timeout.  The job is
+         * misconfigured: every rank passes through now, told why. */
+        char all[RV_REASON_LEN];
+        snprintf(all, sizeof(all), "%.300s (through the leader of a host, pid %u): passthrough for all", why,
+                 (unsigned)(c->leader_pid ? c->leader_pid : leader_pid));
+        rv_anon_remove(s, c);
+        c->told = 1;
+        rv_limit_fall_back(s, all);
+        return;
+    }
+    if (bad) {
+        rv_reject(s, c, REJ_PROTOCOL, why);
+        return;
+    }
+    rv_anon_remove(s, c);
+    if (c->rank < 0) {
+        c->rank = f->rank;
+        if (leader_pid) {
+            c->leader_pid = leader_pid;
+            s->leaders++;
+        }
+    }
+    s->facts[f->rank] = *f;
+    s->conn_of_rank[f->rank] = (int)(c - s->conns);
+    s->arrived++;
+    if (s->arrived == s->nranks) {
+        s->last_us = shim_mono_us();
+        decide_all(s);
+    }
+}
+
+static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vote *v)
+{
+    /* A leader's connection names the voter; every rank votes once a round. */
+    int rank = c->leader_pid ? v->rank : c->rank;
+    if (rank < 0 || rank >= s->nranks || s->conn_of_rank[rank] != (int)(c - s->conns) || s->voted[rank]) {
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "a vote for rank %d from %s, which does not speak for it or already voted: "
+                 "passthrough for all", rank, c->peer);
+        rv_reject(s, c, REJ_PROTOCOL, "a vote for a rank it does not speak for, or a second vote");
+        rv_fall_back(s, RV_COMMIT, why);
+        return;
+    }
+    s->voted[rank] = 1;
+    if (!v->ok) {
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "rank %d could not set up %s (%.300s): passthrough for all", rank,
+                 action_name((enum action)s->verdict.action), v->reason);
+        rv_fall_back(s, RV_COMMIT, why);
+        return;
+    }
+    if (s->verdict.action == ACTION_IPC && s->round == 2) {
+        if (!s->peers && !(s->peers = calloc(1, sizeof(*s->peers)))) {
+            rv_fall_back(s, RV_COMMIT, "out of memory for the ranks' exports: passthrough for all");
+            return;
+        }
+        struct rv_peer *p = &s->peers->peer[s->peers->npeers++];
+        p->rank = rank;
+        p->bloblen = v->bloblen;
+        memcpy(p->blob, v->blob, (size_t)v->bloblen);
+    }
+    if (++s->votes == s->nranks && s->verdict.action == ACTION_IPC && s->round == 2) {
+        /* Everyone exported: give everyone every export, and vote again on connecting. */
+        struct rv_msg *m = calloc(1, sizeof(*m));
+        if (!m) {
+            rv_fall_back(s, RV_COMMIT, "out of memory for the PEERS message: passthrough for all");
+            return;
+        }
+        m->type = RV_PEERS;
+        memcpy(m->token, s->token, RV_TOKEN_LEN);
+        m->u.peers = *s->peers;
+        int failed = send_all(s, m);
+        free(m);
+        s->round = 3;
+        s->votes = 0;
+        memset(s->voted, 0, (size_t)s->nranks);
+        s->decided_us = shim_mono_us();
+        if (failed)
+            rv_fall_back(s, RV_COMMIT, "a rank could not be sent the peers' exports: passthrough for all");
+        return;
+    }
+    if (s->votes == s->nranks) {
+        s->verdict.final = 1;
+        rv_record_decision(s, "commit");
+        int failed = send_verdict(s, RV_COMMIT);
+        if (s->verdict.action == ACTION_IPC && !failed)
+            s->state = ST_MONITOR;
+        else
+            rv_finish(s);
+    }
+}
+
+void rv_give_up_now(struct rv_session *s, const char *why)
+{
+    s->verdict.purpose = PURPOSE_UNKNOWN;
+    snprintf(s->verdict.purpose_reason, sizeof(s->verdict.purpose_reason), "not decided: %s",
+             "the rendezvous gave up before every rank arrived");
+    s->decided_us = shim_mono_us();
+    rv_fall_back(s, RV_DECISION, why);
+}
+
+/*
+ * A limit (descriptors, memory) here or at a leader, or a leader that lost a
+ * rank: every rank falls back now, and the listener stays open until the
+ * timeout to give the same answer, naming the cause, to ranks still arriving
+ * (rv_answer_waiting): a rank turned away by a leader at its limit comes
+ * back through another one.
+ */
+static void answer_final(struct rv_session *s, const int *fds, int nfds);
+
+void rv_limit_fall_back(struct rv_session *s, const char *cause)
+{
+    char why[RV_REASON_LEN];
+    snprintf(why, sizeof(why), "%.700s%s", cause, strstr(cause, "passthrough") ? "" : ": passthrough for all");
+    shim_warn("rendezvous", "%s", why);
+    if (s->state == ST_WAIT_HELLO)
+        rv_give_up_now(s, why);
+    else
+        rv_fall_back(s, RV_COMMIT, why);
+    /* What was held for the ranks is released now: the descriptors are what
+     * ran out.  A connection that has not sent a byte yet (a leader or rank
+     * still arriving) is answered once it says HELLO, its token checked,
+     * rather than closed, which its ranks would take for the root's loss;
+     * one whose HELLO had begun and shown the token stays, and is answered
+     * once it is whole (rv_on_message, ST_ANSWER): a few descriptors, until the
+     * timeout.  One that had begun without the token yet (fewer than its
+     * first 32 bytes, which come in one segment) is not told from a stranger:
+     * closed. */
+    int *arriving = malloc((size_t)s->nconns * sizeof(*arriving)), n = 0;
+    for (int i = 0; i < s->nconns; i++) {
+        struct rv_conn *c = &s->conns[i];
+        int unheard = c->fd >= 0 && c->rank < 0 && !c->told;
+        if (unheard && (c->have || c->need) && c->anon_slot < 0 && s->lfd >= 0)
+            continue;
+        if (arriving && unheard && !c->have && !c->need) {
+            arriving[n++] = c->fd;
+            c->fd = -1; /* answer_final closes it */
+        }
+        rv_close_conn(c);
+    }
+    if (n)
+        answer_final(s, arriving, n);
+    free(arriving);
+    if (s->lfd >= 0)
+        s->state = ST_ANSWER;
+}
+
+/* The final verdict after a fall-back at a limit, as sent to a rank that
+ * arrives then: NULL when out of memory. */
+static struct rv_msg *final_verdict(const struct rv_session *s)
+{
+    struct rv_msg *m = calloc(1, sizeof(*m));
+    if (!m)
+        return NULL;
+    m->type = RV_DECISION;
+    memcpy(m->token, s->token, RV_TOKEN_LEN);
+    m->u.verdict = s->verdict;
+    m->u.verdict.final = 1;
+    return m;
+}
+
+/* The final verdict to the connections `fds` (closed) and, while the
+ * listener is open, to ranks arriving now: each once its HELLO shows the
+ * token. */
+static void answer_final(struct rv_session *s, const int *fds, int nfds)
+{
+    struct rv_msg *m = final_verdict(s);
+    if (!m) {
+        for (int i = 0; i < nfds; i++)
+            close(fds[i]);
+        return;
+    }
+    /* Short: this thread serves every ID of the process; a rank sends its
+     * HELLO with its connect, a stranger that does not is not waited for. */
+    (void)rv_answer_waiting(s->lfd, fds, nfds, s->token, m, MAX_ANONYMOUS, 100);
+    free(m);
+}
+
+/* A HELLO that had begun when the root fell back at a limit, now whole (its
+ * token checked): the final verdict, and the connection closed. */
+static void answer_begun(struct rv_session *s, struct rv_conn *c)
+{
+    struct rv_msg *m = final_verdict(s);
+    char err[256] = "out of memory for a message";
+    if (!m || rv_send_msg(c->fd, m, shim_mono_us() + RV_SEND_US, err, sizeof(err)) != 0)
+        shim_warn("rendezvous", "a rank whose HELLO came in as the root fell back at a limit (%s) could not be told "
+                  "so: %s; it passes through all the same, as a rank that lost the root", c->peer, err);
+    free(m);
+    rv_close_conn(c);
+}
+
+void rv_answer_late(struct rv_session *s)
+{
+    answer_final(s, NULL, 0);
+}
+
+void rv_on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *buf, size_t len)
+{
+    struct rv_msg *m = malloc(sizeof(*m));
+    char err[256];
+    if (!m) {
+        rv_reject(s, c, REJ_OTHER, "out of memory for a message");
+        return;
+    }
+    if (rv_decode(buf, len, m, err, sizeof(err)) != 0)
+        rv_reject(s, c, REJ_MALFORMED, err);
+    else if (!rv_token_equal(m->token, s->token))
+        rv_reject(s, c, REJ_WRONG_TOKEN, WRONG_TOKEN);
+    else if (m->type == RV_HELLO && (c->rank < 0 || c->leader_pid) && s->state == ST_WAIT_HELLO)
+        on_hello(s, c, &m->u.hello, m->leader_pid);
+    else if (m->type == RV_ABORT && (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES)) {
+        /* A leader lost a rank or hit a limit, or a rank hit one: nobody waits for the timeout. */
+        rv_anon_remove(s, c);
+        c->told = 1;
+        rv_limit_fall_back(s, m->u.reason[0] ? m->u.reason : "a rank gave up (no reason given)");
+    }
+    else if (m->type == RV_HELLO && c->rank < 0 && s->state == ST_ANSWER)
+        answer_begun(s, c);
+    else if (m->type == RV_VOTE && c->rank >= 0 && s->state == ST_WAIT_VOTES)
+        on_vote(s, c, &m->u.vote);
+    else {
+        snprintf(err, sizeof(err), "unexpected message type %d%s", (int)m->type,
+                 c->rank >= 0 ? " from a rank that had arrived" : " before HELLO");
+        int was_rank = c->rank >= 0 && s->state == ST_WAIT_VOTES;
+        rv_reject(s, c, REJ_PROTOCOL, err);
+        if (was_rank)
+            rv_fall_back(s, RV_COMMIT, "a rank broke the protocol during the vote: passthrough for all");
+    }
+    free(m);
+}
+
