@@ -1,5 +1,6 @@
 /* The CUDA IPC transport: set-up, host waits, failure and destroy (see ipc_internal.h). */
 #define _GNU_SOURCE
+#include "ipc.h"
 #include "ipc_internal.h"
 
 #include "config.h"
@@ -155,6 +156,55 @@ static void free_host(struct ipc_comm *c)
     free(c);
 }
 
+/* What the context's device must offer, and the communicator's own stream:
+ * 0, or -1 with the reason. */
+static int open_device(struct ipc_comm *c, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    int memops = 0;
+    if (cu_check(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent", why, whylen) != 0)
+        return -1;
+    if (!c->ctx) {
+        snprintf(why, whylen, "no current CUDA context on the thread that creates the communicator");
+        return -1;
+    }
+    if (cu_check(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice", why, whylen) != 0)
+        return -1;
+    if (cu_check(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
+                 "cuDeviceGetAttribute", why, whylen) != 0)
+        return -1;
+    if (!memops) {
+        snprintf(why, whylen, "device %d cannot use 64-bit stream memory operations", c->device);
+        return -1;
+    }
+    /* The highest priority the device has: a transfer's short steps (counter
+     * waits and writes, copies) go ahead of the application's queued kernels. */
+    int least = 0, greatest = 0;
+    int prio = cu->cuCtxGetStreamPriorityRange && cu->cuStreamCreateWithPriority &&
+               cu->cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
+    CUresult made = prio ? cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest)
+                         : cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
+    return cu_check(made, prio ? "cuStreamCreateWithPriority" : "cuStreamCreate", why, whylen);
+}
+
+/* What a rank exports to its peers (the rendezvous blob of round 2). */
+static void write_export(const struct ipc_comm *c, uint8_t *blob, int *bloblen)
+{
+    struct ipc_export e;
+    memset(&e, 0, sizeof(e));
+    e.magic = EXPORT_MAGIC;
+    e.version = EXPORT_VERSION;
+    e.rank = c->rank;
+    e.nranks = c->nranks;
+    e.device = c->device;
+    e.nslots = c->nslots;
+    e.pid = (uint32_t)getpid();
+    e.chunk = c->chunk;
+    snprintf(e.shm, sizeof(e.shm), "%s", c->shm_name);
+    memcpy(blob, &e, sizeof(e));
+    *bloblen = (int)sizeof(e);
+}
+
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
 {
     *out = NULL;
@@ -184,34 +234,11 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     c->step_fixed = cfg->ipc_step_bytes;
     c->push_wait_us = cfg->ipc_push_wait_us;
     c->resume_wait_ms = cfg->ipc_resume_wait_ms;
-    int memops = 0;
-    if (cu_check(cu->cuCtxGetCurrent(&c->ctx), "cuCtxGetCurrent", why, whylen) != 0)
-        goto fail;
-    if (!c->ctx) {
-        snprintf(why, whylen, "no current CUDA context on the thread that creates the communicator");
-        goto fail;
-    }
-    if (cu_check(cu->cuCtxGetDevice(&c->device), "cuCtxGetDevice", why, whylen) != 0)
-        goto fail;
-    if (cu_check(cu->cuDeviceGetAttribute(&memops, CU_DEVICE_ATTRIBUTE_CAN_USE_64_BIT_STREAM_MEM_OPS, c->device),
-                 "cuDeviceGetAttribute", why, whylen) != 0)
-        goto fail;
-    if (!memops) {
-        snprintf(why, whylen, "device %d cannot use 64-bit stream memory operations", c->device);
-        goto fail;
-    }
     if (c->nslots > MAX_SLOTS) {
         snprintf(why, whylen, "NCCLSHIM_IPC_SLOTS=%d is over %d", c->nslots, MAX_SLOTS);
         goto fail;
     }
-    /* The highest priority the device has: a transfer's short steps (counter
-     * waits and writes, copies) go ahead of the application's queued kernels. */
-    int least = 0, greatest = 0;
-    int prio = cu->cuCtxGetStreamPriorityRange && cu->cuStreamCreateWithPriority &&
-               cu->cuCtxGetStreamPriorityRange(&least, &greatest) == CUDA_SUCCESS;
-    CUresult made = prio ? cu->cuStreamCreateWithPriority(&c->stream, CU_STREAM_NON_BLOCKING, greatest)
-                         : cu->cuStreamCreate(&c->stream, CU_STREAM_NON_BLOCKING);
-    if (cu_check(made, prio ? "cuStreamCreateWithPriority" : "cuStreamCreate", why, whylen) != 0)
+    if (open_device(c, why, whylen) != 0)
         goto fail;
     if (create_shared(c, why, whylen) != 0)
         goto fail;
@@ -235,19 +262,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
                  "cuIpcGetMemHandle", why, whylen) != 0)
         goto fail;
     atomic_store(&c->shared[rank]->data_state, DATA_STATE(0, DATA_ACTIVE));
-    struct ipc_export e;
-    memset(&e, 0, sizeof(e));
-    e.magic = EXPORT_MAGIC;
-    e.version = EXPORT_VERSION;
-    e.rank = rank;
-    e.nranks = nranks;
-    e.device = c->device;
-    e.nslots = c->nslots;
-    e.pid = (uint32_t)getpid();
-    e.chunk = c->chunk;
-    snprintf(e.shm, sizeof(e.shm), "%s", c->shm_name);
-    memcpy(blob, &e, sizeof(e));
-    *bloblen = (int)sizeof(e);
+    write_export(c, blob, bloblen);
     ipc_vmm_listen(c);
     c->peer_dev[rank] = c->device;
     *out = c;

@@ -1,22 +1,27 @@
 /*
  * The CUDA IPC transport (DESIGN D7): a communicator of ranks on one host that
- * exists only in the shim.  Each rank owns two device allocations, exported
- * with cuIpcGetMemHandle: a page of sequence counters, and a ring of staging
- * slots that ncclCommSuspend gives back.  Operations only enqueue work on the caller's stream (copies
- * on copy engines, waits and writes of counters with cuStreamWaitValue64 /
- * cuStreamWriteValue64), except small all-reduces, which synchronise the host.
+ * exists only in the shim.  Each rank owns one device allocation, its staging
+ * (exported with cuIpcGetMemHandle, given back by ncclCommSuspend), and a page
+ * of host shared memory whose first 4 KiB are its counters, pinned and mapped
+ * into every peer's context.  Operations only enqueue work on the caller's
+ * stream (copies on copy engines, waits and writes of counters with
+ * cuStreamWaitValue64 / cuStreamWriteValue64), except small all-reduces,
+ * which synchronise the host.  The protocol: ipc_internal.h.
+ *
+ * This header is what shim/comm/ and shim/interpose/ call: set-up and
+ * teardown (ipc.c), the operations (ipc_ops.c), and through the headers it
+ * includes, the lost-peer monitor (ipc_monitor.h), suspend and resume
+ * (ipc_suspend.h) and the records' counts (ipc_types.h).
  */
 #ifndef NCCLSHIM_IPC_H
 #define NCCLSHIM_IPC_H
 
-#include "cuda.h"
-#include "nccl_abi.h"
-#include "rv_wire.h"
+#include "ipc_monitor.h"
+#include "ipc_suspend.h"
+#include "ipc_types.h"
 
 #include <stddef.h>
 #include <stdint.h>
-
-struct ipc_comm;
 
 /* Round 2 of the rendezvous: allocate and export.  The export goes into
  * `blob` (*bloblen bytes).  0, or -1 with the reason (nothing left allocated). */
@@ -27,15 +32,6 @@ void ipc_set_group(struct ipc_comm *c, const char *group);
 
 /* Round 3: open every other rank's export.  0, or -1 with the reason. */
 int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen);
-
-/* From creation on: `fd` (the root's connection, owned from now on) closing
- * means a rank is gone.  -1 if it cannot be watched (then nothing is). */
-int ipc_watch(struct ipc_comm *c, int fd);
-
-/* After fork, in the child: the lost-peer monitor starts from nothing. */
-void ipc_monitor_after_fork_child(void);
-void ipc_monitor_lock_for_fork(void);
-void ipc_monitor_unlock_after_fork(void);
 
 /* ncclRemoteError once a peer is gone (or after ncclCommAbort), else ncclSuccess. */
 ncclResult_t ipc_async_error(struct ipc_comm *c);
@@ -49,33 +45,7 @@ void ipc_free(struct ipc_comm *c);
 
 int ipc_device(const struct ipc_comm *c);
 
-/* shim/ipc/ipc_suspend.c.  ncclCommSuspend: this rank's operations done, the
- * mappings of its peers' buffers given back and, with `release`
- * (NCCL_SUSPEND_MEM), its staging too, at once or, where a peer still holds
- * it, as soon as it lets go (0, or -1 with the reason).  ncclCommResume:
- * the staging back (0, or -1 with the reason: the rank stays suspended).
- * ncclCommMemStats: out[ncclCommMemStat_t] for this rank's memory. */
-int ipc_suspend(struct ipc_comm *c, int release, char *why, size_t whylen);
-int ipc_resume(struct ipc_comm *c, char *why, size_t whylen);
-void ipc_mem_stats(const struct ipc_comm *c, int suspended, uint64_t out[4]);
-
-/* How this rank's broadcasts went, for its comm_end record: on how many
- * hops it came first (and took the passive half); how the data came in and
- * went out (indexed by IPC_HOP_*; ipc_hop_names). */
-enum { IPC_HOP_NONE, IPC_HOP_PUSH, IPC_HOP_PULL, IPC_HOP_STAGED, IPC_HOPS };
-extern const char *const ipc_hop_names[IPC_HOPS];
-struct ipc_stats {
-    unsigned long long first;
-    unsigned long long in[IPC_HOPS], out[IPC_HOPS];
-    unsigned long long sm, ce;          /* hops copied by the SMs (same GPU), by copy engines */
-    const char *copy_note;              /* why no hop may use the SMs ("" if none shares the GPU); owned by c */
-    /* Pieces of cuMemCreate memory (PyTorch's expandable segments) sent to
-     * the neighbours, and theirs mapped here (shim/ipc/ipc_vmm.c); and why
-     * such memory was staged, if it was ("" if not); owned by c. */
-    unsigned long long vmm_sent, vmm_mapped;
-    const char *vmm_note;
-};
-void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st);
+/* The largest all-reduce the communicator takes (its staging, chunk x slots). */
 size_t ipc_host_reduce_max(const struct ipc_comm *c);
 
 /* The operations.  ncclSuccess, or an NCCL error with the reason in `why`. */

@@ -158,6 +158,7 @@
  *
  * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
  * operations as the application calls them), ipc_bcast.c (the broadcast),
+ * ipc_maps.c (peers' allocations mapped here, the map cache),
  * ipc_vmm.c (cuMemCreate memory shared as file descriptors),
  * ipc_reaper.c (gives back idle mappings and peers' released staging),
  * ipc_suspend.c (suspend, resume, peers' staging), ipc_monitor.c (watching
@@ -166,7 +167,7 @@
 #ifndef NCCLSHIM_IPC_INTERNAL_H
 #define NCCLSHIM_IPC_INTERNAL_H
 
-#include "ipc.h"
+#include "ipc_types.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -531,9 +532,13 @@ int ipc_same_gpu(const struct ipc_comm *c, int r);
 /* The host waits until the last operation is over (its fence), bounded by
  * `deadline`: 0, or -1 with the reason. */
 int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whylen);
-/* Gives back the mappings beyond the `keep` most recently used, if the last
- * operation is over (qlock held); else none. */
+/* shim/ipc/ipc_maps.c, the map cache (qlock held).  ipc_trim_maps gives back
+ * the mappings beyond the `keep` most recently used, if the last operation is
+ * over; else none.  ipc_map_peer: rank r's allocation of `d` mapped here, at
+ * *at (the data's address): 0, or -1 with the reason. */
 void ipc_trim_maps(struct ipc_comm *c, int keep);
+int ipc_map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d, size_t bytes, CUdeviceptr *at,
+                 char *why, size_t whylen);
 
 /* shim/ipc/ipc_reaper.c: starts the reaper if it is not (0, or -1 with the
  * reason); ipc_reaper_stop: after the last operation, stops it and gives

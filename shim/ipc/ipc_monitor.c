@@ -3,6 +3,7 @@
  * while some ipc communicator runs, polls their root connections.
  */
 #define _GNU_SOURCE
+#include "ipc_monitor.h"
 #include "ipc_internal.h"
 
 #include "record.h"

@@ -1,5 +1,6 @@
 /* The operations of an ipc communicator (the protocol: ipc_internal.h). */
 #define _GNU_SOURCE
+#include "ipc.h"
 #include "ipc_internal.h"
 
 #include "dtype.h"
@@ -251,13 +252,12 @@ static ncclResult_t gather(struct ipc_comm *c, uint8_t *acc, uint8_t *tmp, size_
     return res;
 }
 
-ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
-                           ncclDataType_t dtype, ncclRedOp_t op, cudaStream_t stream, char *why, size_t whylen)
+/* Whether an all-reduce of these arguments can run here: ncclSuccess with
+ * its size in *bytes, or the error with the reason. */
+static ncclResult_t allreduce_args(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
+                                   ncclDataType_t dtype, ncclRedOp_t op, CUstream s, size_t *bytes_out, char *why,
+                                   size_t whylen)
 {
-    const struct shim_cuda *cu = c->cu;
-    CUstream s = (CUstream)stream;
-    if (failed(c, why, whylen))
-        return ncclRemoteError;
     size_t esize = shim_dtype_size_checked(dtype);
     if (!esize || host_reduce_supported(dtype, op, why, whylen) != 0) {
         if (!esize)
@@ -285,6 +285,54 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
                  "host and cannot be captured");
         return ncclInvalidUsage;
     }
+    *bytes_out = bytes;
+    return ncclSuccess;
+}
+
+/* All-reduce number arn, this rank's data in its slot 0 (its stream
+ * synchronised): everyone arrives, everyone reduces every slot on the host
+ * into recvbuff, everyone leaves before a slot is refilled. */
+static ncclResult_t allreduce_on_host(struct ipc_comm *c, void *recvbuff, size_t count, ncclDataType_t dtype,
+                                      ncclRedOp_t op, size_t bytes, uint64_t arn, char *why, size_t whylen)
+{
+    ipc_write_flag(c, F_AR, arn);
+    if (ipc_wait_all(c, F_AR, arn, why, whylen) != 0)
+        return ncclRemoteError;
+    uint8_t *acc = malloc(bytes ? bytes : 1), *tmp = malloc(bytes ? bytes : 1);
+    ncclResult_t res = ncclSuccess;
+    if (!acc || !tmp) {
+        snprintf(why, whylen, "out of host memory for %zu bytes", bytes);
+        res = ncclSystemError;
+    }
+    if (res == ncclSuccess && bytes)
+        res = gather(c, acc, tmp, count, dtype, op, why, whylen);
+    if (res == ncclSuccess && op == ncclAvg && bytes)
+        host_reduce_finish_avg(acc, count, dtype, c->nranks);
+    if (res == ncclSuccess && bytes &&
+        cu_check(c->cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD", why, whylen) != 0)
+        res = ncclUnhandledCudaError;
+    free(acc);
+    free(tmp);
+    if (res != ncclSuccess)
+        return res;
+    /* Nobody refills its slot before every rank has read it. */
+    ipc_write_flag(c, F_AR2, arn);
+    if (ipc_wait_all(c, F_AR2, arn, why, whylen) != 0)
+        return ncclRemoteError;
+    return ncclSuccess;
+}
+
+ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t count,
+                           ncclDataType_t dtype, ncclRedOp_t op, cudaStream_t stream, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    CUstream s = (CUstream)stream;
+    if (failed(c, why, whylen))
+        return ncclRemoteError;
+    size_t bytes = 0;
+    ncclResult_t bad = allreduce_args(c, sendbuff, recvbuff, count, dtype, op, s, &bytes, why, whylen);
+    if (bad != ncclSuccess)
+        return bad;
     struct ctx_guard g;
     ctx_enter(c, &g);
     /* Every rank takes part: one that is suspended is waited for here
@@ -299,7 +347,6 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     }
     pthread_mutex_unlock(&c->qlock);
     uint64_t opn = c->ops;
-    uint8_t *acc = NULL, *tmp = NULL;
     ncclResult_t res = ncclUnhandledCudaError;
     unsigned long long sid;
     int known;
@@ -317,55 +364,23 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     if (cu_check(cu->cuStreamSynchronize(s), "cuStreamSynchronize", why, whylen) != 0)
         goto fail;
     uint64_t arn = c->allreduces + 1;
-    ipc_write_flag(c, F_AR, arn);
-    if (ipc_wait_all(c, F_AR, arn, why, whylen) != 0) {
-        res = ncclRemoteError;
+    if ((res = allreduce_on_host(c, recvbuff, count, dtype, op, bytes, arn, why, whylen)) != ncclSuccess)
         goto fail;
-    }
-    acc = malloc(bytes ? bytes : 1);
-    tmp = malloc(bytes ? bytes : 1);
-    if (!acc || !tmp) {
-        snprintf(why, whylen, "out of host memory for %zu bytes", bytes);
-        res = ncclSystemError;
-        goto fail;
-    }
-    if (bytes && (res = gather(c, acc, tmp, count, dtype, op, why, whylen)) != ncclSuccess)
-        goto fail;
-    res = ncclUnhandledCudaError;
-    if (op == ncclAvg && bytes)
-        host_reduce_finish_avg(acc, count, dtype, c->nranks);
-    if (bytes) {
-        if (cu_check(cu->cuMemcpyHtoD((CUdeviceptr)(uintptr_t)recvbuff, acc, bytes), "cuMemcpyHtoD", why, whylen) != 0)
-            goto fail;
-    }
-    /* Nobody refills its slot before every rank has read it. */
-    ipc_write_flag(c, F_AR2, arn);
-    if (ipc_wait_all(c, F_AR2, arn, why, whylen) != 0) {
-        res = ncclRemoteError;
-        goto fail;
-    }
     ipc_write_flag(c, F_DONE, opn + 1);
     set_fence(c, sid, known, F_DONE, opn + 1);
     c->ops = opn + 1;
     c->allreduces = arn;
-    free(acc);
-    free(tmp);
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
-    free(acc);
-    free(tmp);
     ctx_leave(c, &g);
     return res;
 }
 
-ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
+/* Whether a group's Send/Recv can run here (nops > 0): ncclSuccess, or the
+ * error with the reason. */
+static ncclResult_t p2p_args(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
 {
-    const struct shim_cuda *cu = c->cu;
-    if (failed(c, why, whylen))
-        return ncclRemoteError;
-    if (nops <= 0)
-        return ncclSuccess;
     CUstream s = ops[0].stream;
     for (int i = 0; i < nops; i++) {
         if (ops[i].peer < 0 || ops[i].peer >= c->nranks) {
@@ -385,6 +400,56 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
         snprintf(why, whylen, "the stream is being captured into a CUDA graph: ipc operations cannot be captured");
         return ncclInvalidUsage;
     }
+    return ncclSuccess;
+}
+
+/* The next chunk of a Send (`len` bytes at `user`) to rank q, through this
+ * rank's slots for q once q has taken the chunk P2P_SLOTS before: 0, or -1
+ * with the reason. */
+static int p2p_send_chunk(struct ipc_comm *c, int q, CUdeviceptr user, size_t len, CUstream s, char *why,
+                          size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    int me = c->rank;
+    uint64_t pc = c->sent[q]++;
+    if (pc + 1 > P2P_SLOTS && cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P2P_SLOTS,
+                                                               CU_STREAM_WAIT_VALUE_GEQ),
+                                       "cuStreamWaitValue64", why, whylen) != 0)
+        return -1;
+    if (cu_check(ipc_copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+        return -1;
+    return cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                    "cuStreamWriteValue64", why, whylen);
+}
+
+/* The next chunk of a Recv from rank q, out of q's slots for this rank once
+ * q has put it there: 0, or -1 with the reason. */
+static int p2p_recv_chunk(struct ipc_comm *c, int q, CUdeviceptr user, size_t len, CUstream s, char *why,
+                          size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    int me = c->rank;
+    uint64_t pc = c->recvd[q]++;
+    if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
+                 "cuStreamWaitValue64", why, whylen) != 0)
+        return -1;
+    if (cu_check(ipc_copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+        return -1;
+    return cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                    "cuStreamWriteValue64", why, whylen);
+}
+
+ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    if (failed(c, why, whylen))
+        return ncclRemoteError;
+    if (nops <= 0)
+        return ncclSuccess;
+    ncclResult_t bad = p2p_args(c, ops, nops, why, whylen);
+    if (bad != ncclSuccess)
+        return bad;
+    CUstream s = ops[0].stream;
     uint64_t *done = calloc((size_t)nops, sizeof(*done));
     if (!done) {
         snprintf(why, whylen, "out of memory");
@@ -394,7 +459,6 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     ctx_enter(c, &g);
     uint64_t op = c->ops;
     int me = c->rank, locked = 0;
-    const uint64_t P = P2P_SLOTS;
     unsigned long long sid;
     int known;
     /* A Recv copies out of its sender's slots. */
@@ -425,33 +489,8 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
             size_t off = (size_t)(done[i] * c->p2p_chunk);
             size_t len = o->bytes - off < c->p2p_chunk ? o->bytes - off : c->p2p_chunk;
             CUdeviceptr user = (CUdeviceptr)(uintptr_t)o->buf + off;
-            int q = o->peer;
-            if (o->send) {
-                uint64_t pc = c->sent[q]++;
-                if (pc + 1 > P) {
-                    if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P,
-                                                         CU_STREAM_WAIT_VALUE_GEQ),
-                                 "cuStreamWaitValue64", why, whylen) != 0)
-                        goto fail;
-                }
-                if (cu_check(ipc_copy(c, p2p_slot(c, me, q, pc), user, len, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
-                    goto fail;
-                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_SENT + 8 * me), pc + 1,
-                                                      CU_STREAM_WRITE_VALUE_DEFAULT),
-                             "cuStreamWriteValue64", why, whylen) != 0)
-                    goto fail;
-            } else {
-                uint64_t pc = c->recvd[q]++;
-                if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
-                             "cuStreamWaitValue64", why, whylen) != 0)
-                    goto fail;
-                if (cu_check(ipc_copy(c, user, p2p_slot(c, q, me, pc), len, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
-                    goto fail;
-                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1,
-                                                      CU_STREAM_WRITE_VALUE_DEFAULT),
-                             "cuStreamWriteValue64", why, whylen) != 0)
-                    goto fail;
-            }
+            if ((o->send ? p2p_send_chunk : p2p_recv_chunk)(c, o->peer, user, len, s, why, whylen) != 0)
+                goto fail;
             done[i]++;
             more |= done[i] < nch;
         }

@@ -26,6 +26,7 @@
  * none of them, only ncclStatGpuMemSuspended.
  */
 #define _GNU_SOURCE
+#include "ipc_suspend.h"
 #include "ipc_internal.h"
 
 #include "record.h"

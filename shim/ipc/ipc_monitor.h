@@ -1,0 +1,19 @@
+/*
+ * Watching for a lost peer (shim/ipc/ipc_monitor.c): the root's connection
+ * closing means a rank is gone, and the communicator fails on every survivor.
+ */
+#ifndef NCCLSHIM_IPC_MONITOR_H
+#define NCCLSHIM_IPC_MONITOR_H
+
+#include "ipc_types.h"
+
+/* From creation on: `fd` (the root's connection, owned from now on) closing
+ * means a rank is gone.  -1 if it cannot be watched (then nothing is). */
+int ipc_watch(struct ipc_comm *c, int fd);
+
+/* After fork, in the child: the lost-peer monitor starts from nothing. */
+void ipc_monitor_after_fork_child(void);
+void ipc_monitor_lock_for_fork(void);
+void ipc_monitor_unlock_after_fork(void);
+
+#endif
