@@ -412,13 +412,16 @@ static CUresult hop_copy(const struct ipc_comm *c, int sm, CUdeviceptr dst, CUde
  * costs the copy engine microseconds beyond its bytes (docs/design.md, "The
  * broadcast's schedule": a copy engine between two GPUs reaches 305 GB/s in
  * 8 MiB copies with a counter write after each, 354 in 23 MiB ones), and
- * the chain fills in two steps: below CHAIN_BIG_BYTES the fill costs more
- * than the steps (16 MiB steps: 0.81x NCCL at 64 MiB on 4 H100s, against 0.64
- * with 46 MiB ones), above it the steps do, and smaller steps collapse
- * under a matmul load (0.59x NCCL at 1 GiB with 16 MiB steps, 1.26 with 46).
+ * a middle rank forwards a step only once it has it, so with few steps it
+ * receives and forwards one after the other.  Measured on 4 H100s, 1+3,
+ * against NCCL: 16 MiB in 8 MiB steps 0.67x (one step: 0.59), 64 MiB in
+ * 16 MiB steps 0.80 (46 MiB: 0.64; 8 MiB: 0.78), from 512 MiB 46 MiB steps
+ * (16 MiB ones lose 10% at 1 GiB, and half under a matmul load).
  */
+#define CHAIN_SMALL_STEP (8u << 20)
 #define CHAIN_MID_STEP (16u << 20)
 #define CHAIN_BIG_STEP (46u << 20)
+#define CHAIN_SMALL_BYTES (32u << 20)
 #define CHAIN_BIG_BYTES (512u << 20)
 static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
 {
@@ -428,6 +431,8 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
         return bytes;
     if (c->step_fixed)
         return c->step_fixed;
+    if (bytes <= CHAIN_SMALL_BYTES)
+        return CHAIN_SMALL_STEP;
     return bytes < CHAIN_BIG_BYTES ? CHAIN_MID_STEP : CHAIN_BIG_STEP;
 }
 
