@@ -43,7 +43,9 @@
  * With =vmm or =vmm-noexport, xfer=1 also broadcasts a buffer over 2 MiB (two or
  * three pieces); RANK_CLIENT_BIG=1 or =0 says so for every mode (a run mixing vmm
  * ranks with others gives it to all, so that every rank does the same
- * broadcasts).
+ * broadcasts).  RANK_CLIENT_HUGE=1: xfer=1 also broadcasts 20 and 40 MiB
+ * (more than one step of the chain's own choosing: run without
+ * NCCLSHIM_IPC_STEP_BYTES).
  *
  * Several IDs are initialised concurrently, one thread each.  Per
  * communicator: "COMM i rc=<r> count=<n> rank=<r> dev=<d> ops=<r> destroy=<r>".
@@ -152,6 +154,7 @@ static void call_all(ncclComm_t comm, int idx)
 static int (*g_cu_alloc)(unsigned long long *, size_t);
 static int (*g_cu_free)(unsigned long long);
 static int g_big; /* xfer=1 broadcasts a buffer of several VMM pieces too */
+static int g_huge; /* RANK_CLIENT_HUGE=1: and buffers of 20 and 40 MiB */
 
 /* cuda.h's VMM structures (13.0 layout). */
 typedef struct {
@@ -335,8 +338,15 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
     /* The last, with g_big only: over 2 MiB, so two or three VMM pieces
      * (kept to one such size: with 4 KiB chunks, it is most of the run's
      * time). */
-    static const size_t sizes[] = { 1, 4097, 8191, 3 * 4096 + 5, 100000, VMM_PIECE + 4099 };
-    size_t nsizes = sizeof(sizes) / sizeof(sizes[0]) - !g_big;
+    static const size_t base[] = { 1, 4097, 8191, 3 * 4096 + 5, 100000, VMM_PIECE + 4099 };
+    size_t nsizes = sizeof(base) / sizeof(base[0]) - !g_big, sizes[8];
+    memcpy(sizes, base, nsizes * sizeof(*sizes));
+    /* With g_huge, past the chain's size-chosen steps (ipc_bcast.c, step_of:
+     * 8 MiB up to 32 MiB, 16 MiB above), several of each. */
+    if (g_huge) {
+        sizes[nsizes++] = (20u << 20) + 3;
+        sizes[nsizes++] = (40u << 20) + 5;
+    }
     int seq = 0;
     for (int root = 0; root < g_nranks; root++) {
         for (size_t k = 0; k < nsizes; k++, seq++) {
@@ -1159,6 +1169,7 @@ int main(int argc, char **argv)
             return 2;
     }
     g_big = getenv("RANK_CLIENT_BIG") ? atoi(getenv("RANK_CLIENT_BIG")) != 0 : g_vmm.on;
+    g_huge = getenv("RANK_CLIENT_HUGE") && atoi(getenv("RANK_CLIENT_HUGE")) != 0;
     if (argc < 3) {
         fprintf(stderr, "usage: see the comment at the top of rank_client.c\n");
         return 2;
