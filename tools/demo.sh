@@ -84,9 +84,12 @@ titled() {
 # The weight-update group as NeMo-RL makes it: trainer ranks 0 and 1 (DTensorPolicyWorker)
 # and one inference rank (VllmGenerationWorker), through a ctypes client written like
 # vLLM's pynccl; trainer rank 0 makes the unique ID.  The fake libcuda is preloaded so
-# that the ipc transport can run on host memory.  Then a training communicator (a
+# that the ipc transport can run on host memory, and the clients take their buffers from
+# its cuMemAlloc (device memory, as a real client's tensors: the hops are pushed or
+# pulled); a small refit follows the warm-up.  Then a training communicator (a
 # torch-like linked client in a trainer) beside it.
 # group NAME [ENV=VALUE...]: the extra environment is the inference process's.
+REFIT=1048576,4194307,65536
 group() {
     local name=$1
     shift
@@ -95,16 +98,19 @@ group() {
     local common=(env NCCLSHIM_LOG_DIR="$d/records" NCCLSHIM_WEIGHT_UPDATE=auto LD_PRELOAD="$SHIM $FAKECUDA"
                   FAKE_CUDA_WAIT_TIMEOUT_MS=10000)
     "${common[@]}" FAKE_CUDA_DEVICE=0 bash -c "$(declare -f titled); titled ray::DTensorPolicyWorker \
-        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=0 --nranks=3 --uid-out='$d/uid'" \
+        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=0 --nranks=3 --uid-out='$d/uid' \
+        --cuda='$FAKECUDA' --refit=$REFIT" \
         > "$d/trainer0.out" 2>&1 &
     local p0=$! i=0
     while [ ! -s "$d/uid" ] && [ $i -lt 200 ]; do sleep 0.05; i=$((i + 1)); done
     "${common[@]}" FAKE_CUDA_DEVICE=1 bash -c "$(declare -f titled); titled ray::DTensorPolicyWorker \
-        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=1 --nranks=3 --uid-in='$d/uid'" \
+        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=1 --nranks=3 --uid-in='$d/uid' \
+        --cuda='$FAKECUDA' --refit=$REFIT" \
         > "$d/trainer1.out" 2>&1 &
     local p1=$!
     "${common[@]}" FAKE_CUDA_DEVICE=2 "$@" bash -c "$(declare -f titled); titled ray::VllmGenerationWorker \
-        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=2 --nranks=3 --uid-in='$d/uid'" \
+        '$PYBIN' '$ROOT/tests/clients/pynccl_like.py' '$FAKE' --rank=2 --nranks=3 --uid-in='$d/uid' \
+        --cuda='$FAKECUDA' --refit=$REFIT" \
         > "$d/inference.out" 2>&1 &
     local p2=$!
     local st=0
@@ -124,12 +130,20 @@ show() { # show NAME TITLE
     local d=$OUT/$1
     echo
     echo "== $2"
+    # The fake NCCL moves no bytes between processes: only the shim's ipc transport does.
+    local ok total
+    ok=$(grep -c "^BYTES .* ok$" "$d/inference.out")
+    total=$(grep -c "^BYTES " "$d/inference.out")
+    local why=""
+    [ "$name_ipc" = "$1" ] || why=" (the fake NCCL moves no data: only ipc makes them arrive here)"
+    echo "   refit ($REFIT bytes from trainer 0): $ok of $total buffers arrived whole at the inference process$why"
     "$INSPECT" "$d/records" | sed 's/^/   /'
     "$INSPECT" --check "$d/records" > /dev/null 2> "$d/check.err"
     echo "   ncclshim-inspect --check: exit status $?"
     sed 's/^/   /' "$d/check.err"
 }
 
+name_ipc=same-host
 group same-host
 group other-host NCCLSHIM_HOSTNAME=node-b
 show same-host "one host: trainer 0, trainer 1 and the inference process (auto: ipc for the weight update; training passes through)"

@@ -166,8 +166,17 @@ def main():
     # The warm-up NeMo-RL and vLLM clients issue right after init.
     check(lib.ncclAllReduce(src, dst, 4, 7, 0, comm, None) == 0 and (nranks > 1 or list(dst) == [1, 2, 3, 4]),
           "warm-up all-reduce through ctypes")
+    # On device memory where there is some (--cuda: the fake's cuMemAlloc, which the shim's
+    # ipc transport can reach directly, as a real client's tensors), else host arrays.
+    wsrc, wdst = (dev.alloc(16), dev.alloc(16)) if dev else (src, dst)
+    if dev:
+        ctypes.memmove(wsrc, src, 16)
     for _ in range(2):
-        lib.ncclBroadcast(src, dst, 4, 7, 0, comm, None)
+        lib.ncclBroadcast(wsrc, wdst, 4, 7, 0, comm, None)
+    if dev:
+        dev.sync()
+        dev.free(wsrc)
+        dev.free(wdst)
     if "refit" in opt:
         refit(lib, dev, comm, int(opt.get("rank", 0)), [int(x) for x in opt["refit"].split(",")])
     check(lib.ncclCommDestroy(comm) == 0, "ncclCommDestroy through ctypes")

@@ -15,6 +15,9 @@ st=$?
 is "$st" 0 "the CPU demo ran (exit $st)"
 [ "$st" -eq 0 ] || tail -20 "$TMP/demo.out" | sed 's/^/# /'
 like "$(cat "$TMP/demo.out")" "a picture of what happened: $TMP/demo/report.html" "the demo writes the report and says where"
+# Its clients' buffers are the fake libcuda's device memory: the ipc refit arrives, no hop staged.
+like "$(cat "$TMP/demo.out")" "3 of 3 buffers arrived whole at the inference process$" "the CPU demo's ipc refit arrives whole"
+like "$(cat "$TMP/demo.out")" "hops: [0-9]+ pushed, [0-9]+ pulled, 0 staged" "the CPU demo's hops are pushed or pulled, none staged"
 cmp -s "$TMP/demo/report.html" <("$INSPECT" --html - "$TMP"/demo/*/records 2> /dev/null)
 ok $? "the demo's report is the one --html writes of its records"
 recs=("$TMP"/demo/*/records)
