@@ -244,9 +244,7 @@ void inspect_print_table(inspect_state *st, FILE *out, int verbose)
         fprintf(out, "  %s: %lld hop%s: %lld pushed, %lld pulled, %lld staged%s\n", c->short_group, n,
                 n == 1 ? "" : "s", h->out[HOP_PUSH], h->out[HOP_PULL], h->out[HOP_STAGED],
                 h->out[HOP_STAGED] ? " (a buffer that could not be exported, e.g. cuMemCreate memory without a file "
-                                     "descriptor handle: slower, far slower while kernels fill the GPU; under the "
-                                     "tests' fake libcuda, as in the CPU demo, any host buffer not from its "
-                                     "cuMemAlloc: expected there, nothing failed; docs/records.md)"
+                                     "descriptor handle: slower, far slower while kernels fill the GPU; docs/records.md)"
                                    : "");
         if (h->has_copy)
             fprintf(out, "    copies: %lld by copy engines, %lld by the SMs (the copy kernel, ranks on one GPU)\n", h->ce,
