@@ -28,7 +28,7 @@ import time
 
 import torch
 
-from chain_probe import opt, parse_size
+from chain_probe import Chain, opt, parse_size
 from copy_kernel import ptx_text
 from cuda_ops import copy, cu, ck, wait, write
 
@@ -85,6 +85,7 @@ class Lanes:
             self.buf[i + 1][:16].copy_(self.buf[i][:16])
             self.buf[i][:16].copy_(self.buf[i + 1][:16])
         self.main = [torch.cuda.Stream(device=d) for d in self.dev]
+        self.s = self.main  # Chain.time's streams
         self.lane = [[torch.cuda.Stream(device=d) for _ in range(lanes)] for d in self.dev]
         self.hflag = torch.zeros(8 * n * lanes, dtype=torch.int64).pin_memory()
         self.seq = [0] * lanes
@@ -201,27 +202,15 @@ class Lanes:
         for s in self.main[:-1]:
             s.wait_stream(last)
 
-    def time(self, fn, reps):
-        """us per broadcast, from the first GPU's start to the end everywhere (the last GPU's main stream
-        waited for all), and the host's enqueue us."""
-        fn()
-        self.join()
+    def sync(self):
         for d in self.dev:
             torch.cuda.synchronize(d)
-        a = torch.cuda.Event(enable_timing=True)
-        b = torch.cuda.Event(enable_timing=True)
-        a.record(self.main[0])
-        for s in self.main[1:]:
-            s.wait_event(a)
-        enq = 0.0
-        for _ in range(reps):
-            t = time.perf_counter()
-            fn()
-            enq += time.perf_counter() - t
-            self.join()
-        b.record(self.main[0])
-        b.synchronize()
-        return a.elapsed_time(b) * 1000.0 / reps, enq / reps * 1e6
+
+    def time(self, fn, reps):
+        """us per broadcast, from the first GPU's start to the end everywhere, and the host's
+        enqueue us (chain_probe's clock, over the main streams)."""
+        sec, ms = Chain.time(self, fn, reps)
+        return sec * 1e6, ms * 1000
 
 
 def fmt(v):

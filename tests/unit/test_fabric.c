@@ -84,6 +84,14 @@ static void expect(enum action a, const char *reason, const char *what)
         printf("#   got %s: %s\n", action_name(D.action), D.action_reason);
 }
 
+/* The usual case: 4 ranks, 2 trainers, on two hosts, every rank with the same facts. */
+static void plain(struct fabric_facts f, enum action a, const char *reason, const char *what)
+{
+    group(4, 2, two_hosts, f);
+    run(4);
+    expect(a, reason, what);
+}
+
 static void test_estimates(void)
 {
     ok(fabric_estimate(FABRIC_IB, 2, 4, 1, 1) == 12 && fabric_estimate(FABRIC_IB, 2, 4, 1, 0) == 24,
@@ -116,29 +124,21 @@ static void test_unjudged(void)
     run(4);
     expect(ACTION_SOCKET, "fabric not judged (rank 2 (host 'node-b') could not read its fabric: cannot list "
            "/sys/class/infiniband: EACCES): socket", "a rank that could not read its fabric");
-    group(4, 2, two_hosts, fab(FABRIC_NONE, 0, 2, 0));
-    run(4);
-    expect(ACTION_SOCKET, "fabric not judged (host 'node-a' has no RDMA device: not a fabric auto can weigh): socket",
+    plain(fab(FABRIC_NONE, 0, 2, 0), ACTION_SOCKET, "fabric not judged (host 'node-a' has no RDMA device: not a fabric auto can weigh): socket",
            "no RDMA device (another network plugin, or none)");
-    group(4, 2, two_hosts, fab(FABRIC_MIXED, 2, 2, 0));
-    run(4);
-    expect(ACTION_SOCKET, "host 'node-a' has EFA and InfiniBand/RoCE: not a fabric auto can weigh",
+    plain(fab(FABRIC_MIXED, 2, 2, 0), ACTION_SOCKET, "host 'node-a' has EFA and InfiniBand/RoCE: not a fabric auto can weigh",
            "EFA and InfiniBand on one host");
     group(4, 2, two_hosts, fab(FABRIC_IB, 4, 2, 0));
     F[3].fabric = fab(FABRIC_EFA, 4, 2, 0);
     run(4);
     expect(ACTION_SOCKET, "host 'node-b' has ranks that see different fabrics", "two ranks of one host disagree");
-    group(4, 2, two_hosts, fab(FABRIC_IB, 4, 0, 0));
-    run(4);
-    expect(ACTION_SOCKET, "host 'node-a' has 4 InfiniBand/RoCE devices, no GPU seen on its PCI bus, no "
+    plain(fab(FABRIC_IB, 4, 0, 0), ACTION_SOCKET, "host 'node-a' has 4 InfiniBand/RoCE devices, no GPU seen on its PCI bus, no "
            "NCCLSHIM_FABRIC_BUDGET): socket", "no GPU seen and no budget");
 }
 
 static void test_by_devices(void)
 {
-    group(4, 2, two_hosts, fab(FABRIC_EFA, 8, 2, 0));
-    run(4);
-    expect(ACTION_PASSTHROUGH, "ranks on 2 hosts, fabric ample (every host; host 'node-a' has 8 EFA devices for 2 GPUs "
+    plain(fab(FABRIC_EFA, 8, 2, 0), ACTION_PASSTHROUGH, "ranks on 2 hosts, fabric ample (every host; host 'node-a' has 8 EFA devices for 2 GPUs "
            "(at least 2 a GPU)): passthrough", "8 EFA devices for 2 GPUs on each host (a p5's ratio)");
     group(4, 2, two_hosts, fab(FABRIC_EFA, 8, 2, 0));
     F[2].fabric.devices = F[3].fabric.devices = 1;
@@ -147,34 +147,22 @@ static void test_by_devices(void)
     expect(ACTION_SOCKET, "fabric scarce (host 'node-b' has 1 EFA device for 1 GPU (fewer than 2 a GPU) and no "
            "NCCLSHIM_FABRIC_BUDGET to say whether one channel fits): socket",
            "one host with 1 EFA device for 1 GPU (a g6e.8xlarge), the other ample: the scarce one decides");
-    group(4, 2, two_hosts, fab(FABRIC_IB, 4, 8, 0));
-    run(4);
-    expect(ACTION_SOCKET, "host 'node-a' has 4 InfiniBand/RoCE devices for 8 GPUs (fewer than 2 a GPU)",
+    plain(fab(FABRIC_IB, 4, 8, 0), ACTION_SOCKET, "host 'node-a' has 4 InfiniBand/RoCE devices for 8 GPUs (fewer than 2 a GPU)",
            "4 devices for 8 GPUs (a p4d's ratio), no budget");
 }
 
 static void test_by_budget(void)
 {
-    group(4, 2, two_hosts, fab(FABRIC_IB, 1, 2, 18));
-    run(4);
-    expect(ACTION_FRUGAL, "ranks on 2 hosts, fabric scarce, one channel fits (host 'node-a': InfiniBand/RoCE, "
+    plain(fab(FABRIC_IB, 1, 2, 18), ACTION_FRUGAL, "ranks on 2 hosts, fabric scarce, one channel fits (host 'node-a': InfiniBand/RoCE, "
            "NCCLSHIM_FABRIC_BUDGET 18 QPs a device; this group's 2 ranks there take about 24 at NCCL's default "
            "channels, 12 at one): frugal", "IB, budget 18: 24 do not fit, 12 do");
-    group(4, 2, two_hosts, fab(FABRIC_IB, 1, 2, 24));
-    run(4);
-    expect(ACTION_PASSTHROUGH, "fabric ample (every host; host 'node-a': InfiniBand/RoCE, NCCLSHIM_FABRIC_BUDGET 24",
+    plain(fab(FABRIC_IB, 1, 2, 24), ACTION_PASSTHROUGH, "fabric ample (every host; host 'node-a': InfiniBand/RoCE, NCCLSHIM_FABRIC_BUDGET 24",
            "IB, budget 24: the default's 24 fit");
-    group(4, 2, two_hosts, fab(FABRIC_IB, 1, 2, 11));
-    run(4);
-    expect(ACTION_SOCKET, "fabric scarce (host 'node-a': InfiniBand/RoCE, NCCLSHIM_FABRIC_BUDGET 11 QPs a device",
+    plain(fab(FABRIC_IB, 1, 2, 11), ACTION_SOCKET, "fabric scarce (host 'node-a': InfiniBand/RoCE, NCCLSHIM_FABRIC_BUDGET 11 QPs a device",
            "IB, budget 11: not even one channel's 12 fit");
-    group(4, 2, two_hosts, fab(FABRIC_EFA, 1, 2, 8));
-    run(4);
-    expect(ACTION_PASSTHROUGH, "host 'node-a': EFA, NCCLSHIM_FABRIC_BUDGET 8 QPs a device; this group's 2 ranks there "
+    plain(fab(FABRIC_EFA, 1, 2, 8), ACTION_PASSTHROUGH, "host 'node-a': EFA, NCCLSHIM_FABRIC_BUDGET 8 QPs a device; this group's 2 ranks there "
            "take about 8 (an endpoint a communicator a process, whatever the channels)", "EFA, budget 8: fits");
-    group(4, 2, two_hosts, fab(FABRIC_EFA, 1, 2, 7));
-    run(4);
-    expect(ACTION_SOCKET, "fabric scarce (host 'node-a': EFA", "EFA, budget 7: one channel saves no QPs there");
+    plain(fab(FABRIC_EFA, 1, 2, 7), ACTION_SOCKET, "fabric scarce (host 'node-a': EFA", "EFA, budget 7: one channel saves no QPs there");
     /* The worst host decides, and the reason names it. */
     group(4, 2, two_hosts, fab(FABRIC_IB, 1, 2, 100));
     F[2].fabric.budget = F[3].fabric.budget = 12;
@@ -187,9 +175,7 @@ static void test_by_budget(void)
     expect(ACTION_SOCKET, "host 'node-a': InfiniBand/RoCE, NCCLSHIM_FABRIC_BUDGET 8", "ranks of one host state 100 "
            "and 8: 8 counts");
     /* A budget beats the device count: 8 devices a GPU but a budget of 1. */
-    group(4, 2, two_hosts, fab(FABRIC_EFA, 16, 2, 1));
-    run(4);
-    expect(ACTION_SOCKET, "NCCLSHIM_FABRIC_BUDGET 1 QPs a device", "a stated budget wins over an ample device count");
+    plain(fab(FABRIC_EFA, 16, 2, 1), ACTION_SOCKET, "NCCLSHIM_FABRIC_BUDGET 1 QPs a device", "a stated budget wins over an ample device count");
 }
 
 static void test_frugal_refused(void)
