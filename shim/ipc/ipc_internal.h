@@ -156,13 +156,21 @@
  * the predecessor's page).  A failed rank releases those two words too
  * (ipc_fail).  Between GPUs nothing changes.
  *
- * Files: ipc.c (set-up, host waits, failure, destroy), ipc_ops.c (the
- * operations as the application calls them), ipc_bcast.c (the broadcast),
- * ipc_maps.c (peers' allocations mapped here, the map cache),
- * ipc_vmm.c (cuMemCreate memory shared as file descriptors),
- * ipc_reaper.c (gives back idle mappings and peers' released staging),
- * ipc_suspend.c (suspend, resume, peers' staging), ipc_monitor.c (watching
- * for a lost peer).
+ * Files: ipc.h (what shim/comm/ calls; with ipc_types.h, what every file
+ * and caller shares, ipc_monitor.h and ipc_suspend.h), ipc.c (set-up, host
+ * waits, failure, destroy), ipc_ops.c (the operations as the application
+ * calls them), ipc_bcast.c (the broadcast), ipc_maps.c (peers' allocations
+ * mapped here, the map cache), ipc_vmm.c (cuMemCreate memory shared as file
+ * descriptors: the protocol, set-up, the reaper's turn, close), ipc_vmm_link.c
+ * (its Unix sockets), ipc_vmm_export.c (a buffer's pieces sent to the
+ * neighbours), ipc_vmm_import.c (a neighbour's pieces mapped here), with
+ * ipc_vmm_internal.h what those four share and ipc_vmm_wire.c their messages'
+ * check, ipc_reaper.c (gives back idle mappings and peers' released
+ * staging), ipc_suspend.c (suspend, resume, peers' staging), ipc_monitor.c
+ * (watching for a lost peer), ipc_core.c (what the others share: counters,
+ * host waits, failure, the copy call, the trace), ipc_kernel.c (the copy
+ * kernel, hops within one GPU), cuda.c (the driver API, loaded at run time),
+ * reduce.c (host reductions).
  */
 #ifndef NCCLSHIM_IPC_INTERNAL_H
 #define NCCLSHIM_IPC_INTERNAL_H
