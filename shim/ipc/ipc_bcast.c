@@ -408,21 +408,20 @@ static CUresult hop_copy(const struct ipc_comm *c, int sm, CUdeviceptr dst, CUde
 
 /*
  * The bytes a hop moves per step: staging chunks; one copy between two ranks;
- * along a chain, pipelined steps, chosen by the broadcast's size.  Each step
- * costs the copy engine microseconds beyond its bytes (docs/design.md, "The
- * broadcast's schedule": a copy engine between two GPUs reaches 305 GB/s in
- * 8 MiB copies with a counter write after each, 354 in 23 MiB ones), and
- * a middle rank forwards a step only once it has it, so with few steps it
- * receives and forwards one after the other.  Measured on 4 H100s, 1+3,
- * against NCCL: 16 MiB in 8 MiB steps 0.67x (one step: 0.59), 64 MiB in
- * 16 MiB steps 0.80 (46 MiB: 0.64; 8 MiB: 0.78), from 512 MiB 46 MiB steps
- * (16 MiB ones lose 10% at 1 GiB, and half under a matmul load).
+ * along a chain, pipelined steps, chosen by the broadcast's size.  A middle
+ * rank forwards a step only once it has it, so a broadcast of one step is
+ * received, then forwarded; each step costs the copy engine microseconds
+ * beyond its bytes (docs/design.md, "The broadcast's schedule": between two
+ * GPUs 305 GB/s in 8 MiB copies with a counter write after each, 354 in
+ * 23 MiB ones).  Measured on 4 H100s, 1+3: 16 MiB in two 8 MiB steps 0.67x
+ * NCCL (one step: 0.59); from 32 MiB, 46 MiB steps.  16 or 32 MiB steps lift
+ * 64 MiB from 0.64 to 0.73-0.80x NCCL on idle GPUs but, under a matmul load,
+ * drop it as low as 131-138 GB/s where 46 MiB steps keep 188-200 (NCCL: 41),
+ * and the loaded refit is what the copy engines are for.
  */
 #define CHAIN_SMALL_STEP (8u << 20)
-#define CHAIN_MID_STEP (16u << 20)
 #define CHAIN_BIG_STEP (46u << 20)
 #define CHAIN_SMALL_BYTES (32u << 20)
-#define CHAIN_BIG_BYTES (512u << 20)
 static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
 {
     if (h == HOP_STAGED)
@@ -431,9 +430,7 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
         return bytes;
     if (c->step_fixed)
         return c->step_fixed;
-    if (bytes <= CHAIN_SMALL_BYTES)
-        return CHAIN_SMALL_STEP;
-    return bytes < CHAIN_BIG_BYTES ? CHAIN_MID_STEP : CHAIN_BIG_STEP;
+    return bytes <= CHAIN_SMALL_BYTES ? CHAIN_SMALL_STEP : CHAIN_BIG_STEP;
 }
 
 /* Whether broadcast j may copy before the one before it is over ("Senders
