@@ -214,10 +214,10 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
         /* Of cuMemCreate: its id is the mapping's (a piece), and the range
          * the whole reservation.  -1: never (not exportable), 0: not now. */
         if (!e->not_vmm) {
-            uint64_t t0 = shim_mono_us();
+            uint64_t t0 = ipc_trace_clock();
             int r = ipc_vmm_describe(c, buf, bytes, start, size, &e->piece, d);
             ipc_trace(c, "b %llu: described a cuMemCreate buffer (%zu bytes) in %llu us: %d", (unsigned long long)b,
-                      bytes, (unsigned long long)(shim_mono_us() - t0), r);
+                      bytes, (unsigned long long)(ipc_trace_clock() - t0), r);
             e->not_vmm = r < 0;
             if (r > 0)
                 return;
@@ -584,18 +584,18 @@ int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream
                     char *why, size_t whylen)
 {
     struct hop_plan p;
-    uint64_t t0 = shim_mono_us();
+    uint64_t t0 = ipc_trace_clock();
     ipc_trace(c, "b %llu: enter", (unsigned long long)j->b);
     if (plan_hops(c, j, &p, why, whylen) != 0)
         return -1;
-    uint64_t t1 = shim_mono_us();
+    uint64_t t1 = ipc_trace_clock();
     count(c, j, &p);
     if (j->bytes)
         plan_copies(c, j, &p);
     if (enqueue(c, j, &p, s, why, whylen) != 0)
         return -1;
     ipc_trace(c, "b %llu: planned in %llu us, enqueued in %llu us", (unsigned long long)j->b,
-              (unsigned long long)(t1 - t0), (unsigned long long)(shim_mono_us() - t1));
+              (unsigned long long)(t1 - t0), (unsigned long long)(ipc_trace_clock() - t1));
     *off = -1; /* nothing moved: the fence before it stands */
     *rank = c->rank;
     if (!j->bytes)

@@ -219,6 +219,13 @@ void ipc_trace(const struct ipc_comm *c, const char *fmt, ...)
     fprintf(stderr, "ncclshim-trace: %.6f rank %d tid %d: %s\n", shim_now(), c->rank, shim_gettid(), line);
 }
 
+/* shim_mono_us() while tracing, else 0: the traces' timings cost a
+ * broadcast nothing otherwise. */
+uint64_t ipc_trace_clock(void)
+{
+    return tracing() ? shim_mono_us() : 0;
+}
+
 /* Whether the last operation is over (the fence reached), or the
  * communicator failed (its waits released).  qlock held. */
 int ipc_fence_passed(const struct ipc_comm *c)

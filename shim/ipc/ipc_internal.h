@@ -603,7 +603,9 @@ void ipc_wake(const struct ipc_comm *c, int r);
 /* Whether the last operation is over (qlock held). */
 int ipc_fence_passed(const struct ipc_comm *c);
 
-/* NCCLSHIM_IPC_TRACE=1: protocol steps on stderr (debugging). */
+/* NCCLSHIM_IPC_TRACE=1: protocol steps on stderr (debugging); the clock of
+ * their timings (0 when not tracing). */
 void ipc_trace(const struct ipc_comm *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+uint64_t ipc_trace_clock(void);
 
 #endif

@@ -47,11 +47,11 @@ int ipc_map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d
         return -1;
     }
     if (d->vmm) {
-        uint64_t t0 = shim_mono_us();
+        uint64_t t0 = ipc_trace_clock();
         if (ipc_vmm_map(c, r, d, bytes, at, why, whylen) != 0)
             return -1;
         ipc_trace(c, "b %llu: mapped rank %d's cuMemCreate buffer (%zu bytes) in %llu us", (unsigned long long)b, r,
-                  bytes, (unsigned long long)(shim_mono_us() - t0));
+                  bytes, (unsigned long long)(ipc_trace_clock() - t0));
         c->map_used_us = shim_mono_us();
         return 0;
     }

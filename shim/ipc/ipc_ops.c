@@ -4,7 +4,6 @@
 #include "ipc_internal.h"
 
 #include "dtype.h"
-#include "record.h"
 #include "reduce.h"
 
 #include <stdio.h>
@@ -167,9 +166,9 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
                                     fence ? c->fence_rank : me, fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
         /* A receiver may copy out of its predecessor's staging (a staged hop). */
         int pred = (me - 1 + c->nranks) % c->nranks;
-        uint64_t t0 = shim_mono_us();
+        uint64_t t0 = ipc_trace_clock();
         ncclResult_t res = lock_with_data(c, me != root && bytes ? 1ull << pred : 0, why, whylen);
-        ipc_trace(c, "b %llu: locked in %llu us", (unsigned long long)j.b, (unsigned long long)(shim_mono_us() - t0));
+        ipc_trace(c, "b %llu: locked in %llu us", (unsigned long long)j.b, (unsigned long long)(ipc_trace_clock() - t0));
         if (res != ncclSuccess) {
             /* Nothing enqueued: the communicator stays as it was. */
             ctx_leave(c, &g);

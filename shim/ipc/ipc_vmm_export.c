@@ -267,12 +267,12 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
     if (!v || !links_ready(c))
         return 0;
     int n = 0;
-    uint64_t t0 = shim_mono_us();
+    uint64_t t0 = ipc_trace_clock();
     int walked = walk_pieces(c, buf, bytes, start, size, first, &n);
     if (walked <= 0)
         return walked;
     ipc_trace(c, "vmm: walked %d pieces of %#llx in %llu us", n, (unsigned long long)buf,
-              (unsigned long long)(shim_mono_us() - t0));
+              (unsigned long long)(ipc_trace_clock() - t0));
     if (n > 1 && repeats_block(v, n)) {
         vmm_note(c, 1, "a buffer at %#llx maps one piece of cuMemCreate memory at two addresses, which cannot be "
                  "shared piece by piece (a neighbour maps each piece once): it is staged", (unsigned long long)buf);
