@@ -15,7 +15,8 @@
 #   a plain copy on that GPU and the usual torch CUDA-IPC alternative, and again with
 #   PyTorch's expandable segments (vmm: shared as file descriptors); its records
 #   shown by ncclshim-inspect.
-#   Without a GPU: the shim's decisions on the fake NCCL of the test suite (no data path).
+#   Without a GPU: the shim's decisions on the fake NCCL of the test suite, and a small refit
+#   through the ipc transport on the fake libcuda's host memory (NCCL's own data path needs a GPU).
 # DEMO_DIR=<dir> keeps the output there; DEMO_ARGS="..." passes options to the scenario
 # (e.g. "--refit-gib 2 --refits 2", "--qp-budget 24"); DEMO_CPU=1 forces the CPU path.
 set -u
