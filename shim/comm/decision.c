@@ -8,6 +8,7 @@
 #include "config.h"
 #include "cuda.h"
 #include "ipc.h"
+#include "nccl_config.h"
 #include "net_env.h"
 #include "record.h"
 #include "version.h"
@@ -17,12 +18,6 @@
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
-
-/* ncclConfig_t.netName exists since NCCL 2.14, minCTAs and maxCTAs since
- * 2.17, nChannelsPerNetPeer since 2.28. */
-#define NCCL_NETNAME_SINCE 21400
-#define NCCL_CTAS_SINCE 21700
-#define NCCL_NET_PEER_CHANNELS_SINCE 22800
 
 int plan_should_mark(enum api_family caller_api)
 {
@@ -60,66 +55,24 @@ static void fill_facts(const struct plan_input *in, const struct plan *p, struct
     f->strict_error = cfg->policy.strict && !cfg->policy.ok;
 }
 
-/* A copy of the caller's config (or NCCL's defaults), every field kept, at
- * least `upto` bytes long (an older caller's config extended with NCCL's
- * defaults to hold the field the action sets). */
-static ncclConfig_t *config_copy(const ncclConfig_t *user, size_t upto, char *why, size_t whylen)
+/* The caller's config with netName = "Socket", at a version NCCL reads it at. */
+static ncclConfig_t *socket_config(const struct plan_input *in, struct nccl_config_told *told, char *why,
+                                   size_t whylen)
 {
-    size_t size = sizeof(ncclConfig_t);
-    int user_ok = user && user->magic == NCCL_CONFIG_MAGIC && user->size >= offsetof(ncclConfig_t, blocking);
-    if (user && !user_ok) {
-        snprintf(why, whylen, "the application's config was not made with NCCL_CONFIG_INITIALIZER");
-        return NULL;
-    }
-    if (user_ok && user->size > size)
-        size = user->size; /* a newer NCCL's larger config: keep every field */
-    ncclConfig_t *c = calloc(1, size);
-    if (!c) {
-        snprintf(why, whylen, "out of memory for a config");
-        return NULL;
-    }
-    c->size = sizeof(ncclConfig_t);
-    c->magic = NCCL_CONFIG_MAGIC;
-    c->version = NCCL_ABI_VERSION;
-    int *ints[] = { &c->blocking, &c->cgaClusterSize, &c->minCTAs, &c->maxCTAs, &c->splitShare,
-                    &c->trafficClass, &c->collnetEnable, &c->CTAPolicy, &c->shrinkShare, &c->nvlsCTAs,
-                    &c->nChannelsPerNetPeer, &c->nvlinkCentricSched, &c->graphUsageMode, &c->numRmaCtx,
-                    &c->maxP2pPeers, &c->graphStreamOrdering };
-    for (size_t i = 0; i < sizeof(ints) / sizeof(ints[0]); i++)
-        *ints[i] = NCCL_CONFIG_UNDEF_INT;
-    if (user_ok) {
-        memcpy(c, user, user->size);
-        if (c->size < upto)
-            c->size = sizeof(ncclConfig_t);
-    }
-    return c;
-}
-
-/* The caller's config with netName = "Socket". */
-static ncclConfig_t *socket_config(const ncclConfig_t *user, char *why, size_t whylen)
-{
-    ncclConfig_t *c = config_copy(user, offsetof(ncclConfig_t, netName) + sizeof(c->netName), why, whylen);
-    if (c)
-        c->netName = "Socket";
-    return c;
+    const struct nccl_config_change set[] = { { CFG_netName, 0, "Socket" } };
+    return nccl_config_redirect(in->config, set, 1, in->slot->version, told, why, whylen);
 }
 
 /* The caller's config held to one channel: the fewest network connections
- * NCCL makes for a communicator (docs/policy.md, "frugal"); on NCCL 2.28+
- * also one channel per network peer for point-to-point. */
-static ncclConfig_t *frugal_config(const ncclConfig_t *user, int version, char *why, size_t whylen)
+ * NCCL makes for a communicator (docs/policy.md, "frugal"); where NCCL has
+ * it (2.28+), also one channel per network peer for point-to-point. */
+static ncclConfig_t *frugal_config(const struct plan_input *in, struct nccl_config_told *told, char *why,
+                                   size_t whylen)
 {
-    int per_peer = !version || version >= NCCL_NET_PEER_CHANNELS_SINCE;
-    size_t upto = per_peer ? offsetof(ncclConfig_t, nChannelsPerNetPeer) + sizeof(int)
-                           : offsetof(ncclConfig_t, maxCTAs) + sizeof(int);
-    ncclConfig_t *c = config_copy(user, upto, why, whylen);
-    if (!c)
-        return NULL;
-    c->minCTAs = 1;
-    c->maxCTAs = 1;
-    if (per_peer)
-        c->nChannelsPerNetPeer = 1;
-    return c;
+    const struct nccl_config_change set[] = { { CFG_minCTAs, 1, NULL }, { CFG_maxCTAs, 1, NULL },
+                                              { CFG_nChannelsPerNetPeer, 1, NULL } };
+    int n = nccl_config_known(CFG_nChannelsPerNetPeer, in->slot->version) ? 3 : 2;
+    return nccl_config_redirect(in->config, set, n, in->slot->version, told, why, whylen);
 }
 
 /* What the rendezvous's callbacks work on (rv_setup.ctx). */
@@ -171,10 +124,11 @@ static int frugal_env_ok(char *why, size_t whylen)
  * rank can say it in its HELLO and auto never picks a frugal it would veto. */
 static int frugal_possible(const struct plan_input *in, char *why, size_t whylen)
 {
-    if (in->slot->version && in->slot->version < NCCL_CTAS_SINCE) {
-        snprintf(why, whylen, "NCCL %d has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later needed)", in->slot->version);
+    struct nccl_config_told told;
+    ncclConfig_t *c = frugal_config(in, &told, why, whylen);
+    if (!c)
         return -1;
-    }
+    free(c);
     if (frugal_env_ok(why, whylen) != 0)
         return -1;
     return config_init_found(in, why, whylen);
@@ -182,18 +136,20 @@ static int frugal_possible(const struct plan_input *in, char *why, size_t whylen
 
 static int prepare_frugal(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
 {
+    free(p->net_config); /* socket's, made for the HELLO */
+    p->net_config = NULL;
     if (frugal_possible(in, why, whylen) != 0)
         return -1;
-    p->net_config = frugal_config(in->config, in->slot->version, why, whylen);
+    p->net_config = frugal_config(in, &p->told, why, whylen);
     return p->net_config ? 0 : -1;
 }
 
+/* The caller's config with netName "Socket", if this rank can carry socket
+ * out; NULL otherwise (so that a commit it did not vote for is refused). */
 static int prepare_socket(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
 {
-    if (in->slot->version && in->slot->version < NCCL_NETNAME_SINCE) {
-        snprintf(why, whylen, "NCCL %d has no ncclConfig_t.netName (2.14 or later needed)", in->slot->version);
-        return -1;
-    }
+    free(p->net_config);
+    p->net_config = NULL;
     if (config_init_found(in, why, whylen) != 0)
         return -1;
     /* NCCL_NET would override the config's netName: the init hides it
@@ -202,7 +158,7 @@ static int prepare_socket(const struct plan_input *in, struct plan *p, char *why
     const char *env = net_env_value();
     if (env && strcasecmp(env, "Socket") != 0 && !net_env_can_hide(in->slot->version, why, whylen))
         return -1;
-    p->net_config = socket_config(in->config, why, whylen);
+    p->net_config = socket_config(in, &p->told, why, whylen);
     return p->net_config ? 0 : -1;
 }
 

@@ -10,6 +10,7 @@
 
 #include "policy/decide.h"
 #include "creator.h"
+#include "nccl_config.h"
 #include "slots.h"
 #include "rendezvous.h"
 
@@ -41,6 +42,7 @@ struct plan {
     /* socket: the caller's config with netName "Socket"; frugal: held to one
      * channel (plan_configures) */
     ncclConfig_t *net_config;
+    struct nccl_config_told told;       /* ... and what in it differs from the caller's */
 };
 
 /* Whether the action gives NCCL a config of the shim's (net_config). */

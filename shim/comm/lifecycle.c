@@ -16,6 +16,7 @@
 #include "decision.h"
 #include "ipc.h"
 #include "creator.h"
+#include "nccl_config.h"
 #include "net_env.h"
 #include "record.h"
 #include "vcomm.h"
@@ -130,55 +131,54 @@ struct creation {
     uint64_t t0;
 };
 
-#define CONFIG_HAS(c, field) ((c)->size >= offsetof(ncclConfig_t, field) + sizeof((c)->field))
-
-static void record_config_int(struct jw *w, const ncclConfig_t *c, const char *name, size_t off, size_t end)
+/* One field of a config as the record shows it: its value, or null where
+ * the config does not hold it or leaves it to NCCL ("undefined"). */
+static void record_config_field(struct jw *w, const ncclConfig_t *c, enum nccl_config_index f)
 {
-    int v;
-    if (c->size < end) {
+    const char *name = nccl_config_fields[f].name;
+    if (!nccl_config_is_set(c, f))
         jw_null(w, name);
-        return;
-    }
-    memcpy(&v, (const char *)c + off, sizeof(v));
-    if (v == NCCL_CONFIG_UNDEF_INT)
-        jw_null(w, name);
+    else if (nccl_config_fields[f].kind == NCCL_CONFIG_KIND_INT)
+        jw_int(w, name, nccl_config_int(c, f));
     else
-        jw_int(w, name, v);
+        jw_str(w, name, nccl_config_str(c, f));
 }
 
-static void record_config(struct jw *w, const ncclConfig_t *c)
+/* The names of the fields in `mask`, as a list. */
+static void record_config_names(struct jw *w, const char *key, uint32_t mask)
+{
+    jw_open(w, key, '[');
+    for (int f = 0; f < CFG_COUNT; f++)
+        if (mask & (1u << f))
+            jw_str(w, NULL, nccl_config_fields[f].name);
+    jw_close(w, ']');
+}
+
+/* The application's config, and the fields it set that this NCCL does not
+ * read (its version is too old for them, or NCCL too old): NCCL resets
+ * those to its defaults, whatever they hold (docs/records.md). */
+static void record_config(struct jw *w, const ncclConfig_t *c, int nccl_version)
 {
     if (!c) {
         jw_null(w, "config");
         return;
     }
-    if (c->magic != NCCL_CONFIG_MAGIC || c->size < offsetof(ncclConfig_t, netName)) {
+    if (!nccl_config_valid(c)) {
         jw_str(w, "config", "invalid (not made with NCCL_CONFIG_INITIALIZER)");
         return;
     }
     jw_open(w, "config", '{');
     jw_u64(w, "size", c->size);
     jw_int(w, "version", (int)c->version);
-#define INT_FIELD(f) record_config_int(w, c, #f, offsetof(ncclConfig_t, f), offsetof(ncclConfig_t, f) + sizeof(int))
-    INT_FIELD(blocking);
-    INT_FIELD(cgaClusterSize);
-    INT_FIELD(minCTAs);
-    INT_FIELD(maxCTAs);
-    jw_str(w, "netName", CONFIG_HAS(c, netName) ? c->netName : NULL);
-    INT_FIELD(splitShare);
-    INT_FIELD(trafficClass);
-    jw_str(w, "commName", CONFIG_HAS(c, commName) ? c->commName : NULL);
-    INT_FIELD(collnetEnable);
-    INT_FIELD(CTAPolicy);
-    INT_FIELD(shrinkShare);
-    INT_FIELD(nvlsCTAs);
-    INT_FIELD(nChannelsPerNetPeer);
-    INT_FIELD(nvlinkCentricSched);
-    INT_FIELD(graphUsageMode);
-    INT_FIELD(numRmaCtx);
-    INT_FIELD(maxP2pPeers);
-    INT_FIELD(graphStreamOrdering);
-#undef INT_FIELD
+    uint32_t ignored = 0;
+    for (int f = 0; f < CFG_COUNT; f++) {
+        record_config_field(w, c, (enum nccl_config_index)f);
+        if (nccl_config_is_set(c, (enum nccl_config_index)f) &&
+            !nccl_config_read(c, (enum nccl_config_index)f, nccl_version))
+            ignored |= 1u << f;
+    }
+    if (ignored)
+        record_config_names(w, "ignored_by_nccl", ignored);
     jw_close(w, '}');
 }
 
@@ -192,21 +192,33 @@ static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
     return v;
 }
 
-/* The decision's part of a comm record: purpose, action, network, rendezvous. */
 /* What frugal told NCCL (docs/records.md, "frugal"): the fields it set. */
 static void record_frugal(struct jw *w, const ncclConfig_t *told)
 {
     jw_open(w, "frugal", '{');
-    jw_int(w, "minCTAs", told->minCTAs);
-    jw_int(w, "maxCTAs", told->maxCTAs);
-    if (told->size >= offsetof(ncclConfig_t, nChannelsPerNetPeer) + sizeof(int) &&
-        told->nChannelsPerNetPeer != NCCL_CONFIG_UNDEF_INT)
-        jw_int(w, "nChannelsPerNetPeer", told->nChannelsPerNetPeer);
-    else
-        jw_null(w, "nChannelsPerNetPeer");
+    record_config_field(w, told, CFG_minCTAs);
+    record_config_field(w, told, CFG_maxCTAs);
+    record_config_field(w, told, CFG_nChannelsPerNetPeer);
     jw_close(w, '}');
 }
 
+/* The config the shim handed NCCL (socket, frugal): its size and version,
+ * the fields it set, and those it set back to NCCL's default because the
+ * version had to be raised to carry them (docs/records.md, "told"). */
+static void record_told(struct jw *w, const ncclConfig_t *c, const struct nccl_config_told *t)
+{
+    jw_open(w, "told", '{');
+    jw_u64(w, "size", c->size);
+    jw_int(w, "version", (int)c->version);
+    jw_int(w, "app_version", (int)t->from_version);
+    for (int f = 0; f < CFG_COUNT; f++)
+        if (t->changed & (1u << f))
+            record_config_field(w, c, (enum nccl_config_index)f);
+    record_config_names(w, "reset", t->reset);
+    jw_close(w, '}');
+}
+
+/* The decision's part of a comm record: purpose, action, network, rendezvous. */
 static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *config, int nccl_made)
 {
     jw_str(w, "purpose", purpose_name(p->purpose));
@@ -223,6 +235,8 @@ static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *
         jw_str(w, "net", net);
         jw_str(w, "net_by", net_by);
     }
+    if (plan_configures(p) && p->net_config)
+        record_told(w, p->net_config, &p->told);
     if (p->action == ACTION_FRUGAL && p->net_config)
         record_frugal(w, p->net_config);
     if (p->marked) {
@@ -270,7 +284,7 @@ static void record_creation(const struct creation *c, ncclResult_t r, uint64_t d
     jw_int(&w, "rank", c->rank);
     jw_int(&w, "nranks", c->nranks);
     jw_int(&w, "cuda_device", cuda_device);
-    record_config(&w, c->config);
+    record_config(&w, c->config, c->slot->version);
     jw_int(&w, "result", r);
     jw_str(&w, "result_str", result_name(r));
     jw_u64(&w, "duration_us", dur_us);

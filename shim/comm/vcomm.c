@@ -13,12 +13,15 @@
 #include "record.h"
 
 #include <stdatomic.h>
+#include <stddef.h>
+#include <string.h>
 
 /* One warning per function and process: an application that retries an
  * unsupported call in a loop must not flood its log.  Bit i%64 of word i/64
- * = fn_index i; [0] stale handles, [1] refusals, [2] suspended communicators. */
+ * = fn_index i; [0] stale handles, [1] refusals, [2] suspended communicators,
+ * [3] the device API's answers. */
 #define WARN_WORDS ((FN_COUNT + 63) / 64)
-static atomic_uint_fast64_t g_warned[3][WARN_WORDS];
+static atomic_uint_fast64_t g_warned[4][WARN_WORDS];
 
 /* 1 the first time `fn` is reported in `kind`; unknown names always are. */
 static int first_warning(int kind, const char *fn)
@@ -209,5 +212,81 @@ ncclResult_t vcomm_ncclCommMemStats(ncclComm_t comm, ncclCommMemStat_t stat, uin
     if (h->ipc)
         ipc_mem_stats(h->ipc, v[ncclStatGpuMemSuspended] != 0, v);
     *value = v[stat];
+    return ncclSuccess;
+}
+
+/*
+ * NCCL's device API (2.28+).  A shim-only communicator has no NCCL device
+ * runtime: its device communicators, windows and barriers are refused
+ * (vcomm_default.c), and the host functions that return a value answer as
+ * NCCL does: the world team is the communicator itself; the LSA and rail
+ * teams, which need the runtime, are what NCCL returns when it cannot make
+ * one (an empty team, rank -1), said once per function.
+ */
+static void no_device_runtime(struct shim_comm *h, const char *fn, const char *answer)
+{
+    if (first_warning(3, fn))
+        shim_warn(h->ipc ? "ipc-comm-call" : "dropped-comm-call",
+                  "%s on communicator %s (rank %d of %d), which this shim %s: it has no NCCL device runtime, so "
+                  "the call returns %s, as NCCL does when it cannot build one; pass this communicator through "
+                  "(NCCLSHIM_WEIGHT_UPDATE=passthrough) if the application uses NCCL's device API",
+                  fn, h->group, h->rank, h->nranks, h->ipc ? "runs over CUDA IPC" : "dropped", answer);
+}
+
+ncclTeam_t vcomm_ncclTeamWorld(ncclComm_t comm)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    return (ncclTeam_t){ h->nranks, h->rank, 1 };
+}
+
+ncclTeam_t vcomm_ncclTeamLsa(ncclComm_t comm)
+{
+    no_device_runtime((struct shim_comm *)comm, "ncclTeamLsa", "an empty team");
+    return NCCL_TEAM_NONE;
+}
+
+ncclTeam_t vcomm_ncclTeamRail(ncclComm_t comm)
+{
+    no_device_runtime((struct shim_comm *)comm, "ncclTeamRail", "an empty team");
+    return NCCL_TEAM_NONE;
+}
+
+/* NCCL's own arithmetic (src/nccl_device/core.cc): no runtime needed. */
+int vcomm_ncclTeamRankToWorld(ncclComm_t comm, ncclTeam_t team, int rank)
+{
+    return ((struct shim_comm *)comm)->rank + (rank - team.rank) * team.stride;
+}
+
+int vcomm_ncclTeamRankToLsa(ncclComm_t comm, ncclTeam_t team, int rank)
+{
+    (void)team;
+    (void)rank;
+    no_device_runtime((struct shim_comm *)comm, "ncclTeamRankToLsa", "-1");
+    return -1;
+}
+
+/*
+ * NCCL 2.29's properties: rank, size and device as the communicator has
+ * them, and no device API (so that a caller that asks before it builds a
+ * device communicator takes its other path).  NCCL's rules: an uninitialised
+ * struct is refused, the fields after multimemSupport are filled only for a
+ * version above 2.29.3, and only what the caller's struct holds is written.
+ * nvmlDev is -1: the shim has no NVML to map the CUDA device.
+ */
+ncclResult_t vcomm_ncclCommQueryProperties(ncclComm_t comm, ncclCommProperties_t *props)
+{
+    struct shim_comm *h = (struct shim_comm *)comm;
+    if (!props)
+        return ncclInvalidArgument;
+    if (props->magic != NCCL_API_MAGIC || props->size < offsetof(ncclCommProperties_t, rank))
+        return ncclInvalidUsage;
+    ncclCommProperties_t p = { .rank = h->rank, .nRanks = h->nranks, .cudaDev = h->cuda_device, .nvmlDev = -1,
+                               .ginType = ncclGinTypeNone, .railedGinType = ncclGinTypeNone };
+    size_t end = props->version >= NCCL_COMM_PROPERTIES_V2 ? sizeof(p) : offsetof(ncclCommProperties_t, ginType);
+    if (end > props->size)
+        end = props->size;
+    size_t from = offsetof(ncclCommProperties_t, rank);
+    if (end > from)
+        memcpy((char *)props + from, (const char *)&p + from, end - from);
     return ncclSuccess;
 }

@@ -16,6 +16,8 @@
         return _Generic((ret)0, const char *: "ncclshim: not supported on a dropped communicator", \
                         default: vcomm_unsupported((struct shim_comm *)comm, #name));              \
     }
+/* (each has its answer in vcomm.c: no error can be returned for them) */
+#define NCCL_COMM_VALUE(ret, name, params, args, failed)
 #define NCCL_DATA(name, op, params, args, count, dtype)                                            \
     __attribute__((weak)) ncclResult_t vcomm_##name params                                         \
     {                                                                                              \

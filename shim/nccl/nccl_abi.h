@@ -49,37 +49,25 @@ typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarRes
 
 /*
  * ncclConfig_t grows with NCCL versions; callers fill `size` and `version`.
- * The shim reads a field only when `size` says the caller's struct has it.
- * Layout of NCCL 2.30 (ncclConfig_v23000); older versions are prefixes
- * (tests/t/09-abi.t checks every header we have: 2.18, 2.28, 2.29, 2.30).
- * NCCL copies min(size, its own sizeof) bytes, so a larger config is safe
- * on an older NCCL.
+ * Its fields are listed once, with the release that added each and the
+ * version from which NCCL honours it, in nccl_config.def (laid out here;
+ * read by shim/nccl/nccl_config.c).  Layout of NCCL 2.30.7; older versions
+ * are prefixes (tests/t/09-abi.t checks every header we have).  NCCL copies
+ * min(size, its own sizeof) bytes, so a larger config is safe on an older
+ * NCCL, and then resets every field whose release is newer than the
+ * config's `version`.
  */
 #define NCCL_ABI_VERSION 23007          /* the nccl.h this layout is taken from */
 #define NCCL_CONFIG_MAGIC 0xcafebeefu
 #define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
+#define NCCL_CONFIG_INT int
+#define NCCL_CONFIG_STR const char *
 typedef struct {
     size_t size;
     unsigned int magic;
     unsigned int version;
-    int blocking;
-    int cgaClusterSize;
-    int minCTAs;
-    int maxCTAs;
-    const char *netName;
-    int splitShare;
-    int trafficClass;
-    const char *commName;
-    int collnetEnable;
-    int CTAPolicy;
-    int shrinkShare;
-    int nvlsCTAs;
-    int nChannelsPerNetPeer;            /* 2.28 */
-    int nvlinkCentricSched;
-    int graphUsageMode;                 /* 2.29 */
-    int numRmaCtx;
-    int maxP2pPeers;                    /* 2.30 */
-    int graphStreamOrdering;
+#define NCCL_CONFIG_FIELD(name, kind, added, honoured) NCCL_CONFIG_##kind name;
+#include "nccl_config.def"
 } ncclConfig_t;
 
 typedef struct {
@@ -96,6 +84,32 @@ typedef struct ncclDevComm ncclDevComm_t;
 typedef struct ncclGinBarrierHandle ncclGinBarrierHandle_t;
 typedef struct ncclDevResourceRequirements ncclDevResourceRequirements_t;
 typedef struct { int nRanks, rank, stride; } ncclTeam_t;
+/* What NCCL's team functions answer when they cannot compute a team (a
+ * communicator without a device runtime): NCCL returns ncclTeam_t{}. */
+#define NCCL_TEAM_NONE ((ncclTeam_t){ 0, 0, 0 })
+
+/* NCCL 2.29's ncclCommQueryProperties (nccl_device/core.h): `size`, `magic`
+ * and `version` as in ncclConfig_t (NCCL_COMM_PROPERTIES_INITIALIZER);
+ * NCCL fills the fields after nvmlDev... multimemSupport for every version
+ * and the rest only for a version above 2.29.3.  Layout of 2.30.7. */
+#define NCCL_API_MAGIC NCCL_CONFIG_MAGIC
+typedef enum { ncclGinTypeNone = 0, ncclGinTypeProxy = 2, ncclGinTypeGdaki = 3, ncclGinTypeGpi = 4 } ncclGinType_t;
+typedef struct {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    int rank;
+    int nRanks;
+    int cudaDev;
+    int nvmlDev;
+    _Bool deviceApiSupport;
+    _Bool multimemSupport;
+    ncclGinType_t ginType;
+    int nLsaTeams;
+    _Bool hostRmaSupport;
+    ncclGinType_t railedGinType;
+} ncclCommProperties_t;
+#define NCCL_COMM_PROPERTIES_V2 22904   /* the first version whose properties carry ginType and after */
 
 /* NCCL 2.29: suspend/resume, memory statistics, signals; 2.30: parameters. */
 #define NCCL_SUSPEND_MEM 0x01

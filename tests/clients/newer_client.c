@@ -155,6 +155,15 @@ static void scenario_nccl(void)
     ncclWaitSignalDesc_t desc = { 1, 0, 0, 0 };
     CHECK(A.ncclWaitSignal(1, &desc, comm, NULL) == ncclSuccess, "ncclWaitSignal");
     CHECK(A.ncclCommWindowDeregister(comm, win) == ncclSuccess, "ncclCommWindowDeregister");
+    ncclTeam_t w = A.ncclTeamWorld(comm), l = A.ncclTeamLsa(comm), rl = A.ncclTeamRail(comm);
+    CHECK(w.nRanks == 1 && w.rank == 0 && w.stride == 1 && l.nRanks == 1 && rl.nRanks == 1,
+          "NCCL's teams of its own communicator: world %d,%d,%d, lsa %d,%d,%d, rail %d,%d,%d", w.nRanks, w.rank,
+          w.stride, l.nRanks, l.rank, l.stride, rl.nRanks, rl.rank, rl.stride);
+    CHECK(A.ncclTeamRankToWorld(comm, w, 0) == 0 && A.ncclTeamRankToLsa(comm, l, 0) == 0,
+          "ncclTeamRankToWorld and ncclTeamRankToLsa reach NCCL");
+    ncclCommProperties_t props = { sizeof(props), NCCL_API_MAGIC, 23007, -9, -9, -9, -9, 1, 1, 9, 9, 1, 9 };
+    CHECK(A.ncclCommQueryProperties(comm, &props) == ncclSuccess && props.rank == 0 && props.nRanks == 1,
+          "ncclCommQueryProperties reaches NCCL (rank %d of %d)", props.rank, props.nRanks);
     ncclParamHandle_t ph = NULL;
     const char *str = NULL;
     CHECK(A.ncclParamBind(&ph, "NCCL_NET") == ncclSuccess && A.ncclParamGetStr(ph, &str) == ncclSuccess && str,
@@ -193,6 +202,27 @@ static void scenario_shim(void)
               A.ncclSignal(0, 0, 0, 0, comm, NULL) == ncclInvalidUsage &&
               A.ncclWaitSignal(1, &desc, comm, NULL) == ncclInvalidUsage,
           "dropped: window and signal calls refused with ncclInvalidUsage");
+    /* The device API's host functions: answered, never forwarded (NCCL would
+     * read the handle at its own offsets, and Lsa and Rail write into it). */
+    ncclTeam_t w = A.ncclTeamWorld(comm), l = A.ncclTeamLsa(comm), rl = A.ncclTeamRail(comm);
+    CHECK(w.nRanks == 1 && w.rank == 0 && w.stride == 1, "dropped: ncclTeamWorld is the world team (%d,%d,%d)",
+          w.nRanks, w.rank, w.stride);
+    CHECK(!l.nRanks && !l.rank && !l.stride && !rl.nRanks && !rl.rank && !rl.stride,
+          "dropped: ncclTeamLsa and ncclTeamRail give NCCL's empty team (no device runtime)");
+    CHECK(A.ncclTeamRankToWorld(comm, w, 0) == 0 && A.ncclTeamRankToLsa(comm, w, 0) == -1,
+          "dropped: ncclTeamRankToWorld computed, ncclTeamRankToLsa -1");
+    ncclCommProperties_t props = { sizeof(props), NCCL_API_MAGIC, 23007, -9, -9, -9, -9, 1, 1, 9, 9, 1, 9 };
+    CHECK(A.ncclCommQueryProperties(comm, &props) == ncclSuccess && props.rank == 0 && props.nRanks == 1 &&
+              props.nvmlDev == -1 && !props.deviceApiSupport && !props.multimemSupport &&
+              props.ginType == ncclGinTypeNone && props.railedGinType == ncclGinTypeNone && !props.hostRmaSupport,
+          "dropped: ncclCommQueryProperties answered: rank 0 of 1, no device API, no GIN");
+    ncclCommProperties_t old = { sizeof(props), NCCL_API_MAGIC, 22902, -9, -9, -9, -9, 1, 1, 9, 9, 1, 9 };
+    CHECK(A.ncclCommQueryProperties(comm, &old) == ncclSuccess && old.rank == 0 && old.ginType == 9 &&
+              old.nLsaTeams == 9 && old.railedGinType == 9,
+          "dropped: a 2.29.2 properties struct gets only the fields NCCL fills for that version");
+    ncclCommProperties_t raw = { sizeof(props), 0, 23007, -9, -9, -9, -9, 1, 1, 9, 9, 1, 9 };
+    CHECK(A.ncclCommQueryProperties(comm, &raw) == ncclInvalidUsage && raw.rank == -9,
+          "dropped: an uninitialised properties struct is refused, as NCCL refuses it");
     int n = -1;
     /* Not in the shim's table: the documented limit of shim-only handles
      * (docs/design.md).  The fake NCCL rejects the pointer; a real one would not. */

@@ -32,12 +32,14 @@
  *                                  first 8 bytes> idtail=<1 if bytes 64..127
  *                                  are all zero, 0 if any is not>
  *                 ncclConfig_t *   config=<ptr> netName=<string or (null)>
- *                                  blocking=<int or (null)>; the fields are
- *                                  (null) when config is NULL, has a wrong
- *                                  magic, or a size too small to hold them;
- *                                  then ctas=<minCTAs>,<maxCTAs> and
- *                                  perpeer=<nChannelsPerNetPeer>, each only
- *                                  where the config holds it
+ *                                  blocking=<int or (null)> as NCCL reads
+ *                                  them (parse_config: a field the config's
+ *                                  size does not hold, or its version is too
+ *                                  old for, is NCCL's default); (null) when
+ *                                  config is NULL or has a wrong magic; then
+ *                                  ver=<version> and, where NCCL reads them,
+ *                                  ctas=<minCTAs>,<maxCTAs> and
+ *                                  perpeer=<nChannelsPerNetPeer>
  *                 ncclTeam_t       team=<nRanks>,<rank>,<stride>
  *   outputs     after the arguments, on success, as *<param>=<value>:
  *                 *newcomm=0x..  *comms=0x..,0x..  *count=1  *rank=0
@@ -214,8 +216,14 @@ static void line_end_string(struct line *L, const char *s)
     line_write(L);
 }
 
+static void line_end_team(struct line *L, ncclTeam_t t)
+{
+    line_add(L, " -> %d,%d,%d", t.nRanks, t.rank, t.stride);
+    line_write(L);
+}
+
 #define line_end(L, r) \
-    _Generic((r), const char *: line_end_string, default: line_end_result)(L, r)
+    _Generic((r), const char *: line_end_string, ncclTeam_t: line_end_team, default: line_end_result)(L, r)
 
 /* One argument each; the key is the parameter's name in nccl_api.def. */
 static void log_int(struct line *L, const char *key, int v) { line_add(L, " %s=%d", key, v); }
@@ -253,25 +261,92 @@ static void log_id(struct line *L, const char *key, ncclUniqueId id)
 
 static int config_ok(const ncclConfig_t *c) { return c->magic == NCCL_CONFIG_MAGIC; }
 
+/* This release's ncclConfig_t: the fields its nccl.h declares, the rest of
+ * ours beyond its sizeof. */
+#if FAKE_VERSION >= 23005
+#define FAKE_CONFIG_END (offsetof(ncclConfig_t, graphStreamOrdering) + sizeof(int))
+#elif FAKE_VERSION >= 22800
+#define FAKE_CONFIG_END (offsetof(ncclConfig_t, nvlinkCentricSched) + sizeof(int))
+#else
+#define FAKE_CONFIG_END (offsetof(ncclConfig_t, splitShare) + sizeof(int))
+#endif
+
+/*
+ * What NCCL makes of a caller's config, as parseCommConfig (init.cc) does:
+ * it copies min(size, its own sizeof) bytes over NCCL_CONFIG_INITIALIZER,
+ * then sets every field back to its default where the config's `version` is
+ * older than the release that introduced the field; `size` decides nothing
+ * more.  Written out by hand from NCCL's source (v2.18.6 to v2.30.7), not
+ * from the shim's table (shim/nccl/nccl_config.def), so that the tests hold
+ * the table to what NCCL does.
+ */
+static void parse_config(const ncclConfig_t *in, ncclConfig_t *out)
+{
+    ncclConfig_t d;
+    memset(&d, 0, sizeof d);
+    d.cgaClusterSize = d.minCTAs = d.maxCTAs = d.blocking = d.splitShare = d.trafficClass = NCCL_CONFIG_UNDEF_INT;
+    d.collnetEnable = d.CTAPolicy = d.shrinkShare = d.nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
+    d.nChannelsPerNetPeer = d.nvlinkCentricSched = d.graphUsageMode = d.numRmaCtx = NCCL_CONFIG_UNDEF_INT;
+    d.maxP2pPeers = d.graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
+    *out = d;
+    size_t n = in->size < FAKE_CONFIG_END ? in->size : FAKE_CONFIG_END;
+    memcpy(out, in, n);
+    unsigned v = out->version;
+    if (v < 21400)
+        out->blocking = d.blocking;
+    if (v < 21700) {
+        out->cgaClusterSize = d.cgaClusterSize;
+        out->minCTAs = d.minCTAs;
+        out->maxCTAs = d.maxCTAs;
+        out->netName = d.netName;
+    }
+    if (v < 22500)
+        out->trafficClass = d.trafficClass;
+    if (v < 22700) {
+        out->collnetEnable = d.collnetEnable;
+        out->CTAPolicy = d.CTAPolicy;
+        out->shrinkShare = d.shrinkShare;
+        out->nvlsCTAs = d.nvlsCTAs;
+    }
+    if (v < 22800) {
+        out->nChannelsPerNetPeer = d.nChannelsPerNetPeer;
+        out->nvlinkCentricSched = d.nvlinkCentricSched;
+    }
+    if (v < 22900) {
+        out->graphUsageMode = d.graphUsageMode;
+        out->numRmaCtx = d.numRmaCtx;
+    }
+    if (v < 23000)
+        out->maxP2pPeers = d.maxP2pPeers;
+    if (v < 23005)
+        out->graphStreamOrdering = d.graphStreamOrdering;
+}
+
+/* netName, blocking, the channel bounds and nChannelsPerNetPeer as NCCL
+ * reads them (parse_config), so that a field the caller set but NCCL
+ * ignores for its version shows as unset; `cfg=` then every field as the
+ * caller passed it, for a 2.29+ config. */
 static void log_config(struct line *L, const char *key, ncclConfig_t *c)
 {
     log_ptr(L, key, c);
-    if (c && config_ok(c) && CFG_HAS(c, netName))
-        line_add(L, " netName=%s", c->netName ? c->netName : "(null)");
-    else
-        line_add(L, " netName=(null)");
-    if (c && config_ok(c) && CFG_HAS(c, blocking))
-        line_add(L, " blocking=%d", c->blocking);
+    if (!c || !config_ok(c)) {
+        line_add(L, " netName=(null) blocking=(null)");
+        return;
+    }
+    ncclConfig_t p;
+    parse_config(c, &p);
+    line_add(L, " netName=%s", p.netName ? p.netName : "(null)");
+    if (p.blocking != NCCL_CONFIG_UNDEF_INT)
+        line_add(L, " blocking=%d", p.blocking);
     else
         line_add(L, " blocking=(null)");
-    /* The channel bounds (frugal's): minCTAs,maxCTAs and nChannelsPerNetPeer, where the config has them. */
-    if (c && config_ok(c) && CFG_HAS(c, maxCTAs))
-        line_add(L, " ctas=%d,%d", c->minCTAs, c->maxCTAs);
-    if (c && config_ok(c) && CFG_HAS(c, nChannelsPerNetPeer))
-        line_add(L, " perpeer=%d", c->nChannelsPerNetPeer);
-    /* A 2.29+ caller's config: every field as NCCL got it (size, version,
-     * then the ints and commName in declaration order). */
-    if (c && config_ok(c) && c->version >= 22900 && CFG_HAS(c, graphStreamOrdering))
+    line_add(L, " ver=%u", c->version);
+    /* The channel bounds (frugal's), where NCCL reads them. */
+    if (p.minCTAs != NCCL_CONFIG_UNDEF_INT || p.maxCTAs != NCCL_CONFIG_UNDEF_INT)
+        line_add(L, " ctas=%d,%d", p.minCTAs, p.maxCTAs);
+    if (p.nChannelsPerNetPeer != NCCL_CONFIG_UNDEF_INT)
+        line_add(L, " perpeer=%d", p.nChannelsPerNetPeer);
+    if (c->version >= 22900 && CFG_HAS(c, graphStreamOrdering))
         line_add(L, " cfg=%zu,%u,%d,%d,%d,%d,%d,%d,%s,%d,%d,%d,%d,%d,%d,%d,%d,%d,%d", c->size, c->version,
                  c->cgaClusterSize, c->minCTAs, c->maxCTAs, c->splitShare, c->trafficClass,
                  c->collnetEnable, c->commName ? c->commName : "(null)", c->CTAPolicy, c->shrinkShare,
@@ -452,9 +527,11 @@ static struct ncclComm *comm_new(int rank, int nranks, int device, const void *i
 /* blocking as the config gives it: 1 unless a valid config says 0 */
 static int config_blocking(const ncclConfig_t *config)
 {
-    if (!config || !CFG_HAS(config, blocking) || config->blocking == NCCL_CONFIG_UNDEF_INT)
+    if (!config || !config_ok(config))
         return 1;
-    return config->blocking != 0;
+    ncclConfig_t p;
+    parse_config(config, &p);
+    return p.blocking == NCCL_CONFIG_UNDEF_INT || p.blocking != 0;
 }
 
 /* A comm made under a non-blocking config starts "in progress". */
@@ -477,9 +554,10 @@ static ncclResult_t comm_publish(struct ncclComm *c, const ncclConfig_t *config)
 static void log_net(struct line *L, const ncclConfig_t *config)
 {
     const char *env = getenv("NCCL_NET");
-    const char *net = env ? env
-                      : (config && config_ok(config) && CFG_HAS(config, netName) && config->netName)
-                          ? config->netName : "default";
+    ncclConfig_t p = { 0 };
+    if (config && config_ok(config))
+        parse_config(config, &p);
+    const char *net = env ? env : p.netName ? p.netName : "default";
     line_add(L, " net=%s", net);
 }
 
@@ -1045,6 +1123,47 @@ IMPL ncclResult_t impl_ncclGinBarrierCreateRequirement(struct line *L, ncclComm_
     return ncclSuccess;
 }
 
+/*
+ * The team API's host side (2.28).  A communicator this library did not make
+ * gets NCCL's answer for a failure (an empty team, rank -1) and INVALID-COMM
+ * in the log: where real NCCL reads (and for Lsa and Rail writes) whatever
+ * the pointer points at.  All ranks of a fake communicator are one LSA team
+ * (one NVLink domain): Rail is then the team of one rank per LSA team.
+ */
+IMPL ncclTeam_t impl_ncclTeamWorld(struct line *L, ncclComm_t comm)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return NCCL_TEAM_NONE;
+    return (ncclTeam_t){ c.nranks, c.rank, 1 };
+}
+
+IMPL ncclTeam_t impl_ncclTeamLsa(struct line *L, ncclComm_t comm)
+{
+    return impl_ncclTeamWorld(L, comm);
+}
+
+IMPL ncclTeam_t impl_ncclTeamRail(struct line *L, ncclComm_t comm)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return NCCL_TEAM_NONE;
+    return (ncclTeam_t){ 1, 0, c.nranks };
+}
+
+IMPL int impl_ncclTeamRankToWorld(struct line *L, ncclComm_t comm, ncclTeam_t team, int rank)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return -1;
+    return c.rank + (rank - team.rank) * team.stride;
+}
+
+IMPL int impl_ncclTeamRankToLsa(struct line *L, ncclComm_t comm, ncclTeam_t team, int rank)
+{
+    return impl_ncclTeamRankToWorld(L, comm, team, rank); /* lsaSelf == rank: one LSA team */
+}
+
 /* ------------------------------------------------------------------------
  * NCCL 2.29: grow, suspend/resume, memory statistics, windows' user
  * pointers and signals.  Each checks that the communicator is one this
@@ -1054,6 +1173,35 @@ IMPL ncclResult_t impl_ncclGinBarrierCreateRequirement(struct line *L, ncclComm_
 static ncclResult_t data_check(struct line *L, ncclComm_t comm, ncclDataType_t datatype, int checkOp, ncclRedOp_t op,
                                int checkRoot, int root, struct ncclComm *c);
 #define FAKE_PERSIST_BYTES (8u << 20)
+
+/* 2.29's properties, filled as NCCL fills them (src/dev_runtime.cc): an
+ * uninitialised struct refused, ginType and after only for a version above
+ * 2.29.3; no device API here, so deviceApiSupport is 0. */
+IMPL ncclResult_t impl_ncclCommQueryProperties(struct line *L, ncclComm_t comm, ncclCommProperties_t *props)
+{
+    struct ncclComm c;
+    if (!comm_snapshot(L, comm, &c))
+        return fail(ncclInvalidArgument, "invalid communicator");
+    if (!props)
+        return fail(ncclInvalidArgument, "props is NULL");
+    if (props->magic != NCCL_API_MAGIC)
+        return fail(ncclInvalidUsage, "props not made with NCCL_COMM_PROPERTIES_INITIALIZER");
+    props->rank = c.rank;
+    props->nRanks = c.nranks;
+    props->cudaDev = c.device;
+    props->nvmlDev = c.device;
+    props->deviceApiSupport = 0;
+    props->multimemSupport = 0;
+    if (props->version >= NCCL_COMM_PROPERTIES_V2) {
+        props->ginType = (ncclGinType_t)env_long("FAKE_NCCL_GIN_TYPE", ncclGinTypeNone);
+        props->railedGinType = props->ginType;
+        props->nLsaTeams = 1;
+        props->hostRmaSupport = 0;
+    }
+    line_add(L, " *props=%d,%d,%d,%d", props->rank, props->nRanks, props->cudaDev,
+             props->version >= NCCL_COMM_PROPERTIES_V2 ? (int)props->ginType : -1);
+    return ncclSuccess;
+}
 
 IMPL ncclResult_t impl_ncclCommGetUniqueId(struct line *L, ncclComm_t comm, ncclUniqueId *uniqueId)
 {

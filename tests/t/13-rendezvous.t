@@ -491,13 +491,13 @@ holder.release()
 holder.wait()
 ok([x for x in records(d + "/rec") if x.get("type") == "rendezvous_expired"], "and an expiry record says so")
 
-# 19. Veto: a rank whose NCCL predates netName cannot set socket up: passthrough for all.
+# 19. Veto: a rank whose NCCL predates netName (2.17's config) cannot set socket up: passthrough for all.
 d, procs, ids = scenario("veto", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"},
-                         lambda r: dict(roles(1)(r), **({"FAKE_NCCL_VERSION": "21304"} if r == 1 else {})))
+                         lambda r: dict(roles(1)(r), **({"FAKE_NCCL_VERSION": "21605"} if r == 1 else {})))
 cr = comm_records(d)
 ok(len(cr) == 2 and all(c["action"] == "passthrough" and "rank 1 could not set up socket" in c["action_reason"]
-                        and "2.14" in c["action_reason"] for c in cr),
-   "a rank that vetoes socket (NCCL 2.13): passthrough for all, with its reason", cr)
+                        and "ncclConfig_t.netName (NCCL 2.17 or later" in c["action_reason"] for c in cr),
+   "a rank that vetoes socket (NCCL 2.16, whose config has no netName): passthrough for all, with its reason", cr)
 dr = decision_records(d)
 ok(all(c["decision"]["rounds"] == 1 for c in cr) and len(dr) == 1 and dr[0]["rounds"] == 1
    and dr[0]["action"] == "passthrough" and dr[0]["action_reason"] == cr[0]["action_reason"],

@@ -40,7 +40,7 @@ for how in linked dlopen; do
     done
 done
 init=$(grep ncclCommInitRankConfig "$TMP/linked-socket/fake.log")
-like "$init" 'netName=Socket blocking=1 ctas=3,5 perpeer=8 cfg=96,23007,2,3,5,1,6,0,newer,1,1,7,8,1,1,9,10,0,1 ' \
+like "$init" 'netName=Socket blocking=1 ver=23007 ctas=3,5 perpeer=8 cfg=96,23007,2,3,5,1,6,0,newer,1,1,7,8,1,1,9,10,0,1 ' \
     "socket: NCCL got the caller's 2.30 config with every field kept, netName Socket"
 like "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.net, .net_by]')" \
     '^\["Socket","the socket action: config netName \\"Socket\\""\]$' "socket: the record says which network NCCL was told, and why"
@@ -56,8 +56,10 @@ for how in linked dlopen; do
     NCCLSHIM_RULES='nranks=1:drop' run $d "${client[@]}" shim
     is "$(cat "$TMP/$d/rc")" 0 "$how, drop: the client's expectations hold"
     import_checks "$TMP/$d/out"
-    is "$(grep -c -E 'ncclComm(Init|Suspend|Resume|MemStats|GetUniqueId|Grow)|ncclWinGetUserPtr|Signal' "$TMP/$d/fake.log")" 0 \
-        "$how, drop: none of the table's calls reached NCCL"
+    is "$(grep -c -E 'ncclComm(Init|Suspend|Resume|MemStats|GetUniqueId|Grow|QueryProperties)|ncclWinGetUserPtr|Signal|ncclTeam' "$TMP/$d/fake.log")" 0 \
+        "$how, drop: none of the table's calls reached NCCL (the device API's team functions and properties included)"
+    like "$(cat "$TMP/$d/err")" 'ncclTeamLsa on communicator .* no NCCL device runtime' \
+        "$how, drop: the empty LSA team is reported, once, naming why"
     like "$(cat "$TMP/$d/err")" 'ncclCommGrow on communicator .* which this shim dropped' \
         "$how, drop: a refused grow is reported, naming the action"
     like "$(cat "$TMP/$d/err")" 'ncclCommCount on a communicator .* already destroyed' \
