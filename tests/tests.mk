@@ -33,7 +33,7 @@ tests/bin/fork_client: tests/clients/fork_client.c
 
 # One rank of the multi-process rendezvous tests (tests/t/13-rendezvous.t).
 tests-bin: tests/bin/rank_client
-tests/bin/rank_client: tests/clients/rank_client.c tests/clients/client_util.h shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/rank_client: tests/clients/rank_client.c tests/clients/client_util.h shim/nccl/nccl_config.def shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< shim/ipc/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
@@ -108,3 +108,9 @@ tests-bin: tests/bin/test_fabric
 tests/bin/test_fabric: tests/unit/test_fabric.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c shim/comm/fabric_probe.c shim/comm/fabric_probe.h $(wildcard policy/*.h)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_fabric.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c shim/comm/fabric_probe.c -lpthread
+
+# ncclConfig_t by its field table (tests/t/36-config.t).
+tests-bin: tests/bin/test_config
+tests/bin/test_config: tests/unit/test_config.c shim/nccl/nccl_config.c shim/nccl/nccl_config.h shim/nccl/nccl_config.def shim/nccl/nccl_abi.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_config.c shim/nccl/nccl_config.c

@@ -1,8 +1,17 @@
 /* Prints the layout of NCCL's ABI types: built once with the shim's own
  * declarations (-DABI_AS=<version code>: only what that release has) and once
- * (-DREAL_NCCL_H) with a real nccl.h; 09-abi.t compares, for every header. */
+ * (-DREAL_NCCL_H) with a real nccl.h, as C++ with its nccl_device.h where it
+ * has one (-DREAL_NCCL_DEVICE); 09-abi.t compares, for every header, and
+ * gives both -DDEVICE_TYPES where the device API's types can be compared.
+ * ncclConfig_t's fields come from the shim's table (shim/nccl/nccl_config.def):
+ * 09-abi.t turns it into config_fields.inc, one `#if added <= V` block each, so
+ * that a field the table gives the wrong release, or lacks, shows as a
+ * difference (or an error) for some header. */
 #ifdef REAL_NCCL_H
 #include <nccl.h>
+#ifdef REAL_NCCL_DEVICE
+#include <nccl_device.h>
+#endif
 #define V NCCL_VERSION_CODE
 #define CONFIG_BYTES sizeof(ncclConfig_t)
 #else
@@ -17,6 +26,7 @@ static size_t last_end;
 #define F(f)                                                                                      \
     printf("ncclConfig_t.%s %zu %zu\n", #f, offsetof(ncclConfig_t, f), sizeof(((ncclConfig_t *)0)->f)); \
     last_end = offsetof(ncclConfig_t, f) + sizeof(((ncclConfig_t *)0)->f);
+#define P(T, f) printf(#T ".%s %zu %zu\n", #f, offsetof(T, f), sizeof(((T *)0)->f));
 int main(void)
 {
     printf("ncclUniqueId %zu\nncclInProgress %d\nncclNumOps %d\n", sizeof(ncclUniqueId), (int)ncclInProgress,
@@ -30,17 +40,8 @@ int main(void)
 #if V >= 23000
     printf("ncclTimeout %d\nncclNumResults %d\n", (int)ncclTimeout, (int)ncclNumResults);
 #endif
-    F(size) F(magic) F(version) F(blocking) F(cgaClusterSize) F(minCTAs) F(maxCTAs) F(netName) F(splitShare)
-#if V >= 22800
-    F(trafficClass) F(commName) F(collnetEnable) F(CTAPolicy) F(shrinkShare) F(nvlsCTAs) F(nChannelsPerNetPeer)
-    F(nvlinkCentricSched)
-#endif
-#if V >= 22900
-    F(graphUsageMode) F(numRmaCtx)
-#endif
-#if V >= 23000
-    F(maxP2pPeers) F(graphStreamOrdering)
-#endif
+    F(size) F(magic) F(version)
+#include "config_fields.inc"
     printf("ncclConfig_t %zu\n", (size_t)CONFIG_BYTES);
 #if V >= 22200
     printf("ncclSimInfo_t %zu\n", sizeof(ncclSimInfo_t));
@@ -52,6 +53,20 @@ int main(void)
     printf("ncclCommMemStat_t %d %d %d %d %zu\nNCCL_SUSPEND_MEM %d\n", (int)ncclStatGpuMemSuspend,
            (int)ncclStatGpuMemSuspended, (int)ncclStatGpuMemPersist, (int)ncclStatGpuMemTotal,
            sizeof(ncclCommMemStat_t), NCCL_SUSPEND_MEM);
+#endif
+    /* The device API's types the shim answers with (nccl_device/core.h). */
+#if V >= 22800 && defined(DEVICE_TYPES)
+    printf("ncclTeam_t %zu\n", sizeof(ncclTeam_t));
+    P(ncclTeam_t, nRanks) P(ncclTeam_t, rank) P(ncclTeam_t, stride)
+#endif
+#if V >= 22900 && defined(DEVICE_TYPES)
+    printf("ncclCommProperties_t %zu\n", sizeof(ncclCommProperties_t));
+    P(ncclCommProperties_t, size) P(ncclCommProperties_t, magic) P(ncclCommProperties_t, version)
+    P(ncclCommProperties_t, rank) P(ncclCommProperties_t, nRanks) P(ncclCommProperties_t, cudaDev)
+    P(ncclCommProperties_t, nvmlDev) P(ncclCommProperties_t, deviceApiSupport)
+    P(ncclCommProperties_t, multimemSupport) P(ncclCommProperties_t, ginType) P(ncclCommProperties_t, nLsaTeams)
+    P(ncclCommProperties_t, hostRmaSupport) P(ncclCommProperties_t, railedGinType)
+    printf("NCCL_API_MAGIC %u\n", (unsigned)NCCL_API_MAGIC);
 #endif
     return 0;
 }

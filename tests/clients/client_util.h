@@ -38,6 +38,23 @@ static inline void client_config(ncclConfig_t *cfg, int blocking)
     cfg->graphUsageMode = cfg->numRmaCtx = cfg->maxP2pPeers = cfg->graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
 }
 
+/* The config an application built with release `version`'s nccl.h makes
+ * with NCCL_CONFIG_INITIALIZER (and blocking=1): that header's sizeof, its
+ * version, every field it has undefined, nothing beyond (the shim's field
+ * table, shim/nccl/nccl_config.def, says which release added which). */
+static inline void client_config_of(ncclConfig_t *cfg, unsigned version)
+{
+    size_t end = offsetof(ncclConfig_t, blocking);
+    client_config(cfg, 1);
+#define NCCL_CONFIG_FIELD(name, kind, added, honoured)                                             \
+    if ((added) <= version && offsetof(ncclConfig_t, name) + sizeof(cfg->name) > end)              \
+        end = offsetof(ncclConfig_t, name) + sizeof(cfg->name);
+#include "nccl_config.def"
+    cfg->size = (end + _Alignof(ncclConfig_t) - 1) / _Alignof(ncclConfig_t) * _Alignof(ncclConfig_t);
+    cfg->version = version;
+    memset((char *)cfg + cfg->size, 0xa5, sizeof(*cfg) - cfg->size); /* nobody may read past size */
+}
+
 /* "ID <hex>" on stdout. */
 static inline void id_print(const ncclUniqueId *id)
 {

@@ -12,6 +12,9 @@
  *       rank RANK of each ID's communicator.
  *
  *   options: fn=initrank|config|scalable  delay_ms=N (before the inits)
+ *            cfgver=V (fn=config/scalable: the config as NCCL_CONFIG_INITIALIZER
+ *            of release V's nccl.h makes it: that release's size and version,
+ *            every field it has undefined, blocking=1)
  *            ops=N (AllReduce + Broadcast pairs on each comm)
  *            allapi=1 (call every function that takes a communicator)
  *            suspend=1 (NCCL 2.29's ncclCommSuspend, MemStats and Resume, looked up
@@ -73,7 +76,7 @@
 
 #define MAX_IDS 16
 
-static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend;
+static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend, g_cfgver;
 static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
 static enum { VMMTEST_NONE, VMMTEST_FORGET, VMMTEST_REMAP, VMMTEST_ALIAS, VMMTEST_FRESH } g_vmmtest;
 static void *g_cuda;                    /* the fake libcuda, if the test gives it */
@@ -1048,6 +1051,8 @@ static void *run_one(void *arg)
     ncclResult_t rc;
     ncclConfig_t cfg;
     client_config(&cfg, 1);
+    if (g_cfgver)
+        client_config_of(&cfg, (unsigned)g_cfgver);
     if (g_fn == FN_CONFIG)
         rc = ncclCommInitRankConfig(&comm, g_nranks, g_ids[i], g_rank, &cfg);
     else if (g_fn == FN_SCALABLE)
@@ -1108,6 +1113,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
         if (strncmp(argv[i], "fn=", 3) == 0)
             g_fn = strcmp(argv[i] + 3, "config") == 0 ? FN_CONFIG
                  : strcmp(argv[i] + 3, "scalable") == 0 ? FN_SCALABLE : FN_INITRANK;
+        else if (strncmp(argv[i], "cfgver=", 7) == 0)
+            g_cfgver = atoi(argv[i] + 7);
         else if (strncmp(argv[i], "delay_ms=", 9) == 0)
             *delay_ms = atoi(argv[i] + 9);
         else if (strncmp(argv[i], "ops=", 4) == 0)

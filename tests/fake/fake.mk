@@ -12,7 +12,7 @@ CFLAGS ?= -O2 -g
 
 FAKE_DIR := tests/fake
 FAKE_SRC := $(FAKE_DIR)/fake_nccl.c
-FAKE_DEPS := $(FAKE_SRC) shim/nccl/nccl_abi.h shim/nccl/nccl_api.def $(FAKE_DIR)/fake.mk
+FAKE_DEPS := $(FAKE_SRC) shim/nccl/nccl_abi.h shim/nccl/nccl_config.def shim/nccl/nccl_api.def $(FAKE_DIR)/fake.mk
 FAKE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -Ishim/nccl
 FAKE_LDFLAGS := -shared -Wl,-soname,libnccl.so.2 -Wl,--no-undefined
 FAKE_LIBS := -ldl -lpthread

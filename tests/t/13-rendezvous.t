@@ -263,6 +263,55 @@ ok(len(cr) == 2 and all(c["action"] == "passthrough" and "NCCL_MIN_NCHANNELS=4 i
                         c["action_reason"] for c in cr),
    "NCCL_MIN_NCHANNELS=4 on rank 1: passthrough for all, the reason names the variable", cr)
 
+# 3c. Configs of older headers (issue 33): NCCL honours a field by the config's version,
+#     not its size, so the shim hands NCCL a version that carries what it sets, and the
+#     fake NCCL reads configs as parseCommConfig does.  2.16's config has no netName and
+#     no channel bounds at all; 2.27's no nChannelsPerNetPeer; ncclCommInitRank none.
+CFG_CASES = [("2.16", ["fn=config", "cfgver=21605"]), ("2.17", ["fn=config", "cfgver=21709"]),
+             ("2.27", ["fn=config", "cfgver=22703"]), ("2.30", ["fn=config", "cfgver=23007"]),
+             ("InitRank", [])]
+for hdr, args in CFG_CASES:
+    d, procs, ids = scenario("sockcfg" + hdr, 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket"}, roles(1),
+                             root_args=args, rank_args=args)
+    cr = comm_records(d)
+    inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank" in l]
+    ok(len(inits) == 2 and all("ncclCommInitRankConfig" in l and "netName=Socket" in l and " net=Socket " in l
+                               for l in inits),
+       "socket, a config of %s: NCCL reads netName Socket on both ranks and picks Socket" % hdr, inits)
+    want = max(21700, int(args[1][7:])) if args else 21700
+    ok(len(cr) == 2 and all(c["action"] == "socket" and c["net"] == "Socket" and c["told"]["netName"] == "Socket"
+                            and c["told"]["version"] == want for c in cr),
+       "socket, a config of %s: the record says Socket, told at version %d" % (hdr, want), cr)
+    d, procs, ids = scenario("frugcfg" + hdr, 2, {"NCCLSHIM_WEIGHT_UPDATE": "frugal"}, roles(1),
+                             root_args=args, rank_args=args)
+    cr = comm_records(d)
+    inits = [l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank" in l]
+    ok(len(inits) == 2 and all(" ctas=1,1 perpeer=1" in l for l in inits),
+       "frugal, a config of %s: NCCL 2.28 reads one channel and one per network peer on both ranks" % hdr, inits)
+    want = max(22800, int(args[1][7:])) if args else 22800
+    ok(len(cr) == 2 and all(c["action"] == "frugal" and c["frugal"] == {"minCTAs": 1, "maxCTAs": 1,
+                                                                        "nChannelsPerNetPeer": 1}
+                            and c["told"]["version"] == want for c in cr),
+       "frugal, a config of %s: the record says 1, 1, 1, told at version %d" % (hdr, want), cr)
+# On NCCL 2.18 a 2.16 config is raised to 2.17 for the channel bounds only (2.18 has no
+# nChannelsPerNetPeer, so frugal does not set it).
+d, procs, ids = scenario("frugcfg218", 2, {"NCCLSHIM_WEIGHT_UPDATE": "frugal", "FAKE_NCCL_VERSION": "21806"},
+                         roles(1), root_args=["fn=config", "cfgver=21605"], rank_args=["fn=config", "cfgver=21605"])
+cr = comm_records(d)
+ok(len(cr) == 2 and all(c["action"] == "frugal" and c["told"]["version"] == 21700
+                        and c["frugal"]["nChannelsPerNetPeer"] is None for c in cr),
+   "frugal on NCCL 2.18, a config of 2.16: told at 2.17, the channel bounds only", cr)
+ok(all(" ctas=1,1" in l and "perpeer" not in l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank" in l),
+   "and NCCL reads them")
+# What the application set but NCCL ignores for its version is named in the record.
+d, procs, ids = scenario("ignored", 2, {"NCCLSHIM_WEIGHT_UPDATE": "passthrough", "NCCL_NET": "IB"}, roles(1),
+                         root_args=["fn=config", "cfgver=21605"], rank_args=["fn=config", "cfgver=22703"])
+cr = sorted(comm_records(d), key=lambda c: c["rank"])
+ok(len(cr) == 2 and cr[0]["config"]["version"] == 21605 and cr[0]["config"]["blocking"] == 1
+   and "ignored_by_nccl" not in cr[0]["config"] and cr[1]["config"]["nChannelsPerNetPeer"] is None,
+   "passthrough: the application's config is recorded as it was given (2.16: size %s)" %
+   (cr[0]["config"]["size"] if cr else "?"), cr)
+
 # 4. drop: no NCCL communicator, the shim answers, traffic is counted.
 d, procs, ids = scenario("drop", 2, {"NCCLSHIM_WEIGHT_UPDATE": "drop"}, roles(1), root_args=["ops=3"],
                          rank_args=["ops=3"])
@@ -509,7 +558,7 @@ ok("1 round: passthrough, undone by a rank's HELLO (it could not set the action 
    "inspect: the decisions line says the HELLO, not a vote round, undid socket", table[-800:])
 # The same with the vote round (the not-ready rank sends no socket_ready): the same result.
 d, procs, ids = scenario("veto_old", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_ONE_ROUND": "0"},
-                         lambda r: dict(roles(1)(r), **({"FAKE_NCCL_VERSION": "21304"} if r == 1 else {})))
+                         lambda r: dict(roles(1)(r), **({"FAKE_NCCL_VERSION": "21605"} if r == 1 else {})))
 cr = comm_records(d)
 ok(len(cr) == 2 and all(c["action"] == "passthrough" and c["action_reason"] == veto_reason
                         and c["decision"]["rounds"] == 2 for c in cr),

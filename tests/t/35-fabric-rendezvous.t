@@ -167,12 +167,13 @@ ok(len(warn) == 1 and "1..16777216" in warn[0]["message"], "a bad-setting warnin
    warn)
 check("relroot", lambda r: {"NCCLSHIM_SYSFS_ROOT": "sys" if r == 1 else EFA8}, "socket",
       "NCCLSHIM_SYSFS_ROOT='sys' is not an absolute path", "rank 1's relative NCCLSHIM_SYSFS_ROOT", on_socket)
-# A mixed group: rank 3's NCCL is 2.16 (no minCTAs), so frugal would be vetoed into
-# passthrough: auto takes socket for all instead, and says why.
+# A mixed group: rank 3's NCCL is 2.16, whose config has neither minCTAs nor netName
+# (both came with 2.17's): frugal and socket are both vetoed, so every rank passes
+# through, and the reason names the field.
 check("oldnccl", lambda r: dict({"NCCLSHIM_SYSFS_ROOT": IB1, "NCCLSHIM_FABRIC_BUDGET": "18"},
-                                **({"FAKE_NCCL_VERSION": "21605"} if r == 3 else {})), "socket",
-      "12 at one), but rank 3 cannot take frugal (NCCL 21605 has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later "
-      "needed)): socket", "frugal fits but rank 3's NCCL is 2.16", on_socket)
+                                **({"FAKE_NCCL_VERSION": "21605"} if r == 3 else {})), "passthrough",
+      "rank 3 could not set up socket (NCCL 2.16 (21605) does not read ncclConfig_t.netName (NCCL 2.17 or later "
+      "does))", "frugal fits but rank 3's NCCL is 2.16 (no frugal, no socket)", untouched)
 check("minchannels", lambda r: dict({"NCCLSHIM_SYSFS_ROOT": IB1, "NCCLSHIM_FABRIC_BUDGET": "18"},
                                     **({"NCCL_MIN_NCHANNELS": "4"} if r == 1 else {})), "socket",
       "but rank 1 cannot take frugal (NCCL_MIN_NCHANNELS=4 in the environment", "frugal fits but rank 1 sets "
