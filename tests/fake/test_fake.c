@@ -221,7 +221,7 @@ int main(int argc, char **argv)
     unsetenv("FAKE_NCCL_SPLIT_NRANKS");
     unsetenv("FAKE_NCCL_INPROGRESS_POLLS");
 
-    printf("1..32\n");
+    printf("1..34\n");
     char line[4096], prefix[64];
     int pid = (int)getpid();
 
@@ -375,10 +375,28 @@ int main(int argc, char **argv)
     r = initCfg(&c2, 1, id1, 0, &cfg);
     snprintf(prefix, sizeof prefix, "a %d ncclCommInitRankConfig ", pid);
     int logged = last_line(prefix, line, sizeof line) &&
-                 strstr(line, " netName=Socket blocking=0 ctas=0,0 perpeer=0 *newcomm=") && strstr(line, " -> 7");
+                 strstr(line, " netName=Socket blocking=0 ver=22809 ctas=0,0 perpeer=0 *newcomm=") && strstr(line, " -> 7");
     ok(r == ncclInProgress && c2 && asyncErr(c2, &ae) == 0 && ae == ncclSuccess && logged,
        "a: non-blocking init: ncclInProgress, then async error ncclSuccess: %s", line);
     ok(destroy(c2) == 0, "a: destroy the non-blocking comm");
+    /* NCCL reads a field by the config's version, not its size (parseCommConfig):
+     * a 2.27 config's nChannelsPerNetPeer and a 2.16 config's netName and
+     * channel bounds are NCCL's defaults, whatever they hold. */
+    cfg.blocking = 1;
+    cfg.minCTAs = cfg.maxCTAs = 2;
+    cfg.nChannelsPerNetPeer = 4;
+    cfg.version = 22703;
+    r = initCfg(&c2, 1, id1, 0, &cfg);
+    logged = last_line(prefix, line, sizeof line) && strstr(line, " netName=Socket blocking=1 ver=22703 ctas=2,2 *newcomm=")
+             && strstr(line, " net=Socket ");
+    ok(r == ncclSuccess && logged, "a: a 2.27 config: nChannelsPerNetPeer ignored, the rest read: %s", line);
+    destroy(c2);
+    cfg.version = 21605;
+    r = initCfg(&c2, 1, id1, 0, &cfg);
+    logged = last_line(prefix, line, sizeof line) && strstr(line, " netName=(null) blocking=1 ver=21605 *newcomm=") &&
+             strstr(line, " net=default ");
+    ok(r == ncclSuccess && logged, "a: a 2.16 config: netName and the channel bounds ignored: %s", line);
+    destroy(c2);
 
     /* failure injection and delay */
     setenv("FAKE_NCCL_FAIL_INIT", "6", 1);

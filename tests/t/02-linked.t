@@ -42,7 +42,7 @@ is "$(stat -c %a "$(record_file "$rec")")" 600 "record file is 0600"
 like "$(basename "$(record_file "$rec")")" '^ncclshim\.[^.]+\.[0-9]+\.jsonl$' "file named by host and pid"
 is "$(jqr "$rec" '.type' | head -1)" '"load"' "the first record is the load record"
 is "$(jqr "$rec" 'select(.type=="load") | [.shim_version, .mode]')" '["0.1.0","enforce"]' "load record: version and mode"
-is "$(jqr "$rec" 'select(.type=="library") | [.slot, .version, .how, .functions]')" '[0,22809,"symbol",43]' "library record: slot 0, version, found as a global symbol"
+is "$(jqr "$rec" 'select(.type=="library") | [.slot, .version, .how, .functions]')" '[0,22809,"symbol",48]' "library record: slot 0, version, found as a global symbol"
 is "$(jqr "$rec" 'select(.type=="unique_id") | .id_hash' | wc -l)" 2 "a record per unique ID"
 is "$(jqr "$rec" 'select(.type=="comm") | .fn' | tr '\n' ' ')" '"ncclCommInitRank" "ncclCommSplit" "ncclCommInitRankConfig" ' "a record per communicator"
 is "$(jqr "$rec" 'select(.type=="comm" and .fn=="ncclCommInitRank") | [.rank,.nranks,.cuda_device,.result,.caller.api,.action]')" \
