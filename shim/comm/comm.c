@@ -49,6 +49,13 @@ struct shim_comm *shim_comm_lookup(const void *comm)
     return h;
 }
 
+void shim_comm_count_devcomm(const void *comm)
+{
+    struct shim_comm *h = shim_comm_find(comm);
+    if (h)
+        atomic_fetch_add_explicit(&h->devcomms, 1, memory_order_relaxed);
+}
+
 /* After every change of the table, under g_lock (release: a thread that sees
  * the new generation sees the change). */
 static void table_changed_locked(void)
@@ -275,6 +282,9 @@ static void record_end_into(struct jw *wp, struct shim_comm *h, const char *how,
     if (result >= 0)
         jw_int(&w, "result", result);
     jw_double(&w, "lifetime_s", shim_now() - h->created_ts, 3);
+    unsigned devcomms = atomic_load_explicit(&h->devcomms, memory_order_relaxed);
+    if (devcomms)
+        jw_int(&w, "devcomms", (int)devcomms);
     jw_open(&w, "ops", '{');
     for (int op = 0; op < OP_COUNT; op++) {
         unsigned long long n = atomic_load_explicit(&h->ops[op].count, memory_order_relaxed);

@@ -55,6 +55,7 @@ struct shim_comm {
     atomic_uint splits, shrinks, grows; /* to name children: <group>/split<N> */
     atomic_int suspended;               /* shim-only: between ncclCommSuspend and ncclCommResume */
     atomic_int init_pending;            /* a non-blocking init returned ncclInProgress; its end not yet seen */
+    atomic_uint devcomms;               /* ncclDevCommCreate calls on it (the device API: comm_end says it) */
     struct shim_comm *next_free;        /* recycled structs (comm.c), under its lock */
 };
 
@@ -217,6 +218,10 @@ static inline ncclComm_t shim_comm_handle(struct shim_comm *h)
 {
     return h->real ? h->real : (ncclComm_t)h;
 }
+/* The application creates an NCCL device communicator on `comm` (NCCL's):
+ * counted, so that the records show a redirected communicator whose data the
+ * device API may move outside the redirect (docs/records.md, "devcomms"). */
+void shim_comm_count_devcomm(const void *comm);
 /* Writes a comm_end record for `h`. */
 void shim_comm_record_end(struct shim_comm *h, const char *how, int result);
 /* When the process leaves: comm_end records for every live communicator, then

@@ -129,6 +129,9 @@ struct creation {
     struct creator cr;
     struct plan plan;
     uint64_t t0;
+    /* What NCCL 2.29+ reports of a communicator the shim redirected. */
+    int has_props;
+    ncclCommProperties_t props;
 };
 
 /* One field of a config as the record shows it: its value, or null where
@@ -218,6 +221,40 @@ static void record_told(struct jw *w, const ncclConfig_t *c, const struct nccl_c
     jw_close(w, '}');
 }
 
+/*
+ * What NCCL (2.29+) says of a communicator the shim redirected: GPU-initiated
+ * networking (GIN), which NCCL sets up whatever the config's netName, carries
+ * the device API's traffic over the fabric, outside a socket or frugal
+ * redirect (inspect --check flags it where a device communicator is made).
+ * Asked only of what the shim changed, after a blocking init: on every other
+ * communicator NCCL sees no call the application did not make.
+ */
+static void query_properties(struct creation *c, ncclComm_t real)
+{
+    ncclResult_t (*f)(ncclComm_t, ncclCommProperties_t *) =
+        (ncclResult_t(*)(ncclComm_t, ncclCommProperties_t *))shim_real(c->slot, FN_ncclCommQueryProperties, NULL);
+    if (!f || c->slot->version < 22900)
+        return;
+    memset(&c->props, 0, sizeof(c->props));
+    c->props.size = sizeof(c->props);
+    c->props.magic = NCCL_API_MAGIC;
+    c->props.version = NCCL_ABI_VERSION;
+    c->has_props = f(real, &c->props) == ncclSuccess;
+}
+
+static void record_properties(struct jw *w, const ncclCommProperties_t *p)
+{
+    jw_open(w, "nccl_properties", '{');
+    jw_int(w, "cudaDev", p->cudaDev);
+    jw_int(w, "deviceApiSupport", p->deviceApiSupport);
+    jw_int(w, "multimemSupport", p->multimemSupport);
+    jw_int(w, "ginType", (int)p->ginType);
+    jw_int(w, "railedGinType", (int)p->railedGinType);
+    jw_int(w, "hostRmaSupport", p->hostRmaSupport);
+    jw_int(w, "nLsaTeams", p->nLsaTeams);
+    jw_close(w, '}');
+}
+
 /* The decision's part of a comm record: purpose, action, network, rendezvous. */
 static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *config, int nccl_made)
 {
@@ -301,6 +338,8 @@ static void record_creation(const struct creation *c, ncclResult_t r, uint64_t d
     jw_str(&w, "role", role_name((enum role)cr->role.value));
     jw_str(&w, "role_reason", cr->role.reason);
     record_plan(&w, p, c->config, real != NULL);
+    if (c->has_props)
+        record_properties(&w, &c->props);
     jw_emit(&w);
 }
 
@@ -365,6 +404,8 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
                       "traffic is not counted", c->fn, (void *)real);
     }
     if (real && r == ncclSuccess) {
+        if (plan_configures(p))
+            query_properties(c, real);
         cuda_device = ask_int(c->slot, FN_ncclCommCuDevice, real);
         if (c->rank < 0)
             c->rank = ask_int(c->slot, FN_ncclCommUserRank, real);

@@ -164,6 +164,11 @@ static void scenario_nccl(void)
     ncclCommProperties_t props = { sizeof(props), NCCL_API_MAGIC, 23007, -9, -9, -9, -9, 1, 1, 9, 9, 1, 9 };
     CHECK(A.ncclCommQueryProperties(comm, &props) == ncclSuccess && props.rank == 0 && props.nRanks == 1,
           "ncclCommQueryProperties reaches NCCL (rank %d of %d)", props.rank, props.nRanks);
+    /* The device API's structures are opaque to the shim: the fake only checks they are there. */
+    long long reqs[32] = { 0 }, devcomm[64];
+    CHECK(A.ncclDevCommCreate(comm, (const ncclDevCommRequirements_t *)reqs, (ncclDevComm_t *)devcomm) == ncclSuccess &&
+              A.ncclDevCommDestroy(comm, (const ncclDevComm_t *)devcomm) == ncclSuccess,
+          "ncclDevCommCreate and ncclDevCommDestroy reach NCCL");
     ncclParamHandle_t ph = NULL;
     const char *str = NULL;
     CHECK(A.ncclParamBind(&ph, "NCCL_NET") == ncclSuccess && A.ncclParamGetStr(ph, &str) == ncclSuccess && str,

@@ -49,6 +49,27 @@ like "$("$INSPECT" -v "$TMP/linked-socket/rec" 2>&1)" 'net told: Socket \(the so
     "socket: ncclshim-inspect -v shows the network NCCL was told, and why"
 like "$("$INSPECT" --json "$TMP/linked-socket/rec" 2>&1)" '"net_by": "the socket action' "and --json has net_by"
 
+# --- NCCL 2.29+'s properties of a redirected communicator --------------------
+# NCCL sets up GIN whatever the config's netName: a device communicator on a
+# socket communicator moves its data over the fabric, and --check says so.
+is "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | .nccl_properties.ginType')" 0 \
+    "socket: the record has NCCL's properties (no GIN here)"
+is "$(jqr "$TMP/linked-passthrough/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | has("nccl_properties")')" false \
+    "passthrough: NCCL is asked nothing the application did not ask"
+is "$(grep -c ncclCommQueryProperties "$TMP/linked-passthrough/fake.log")" 1 "(the application's own query only)"
+is "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm_end" and (.group | test("grow") | not)) | .devcomms')" 1 \
+    "socket: comm_end counts the device communicator the application made"
+"$INSPECT" --check "$TMP/linked-socket/rec" > "$TMP/gin0.out" 2>&1
+unlike "$(cat "$TMP/gin0.out")" 'redirect bypassed' "socket, a device communicator, no GIN: no bypass problem"
+FAKE_NCCL_GIN_TYPE=3 NCCLSHIM_RULES='nranks=1:socket' run gin "$BIN/newer_linked" linked nccl
+is "$(jqr "$TMP/gin/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | .nccl_properties.ginType')" 3 \
+    "socket on a GIN-capable NCCL: the record says GIN (GDAKI)"
+"$INSPECT" --check "$TMP/gin/rec" > "$TMP/gin.out" 2>&1
+rc=$?
+ok $([ $rc = 1 ] && echo 0 || echo 1) "--check fails (exit $rc)"
+like "$(cat "$TMP/gin.out")" 'redirect bypassed by the device API on rank 0: .*GPU-initiated networking \(GDAKI\)' \
+    "and names the device API's GIN as what bypasses the redirect"
+
 # --- a communicator the shim dropped: the shim answers every function -------
 for how in linked dlopen; do
     if [ $how = linked ]; then client=("$BIN/newer_linked" linked); else client=("$BIN/newer_dlopen" dlopen "$NEW"); fi

@@ -502,6 +502,43 @@ static void rule_frugal_ineffective(inspect_state *st, communicator *c)
                          b.items > 1 ? "s" : "", b.s, most));
 }
 
+/* NCCL's GIN type (ncclGinType_t) by name. */
+static const char *gin_name(long long t)
+{
+    return t == 2 ? "proxy" : t == 3 ? "GDAKI" : t == 4 ? "GPI" : "a GIN backend";
+}
+
+/*
+ * NCCL sets up GPU-initiated networking (GIN) for a communicator whatever its
+ * config's netName: a device communicator made on a socket or frugal one
+ * (ncclDevCommCreate) moves the device API's data over the fabric, which the
+ * redirect does not cover.  Flagged where NCCL said GIN is there (its
+ * properties, 2.29+) and the application made one.
+ */
+static void rule_redirect_bypassed(inspect_state *st, communicator *c)
+{
+    (void)st;
+    list_buf b = {0};
+    long long type = 0;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        const rank_rec *r = c->ranks[i];
+        if (!r->action || (strcmp(r->action, "socket") != 0 && strcmp(r->action, "frugal") != 0) || !r->end ||
+            r->end->devcomms <= 0)
+            continue;
+        long long t = r->gin_type > 0 ? r->gin_type : r->railed_gin_type;
+        if (t <= 0)
+            continue;
+        lb_add_ll(&b, r->rank);
+        type = t;
+    }
+    if (b.items)
+        add(c, xasprintf("redirect bypassed by the device API on rank%s %s: the application made NCCL device "
+                         "communicators on it, and NCCL has GPU-initiated networking (%s) for it, which moves their "
+                         "data over the fabric whatever the redirect told NCCL; pass this communicator through "
+                         "(NCCLSHIM_WEIGHT_UPDATE=passthrough or a rule), or set NCCL_GIN_ENABLE=0 where the job "
+                         "needs no GIN", b.items > 1 ? "s" : "", b.s, gin_name(type)));
+}
+
 /*
  * NCCL names a network for every communicator, even one whose ranks all talk
  * over NVLink or shared memory; Socket only hurts when data crosses it: the
@@ -979,6 +1016,7 @@ static const struct {
     {"decision fell back", rule_decision_fell_back},
     {"redirect ineffective", rule_redirect_ineffective},
     {"frugal ineffective", rule_frugal_ineffective},
+    {"redirect bypassed by the device API", rule_redirect_bypassed},
     {"dropped communicator carried data", rule_dropped_carried_data},
     {"training communicator on Socket", rule_training_on_socket},
     {"fell back to Socket", rule_fell_back_to_socket},

@@ -67,6 +67,7 @@ typedef struct comm_end_rec {
     char *decision_id;      /* newer shims, marked IDs: the root's decision it carried out */
     long long rank, result;
     int has_rank;
+    long long devcomms;     /* NCCL device communicators the application made on it */
     double ts;
     op_stat *ops;
     ipc_hops ipc;           /* newer shims, ipc communicators */
@@ -120,6 +121,8 @@ typedef struct rank_rec {
     char *result_str, *api, *caller_lib, *title, *python0;
     char *role, *role_reason, *purpose, *purpose_reason, *action, *action_reason;
     char *local_purpose, *local_purpose_reason, *net, *net_by, *net_note;
+    /* NCCL 2.29+'s properties of a redirected communicator (nccl_properties): GIN types, -1 if not told */
+    long long gin_type, railed_gin_type;
     /* the record's `decision` object (marked unique IDs only) */
     int has_decision, dec_via_root;
     char *dec_by, *dec_id, *dec_id_norm, *dec_root, *dec_fallback;

@@ -258,6 +258,14 @@ static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long l
     r->net = get_str(c, o, "net", 0);
     r->net_note = get_str(c, o, "net_note", 0);
     r->net_by = get_str(c, o, "net_by", 0);
+    r->gin_type = r->railed_gin_type = -1;
+    json_t *props = get_obj(c, o, "nccl_properties");
+    if (props) {
+        c->prefix = "nccl_properties.";
+        r->gin_type = get_int(c, props, "ginType", 0, -1, NULL);
+        r->railed_gin_type = get_int(c, props, "railedGinType", 0, -1, NULL);
+        c->prefix = NULL;
+    }
     json_t *dec = get_obj(c, o, "decision");
     if (dec)
         parse_comm_decision(c, dec, r);
@@ -345,6 +353,7 @@ static void feed_comm_end(ctx *c, json_t *o, const char *host, long long pid, do
     e->decision_id = get_str(c, o, "decision_id", 0);
     e->rank = get_int(c, o, "rank", 0, -1, &e->has_rank);
     e->result = get_int(c, o, "result", 0, 0, NULL);
+    e->devcomms = get_int(c, o, "devcomms", 0, 0, NULL);
     json_t *ops = get_obj(c, o, "ops");
     if (ops && !c->bad)
         parse_ops(c, ops, &e->ops);
