@@ -93,6 +93,18 @@ for client in ctypes nccl4py; do
     fi
 done
 
+# (i2) configs of older headers (issue 33): NCCL honours a config field by the config's
+# version, so a socket or frugal redirect of a config that says 2.27 or 2.16 must reach NCCL
+# at a version that carries it; NCCL's own log shows what it read, the record the same.
+dir=$WORK/config-versions
+rm -rf "$dir"
+mkdir -p "$dir"
+timeout -k 5 600 "$PY" "$HERE/config_versions.py" "$dir" "$SHIM" > "$dir/out" 2> "$dir/err"
+ok $? "config_versions.py: ran and exited 0"
+import_checks < "$dir/out"
+grep '^#' "$dir/out" | head -n 20
+[ -s "$dir/err" ] && tail -n 20 "$dir/err" | diag
+
 # (f) colocated: trainer and inference process on one GPU (the last one), which
 # NCCL refuses and the shim's ipc transport carries: copy engines (auto), the
 # copy kernel (NCCLSHIM_IPC_COPY=sm), PyTorch's expandable segments (cuMemCreate memory shared as
