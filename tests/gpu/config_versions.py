@@ -26,6 +26,10 @@ FIELDS = ["blocking", "cgaClusterSize", "minCTAs", "maxCTAs", "netName", "splitS
           "nvlinkCentricSched", "graphUsageMode", "numRmaCtx", "maxP2pPeers", "graphStreamOrdering"]
 
 
+class UniqueId(ctypes.Structure):
+    _fields_ = [("internal", ctypes.c_ubyte * 128)]  # passed by value, as NCCL takes it
+
+
 class Config(ctypes.Structure):
     _fields_ = [("size", ctypes.c_size_t), ("magic", ctypes.c_uint), ("version", ctypes.c_uint)] + [
         (f, ctypes.c_char_p if f in ("netName", "commName") else ctypes.c_int) for f in FIELDS]
@@ -63,7 +67,7 @@ def worker(name):
     torch.cuda.set_device(0)
     _, version, last, set_ = CASES[name]
     lib = ctypes.CDLL(common.nccl_so_path())
-    uid = (ctypes.c_ubyte * 128)()
+    uid = UniqueId()
     assert lib.ncclGetUniqueId(ctypes.byref(uid)) == 0
     comm = ctypes.c_void_p()
     cfg = config(version, last, **set_)
