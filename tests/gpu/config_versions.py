@@ -13,6 +13,7 @@ import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 
@@ -91,7 +92,8 @@ def nccl_log(d):
 def run_case(outdir, shim, name):
     rules = CASES[name][0]
     d = os.path.join(outdir, name)
-    os.makedirs(d, exist_ok=True)
+    shutil.rmtree(d, ignore_errors=True)
+    os.makedirs(d)
     env = dict(os.environ, NCCL_DEBUG="INFO", NCCL_DEBUG_SUBSYS="INIT,ENV,NET",
                NCCL_DEBUG_FILE=os.path.join(d, "nccl.%h.%p.log"), NCCLSHIM_LOG_DIR=os.path.join(d, "records"))
     env.pop("NCCL_NET", None)
@@ -118,8 +120,7 @@ def main(outdir, shim):
         chans = [int(n) for n in re.findall(r"(\d+) coll channels", log)]
         honoured = set(re.findall(r"Comm config (.+?) set to (\S+)", log))
         print("# %s: NCCL says network %s, coll channels %s, config %s" % (name, nets, chans, sorted(honoured)))
-        comms = [r for r in common.read_records(os.path.join(d, "records")) if r["type"] == "comm"] \
-            if CASES[name][0] else []
+        comms = [r for r in common.read_records(d) if r["type"] == "comm"] if CASES[name][0] else []
         if name.startswith("socket"):
             c = comms[0] if comms else {}
             check(nets == ["Socket"] and ("Net name", "Socket") in honoured,
