@@ -58,6 +58,36 @@ static const char *or_default(const char *v, const char *def)
     return v ? v : def;
 }
 
+/*
+ * The role a process title names, if it names one.  Both lists are tried:
+ * where both match (verl's "ray::WorkerDict.actor_rollout_..." trains, though
+ * it says rollout), the pattern with more literal characters wins, and a tie
+ * goes to inference (an engine's title may also look like a worker's).
+ */
+static int title_role(const struct policy_patterns *pp, const char *title, const char *bad_env, struct verdict *v)
+{
+    char inf_pat[256] = "", tr_pat[256] = "";
+    if (!title || !*title)
+        return 0;
+    int inf = pattern_list_best(or_default(pp->inference_titles, DEFAULT_INFERENCE_TITLES), title, inf_pat,
+                                sizeof(inf_pat));
+    int tr = pattern_list_best(or_default(pp->training_titles, DEFAULT_TRAINING_TITLES), title, tr_pat,
+                               sizeof(tr_pat));
+    if (inf < 0 && tr < 0)
+        return 0;
+    enum role r = inf >= tr ? ROLE_INFERENCE : ROLE_TRAINING;
+    const char *won = r == ROLE_INFERENCE ? inf_pat : tr_pat, *lost = r == ROLE_INFERENCE ? tr_pat : inf_pat;
+    v->value = r;
+    if (inf >= 0 && tr >= 0)
+        snprintf(v->reason, sizeof(v->reason), "%sprocess title '%.160s' matches %s pattern '%.80s', more specific "
+                 "than the %s pattern '%.80s' it also matches", bad_env, title, role_name(r), won,
+                 role_name(r == ROLE_INFERENCE ? ROLE_TRAINING : ROLE_INFERENCE), lost);
+    else
+        snprintf(v->reason, sizeof(v->reason), "%sprocess title '%.160s' matches %s pattern '%.80s'", bad_env, title,
+                 role_name(r), won);
+    return 1;
+}
+
 struct verdict classify_role(const struct policy_patterns *pp, const char *title,
                              const char *const *libs)
 {
@@ -80,25 +110,14 @@ struct verdict classify_role(const struct policy_patterns *pp, const char *title
             return v;
         }
     }
+    if (title_role(pp, title, bad_env, &v))
+        return v;
     const char *inf_libs = or_default(pp->inference_libs, DEFAULT_INFERENCE_LIBS);
     for (const char *const *l = libs; l && *l; l++) {
         if (pattern_list_match(inf_libs, *l, pat, sizeof(pat)) >= 0) {
             v.value = ROLE_INFERENCE;
-            snprintf(v.reason, sizeof(v.reason), "%sloaded library '%.200s' matches inference pattern '%.80s'",
-                     bad_env, *l, pat);
-            return v;
-        }
-    }
-    /* Inference first: a vLLM actor's title may also look like a worker's. */
-    const struct { const char *patterns; enum role role; } titles[] = {
-        { or_default(pp->inference_titles, DEFAULT_INFERENCE_TITLES), ROLE_INFERENCE },
-        { or_default(pp->training_titles, DEFAULT_TRAINING_TITLES), ROLE_TRAINING },
-    };
-    for (size_t i = 0; title && *title && i < sizeof(titles) / sizeof(titles[0]); i++) {
-        if (pattern_list_match(titles[i].patterns, title, pat, sizeof(pat)) >= 0) {
-            v.value = titles[i].role;
-            snprintf(v.reason, sizeof(v.reason), "%sprocess title '%.160s' matches %s pattern '%.80s'",
-                     bad_env, title, role_name(titles[i].role), pat);
+            snprintf(v.reason, sizeof(v.reason), "%sloaded library '%.200s' matches inference pattern '%.80s' "
+                     "(the title '%.100s' names no role)", bad_env, *l, pat, title ? title : "");
             return v;
         }
     }
@@ -140,5 +159,62 @@ struct verdict classify_purpose(const struct policy_patterns *pp, const struct l
         return v;
     }
     snprintf(v.reason, sizeof(v.reason), "created through %s in a process of unknown role", api_family_name(ev->api));
+    return v;
+}
+
+/* NCCLSHIM_ROLE set to a role this file accepts. */
+static int role_env_valid(const struct policy_patterns *pp)
+{
+    const char *r = pp->role_env;
+    return r && (strcasecmp(r, "training") == 0 || strcasecmp(r, "inference") == 0 || strcasecmp(r, "unknown") == 0);
+}
+
+/* The first frame matching `list`, or -1; `pat` gets the pattern. */
+static int frame_match(const char *list, int nframes, const char (*frames)[EVIDENCE_FRAME_LEN], char *pat,
+                       size_t patlen)
+{
+    for (int i = 0; i < nframes && frames; i++)
+        if (pattern_list_match(list, frames[i], pat, patlen) >= 0)
+            return i;
+    return -1;
+}
+
+struct verdict classify_rank_role(const struct policy_patterns *pp, struct verdict role, int nframes,
+                                  const char (*frames)[EVIDENCE_FRAME_LEN])
+{
+    char pat[256];
+    if (role.value == ROLE_TRAINING || role_env_valid(pp))
+        return role;
+    int i = frame_match(or_default(pp->trainer_callsites, DEFAULT_TRAINER_CALLSITES), nframes, frames, pat,
+                        sizeof(pat));
+    if (i < 0)
+        return role;
+    struct verdict v = { ROLE_TRAINING, "" };
+    snprintf(v.reason, sizeof(v.reason), "Python frame '%.200s' matches trainer call-site pattern '%.80s' (the "
+             "process alone: %s, %.120s)", frames[i], pat, role_name((enum role)role.value), role.reason);
+    return v;
+}
+
+struct verdict classify_full_api(const struct policy_patterns *pp, int nframes,
+                                 const char (*frames)[EVIDENCE_FRAME_LEN], const char *const *libs)
+{
+    struct verdict v = { 0, "" };
+    char pat[256];
+    const char *list = or_default(pp->full_api, DEFAULT_FULL_API);
+    int i = frame_match(list, nframes, frames, pat, sizeof(pat));
+    if (i >= 0) {
+        v.value = 1;
+        snprintf(v.reason, sizeof(v.reason), "Python frame '%.200s' matches NCCLSHIM_FULL_API pattern '%.80s'",
+                 frames[i], pat);
+        return v;
+    }
+    for (const char *const *l = libs; l && *l; l++) {
+        if (pattern_list_match(list, *l, pat, sizeof(pat)) >= 0) {
+            v.value = 1;
+            snprintf(v.reason, sizeof(v.reason), "loaded library '%.200s' matches NCCLSHIM_FULL_API pattern '%.80s'",
+                     *l, pat);
+            return v;
+        }
+    }
     return v;
 }

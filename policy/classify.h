@@ -14,14 +14,35 @@ enum api_family classify_api(const char *path);
  * The role of this process, first rule that applies:
  *   1. NCCLSHIM_ROLE (training|inference|unknown; anything else is reported in reason
  *      and ignored);
- *   2. a loaded library matching inference_libs          -> inference;
- *   3. the process title matching inference_titles       -> inference;
- *   4. the process title matching training_titles        -> training;
- *   5. otherwise unknown.
+ *   2. the process title matching inference_titles or training_titles: where
+ *      both match, the pattern with more literal characters wins, a tie goes
+ *      to inference;
+ *   3. a loaded library matching inference_libs          -> inference (a
+ *      title that names a role wins over it: trainers import vLLM and SGLang);
+ *   4. otherwise unknown.
  * `libs` is a NULL-terminated list of loaded object paths (may be NULL).
  */
 struct verdict classify_role(const struct policy_patterns *pp, const char *title,
                              const char *const *libs);
+
+/*
+ * The role of this rank for one communicator: the process's `role`, unless a
+ * Python frame of this creation matches trainer_callsites (this rank is the
+ * trainer, the sender: vLLM's weight-transfer API runs its trainer in any
+ * process, vLLM imported), which makes it training.  NCCLSHIM_ROLE, when set
+ * to a valid role, is never overridden.
+ */
+struct verdict classify_rank_role(const struct policy_patterns *pp, struct verdict role, int nframes,
+                                  const char (*frames)[EVIDENCE_FRAME_LEN]);
+
+/*
+ * Whether the creator needs NCCL's whole API on this communicator (windows,
+ * the device API, split): a Python frame of this creation or a loaded library
+ * matching full_api (NeMo-RL's nccl_reshard, vLLM's m2n engine).  value 1
+ * with the reason, else 0.
+ */
+struct verdict classify_full_api(const struct policy_patterns *pp, int nframes,
+                                 const char (*frames)[EVIDENCE_FRAME_LEN], const char *const *libs);
 
 /*
  * The purpose of a communicator from one process's evidence alone (decisions

@@ -247,14 +247,9 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
         sb_add(&b, ": training and inference ranks in one communicator");
         return;
     }
-    /* 2. every rank inference */
-    if (out->ninference == nranks) {
-        out->purpose = PURPOSE_INFERENCE;
-        role_evidence(&b, facts, nranks, ROLE_INFERENCE, nranks, 300);
-        sb_add(&b, ": every rank runs inference");
-        return;
-    }
-    /* 3. a weight-update call site on any rank */
+    /* 2. a weight-update call site on any rank: before "every rank inference",
+     * since trainers load inference code too (vLLM's weight-transfer API,
+     * OpenRLHF, verl) and an engine's own groups have no such frame */
     const char *sites = pp && pp->weight_update_callsites ? pp->weight_update_callsites
                                                           : DEFAULT_WEIGHT_UPDATE_CALLSITES;
     unsigned char stack_flags[FACTS_MAX_RANKS];
@@ -289,6 +284,13 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
         free(flags);
     if (first >= 0)
         return;
+    /* 3. every rank inference */
+    if (out->ninference == nranks) {
+        out->purpose = PURPOSE_INFERENCE;
+        role_evidence(&b, facts, nranks, ROLE_INFERENCE, nranks, 300);
+        sb_add(&b, ": every rank runs inference, no weight-update call site");
+        return;
+    }
     /* 4. every rank training */
     if (out->ntraining == nranks) {
         out->purpose = PURPOSE_TRAINING;
@@ -379,6 +381,32 @@ static enum action auto_action(const struct decision *d, const struct rank_facts
     return ACTION_IPC;
 }
 
+/* The first rank whose creator needs NCCL's whole API, or -1. */
+static int full_api_rank(const struct rank_facts *facts, int nranks)
+{
+    for (int i = 0; i < nranks; i++)
+        if (facts[i].full_api == 1)
+            return i;
+    return -1;
+}
+
+/*
+ * A communicator whose creator needs NCCL's whole API (windows, the device
+ * API, split: NeMo-RL's nccl_reshard, vLLM's m2n) never gets ipc, whoever
+ * chose it: the shim's transport has none of that, and the refit would fail
+ * where NCCL alone works.  On one host NCCL keeps the data on NVLink.
+ */
+static void no_ipc_for_full_api(const struct rank_facts *facts, int nranks, struct decision *out, struct sb *b)
+{
+    int r = full_api_rank(facts, nranks);
+    if (out->action != ACTION_IPC || r < 0)
+        return;
+    out->action = ACTION_PASSTHROUGH;
+    sb_addf(b, "; but rank %d's creator needs NCCL's whole API (", r);
+    sb_quote(b, facts[r].full_api_why, sizeof(facts[r].full_api_why), 160);
+    sb_add(b, "), which ipc has not: passthrough");
+}
+
 static const char *wu_name(enum wu_policy w)
 {
     switch (w) {
@@ -391,11 +419,9 @@ static const char *wu_name(enum wu_policy w)
     }
 }
 
-static void decide_action(const struct policy *p, const struct rank_facts *facts, int nranks, struct decision *out)
+static void choose_action(const struct policy *p, const struct rank_facts *facts, int nranks, struct decision *out,
+                          struct sb *b)
 {
-    struct sb b;
-    sb_init(&b, out->action_reason, sizeof(out->action_reason));
-
     /* a. strict and a malformed policy anywhere */
     int nstrict = 0;
     for (int i = 0; i < nranks; i++)
@@ -403,47 +429,47 @@ static void decide_action(const struct policy *p, const struct rank_facts *facts
     int root_strict = !p->ok && p->strict;
     if (nstrict || root_strict) {
         out->action = ACTION_FAIL;
-        sb_add(&b, "failing the communicator, NCCLSHIM_STRICT=1 and a malformed policy");
+        sb_add(b, "failing the communicator, NCCLSHIM_STRICT=1 and a malformed policy");
         if (nstrict) {
             struct selector s = { SEL_STRICT, 0, NULL };
-            sb_add(&b, " on ");
-            sb_ranks(&b, &s, facts, nranks, nstrict, 60);
-            sb_add(&b, " (their records name the error)");
+            sb_add(b, " on ");
+            sb_ranks(b, &s, facts, nranks, nstrict, 60);
+            sb_add(b, " (their records name the error)");
         }
         if (root_strict) {
-            sb_add(&b, nstrict ? " and at the root: " : " at the root: ");
-            sb_quote(&b, p->error, sizeof(p->error), 350);
+            sb_add(b, nstrict ? " and at the root: " : " at the root: ");
+            sb_quote(b, p->error, sizeof(p->error), 350);
         }
         return;
     }
     /* b. a malformed policy fails open */
     if (!p->ok) {
         out->action = ACTION_PASSTHROUGH;
-        sb_add(&b, "policy error, failing open: ");
-        sb_quote(&b, p->error, sizeof(p->error), sizeof(out->action_reason) - 40);
+        sb_add(b, "policy error, failing open: ");
+        sb_quote(b, p->error, sizeof(p->error), sizeof(out->action_reason) - 40);
         return;
     }
     /* c. NCCLSHIM_RULES */
     out->rule = policy_match_rules(p, out, facts, nranks);
     if (out->rule >= 0) {
         const struct rule *r = &p->rules[out->rule];
-        sb_addf(&b, "NCCLSHIM_RULES rule #%d '", out->rule + 1);
-        sb_quote(&b, r->source, sizeof(r->source), 200);
-        sb_add(&b, "' matches");
+        sb_addf(b, "NCCLSHIM_RULES rule #%d '", out->rule + 1);
+        sb_quote(b, r->source, sizeof(r->source), 200);
+        sb_add(b, "' matches");
         if (r->action == ACTION_COUNT) {
-            sb_addf(&b, " (purpose %s): auto: ", purpose_name(out->purpose));
-            out->action = auto_action(out, facts, nranks, &b);
+            sb_addf(b, " (purpose %s): auto: ", purpose_name(out->purpose));
+            out->action = auto_action(out, facts, nranks, b);
         } else {
             out->action = (int)r->action >= 0 && r->action < ACTION_COUNT && r->action != ACTION_FAIL
                               ? r->action
                               : ACTION_PASSTHROUGH;
-            sb_addf(&b, ": %s", action_name(out->action));
+            sb_addf(b, ": %s", action_name(out->action));
         }
         return;
     }
     /* d. weight-update communicators follow NCCLSHIM_WEIGHT_UPDATE */
     if (out->purpose == PURPOSE_WEIGHT_UPDATE) {
-        sb_addf(&b, "purpose weight-update, NCCLSHIM_WEIGHT_UPDATE=%s", wu_name(p->weight_update));
+        sb_addf(b, "purpose weight-update, NCCLSHIM_WEIGHT_UPDATE=%s", wu_name(p->weight_update));
         switch (p->weight_update) {
         case WU_IPC: out->action = ACTION_IPC; return;
         case WU_SOCKET: out->action = ACTION_SOCKET; return;
@@ -451,14 +477,22 @@ static void decide_action(const struct policy *p, const struct rank_facts *facts
         case WU_DROP: out->action = ACTION_DROP; return;
         case WU_PASSTHROUGH: out->action = ACTION_PASSTHROUGH; return;
         default:
-            sb_add(&b, ": ");
-            out->action = auto_action(out, facts, nranks, &b);
+            sb_add(b, ": ");
+            out->action = auto_action(out, facts, nranks, b);
             return;
         }
     }
     /* e. everything else */
     out->action = ACTION_PASSTHROUGH;
-    sb_addf(&b, "purpose %s: only weight-update communicators are redirected", purpose_name(out->purpose));
+    sb_addf(b, "purpose %s: only weight-update communicators are redirected", purpose_name(out->purpose));
+}
+
+static void decide_action(const struct policy *p, const struct rank_facts *facts, int nranks, struct decision *out)
+{
+    struct sb b;
+    sb_init(&b, out->action_reason, sizeof(out->action_reason));
+    choose_action(p, facts, nranks, out, &b);
+    no_ipc_for_full_api(facts, nranks, out, &b);
 }
 
 void decide(const struct policy *p, const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,

@@ -1,22 +1,52 @@
 /*
- * Default patterns for the evidence rules; docs/policy.md explains each.
- * Every one can be replaced by its NCCLSHIM_* variable.
+ * Default patterns for the evidence rules; docs/policy.md explains each, and
+ * its "Stacks" table says which stack's processes and call sites they name
+ * (read from each stack's source).  Every one can be replaced by its
+ * NCCLSHIM_* variable.
  */
 #ifndef NCCLSHIM_POLICY_DEFAULTS_H
 #define NCCLSHIM_POLICY_DEFAULTS_H
 
-/* Ray names actor processes "ray::ClassName[.method]" (NeMo-RL: DTensorPolicyWorker,
- * MegatronPolicyWorker; vLLM: VllmGenerationWorker, VllmAsyncGenerationWorker). */
+/* Ray names actor processes "ray::ClassName[.method]".  Trainers: NeMo-RL's
+ * DTensorPolicyWorker[V2] and MegatronPolicyWorker, OpenRLHF's PolicyModelActor,
+ * slime's MegatronTrainRayActor, verl's WorkerDict (which also hosts the hybrid
+ * engine's rollout role: its "actor_rollout_" methods must not read as
+ * inference), vLLM's examples' TrainModel. */
 #define DEFAULT_TRAINING_TITLES \
-    "ray::*PolicyWorker*,ray::*Trainer*,ray::*Megatron*,ray::*DTensor*,ray::*Learner*,ray::*Actor*Train*"
+    "ray::*PolicyWorker*,ray::*Policy*Actor*,ray::*Train*,ray::*Megatron*,ray::*DTensor*,ray::*Learner*," \
+    "ray::WorkerDict*"
+/* Inference: NeMo-RL's VllmGenerationWorker and friends, vLLM's own process
+ * titles (VLLM::EngineCore, VLLM::Worker_TP<r>) and its Ray workers
+ * (RayWorkerProc, RayWorkerWrapper), OpenRLHF's RolloutRayActor, slime's
+ * SGLangEngine, SGLang's own (sglang::scheduler_TP<r>, ...), verl's
+ * CheckpointEngineWorker (it receives the weights for the engine on its GPU). */
 #define DEFAULT_INFERENCE_TITLES \
-    "ray::*Vllm*,ray::*VLLM*,ray::*Generation*Worker*,ray::*Rollout*,ray::*Inference*,*vllm serve*,*sglang*"
-/* A process that has loaded an inference engine's native code runs inference. */
-#define DEFAULT_INFERENCE_LIBS "*/vllm/_C*.so,*/vllm/_moe_C*.so,*/sglang/*.so,*/sgl_kernel/*.so"
-/* Python functions on the stack when RL frameworks create their weight-update groups:
- * NeMo-RL init_collective, vLLM's weight transfer engine, verl/OpenRLHF update groups. */
+    "ray::*Vllm*,ray::*VLLM*,ray::*Generation*Worker*,ray::*Rollout*,ray::*Inference*,ray::*SGLang*," \
+    "ray::*RayWorkerProc*,ray::*RayWorkerWrapper*,ray::*CheckpointEngineWorker*,VLLM::*,sglang::*," \
+    "*vllm serve*,*sglang*"
+/* A process that has loaded an inference engine's native code runs inference,
+ * unless its title or NCCLSHIM_ROLE says otherwise (trainers import vLLM and
+ * SGLang: OpenRLHF, slime, verl, vLLM's own weight-transfer API). */
+#define DEFAULT_INFERENCE_LIBS "*/vllm/_C*.so,*/vllm/_moe_C*.so,*/sglang/*.so,*/sgl_kernel/*.so,*/tensorrt_llm/*.so*"
+/* Python frames ("file:line function", innermost first) when RL stacks create
+ * their weight-update groups: NeMo-RL init_collective[_async|_mcore_generation]
+ * and its refit, vLLM's weight_transfer engines, OpenRLHF's
+ * _init_vllm_sync_group and broadcast_to_vllm, slime's connect_rollout_engines
+ * and update_weights, SGLang's init_weights_update_group and
+ * update_weights_from_distributed, verl's checkpoint_engine. */
 #define DEFAULT_WEIGHT_UPDATE_CALLSITES \
-    "* init_collective,*weight_transfer*,*weight_update*,*model_update*,*update_weights*,*init_process_group_for_weight*"
+    "* init_collective*,*weight_transfer*,*weight_update*,*model_update*,*update_weights*,*weights_update*," \
+    "*init_process_group_for_weight*,*checkpoint_engine*,*_init_vllm_sync_group*,*broadcast_to_vllm*," \
+    "*connect_rollout_engines*,*nccl_reshard*,*refit*"
+/* Frames that make a rank the trainer (the sender) of the communicator it
+ * creates, whatever its process's role: vLLM's weight-transfer API, whose
+ * trainer may be any process, with vLLM (and so its native code) imported. */
+#define DEFAULT_TRAINER_CALLSITES "* trainer_init,* trainer_send_weights,*/weight_transfer/*trainer*.py:*"
+/* Frames or loaded libraries of a creator that needs NCCL's whole API on the
+ * communicator (windows, the device API, split): NeMo-RL's nccl_reshard refit
+ * and vLLM's m2n engine (libnccl_m2n, NCCL's nccl_m2n/xferdtensor).  Such a
+ * communicator never gets ipc. */
+#define DEFAULT_FULL_API "*nccl_reshard*,*xferdtensor*,*m2n*"
 
 /* Libraries whose code calls NCCL, by API family (matched on the caller's path). */
 #define API_TORCH_LIBS "*/libtorch_cuda*.so*,*/libtorch*.so*,*/libc10d*.so*,*/torch/lib/*"

@@ -21,6 +21,8 @@ struct policy_patterns {
     const char *inference_titles;       /* NCCLSHIM_INFERENCE_TITLES */
     const char *inference_libs;         /* NCCLSHIM_INFERENCE_LIBS */
     const char *weight_update_callsites;/* NCCLSHIM_WEIGHT_UPDATE_CALLSITES */
+    const char *trainer_callsites;      /* NCCLSHIM_TRAINER_CALLSITES */
+    const char *full_api;               /* NCCLSHIM_FULL_API */
 };
 
 /* What one process knows about one communicator it is creating. */

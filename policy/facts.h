@@ -73,6 +73,12 @@ struct rank_facts {
      * that a rank would veto into passthrough.  0: not said; 1: ready; 2: not. */
     int frugal_ready;
     char frugal_why[FACTS_SOCKET_WHY_LEN];
+    /* Whether this rank's creator needs NCCL's whole API on the communicator
+     * (windows, the device API, split: NeMo-RL's nccl_reshard, vLLM's m2n),
+     * from its frames and loaded libraries (NCCLSHIM_FULL_API): then it never
+     * gets ipc.  0: no (or not said); 1: yes, full_api_why says what matched. */
+    int full_api;
+    char full_api_why[FACTS_SOCKET_WHY_LEN];
     struct fabric_facts fabric;
 };
 

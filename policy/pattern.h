@@ -13,4 +13,13 @@
  */
 int pattern_list_match(const char *list, const char *text, char *matched, size_t matched_len);
 
+/*
+ * The most specific pattern of the list that matches `text`: the one with the
+ * most literal characters (a '*' or '?' counts none, a bracket expression
+ * one), the first of equals.  Returns that count, or -1 if none matches;
+ * `matched` as above.  When two lists claim one text (a title that looks
+ * like a trainer's and an engine's), the more specific pattern says which.
+ */
+int pattern_list_best(const char *list, const char *text, char *matched, size_t matched_len);
+
 #endif

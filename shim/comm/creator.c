@@ -171,10 +171,11 @@ void evidence_gather(struct creator *c, const void *caller)
      * all (no worse than before). */
     if (!atomic_load_explicit(&g_forked, memory_order_relaxed) || libs_from_maps(&libs) < 0)
         dl_iterate_phdr(collect_lib, &libs);
-    c->role = classify_role(&cfg->patterns, c->title, libs.paths);
+    c->nframes = cfg->python_callsite ? python_callsite(c->frames, EVIDENCE_MAX_FRAMES) : 0;
+    c->role = classify_rank_role(&cfg->patterns, classify_role(&cfg->patterns, c->title, libs.paths), c->nframes,
+                                 c->frames);
+    c->full_api = classify_full_api(&cfg->patterns, c->nframes, c->frames, libs.paths);
     for (size_t i = 0; i < libs.n; i++)
         free((void *)libs.paths[i]);
     free(libs.paths);
-
-    c->nframes = cfg->python_callsite ? python_callsite(c->frames, EVIDENCE_MAX_FRAMES) : 0;
 }

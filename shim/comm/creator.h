@@ -11,9 +11,10 @@ struct creator {
     char caller_path[PATH_MAX];         /* library holding the return address */
     enum api_family api;
     char title[256];                    /* /proc/self/cmdline, NULs as spaces */
-    struct verdict role;
+    struct verdict role;                /* this rank's, for this communicator (classify_rank_role) */
     int nframes;
     char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
+    struct verdict full_api;            /* 1: the creator needs NCCL's whole API (classify_full_api) */
 };
 
 /* The library holding `caller` and its API family (cheap: one dladdr). */

@@ -53,6 +53,8 @@ static void fill_facts(const struct plan_input *in, const struct plan *p, struct
     for (int i = 0; i < cr->nframes && i < EVIDENCE_MAX_FRAMES; i++)
         snprintf(f->frames[i], sizeof(f->frames[i]), "%s", cr->frames[i]);
     f->strict_error = cfg->policy.strict && !cfg->policy.ok;
+    f->full_api = cr->full_api.value ? 1 : 0;
+    snprintf(f->full_api_why, sizeof(f->full_api_why), "%.*s", (int)sizeof(f->full_api_why) - 1, cr->full_api.reason);
 }
 
 /* The caller's config with netName = "Socket", at a version NCCL reads it at. */

@@ -50,7 +50,10 @@
  *     28   fabric_gpus           i32        no   0..FABRIC_MAX_COUNT
  *     29   fabric_budget         i32        no   0..FABRIC_MAX_BUDGET (0: NCCLSHIM_FABRIC_BUDGET unset)
  *     30   fabric_why            string     no   < FABRIC_WHY_LEN bytes
- *     Tags 23-30 came with auto across hosts (issue 25).  The frame version stays 1:
+ *     31   full_api              i32        no   0..1: 1, this rank's creator needs NCCL's whole
+ *                                                API on the communicator (it never gets ipc)
+ *     32   full_api_why          string     no   < FACTS_SOCKET_WHY_LEN bytes
+ *     Tags 23-30 came with auto across hosts (issue 25), 31-32 with issue 32.  The frame version stays 1:
  *     a root from before skips them and decides as it did (socket), a rank from before
  *     sends none and counts as a host whose fabric cannot be judged (socket); a new
  *     version number would instead make each refuse the other's frames.
@@ -122,7 +125,8 @@ _Static_assert(EVIDENCE_REASON_LEN <= 65536 && FACTS_PATH_LEN <= 65536 && RV_REA
      (TLV_HDR + SLIM(u.hello.role_reason)) + (TLV_HDR + SLIM(u.hello.local_purpose_reason)) +            \
      (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.socket_why)) +                                              \
      (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.frugal_why)) + 5 * (TLV_HDR + 4) +                          \
-     (TLV_HDR + SLIM(u.hello.fabric.why)) + EVIDENCE_MAX_FRAMES * (TLV_HDR + EVIDENCE_FRAME_LEN - 1))
+     (TLV_HDR + SLIM(u.hello.fabric.why)) + (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.full_api_why)) +            \
+     EVIDENCE_MAX_FRAMES * (TLV_HDR + EVIDENCE_FRAME_LEN - 1))
 _Static_assert(RV_HELLO_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal HELLO fits a frame");
 #define RV_VERDICT_MAX_PAYLOAD                                                                           \
     (TLV_HDR + RV_TOKEN_LEN + 7 * (TLV_HDR + 4) + (TLV_HDR + 8) + 2 * (TLV_HDR + RV_REASON_LEN - 1))
@@ -185,6 +189,8 @@ static const struct field hello_fields[] = {
     F_I32N(28, u.hello.fabric.gpus, "fabric_gpus", 0, FABRIC_MAX_COUNT),
     F_I32N(29, u.hello.fabric.budget, "fabric_budget", 0, FABRIC_MAX_BUDGET),
     { 30, K_STR, 0, "fabric_why", offsetof(struct rv_msg, u.hello.fabric.why), MSIZE(u.hello.fabric.why), 0, 0 },
+    F_I32(31, u.hello.full_api, 0, 0, 1),
+    F_STR(32, u.hello.full_api_why, 0),
 };
 
 static const struct field verdict_fields[] = {

@@ -128,8 +128,10 @@ check_group("unknown-trainer+2-one-host", "UII", None, "ipc",
             "2 inference ranks (ranks 1-2), rank 0 of unknown role, going with the others, all 3 ranks on one host: ipc")
 # No inference rank at all: a call-site match alone is not enough; and an engine's own group.
 check_group("unknown-only", "UU", None, "passthrough", "no inference rank: auto redirects only a group of inference")
-check_group("engine-only", "II", None, "passthrough", "purpose inference: only weight-update communicators",
-            purpose="inference")
+# (The replay's frames are a weight-update call site on every rank: a real engine's own
+# groups have none and are inference, tests/t/37-stacks.t.)
+check_group("engine-only", "II", None, "passthrough", "every rank runs inference (2 ranks), an engine's own group",
+            purpose="weight-update")
 # The byte check has teeth: passed through, the fake NCCL moves nothing between processes.
 got = check_group("2+2-passthrough", "TTII", None, "passthrough", "NCCLSHIM_WEIGHT_UPDATE=passthrough",
                   {"NCCLSHIM_WEIGHT_UPDATE": "passthrough"})

@@ -163,7 +163,10 @@ static void test_purpose(void)
     ok(D.purpose == PURPOSE_INFERENCE && has(D.purpose_reason, "all 3 ranks inference"), "every rank inference -> inference");
     add_frame(1, "/x/vllm/weight_transfer.py:12 update_weights");
     run(3);
-    ok(D.purpose == PURPOSE_INFERENCE, "all inference wins over a weight-update call site");
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && has(D.purpose_reason, "at a weight-update call site"),
+       "a weight-update call site wins over every rank inference (trainers load inference code too)");
+    ok(D.action == ACTION_PASSTHROUGH && has(D.action_reason, "every rank runs inference"),
+       "but auto redirects no group whose every rank runs inference: passthrough");
 
     for (int i = 0; i < 3; i++)
         set_rank(i, ROLE_UNKNOWN, API_CTYPES, "h1", "python");
@@ -173,7 +176,7 @@ static void test_purpose(void)
     run(3);
     ok(D.purpose == PURPOSE_WEIGHT_UPDATE && has(D.purpose_reason, "ranks 1-2 at a weight-update call site") &&
            has(D.purpose_reason, "rank 1: Python frame '/x/nemo_rl/vllm_backend.py:120 init_collective'") &&
-           has(D.purpose_reason, "pattern '* init_collective'"),
+           has(D.purpose_reason, "pattern '* init_collective*'"),
        "a weight-update call site on any rank -> weight-update, reason names rank, frame, pattern");
     ok(D.nunknown == 3 && D.ntraining == 0 && D.ninference == 0, "unknown roles counted");
 
@@ -748,9 +751,39 @@ static void test_limits(void)
     ok(D.nhosts == 2, "an unterminated host_id is compared within its size");
 }
 
+/* Issue 32: a communicator whose creator needs NCCL's whole API never gets ipc. */
+static void test_full_api(void)
+{
+    parse(NULL, NULL, NULL);
+    nemo_rl("h1");
+    F[2].full_api = 1;
+    snprintf(F[2].full_api_why, sizeof(F[2].full_api_why), "loaded library '/x/nccl/m2n/libnccl_m2n.so' matches");
+    run(3);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && D.action == ACTION_PASSTHROUGH &&
+           has(D.action_reason, "all 3 ranks on one host: ipc; but rank 2's creator needs NCCL's whole API") &&
+           has(D.action_reason, "libnccl_m2n"),
+       "auto on one host: ipc undone, passthrough, the reason names the rank and the evidence");
+    diag("reason", D.action_reason);
+    parse("ipc", NULL, NULL);
+    run(3);
+    ok(D.action == ACTION_PASSTHROUGH && has(D.action_reason, "whole API"), "NCCLSHIM_WEIGHT_UPDATE=ipc: the same");
+    parse(NULL, "purpose=weight-update:ipc", NULL);
+    run(3);
+    ok(D.action == ACTION_PASSTHROUGH && has(D.action_reason, "whole API"), "a rule's ipc: the same");
+    parse(NULL, NULL, NULL);
+    nemo_rl("h2");
+    F[2].full_api = 1;
+    run(3);
+    ok(D.action == ACTION_SOCKET, "across hosts: the fabric action as usual (socket: no fabric said)");
+    parse("drop", NULL, NULL);
+    run(3);
+    ok(D.action == ACTION_DROP, "an action that is not ipc is left alone");
+}
+
 int main(void)
 {
     test_names();
+    test_full_api();
     test_purpose();
     test_actions();
     test_rules();

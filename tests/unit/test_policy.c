@@ -7,6 +7,93 @@
 #include <string.h>
 
 
+/* Issue 32: a title that names a role wins over a loaded library; where
+ * both lists match a title, the more specific pattern says which. */
+static void test_titles_and_libs(void)
+{
+    struct policy_patterns pp = { 0 };
+    const char *vllm_libs[] = { "/x/site-packages/vllm/_C.abi3.so", NULL };
+    const char *sgl_libs[] = { "/x/site-packages/sgl_kernel/sm90/common_ops.abi3.so", NULL };
+    const struct { const char *title; const char *const *libs; enum role want; const char *what; } cases[] = {
+        { "ray::PolicyModelActor.init_model_from_pretrained", vllm_libs, ROLE_TRAINING,
+          "OpenRLHF's trainer, vllm/_C loaded: training (its title wins)" },
+        { "ray::MegatronTrainRayActor.update_weights", sgl_libs, ROLE_TRAINING,
+          "slime's trainer, sgl_kernel loaded: training" },
+        { "ray::WorkerDict.actor_rollout_ref_execute_checkpoint_engine", vllm_libs, ROLE_TRAINING,
+          "verl's WorkerDict 'actor_rollout_' method: training (more specific than *Rollout*)" },
+        { "ray::CheckpointEngineWorker.execute_checkpoint_engine", vllm_libs, ROLE_INFERENCE,
+          "verl's CheckpointEngineWorker: inference" },
+        { "ray::RolloutRayActor.init_process_group", vllm_libs, ROLE_INFERENCE, "OpenRLHF's vLLM actor: inference" },
+        { "VLLM::EngineCore", vllm_libs, ROLE_INFERENCE, "vLLM's engine core: inference" },
+        { "VLLM::Worker_TP1", vllm_libs, ROLE_INFERENCE, "vLLM's worker: inference" },
+        { "ray::RayWorkerProc.run", vllm_libs, ROLE_INFERENCE, "vLLM's Ray worker (v2): inference" },
+        { "ray::RayWorkerWrapper.execute_method", vllm_libs, ROLE_INFERENCE, "vLLM's Ray worker: inference" },
+        { "sglang::scheduler_TP0", sgl_libs, ROLE_INFERENCE, "SGLang's scheduler: inference" },
+        { "ray::SGLangEngine.init_weights_update_group", sgl_libs, ROLE_INFERENCE, "slime's SGLang engine: inference" },
+        { "ray::TrainModel.init_weight_transfer", vllm_libs, ROLE_TRAINING, "vLLM's example trainer: training" },
+        { "ray::DTensorPolicyWorkerV2.init_collective", NULL, ROLE_TRAINING, "NeMo-RL's trainer: training" },
+        { "python train.py", vllm_libs, ROLE_INFERENCE, "no title, vllm/_C loaded: inference (the library rule)" },
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct verdict v = classify_role(&pp, cases[i].title, cases[i].libs);
+        ok(v.value == (int)cases[i].want, "%s [%s]", cases[i].what, v.reason);
+    }
+    struct verdict v = classify_role(&pp, "ray::WorkerDict.actor_rollout_x", NULL);
+    ok(strstr(v.reason, "more specific than the inference pattern 'ray::*Rollout*'") != NULL,
+       "the reason names both patterns where both match");
+    pp.training_titles = "ray::*x*";
+    pp.inference_titles = "ray::*y*";
+    v = classify_role(&pp, "ray::xy", NULL);
+    ok(v.value == ROLE_INFERENCE, "equally specific patterns: inference");
+    char m[64];
+    ok(pattern_list_best("ray::*,ray::*Rollout*,*", "ray::RolloutRayActor", m, sizeof(m)) == 12 &&
+           strcmp(m, "ray::*Rollout*") == 0, "pattern_list_best: the most literal characters");
+    ok(pattern_list_best("a*,b*", "xyz", m, sizeof(m)) == -1, "pattern_list_best: none");
+}
+
+/* A trainer call site makes the rank training for that communicator. */
+static void test_rank_role(void)
+{
+    struct policy_patterns pp = { 0 };
+    const char frames[2][EVIDENCE_FRAME_LEN] = {
+        "/x/vllm/distributed/device_communicators/pynccl.py:137 __init__",
+        "/x/vllm/distributed/weight_transfer/nccl_engine.py:272 trainer_init",
+    };
+    struct verdict lib = { ROLE_INFERENCE, "loaded library '/x/vllm/_C.abi3.so' matches ..." };
+    struct verdict v = classify_rank_role(&pp, lib, 2, frames);
+    ok(v.value == ROLE_TRAINING && strstr(v.reason, "trainer_init") && strstr(v.reason, "process alone: inference"),
+       "vLLM's trainer_init frame: training for this communicator, the process's own role in the reason");
+    v = classify_rank_role(&pp, lib, 1, frames);
+    ok(v.value == ROLE_INFERENCE, "without it: the process's role");
+    pp.role_env = "inference";
+    struct verdict env = { ROLE_INFERENCE, "NCCLSHIM_ROLE=inference" };
+    v = classify_rank_role(&pp, env, 2, frames);
+    ok(v.value == ROLE_INFERENCE, "NCCLSHIM_ROLE is never overridden");
+    pp.role_env = NULL;
+    pp.trainer_callsites = "*my_sender*";
+    v = classify_rank_role(&pp, lib, 2, frames);
+    ok(v.value == ROLE_INFERENCE, "NCCLSHIM_TRAINER_CALLSITES replaces the defaults");
+}
+
+/* NeMo-RL's nccl_reshard and vLLM's m2n need NCCL's whole API. */
+static void test_full_api(void)
+{
+    struct policy_patterns pp = { 0 };
+    const char frames[2][EVIDENCE_FRAME_LEN] = {
+        "/x/nemo_rl/distributed/stateless_process_group.py:130 init_nccl_communicator",
+        "/x/nemo_rl/models/policy/workers/base_policy_worker.py:70 init_nccl_reshard_comm_group",
+    };
+    const char *m2n[] = { "/lib/libc.so.6", "/x/site-packages/nccl/m2n/libnccl_m2n.so", NULL };
+    const char *plain[] = { "/lib/libc.so.6", NULL };
+    struct verdict v = classify_full_api(&pp, 2, frames, plain);
+    ok(v.value == 1 && strstr(v.reason, "init_nccl_reshard_comm_group"), "an nccl_reshard frame: whole API (%s)",
+       v.reason);
+    v = classify_full_api(&pp, 1, frames, m2n);
+    ok(v.value == 1 && strstr(v.reason, "libnccl_m2n"), "libnccl_m2n loaded: whole API");
+    v = classify_full_api(&pp, 1, frames, plain);
+    ok(v.value == 0, "neither: no");
+}
+
 int main(void)
 {
     char m[64];
@@ -85,5 +172,8 @@ int main(void)
     v = classify_purpose(&pp, &ev);
     ok(v.value == PURPOSE_UNKNOWN, "other API, unknown role -> unknown");
 
+    test_titles_and_libs();
+    test_rank_role();
+    test_full_api();
     return tap_done();
 }

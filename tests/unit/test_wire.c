@@ -70,6 +70,8 @@ static void hello_max(struct rv_msg *m)
     h->fabric.gpus = FABRIC_MAX_COUNT;
     h->fabric.budget = FABRIC_MAX_BUDGET;
     FILL_MAX(h->fabric.why, 19);
+    h->full_api = 1;
+    FILL_MAX(h->full_api_why, 20);
     m->leader_pid = 0xfffffffdu;
 }
 
@@ -353,8 +355,8 @@ static size_t hello_max_payload(void)
 {
     struct rank_facts h;
     size_t t = 4; /* a TLV's header */
-    return (t + RV_TOKEN_LEN) + 17 * (t + 4) + (t + sizeof(h.socket_why) - 1) + (t + sizeof(h.frugal_why) - 1) +
-           (t + sizeof(h.fabric.why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
+    return (t + RV_TOKEN_LEN) + 18 * (t + 4) + (t + sizeof(h.socket_why) - 1) + (t + sizeof(h.frugal_why) - 1) +
+           (t + sizeof(h.fabric.why) - 1) + (t + sizeof(h.full_api_why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
            (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(h.caller_lib) - 1) +
            (t + sizeof(h.title) - 1) + (t + sizeof(h.role_reason) - 1) + (t + sizeof(h.local_purpose_reason) - 1) +
            EVIDENCE_MAX_FRAMES * (t + sizeof(h.frames[0]) - 1);
@@ -388,6 +390,7 @@ static void test_fabric_fields(void)
     /* Decode rejects each out-of-range value, naming the tag. */
     struct { unsigned tag; int32_t v; const char *want; } bad[] = {
         { 23, 3, "tag 23 (frugal_ready) is 3, outside 0..2" },
+        { 31, 2, "tag 31 (full_api) is 2, outside 0..1" },
         { 25, 3, "tag 25 (fabric_state) is 3, outside 0..2" },
         { 25, -1, "tag 25 (fabric_state) is -1, outside 0..2" },
         { 26, 4, "tag 26 (fabric_kind) is 4, outside 0..3" },
@@ -398,6 +401,7 @@ static void test_fabric_fields(void)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         hello_min(&in);
         in.u.hello.frugal_ready = 1;
+        in.u.hello.full_api = 1;
         in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_IB, 1, 1, 1, "" };
         start(&in);
         set_i32(&fr, bad[i].tag, bad[i].v);

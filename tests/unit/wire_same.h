@@ -23,10 +23,10 @@ static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
             a->leader_pid != b->leader_pid || x->socket_ready != y->socket_ready ||
             x->frugal_ready != y->frugal_ready || x->fabric.state != y->fabric.state ||
             x->fabric.kind != y->fabric.kind || x->fabric.devices != y->fabric.devices ||
-            x->fabric.gpus != y->fabric.gpus || x->fabric.budget != y->fabric.budget)
+            x->fabric.gpus != y->fabric.gpus || x->fabric.budget != y->fabric.budget || x->full_api != y->full_api)
             return 0;
         if (strcmp(x->socket_why, y->socket_why) || strcmp(x->frugal_why, y->frugal_why) ||
-            strcmp(x->fabric.why, y->fabric.why))
+            strcmp(x->fabric.why, y->fabric.why) || strcmp(x->full_api_why, y->full_api_why))
             return 0;
         if (strcmp(x->host, y->host) || strcmp(x->host_id, y->host_id) || strcmp(x->fn, y->fn) ||
             strcmp(x->shim_version, y->shim_version) || strcmp(x->caller_lib, y->caller_lib) ||
