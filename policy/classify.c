@@ -218,3 +218,28 @@ struct verdict classify_full_api(const struct policy_patterns *pp, int nframes,
     }
     return v;
 }
+
+struct verdict classify_torch_id(const struct policy_patterns *pp, const char *title, int nframes,
+                                 const char (*frames)[EVIDENCE_FRAME_LEN])
+{
+    struct verdict v = { 0, "" };
+    char pat[256];
+    const char *sites = or_default(pp->weight_update_callsites, DEFAULT_WEIGHT_UPDATE_CALLSITES);
+    int i = frame_match(sites, nframes, frames, pat, sizeof(pat));
+    if (i >= 0) {
+        v.value = 1;
+        snprintf(v.reason, sizeof(v.reason), "made by torch at Python frame '%.200s', which matches weight-update "
+                 "pattern '%.80s'", frames[i], pat);
+        return v;
+    }
+    if (title && *title && pattern_list_match(sites, title, pat, sizeof(pat)) >= 0) {
+        v.value = 1;
+        snprintf(v.reason, sizeof(v.reason), "made by torch in a process titled '%.160s', which matches weight-update "
+                 "pattern '%.80s'", title, pat);
+        return v;
+    }
+    snprintf(v.reason, sizeof(v.reason), "made by torch with no weight-update evidence (%d Python frame%s, title "
+             "'%.120s': none matches NCCLSHIM_WEIGHT_UPDATE_CALLSITES): a training group, NCCLSHIM_TAG=bindings",
+             nframes, nframes == 1 ? "" : "s", title ? title : "");
+    return v;
+}

@@ -45,6 +45,16 @@ struct verdict classify_full_api(const struct policy_patterns *pp, int nframes,
                                  const char (*frames)[EVIDENCE_FRAME_LEN], const char *const *libs);
 
 /*
+ * A unique ID made inside torch (its process groups make theirs lazily, at
+ * the first collective): whether this thread's Python frames or the process
+ * title show weight-update evidence (weight_update_callsites), so that the ID
+ * gets the rendezvous mark like a binding's.  value 1 with the reason; else 0
+ * and why not.  Torch's training groups have none: they stay unmarked.
+ */
+struct verdict classify_torch_id(const struct policy_patterns *pp, const char *title, int nframes,
+                                 const char (*frames)[EVIDENCE_FRAME_LEN]);
+
+/*
  * The purpose of a communicator from one process's evidence alone (decisions
  * that see all ranks come later and overrule this):
  *   1. a Python frame matching weight_update_callsites   -> weight-update;

@@ -2,6 +2,7 @@
 #include "decision.h"
 
 #include "fabric_probe.h"
+#include "python_callsite.h"
 
 #include "policy/classify.h"
 #include "comm.h"
@@ -19,12 +20,36 @@
 #include <strings.h>
 #include <unistd.h>
 
-int plan_should_mark(enum api_family caller_api)
+/* A torch-made ID under weight-update evidence: only its frames and title are
+ * read (its own cost at ncclGetUniqueId, once per process group; no
+ * rendezvous for a training group). */
+static int torch_id_marked(char *why, size_t whylen)
+{
+    const struct shim_config *cfg = shim_config();
+    char title[FACTS_TITLE_LEN];
+    char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
+    evidence_title(title, sizeof(title));
+    int nframes = cfg->python_callsite ? python_callsite(frames, EVIDENCE_MAX_FRAMES) : 0;
+    struct verdict v = classify_torch_id(&cfg->patterns, title, nframes, (const char(*)[EVIDENCE_FRAME_LEN])frames);
+    snprintf(why, whylen, "%s", v.reason);
+    return v.value;
+}
+
+int plan_mark_id(enum api_family caller_api, char *why, size_t whylen)
 {
     switch (shim_config()->tag) {
-    case TAG_ALL: return 1;
-    case TAG_NONE: return 0;
-    default: return caller_api != API_TORCH;
+    case TAG_ALL:
+        snprintf(why, whylen, "NCCLSHIM_TAG=all");
+        return 1;
+    case TAG_NONE:
+        snprintf(why, whylen, "NCCLSHIM_TAG=none");
+        return 0;
+    default:
+        if (caller_api != API_TORCH) {
+            snprintf(why, whylen, "made by %s, not torch (NCCLSHIM_TAG=bindings)", api_family_name(caller_api));
+            return 1;
+        }
+        return torch_id_marked(why, whylen);
     }
 }
 

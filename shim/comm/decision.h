@@ -54,7 +54,9 @@ static inline int plan_configures(const struct plan *p)
 void plan_creation(const struct plan_input *in, struct plan *out);
 void plan_release(struct plan *p);
 
-/* At ncclGetUniqueId: whether this caller's IDs get the mark (NCCLSHIM_TAG). */
-int plan_should_mark(enum api_family caller_api);
+/* At ncclGetUniqueId: whether the ID gets the rendezvous mark (NCCLSHIM_TAG),
+ * and why or why not: an ID a binding makes does; one torch makes does where
+ * its creator shows weight-update evidence (classify_torch_id). */
+int plan_mark_id(enum api_family caller_api, char *why, size_t whylen);
 
 #endif

@@ -82,12 +82,12 @@ ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, nc
     uint64_t t0 = shim_mono_us();
     ncclResult_t r = f(uniqueId);
     uint64_t dur = shim_mono_us() - t0;
-    struct creator cr; /* only the caller is recorded: no title, libraries or Python */
+    struct creator cr; /* only the caller is recorded: no libraries; frames and title for torch's IDs */
     evidence_caller(&cr, caller);
     /* Marked before anyone sees the ID: every rank must hash the same bytes. */
-    char where[80] = "", why[256] = "";
+    char where[80] = "", why[256] = "", mark_why[EVIDENCE_REASON_LEN] = "";
     int marked = 0;
-    if (r == ncclSuccess && uniqueId && plan_should_mark(cr.api)) {
+    if (r == ncclSuccess && uniqueId && plan_mark_id(cr.api, mark_why, sizeof(mark_why))) {
         marked = rv_server_open(uniqueId, where, sizeof(where), why, sizeof(why)) == 0;
         if (!marked)
             shim_warn("unmarked-id", "the unique ID was left unmarked (%s): communicators made with it pass "
@@ -100,11 +100,12 @@ ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, nc
     jw_int(&w, "result", r);
     jw_u64(&w, "duration_us", dur);
     record_caller(&w, &cr);
-    if (marked)
+    if (marked) {
         jw_str(&w, "rendezvous", where);
-    else
-        jw_str(&w, "unmarked", why[0] ? why : shim_config()->tag == TAG_NONE ? "NCCLSHIM_TAG=none"
-                               : cr.api == API_TORCH ? "made by torch (NCCLSHIM_TAG=bindings)" : "not made");
+        jw_str(&w, "marked", mark_why);
+    } else {
+        jw_str(&w, "unmarked", why[0] ? why : mark_why[0] ? mark_why : "not made");
+    }
     jw_emit(&w);
     t_depth--;
     return r;

@@ -94,6 +94,28 @@ static void test_full_api(void)
     ok(v.value == 0, "neither: no");
 }
 
+/* A torch-made ID is marked under weight-update evidence only. */
+static void test_torch_id(void)
+{
+    struct policy_patterns pp = { 0 };
+    const char slime[3][EVIDENCE_FRAME_LEN] = {
+        "/x/torch/distributed/distributed_c10d.py:2800 broadcast",
+        "/x/slime/backends/megatron_utils/update_weight/update_weight_from_distributed.py:352 _update_bucket",
+        "/x/slime/backends/megatron_utils/actor.py:640 update_weights",
+    };
+    const char train[2][EVIDENCE_FRAME_LEN] = {
+        "/x/torch/distributed/distributed_c10d.py:2950 all_reduce",
+        "/x/megatron/core/distributed/param_and_grad_buffer.py:300 start_grad_sync",
+    };
+    struct verdict v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.train", 3, slime);
+    ok(v.value == 1 && strstr(v.reason, "update_weights"), "slime's first broadcast under update_weights: marked (%s)",
+       v.reason);
+    v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.update_weights", 0, NULL);
+    ok(v.value == 1 && strstr(v.reason, "titled"), "no Python frames, a Ray title naming update_weights: marked");
+    v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.train", 2, train);
+    ok(v.value == 0 && strstr(v.reason, "training group"), "a gradient all-reduce: unmarked, and why (%s)", v.reason);
+}
+
 int main(void)
 {
     char m[64];
@@ -175,5 +197,6 @@ int main(void)
     test_titles_and_libs();
     test_rank_role();
     test_full_api();
+    test_torch_id();
     return tap_done();
 }
