@@ -203,7 +203,7 @@ check "rv_veto: summary says undone" has '^  id:0x021ea999: decided by root 127\
 
 # rv_strict: NCCLSHIM_STRICT=1 and a malformed NCCLSHIM_RULES on rank 1: both inits fail
 run --check "$FX/rv_strict"
-check "rv_strict: creation failed by policy, naming the malformed setting" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 1 && has "^PROBLEM id:0x286c13f8: creation failed by policy on ranks 0,1: failing the communicator, NCCLSHIM_STRICT=1 and a malformed policy on rank 1 .*; the malformed setting: vm pid 6795: NCCLSHIM_RULES: position 9 .*; fix it, or unset NCCLSHIM_STRICT to fail open \\(passthrough\\)$" err'
+check "rv_strict: creation failed by policy, naming the malformed setting" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 2 && has "^PROBLEM malformed setting \\(vm pid 6795\\): NCCLSHIM_RULES: position 9" err && has "^PROBLEM id:0x286c13f8: creation failed by policy on ranks 0,1: failing the communicator, NCCLSHIM_STRICT=1 and a malformed policy on rank 1 .*; the malformed setting: vm pid 6795: NCCLSHIM_RULES: position 9 .*; fix it, or unset NCCLSHIM_STRICT to fail open \\(passthrough\\)$" err'
 check "rv_strict: the row shows action fail" has '^id:0x286c13f8 +weight-update +fail +2/2 '
 
 # rv_idle: an ID nobody used; its listener expired
@@ -325,7 +325,7 @@ check "rv_ipc_2hosts: passthrough by the root's choice is no problem, -v gives t
   echo '{"type":"warning","ts":1.0,"host":"z","pid":1,"tid":2,"what":"ipc","message":"communicator (rank x"}'
 } >"$TMP/ncclshim.pl.1.jsonl"
 run --check --json "$TMP/ncclshim.pl.1.jsonl"
-check "malformed ipc_peer_left: reported with the field, skipped" eval 'test $rc -eq 0 && test $(wc -l <"$TMP/err") -eq 3 && has ":1: field .rank. is a string, expected an integer" err && has ":2: missing field .decision_id. \\(a string\\)" err && has ":3: field .rank. is negative \\(-1\\)" err'
+check "malformed ipc_peer_left: reported with the field, skipped; --check counts each as a problem" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 6 && has "^PROBLEM input .*:1: field .rank. is a string" err && has ":1: field .rank. is a string, expected an integer" err && has ":2: missing field .decision_id. \\(a string\\)" err && has ":3: field .rank. is negative \\(-1\\)" err'
 check "unjoined ipc_peer_left and ipc warnings: kept, no communicator" jqt '.ipc_peer_left == [{"host":"z","pid":1,"ts":1.0,"listen":"127.0.0.1:1","decision_id":"0x0000000000000099","rank":1,"group":null,"at_destroy":false}] and ([.warnings[].group] == [null,null])'
 run "$TMP/ncclshim.pl.1.jsonl"
 check "unjoined ipc_peer_left: a header line" has '^ipc_peer_left z:1 127\.0\.0\.1:1 \(0x00000000\): rank 1 left; no rank of it in the inputs$'

@@ -1001,6 +1001,32 @@ static void rule_nccl_warn(inspect_state *st, communicator *c)
     strlist_free(&done);
 }
 
+/*
+ * A weight-update communicator that NCCL made without the redirect its
+ * purpose asks for, for a reason that is not the policy's (the shim records
+ * why: no rendezvous could decide it, a split of a communicator that was not
+ * redirected, ...): the fabric is unprotected and nothing else says so.
+ */
+static void rule_unprotected(inspect_state *st, communicator *c)
+{
+    (void)st;
+    list_buf b = {0};
+    const rank_rec *first = NULL;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        const rank_rec *r = c->ranks[i];
+        if (!r->unprotected)
+            continue;
+        lb_add_ll(&b, r->rank);
+        if (!first)
+            first = r;
+    }
+    if (!first)
+        return;
+    char *why = str_cut(first->unprotected, 400);
+    add(c, xasprintf("weight-update communicator not redirected on rank%s %s: %s", b.items > 1 ? "s" : "", b.s, why));
+    free(why);
+}
+
 static const struct {
     const char *name;
     rule_fn fn;
@@ -1017,6 +1043,7 @@ static const struct {
     {"redirect ineffective", rule_redirect_ineffective},
     {"frugal ineffective", rule_frugal_ineffective},
     {"redirect bypassed by the device API", rule_redirect_bypassed},
+    {"weight-update communicator not redirected", rule_unprotected},
     {"dropped communicator carried data", rule_dropped_carried_data},
     {"training communicator on Socket", rule_training_on_socket},
     {"fell back to Socket", rule_fell_back_to_socket},
@@ -1027,10 +1054,46 @@ static const struct {
     {"NCCL warning", rule_nccl_warn},
 };
 
-/* Returns the number of communicators with at least one problem. */
+/*
+ * Problems of the input as a whole, for --check (what users put in CI): a
+ * malformed setting in any process (the shim failed open: its action may be
+ * gone, as NCCLSHIM_RULES='...:explode' drops a one-host refit from ipc to
+ * passthrough), no records at all, a records file that is not records.
+ */
+static void check_input(inspect_state *st)
+{
+    for (size_t i = 0; i < st->warnings.n; i++) {
+        const warning_rec *w = &st->warnings.v[i];
+        if (strcmp(w->what, "bad-setting") != 0)
+            continue;
+        char *m = str_cut(w->message, 400);
+        strlist_add(&st->problems, xasprintf("malformed setting (%s pid %lld): %s; the shim failed open with the "
+                                             "rest of its settings: fix it (NCCLSHIM_STRICT=1 makes it fail the "
+                                             "communicator instead)", w->host, w->pid, m));
+        free(m);
+    }
+    if (st->nrecords == 0 && st->nccl_lines == 0)
+        strlist_add(&st->problems, xstrdup("no records to check: the inputs hold no ncclshim record and no NCCL log "
+                                           "line (an empty records directory?): set NCCLSHIM_LOG_DIR for every "
+                                           "process of the job, and check that LD_PRELOAD reaches them"));
+    for (size_t i = 0; i < st->errors.n; i++) {
+        const input_error *e = &st->errors.v[i];
+        if (!e->fatal && e->line > 0 && strncmp(e->reason, "truncated last line", 19) == 0)
+            continue; /* a process killed mid-write: the records before it are whole */
+        if (e->line > 0)
+            strlist_add(&st->problems, xasprintf("input %s:%ld: %s", e->file, e->line, e->reason));
+        else
+            strlist_add(&st->problems, xasprintf("input %s: %s", e->file, e->reason));
+    }
+}
+
+/* Returns the number of communicators with at least one problem, plus one
+ * if the input as a whole has any (st->problems). */
 size_t inspect_check(inspect_state *st)
 {
     size_t bad = 0;
+    check_input(st);
+    bad += st->problems.n > 0;
     for (size_t i = 0; i < st->ncomms; i++) {
         communicator *c = st->sorted[i];
         for (size_t k = 0; k < sizeof rules / sizeof rules[0]; k++) {

@@ -121,6 +121,7 @@ typedef struct rank_rec {
     char *result_str, *api, *caller_lib, *title, *python0;
     char *role, *role_reason, *purpose, *purpose_reason, *action, *action_reason;
     char *local_purpose, *local_purpose_reason, *net, *net_by, *net_note;
+    char *unprotected;      /* a weight-update communicator passed through for a reason other than policy */
     /* NCCL 2.29+'s properties of a redirected communicator (nccl_properties): GIN types, -1 if not told */
     long long gin_type, railed_gin_type;
     /* the record's `decision` object (marked unique IDs only) */
@@ -268,6 +269,7 @@ typedef struct inspect_state {
     communicator **sorted;  /* after inspect_group() */
     size_t ncomms;
     size_t nrecords;        /* records accepted */
+    strlist problems;       /* inspect_check: problems of the input as a whole (settings, no records) */
     size_t nccl_lines;      /* NCCL log lines recognised */
     /* (dev, ino) of files already read: a file named twice (directly and via
      * its directory) must not produce duplicate ranks. */

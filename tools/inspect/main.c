@@ -52,6 +52,18 @@ static int write_html(inspect_state *st, const char *path)
     return 0;
 }
 
+/* --check's verdict: the input's problems, then each communicator's. */
+static void print_problems(const inspect_state *st)
+{
+    for (size_t k = 0; k < st->problems.n; k++)
+        fprintf(stderr, "PROBLEM %s\n", st->problems.v[k]);
+    for (size_t i = 0; i < st->ncomms; i++) {
+        const communicator *c = st->sorted[i];
+        for (size_t k = 0; k < c->problems.n; k++)
+            fprintf(stderr, "PROBLEM %s: %s\n", c->short_group, c->problems.v[k]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     int json = 0, check = 0, verbose = 0, ninputs = 0;
@@ -142,11 +154,7 @@ int main(int argc, char **argv)
         if (st->errors.v[i].fatal)
             status = 2;
     if (check && bad) {
-        for (size_t i = 0; i < st->ncomms; i++) {
-            communicator *c = st->sorted[i];
-            for (size_t k = 0; k < c->problems.n; k++)
-                fprintf(stderr, "PROBLEM %s: %s\n", c->short_group, c->problems.v[k]);
-        }
+        print_problems(st);
         status = 1;
     }
     inspect_free(st);

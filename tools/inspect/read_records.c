@@ -258,6 +258,7 @@ static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long l
     r->net = get_str(c, o, "net", 0);
     r->net_note = get_str(c, o, "net_note", 0);
     r->net_by = get_str(c, o, "net_by", 0);
+    r->unprotected = get_str(c, o, "unprotected", 0);
     r->gin_type = r->railed_gin_type = -1;
     json_t *props = get_obj(c, o, "nccl_properties");
     if (props) {

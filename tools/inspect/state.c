@@ -39,7 +39,7 @@ void rank_free(rank_rec *r)
                        &r->id_hash, &r->result_str, &r->api, &r->caller_lib, &r->title,
                        &r->python0, &r->role, &r->role_reason, &r->purpose,
                        &r->purpose_reason, &r->action, &r->action_reason, &r->local_purpose,
-                       &r->local_purpose_reason, &r->net, &r->net_by, &r->net_note, &r->dec_by, &r->dec_id,
+                       &r->local_purpose_reason, &r->net, &r->net_by, &r->net_note, &r->unprotected, &r->dec_by, &r->dec_id,
                        &r->dec_id_norm, &r->dec_root, &r->dec_fallback, &r->file};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         free(*fields[i]);
@@ -77,33 +77,9 @@ void decision_free(decision_rec *d)
     free(d);
 }
 
-void inspect_free(inspect_state *st)
+/* The root's and the ranks' rendezvous records: unique IDs, expiries, lost peers. */
+static void free_rendezvous_records(inspect_state *st)
 {
-    if (!st)
-        return;
-    process *p, *ptmp;
-    HASH_ITER(hh, st->procs, p, ptmp) {
-        HASH_DEL(st->procs, p);
-        free(p->key);
-        free(p->host);
-        free(p->title);
-        free(p->log_file);
-        free(p->shim_version);
-        free(p);
-    }
-    for (rank_rec *r = st->ranks, *n; r; r = n) {
-        n = r->next;
-        rank_free(r);
-    }
-    for (comm_end_rec *e = st->ends, *n; e; e = n) {
-        n = e->next;
-        comm_end_free(e);
-    }
-    HASH_CLEAR(hh, st->decision_by_id); /* the records themselves are in the list */
-    for (decision_rec *d = st->decisions, *n; d; d = n) {
-        n = d->next;
-        decision_free(d);
-    }
     uid_rec *u, *utmp;
     HASH_ITER(hh, st->uids, u, utmp) {
         HASH_DEL(st->uids, u);
@@ -126,6 +102,37 @@ void inspect_free(inspect_state *st)
         free(p->group);
     }
     free(st->peer_left.v);
+}
+
+void inspect_free(inspect_state *st)
+{
+    if (!st)
+        return;
+    process *p, *ptmp;
+    HASH_ITER(hh, st->procs, p, ptmp) {
+        HASH_DEL(st->procs, p);
+        free(p->key);
+        free(p->host);
+        free(p->title);
+        free(p->log_file);
+        free(p->shim_version);
+        free(p);
+    }
+    for (rank_rec *r = st->ranks, *n; r; r = n) {
+        n = r->next;
+        rank_free(r);
+    }
+    for (comm_end_rec *e = st->ends, *n; e; e = n) {
+        n = e->next;
+        comm_end_free(e);
+    }
+    strlist_free(&st->problems);
+    HASH_CLEAR(hh, st->decision_by_id); /* the records themselves are in the list */
+    for (decision_rec *d = st->decisions, *n; d; d = n) {
+        n = d->next;
+        decision_free(d);
+    }
+    free_rendezvous_records(st);
     net_free(&st->nccl_tid);
     net_free(&st->nccl_proc_net);
     net_free(&st->nccl_comm);
