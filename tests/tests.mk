@@ -114,3 +114,26 @@ tests-bin: tests/bin/test_config
 tests/bin/test_config: tests/unit/test_config.c shim/nccl/nccl_config.c shim/nccl/nccl_config.h shim/nccl/nccl_config.def shim/nccl/nccl_abi.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_config.c shim/nccl/nccl_config.c
+
+# The replays of the RL stacks (tests/t/37-stacks.t, tests/replay/): native stand-ins the
+# harness copies into a fake site-packages, each where a stack's library lies (a linked one
+# finds libnccl through its rpath there, under nvidia/nccl/lib, as torch's and CuPy's do).
+REPLAY_BIN := tests/bin/replay
+REPLAY_CFLAGS := $(TEST_CFLAGS) -Itests/clients -Itests/replay/stubs -shared -fPIC
+REPLAY_HDRS := tests/replay/stubs/store.h tests/clients/client_util.h shim/nccl/nccl_api.def shim/nccl/nccl_abi.h
+tests-bin: $(REPLAY_BIN)/native.so $(REPLAY_BIN)/torch.so $(REPLAY_BIN)/cupy.so $(REPLAY_BIN)/nccl4py.so \
+           $(REPLAY_BIN)/m2n.so
+$(REPLAY_BIN)/native.so: tests/replay/stubs/native.c
+	@mkdir -p $(@D)
+	$(CC) $(REPLAY_CFLAGS) -o $@ $<
+$(REPLAY_BIN)/nccl4py.so: tests/replay/stubs/nccl4py.c $(REPLAY_HDRS)
+	@mkdir -p $(@D)
+	$(CC) $(REPLAY_CFLAGS) -o $@ $< -ldl
+# torch/lib/libtorch_replay.so, nccl/m2n/libnccl_m2n.so: two levels below site-packages.
+$(REPLAY_BIN)/torch.so $(REPLAY_BIN)/m2n.so: $(REPLAY_BIN)/%.so: tests/replay/stubs/%.c $(REPLAY_HDRS) tests/fake/a/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(REPLAY_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../../nvidia/nccl/lib'
+# cupy_backends/cuda/libs/nccl.so: three levels below.
+$(REPLAY_BIN)/cupy.so: tests/replay/stubs/cupy.c $(REPLAY_HDRS) tests/fake/a/libnccl.so.2
+	@mkdir -p $(@D)
+	$(CC) $(REPLAY_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../../../nvidia/nccl/lib'
