@@ -118,8 +118,10 @@ tests/bin/test_config: tests/unit/test_config.c shim/nccl/nccl_config.c shim/ncc
 # The replays of the RL stacks (tests/t/37-stacks.t, tests/replay/): native stand-ins the
 # harness copies into a fake site-packages, each where a stack's library lies (a linked one
 # finds libnccl through its rpath there, under nvidia/nccl/lib, as torch's and CuPy's do).
+# No sibling calls: a stand-in's call into NCCL must return into it (the shim names the
+# caller by the return address), as a real binding's does.
 REPLAY_BIN := tests/bin/replay
-REPLAY_CFLAGS := $(TEST_CFLAGS) -Itests/clients -Itests/replay/stubs -shared -fPIC
+REPLAY_CFLAGS := $(TEST_CFLAGS) -fno-optimize-sibling-calls -Itests/clients -Itests/replay/stubs -shared -fPIC
 REPLAY_HDRS := tests/replay/stubs/store.h tests/clients/client_util.h shim/nccl/nccl_api.def shim/nccl/nccl_abi.h
 tests-bin: $(REPLAY_BIN)/native.so $(REPLAY_BIN)/torch.so $(REPLAY_BIN)/cupy.so $(REPLAY_BIN)/nccl4py.so \
            $(REPLAY_BIN)/m2n.so
