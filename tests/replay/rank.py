@@ -10,8 +10,8 @@ stack does, the innermost calling the binding's foreign function itself, so that
 the shim reads at that NCCL call are the stack's (file:line function, innermost first).
 
 The harness is the store (TCPStore, Ray's named actor): a rank that makes a unique ID prints
-"UID <key> <hex>"; the others read "<key> <hex>" lines from stdin.  The rank prints "STEP <i>
-<op> begin" and "STEP <i> <op> rc <r>" (so that a hang names its step), "APP <function>" for
+"UID <key> <hex>"; the others read "<key> <hex>" lines from stdin.  The rank prints "PID <pid>",
+"STEP <i> <op> begin" and "STEP <i> <op> rc <r>" (so that a hang names its step), "APP <function>" for
 each NCCL call the application makes (the C stubs print their own), "BYTES <k> <n> ok|wrong at
 <i>" for each broadcast buffer at the end (what arrived), and "DONE".  Exit status 0 when every
 step returned 0.
@@ -324,6 +324,7 @@ class Rank:
 def main():
     with open(os.environ["REPLAY_SPEC"]) as fh:
         spec = json.load(fh)
+    say("PID %d" % os.getpid())
     rank = Rank(spec)
     for i, st in enumerate(spec["steps"]):
         say("STEP %d %s begin" % (i, st["op"]))

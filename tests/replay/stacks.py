@@ -115,6 +115,7 @@ def nemo_trainer(root):
 
 
 NEMO_DEFAULT = {
+    "short": 'NeMo-RL refit',
     "name": "NeMo-RL default refit: 2 DTensorPolicyWorkerV2 + ray::VllmGenerationWorker (sync, TP=1), nccl4py",
     # grpo.py:1577/1580 init_collective on both sides, world = T + G, root = train rank 0
     "ranks": [nemo_trainer(True), nemo_trainer(False),
@@ -131,6 +132,7 @@ NEMO_DEFAULT = {
 }
 
 NEMO_ASYNC = {
+    "short": 'NeMo-RL async engine',
     "name": "NeMo-RL async engine: DTensorPolicyWorkerV2 + VLLM::EngineCore (TP=1), nccl4py",
     # vllm_worker_async.py:980-988 init_collective_async -> AsyncLLM's EngineCore process
     "ranks": [nemo_trainer(True),
@@ -147,6 +149,7 @@ NEMO_ASYNC = {
 }
 
 NEMO_TP2 = {
+    "short": 'NeMo-RL TP=2 engine',
     "name": "NeMo-RL TP=2 engine: DTensorPolicyWorkerV2 + 2 ray::RayWorkerProc.run (vLLM 0.25 Ray executor v2), nccl4py",
     # vllm_worker.py:417-422 distributed_executor_backend="ray"; ray_executor_v2.py:75, :189-199
     "ranks": [nemo_trainer(True)] + [
@@ -191,6 +194,7 @@ def reshard_trainer(root):
 
 
 NEMO_RESHARD = {
+    "short": 'NeMo-RL nccl_reshard',
     "name": "NeMo-RL nccl_reshard per-stage group: 2 MegatronPolicyWorker + VllmGenerationWorker, nccl4py, then m2n",
     "ranks": [reshard_trainer(True), reshard_trainer(False),
               reshard_rank("ray::VllmGenerationWorker.init_nccl_reshard_comm_group", VLLM_ENGINE_LIBS + M2N_LIBS,
@@ -208,6 +212,9 @@ NEMO_RESHARD = {
     "api": "nccl4py",
     # one host: NCCL's whole API is needed (windows, device API, split): never ipc
     "variants": [("one host", None, "passthrough", "nccl_reshard"),
+                 # an explicit ipc is overridden the same way
+                 ("one host, NCCLSHIM_WEIGHT_UPDATE=ipc", None, "passthrough", "nccl_reshard",
+                  {"NCCLSHIM_WEIGHT_UPDATE": "ipc"}),
                  ("two hosts", [A, A, B], "socket", "ranks on 2 hosts")],
     "m2n": True,
 }
@@ -230,6 +237,7 @@ WT_WORKER_RECV = RAYWORKER_OUTER[1:] + [("vllm/v1/serial_utils.py", 486, "run_me
                                         ("vllm/v1/worker/gpu_worker.py", 1040, "Worker.update_weights"),  # ~1040
                                         (WT, 200, "NCCLWeightTransferEngine.receive_weights")]  # ~200
 VLLM_WT = {
+    "short": 'vLLM weight transfer',
     "name": "vLLM weight-transfer API: python train.py (trainer_init, vllm imported) + VLLM::Worker_TP0/1, ctypes PyNccl",
     "ranks": [pynccl_rank("python", VLLM_TRAINER_LIBS, WT_TRAINER_INIT,
                           [(WT, 266, "NCCLWeightTransferEngine.trainer_send_weights")], root=True, script="train.py")] +
@@ -244,6 +252,55 @@ VLLM_WT = {
     "api": "ctypes",
     "variants": [("one host", None, "ipc", "all 3 ranks on one host: ipc"),
                  ("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
+}
+
+# --- vLLM's nccl_m2n weight-transfer engine (stacks_A §2.1, newer upstream, read from the
+# index: vllm/distributed/weight_transfer/m2n_trainer.py @1ca6ac9f, m2n_engine.py @1825fdb3):
+# M2NTrainerWeightTransferEngine.trainer_init runs on *every* trainer rank (ranks [0,
+# num_trainer_ranks), the workers after them): import_m2n() (libnccl_m2n loaded), then the
+# module's trainer_init -> stateless_init_process_group (nccl_common.py) -> PyNccl; each
+# parameter then goes through nccl.m2n.reshard on comm_ptr(group) (_send), whose libnccl_m2n
+# makes the calls of §1.4 on it.  Workers: init_weight_transfer_engine -> M2NWeightTransferEngine.
+M2NT = "vllm/distributed/weight_transfer/m2n_trainer.py"
+M2NE = "vllm/distributed/weight_transfer/m2n_engine.py"
+NCOMMON = "vllm/distributed/weight_transfer/nccl_common.py"
+M2N_TRAINER_INIT = [(M2NT, 214, "M2NTrainerWeightTransferEngine.trainer_init"),  # ~214
+                    (NCOMMON, 120, "trainer_init"), (NCOMMON, 160, "stateless_init_process_group")]  # ~120, ~160
+M2N_WORKER_INIT = RAYWORKER_OUTER[1:] + [("vllm/v1/serial_utils.py", 486, "run_method"),
+                                         ("vllm/v1/worker/gpu_worker.py", 1030, "Worker.init_weight_transfer_engine"),
+                                         (M2NE, 150, "M2NWeightTransferEngine.init_transfer_engine"),  # ~150
+                                         (NCOMMON, 140, "worker_init_process_group"),  # ~140
+                                         (NCOMMON, 160, "stateless_init_process_group")]
+
+
+def m2n_rank(title, libs, outer_init, outer_m2n, root, script="rank.py"):
+    steps = [{"op": "uid", "frames": outer_init + PYNCCL_UID}] if root else [{"op": "fetch"}]
+    steps += [{"op": "init", "frames": outer_init + PYNCCL_INIT},
+              {"op": "allreduce", "count": 1, "dtype": 7, "frames": outer_init + PYNCCL_WARM},
+              {"op": "m2n", "frames": outer_m2n}, {"op": "destroy"}]
+    return Rank(title, "ctypes", steps, libs, script)
+
+
+VLLM_M2N = {
+    "short": "vLLM nccl_m2n engine",
+    "name": "vLLM nccl_m2n weight transfer: 2 trainer ranks (python train.py, vllm and nccl.m2n imported) + "
+            "VLLM::Worker_TP0/1, ctypes PyNccl, then m2n.reshard",
+    "ranks": [m2n_rank("python", VLLM_TRAINER_LIBS + M2N_LIBS, M2N_TRAINER_INIT,
+                       [(M2NT, 330, "M2NTrainerWeightTransferEngine.send_weights"),  # ~330
+                        (M2NT, 360, "M2NTrainerWeightTransferEngine._send")], r == 0, "train.py")  # ~360
+              for r in range(2)] +
+             [m2n_rank("VLLM::Worker_TP%d" % t, VLLM_ENGINE_LIBS + M2N_LIBS, M2N_WORKER_INIT,
+                       WT_WORKER_RECV[:-1] + [(M2NE, 260, "M2NWeightTransferEngine.receive_weights")], False)  # ~260
+              for t in range(2)],
+    "purpose": "weight-update",
+    "roles": ["training", "training", "inference", "inference"],
+    "role_why": {0: "trainer_init", 1: "trainer_init", 2: "VLLM::Worker_TP0"},
+    "purpose_why": "training and inference ranks",
+    "uid": (True, "made by ctypes"),
+    "api": "ctypes",
+    "variants": [("one host", None, "passthrough", "m2n"),
+                 ("two hosts", [A, A, B, B], "socket", "ranks on 2 hosts")],
+    "m2n": True,
 }
 
 # --- vLLM's own TP group (stacks_A §2.3, stacks_B §1.8): at worker start,
@@ -262,6 +319,7 @@ VLLM_TP_OUTER = [("vllm/v1/worker/gpu_worker.py", 240, "Worker.init_device"),
 VLLM_TP_USE = [("vllm/distributed/device_communicators/cuda_communicator.py", 140,  # ~140
                 "CudaCommunicator.all_reduce")]
 VLLM_TP = {
+    "short": 'vLLM TP group',
     "name": "vLLM's own TP group: 2 VLLM::Worker, ctypes PyNccl (an engine's group: untouched)",
     "ranks": [pynccl_rank("VLLM::Worker", VLLM_ENGINE_LIBS, VLLM_TP_OUTER, VLLM_TP_USE, root=r == 0) for r in range(2)],
     "purpose": "inference",
@@ -287,6 +345,7 @@ SGL_TP_OUTER = [("sglang/srt/model_executor/model_runner.py", 890, "ModelRunner.
                 ("sglang/srt/distributed/parallel_state.py", 1700, "init_model_parallel_group"),
                 ("sglang/srt/distributed/parallel_state.py", 425, "GroupCoordinator.__init__")]
 SGL_TP = {
+    "short": 'SGLang TP group',
     "name": "SGLang's own TP group: sglang::scheduler_TP0/1, its ctypes PyNccl (an engine's group: untouched)",
     "ranks": [Rank("sglang::scheduler_TP%d" % r, "ctypes",
                    ([{"op": "uid", "frames": SGL_TP_OUTER + [(SGP, 84, "PyNcclCommunicator.__init__"),
@@ -329,6 +388,7 @@ OR_ENGINE_INIT = ENGINECORE_OUTER + [("vllm/v1/serial_utils.py", 486, "run_metho
                                      (OR_DIST, 25, "stateless_init_process_group")]
 OR_ENGINE_RECV = ENGINECORE_OUTER + [("vllm/v1/serial_utils.py", 486, "run_method"), (OR_WRAP, 46, "WorkerWrap.update_weight")]
 OPENRLHF = {
+    "short": 'OpenRLHF',
     "name": "OpenRLHF: ray::PolicyModelActor (vllm/_C loaded) + 2 VLLM::EngineCore (TP=1), ctypes PyNccl",
     "ranks": [pynccl_rank("ray::PolicyModelActor.init_model_from_pretrained", VLLM_TRAINER_LIBS, OR_TRAIN_INIT,
                           OR_TRAIN_BCAST, root=True)] +
@@ -390,6 +450,7 @@ VERL_SEND = [("verl/workers/engine_workers.py", 760, "ActorRolloutRefWorker.upda
 VERL_RECV = [("verl/checkpoint_engine/base.py", 360, "CheckpointEngineWorker.update_weights"),
              (NCE, 460, "NCCLCheckpointEngine.receive_weights")]  # ~460
 VERL = {
+    "short": 'verl checkpoint engine',
     "name": "verl checkpoint engine: 2 ray::WorkerDict senders + 2 ray::CheckpointEngineWorker (vllm/_C in all), "
             "Ray collective on CuPy",
     "ranks": [verl_rank("ray::WorkerDict.actor_rollout_ref_execute_checkpoint_engine", VERL_TRAIN_OUTER, VERL_SEND,
@@ -453,6 +514,7 @@ SGL_RECV = SGL_SCHED + [("sglang/srt/managers/scheduler_components/weight_update
                         ("sglang/srt/model_executor/model_runner_components/weight_updater.py", 219,
                          "WeightUpdater.update_weights_from_distributed")]
 SLIME = {
+    "short": 'slime',
     "name": "slime: ray::MegatronTrainRayActor.update_weights (sgl_kernel loaded) + sglang::scheduler_TP0/1, "
             "torch ProcessGroupNCCL made at the first broadcast",
     "ranks": [torch_rank("ray::MegatronTrainRayActor.update_weights", SGL_LIBS, SLIME_PG, SLIME_BCAST)] +
@@ -480,6 +542,7 @@ SPAWN = "python -c from multiprocessing.spawn import spawn_main; spawn_main(trac
 SGL_TEST = "test/srt/rl/test_update_weights_from_distributed.py"
 SGL_OWN_TRAIN = [("torch/multiprocessing/spawn.py", 90, "_wrap"), (SGL_TEST, 75, "init_process")]
 SGLANG_OWN = {
+    "short": 'SGLang weight API',
     "name": "SGLang's own API: a spawned trainer (its test's init_process_hf) + sglang::scheduler_TP0/1, torch",
     "ranks": [torch_rank(SPAWN, [], SGL_OWN_TRAIN + [(SGL_TEST, 157, "init_process_hf"),
                                                      ("sglang/srt/utils/common.py", 2480, "init_custom_process_group")],
@@ -501,6 +564,7 @@ SGLANG_OWN = {
 # with no weight-update evidence, so it stays unmarked; no rendezvous, and NCCL sees exactly
 # the application's calls.
 TRAIN_ONLY = {
+    "short": 'training only',
     "name": "training only: 2 ray::DTensorPolicyWorkerV2.train, torch group (lazy), gradient all-reduce",
     "ranks": [Rank("ray::DTensorPolicyWorkerV2.train", "torch",
                    [{"op": "pg", "frames": [("nemo_rl/models/automodel/setup.py", 453, "setup_distributed")]},
@@ -520,5 +584,5 @@ TRAIN_ONLY = {
     "no_rendezvous": True,
 }
 
-SCENARIOS = [NEMO_DEFAULT, NEMO_ASYNC, NEMO_TP2, NEMO_RESHARD, VLLM_WT, VLLM_TP, SGL_TP, OPENRLHF, VERL, SLIME,
+SCENARIOS = [NEMO_DEFAULT, NEMO_ASYNC, NEMO_TP2, NEMO_RESHARD, VLLM_WT, VLLM_M2N, VLLM_TP, SGL_TP, OPENRLHF, VERL, SLIME,
              SGLANG_OWN, TRAIN_ONLY]
