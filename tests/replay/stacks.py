@@ -11,6 +11,8 @@ Frames are listed outermost first; each step's frames end where its NCCL call is
 Each scenario says what every rank must get under the shim's defaults (docs/policy.md and
 the target rules of issue 32): its purpose, its action on one host and across hosts, the
 evidence its records must name, and whether its unique ID is marked for the rendezvous.
+The reasons are regular expressions (re.search) over the records' reason strings; `variants`
+are (label, a host per rank or None for one host, action, action reason[, extra settings]).
 """
 from replay import Rank
 
@@ -211,9 +213,10 @@ NEMO_RESHARD = {
     "uid": (True, "made by nccl4py"),
     "api": "nccl4py",
     # one host: NCCL's whole API is needed (windows, device API, split): never ipc
-    "variants": [("one host", None, "passthrough", "nccl_reshard"),
+    # (the reason names the rank and its evidence)
+    "variants": [("one host", None, "passthrough", r"rank \d.*nccl_reshard.*passthrough"),
                  # an explicit ipc is overridden the same way
-                 ("one host, NCCLSHIM_WEIGHT_UPDATE=ipc", None, "passthrough", "nccl_reshard",
+                 ("one host, NCCLSHIM_WEIGHT_UPDATE=ipc", None, "passthrough", r"rank \d.*nccl_reshard.*passthrough",
                   {"NCCLSHIM_WEIGHT_UPDATE": "ipc"}),
                  ("two hosts", [A, A, B], "socket", "ranks on 2 hosts")],
     "m2n": True,
@@ -246,7 +249,7 @@ VLLM_WT = {
     "roles": ["training", "inference", "inference"],
     # the trainer's process alone is inference (vllm/_C loaded, its title names no role): its
     # trainer_init frame makes it the trainer of this communicator
-    "role_why": {0: "trainer_init", 1: "VLLM::Worker_TP0"},
+    "role_why": {0: "trainer_init.*vllm/_C", 1: "VLLM::Worker_TP0"},
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by ctypes"),
     "api": "ctypes",
@@ -298,7 +301,7 @@ VLLM_M2N = {
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by ctypes"),
     "api": "ctypes",
-    "variants": [("one host", None, "passthrough", "m2n"),
+    "variants": [("one host", None, "passthrough", r"rank \d.*m2n.*passthrough"),
                  ("two hosts", [A, A, B, B], "socket", "ranks on 2 hosts")],
     "m2n": True,
 }
@@ -395,7 +398,7 @@ OPENRLHF = {
              [pynccl_rank("VLLM::EngineCore", VLLM_ENGINE_LIBS, OR_ENGINE_INIT, OR_ENGINE_RECV) for _ in range(2)],
     "purpose": "weight-update",
     "roles": ["training", "inference", "inference"],
-    "role_why": {0: "ray::PolicyModelActor", 1: "VLLM::EngineCore"},
+    "role_why": {0: "ray::PolicyModelActor.*training", 1: "VLLM::EngineCore"},
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by ctypes"),
     "api": "ctypes",
@@ -459,7 +462,7 @@ VERL = {
               for _ in range(2)],
     "purpose": "weight-update",
     "roles": ["training", "training", "inference", "inference"],
-    "role_why": {0: "ray::WorkerDict", 2: "ray::CheckpointEngineWorker"},
+    "role_why": {0: "ray::WorkerDict.*training", 2: "ray::CheckpointEngineWorker"},
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by cupy"),
     "api": "cupy",
@@ -521,7 +524,7 @@ SLIME = {
              [torch_rank("sglang::scheduler_TP%d" % t, SGL_LIBS, SGL_PG, SGL_RECV) for t in range(2)],
     "purpose": "weight-update",
     "roles": ["training", "inference", "inference"],
-    "role_why": {0: "ray::MegatronTrainRayActor", 1: "sglang::scheduler_TP0"},
+    "role_why": {0: "ray::MegatronTrainRayActor.*training", 1: "sglang::scheduler_TP0"},
     "purpose_why": "training and inference ranks",
     # made inside libtorch under update_weights: marked, and the record says why
     "uid": (True, "update_weights"),
