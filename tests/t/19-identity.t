@@ -33,8 +33,8 @@ for how in linked dlopen; do
         is "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | .action' | tr -d '"')" "$action" \
             "$how, $action: recorded as $action"
         is "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn=="ncclCommGrow") | [.group, .parent, .nranks, .action]')" \
-            "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.group + "/grow0", .group, 2, "passthrough"]')" \
-            "$how, $action: ncclCommGrow recorded like a split: parent, ranks, action"
+            "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.group + "/grow0", .group, 2, .action]')" \
+            "$how, $action: ncclCommGrow recorded like a split: parent, ranks, and the parent's action (it inherits it)"
         is "$(jqr "$TMP/$d/rec" 'select(.type=="comm_end") | .ops.AllReduce.count // 0' | sort | tr '\n' ' ')" "0 1 " \
             "$how, $action: both communicators end, the grown one with its all-reduce counted"
     done
