@@ -291,10 +291,10 @@ static void decide_locally(const struct plan_input *in, struct plan *p, const ch
 }
 
 /* The child's action, the parent's carried out through the child's config. */
-static void inherit_action(const struct plan_input *in, const struct shim_comm *parent, struct plan *p)
+static void inherit_action(const struct plan_input *in, const struct plan_parent *parent, struct plan *p)
 {
     char why[RV_REASON_LEN] = "";
-    enum action a = (enum action)parent->action;
+    enum action a = parent->action;
     int ok = a == ACTION_SOCKET ? prepare_socket(in, p, why, sizeof(why)) == 0
              : a == ACTION_FRUGAL ? prepare_frugal(in, p, why, sizeof(why)) == 0
              : a == ACTION_PASSTHROUGH;
@@ -311,7 +311,7 @@ static void inherit_action(const struct plan_input *in, const struct shim_comm *
     snprintf(p->unprotected, sizeof(p->unprotected), "%s", p->action_reason);
 }
 
-void plan_child(const struct plan_input *in, const struct shim_comm *parent, struct plan *p)
+void plan_child(const struct plan_input *in, const struct plan_parent *parent, struct plan *p)
 {
     const struct shim_config *cfg = shim_config();
     memset(p, 0, sizeof(*p));
@@ -323,7 +323,7 @@ void plan_child(const struct plan_input *in, const struct shim_comm *parent, str
     snprintf(p->local_purpose_reason, sizeof(p->local_purpose_reason), "%s", local.reason);
     p->inherited_from = parent->group;
     p->inherited_decision = parent->decision_id;
-    p->purpose = (enum purpose)parent->purpose;
+    p->purpose = parent->purpose;
     snprintf(p->purpose_reason, sizeof(p->purpose_reason), "%s, as its parent %.160s", purpose_name(p->purpose),
              parent->group);
     /* A weight-update call site where the child is made outweighs a parent of
@@ -333,7 +333,7 @@ void plan_child(const struct plan_input *in, const struct shim_comm *parent, str
     if (p->purpose != PURPOSE_WEIGHT_UPDATE && site.value) {
         p->purpose = PURPOSE_WEIGHT_UPDATE;
         snprintf(p->purpose_reason, sizeof(p->purpose_reason), "%s (its parent %.160s: %s)", site.reason,
-                 parent->group, purpose_name((enum purpose)parent->purpose));
+                 parent->group, purpose_name(parent->purpose));
     }
     inherit_action(in, parent, p);
     if (p->purpose == PURPOSE_WEIGHT_UPDATE && p->action == ACTION_PASSTHROUGH && !p->unprotected[0] &&
@@ -341,7 +341,7 @@ void plan_child(const struct plan_input *in, const struct shim_comm *parent, str
         char why[RV_REASON_LEN];
         snprintf(why, sizeof(why), "a weight-update child of %.160s, which was not redirected (%s): the ranks that "
                  "split it hold no decision to redirect it by", parent->group,
-                 parent->unprotected ? "not decided by a rendezvous" : purpose_name((enum purpose)parent->purpose));
+                 parent->unprotected ? "not decided by a rendezvous" : purpose_name(parent->purpose));
         note_unprotected(p, why);
     }
 }

@@ -69,8 +69,14 @@ void plan_creation(const struct plan_input *in, struct plan *out);
  * redirected); passthrough stays passthrough, and a weight-update child of a
  * parent that was not redirected is recorded as unprotected.
  */
-struct shim_comm;
-void plan_child(const struct plan_input *in, const struct shim_comm *parent, struct plan *out);
+struct plan_parent {
+    const char *group;                  /* the parent's name in the records */
+    enum purpose purpose;
+    enum action action;
+    int unprotected;                    /* it was itself left to NCCL not by policy */
+    uint64_t decision_id;               /* the root's, if any */
+};
+void plan_child(const struct plan_input *in, const struct plan_parent *parent, struct plan *out);
 void plan_release(struct plan *p);
 
 /* At ncclGetUniqueId: whether the ID gets the rendezvous mark (NCCLSHIM_TAG),

@@ -19,6 +19,7 @@
 #include "nccl_config.h"
 #include "net_env.h"
 #include "record.h"
+#include "uid_mark.h"
 #include "vcomm.h"
 
 #include <stddef.h>
@@ -444,7 +445,7 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
  */
 static void begin_creation(struct creation *c, const char *fn, struct shim_slot *slot, const void *caller,
                            int rank, int nranks, const ncclUniqueId *id, const ncclConfig_t *config,
-                           const struct shim_comm *parent)
+                           const struct plan_parent *parent)
 {
     t_depth++;
     memset(c, 0, sizeof(*c));
@@ -626,7 +627,9 @@ static void begin_child(struct creation *c, const char *fn, struct shim_slot *sl
                         struct shim_comm *parent, atomic_uint *seq, const char *kind, const ncclConfig_t *config)
 {
     unsigned n = atomic_fetch_add(seq, 1);
-    begin_creation(c, fn, slot, caller, -1, -1, NULL, config, parent);
+    struct plan_parent pp = { parent->group, (enum purpose)parent->purpose, (enum action)parent->action,
+                              parent->unprotected, parent->decision_id };
+    begin_creation(c, fn, slot, caller, -1, -1, NULL, config, &pp);
     c->parent = parent;
     snprintf(c->group, sizeof(c->group), "%.100s/%s%u", parent->group, kind, n);
 }
@@ -705,12 +708,43 @@ ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclC
         begin_child(&c, "ncclCommGrow", slot, caller, parent, &parent->grows, "grow", config);
         c.nranks = nRanks;
     } else {
-        begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config, NULL);
+        /* A new rank holds no parent: the ID a redirected parent made carries its action. */
+        int action = 0;
+        uint64_t decision = 0;
+        struct plan_parent pp = { "the grow's unique ID", PURPOSE_WEIGHT_UPDATE, ACTION_PASSTHROUGH, 0, 0 };
+        int inherited = uniqueId && uid_inherit_read(uniqueId, &action, &decision) &&
+                        (action == ACTION_SOCKET || action == ACTION_FRUGAL);
+        pp.action = (enum action)action;
+        pp.decision_id = decision;
+        begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config, inherited ? &pp : NULL);
     }
     redirect_begin(&c);
     ncclResult_t r = f(comm, nRanks, uniqueId, rank, newcomm, config_for(&c, config));
     redirect_end(&c);
     return end_creation(&c, r, newcomm);
+}
+
+/*
+ * NCCL 2.29's ID for a grow, made from an existing communicator: for one the
+ * shim redirected (socket, frugal) it carries the action in its tail (the
+ * grow mark, shim/rendezvous/uid_mark.h), so that the ranks the grow adds,
+ * which hold no parent, take the same as the existing ones take from theirs.
+ */
+ncclResult_t life_ncclCommGetUniqueId(struct shim_slot *slot, const void *caller, ncclComm_t comm,
+                                      ncclUniqueId *uniqueId)
+{
+    if (shim_is_vcomm(comm)) {
+        struct shim_comm *v = shim_vcomm_of(comm);
+        return v ? vcomm_unsupported(v, "ncclCommGetUniqueId") : vcomm_stale("ncclCommGetUniqueId");
+    }
+    __typeof__(&ncclCommGetUniqueId) f = REAL(slot, ncclCommGetUniqueId, caller);
+    if (!f)
+        return ncclInternalError;
+    ncclResult_t r = f(comm, uniqueId);
+    struct shim_comm *h = r == ncclSuccess && uniqueId && observing() ? shim_comm_find(comm) : NULL;
+    if (h && (h->action == ACTION_SOCKET || h->action == ACTION_FRUGAL) && uid_mark_space_free(uniqueId))
+        uid_inherit_write(uniqueId, h->action, h->decision_id);
+    return r;
 }
 
 ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, ncclComm_t comm)
