@@ -348,6 +348,8 @@ static void record_creation(const struct creation *c, ncclResult_t r, uint64_t d
     }
     jw_str(&w, "role", role_name((enum role)cr->role.value));
     jw_str(&w, "role_reason", cr->role.reason);
+    if (cr->full_api.value)
+        jw_str(&w, "full_api", cr->full_api.reason);
     record_plan(&w, p, c->config, real != NULL);
     if (c->has_props)
         record_properties(&w, &c->props);
