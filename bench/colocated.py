@@ -29,8 +29,12 @@ same size (back to back, 16 GiB's worth or 8 to 200 of them; the host's time
 per call too).
 
     python3 bench/colocated.py --outdir DIR --preload build/libncclshim.so [--cases shim,shim-ce,...]
+        [--shapes bucketed,per-param,moe]
 
-JSON in DIR/colocated.json; a table on stdout.
+Shapes (SHAPES): bucketed (above), per-param (the 291 tensors of a 7B dense model, one
+broadcast each, one stream, as OpenRLHF), moe (20,000 tensors of 64 KiB to 4 MiB); each case of
+each shape against the plain copy of the same tensors, measured in the same run.
+JSON in DIR/colocated.json (by shape, then case); a table per shape on stdout.
 """
 import ctypes
 import json
@@ -47,9 +51,42 @@ import clients  # noqa: E402
 import common  # noqa: E402
 
 MiB = 1 << 20
-# 4100 MiB (4.30 GB) in 45 broadcasts: 14 full 256 MiB buffers, then smaller
-# ones (the last of each group of tensors, norms, biases).
-LAYOUT = [256 * MiB] * 14 + [32 * MiB] * 14 + [4 * MiB] * 17
+KiB = 1 << 10
+
+
+def llama7b():
+    """The tensors of a 7B dense model (Llama-2-7B, bf16), one broadcast each, as
+    OpenRLHF sends them: embedding, 32 layers of q/k/v/o, gate/up/down and two
+    norms, the final norm and the output head: 291 tensors, 13.5 GB."""
+    h, ffn, vocab, bf16 = 4096, 11008, 32000, 2
+    layer = [h * h * bf16] * 4 + [h * ffn * bf16] * 3 + [h * bf16] * 2
+    return [vocab * h * bf16] + layer * 32 + [h * bf16, vocab * h * bf16]
+
+
+def moe_like():
+    """20,000 tensors of 64 KiB to 4 MiB (an MoE model's experts' matrices, each
+    its own broadcast): 60% up to 256 KiB, 30% up to 1 MiB, 10% up to 4 MiB,
+    from a fixed seed: about 10.6 GB."""
+    import random
+    rnd = random.Random(36)
+    out = []
+    for _ in range(20000):
+        u = rnd.random()
+        lo, hi = (64 * KiB, 256 * KiB) if u < 0.6 else (256 * KiB, MiB) if u < 0.9 else (MiB, 4 * MiB)
+        out.append(rnd.randrange(lo // 4096, hi // 4096 + 1) * 4096)
+    return out
+
+
+# The refit's shapes (--shapes; COLOCATED_SHAPE in each child).  bucketed: 4100 MiB
+# (4.30 GB) in 45 broadcasts of packed buffers, 2 streams in turn, as NeMo-RL:
+# 14 full 256 MiB buffers, then smaller ones (the last of each group of tensors,
+# norms, biases); slices of one allocation.  per-param and moe: a tensor a
+# broadcast, each its own allocation (as a model's parameters are), one stream.
+SHAPES = {"bucketed": [256 * MiB] * 14 + [32 * MiB] * 14 + [4 * MiB] * 17, "per-param": llama7b(),
+          "moe": moe_like()}
+SHAPE = os.environ.get("COLOCATED_SHAPE", "bucketed")
+LAYOUT = SHAPES[SHAPE] if SHAPE in SHAPES else SHAPES["bucketed"]
+NSTREAMS = 2 if SHAPE == "bucketed" else 1
 SIZES = [4096, MiB, 16 * MiB, 64 * MiB, 256 * MiB]
 # COLOCATED_REFITS: more refits show the steady state of expandable segments, whose
 # pieces a rank exports only when it comes first on a hop (docs/benchmarks.md).
@@ -105,39 +142,73 @@ def libcuda():
     return f
 
 
-def plain(W, streams):
-    """The plain copy in this process: the refit's pieces, and the single sizes."""
+def tensors(rank):
+    """This rank's buffers of the refit: the root's filled (bytes of fill(total, 1), piece by piece),
+    the receiver's zeroed.  bucketed: slices of one allocation; the others: an allocation each."""
+    import torch
+    pieces, total = offsets()
+    if SHAPE == "bucketed":
+        whole = fill(total, 1) if rank == 0 else torch.zeros(total, dtype=torch.uint8, device="cuda")
+        return whole, [whole[off:off + sz] for off, sz in pieces]
+    bufs = [torch.empty(sz, dtype=torch.uint8, device="cuda") for _, sz in pieces]
+    if rank == 0:
+        W = fill(total, 1)
+        for b, (off, sz) in zip(bufs, pieces):
+            b.copy_(W[off:off + sz])
+        del W
+    else:
+        for b in bufs:
+            b.zero_()
+    torch.cuda.synchronize()
+    return None, bufs
+
+
+def exact(bufs):
+    """Whether the receiver's buffers hold the root's bytes."""
+    import torch
+    pieces, total = offsets()
+    W = fill(total, 1)
+    ok = all(bool(torch.equal(b, W[off:off + sz])) for b, (off, sz) in zip(bufs, pieces))
+    del W
+    return ok
+
+
+def plain(src, streams):
+    """The plain copy in this process: the same tensors, into buffers of the same shape (a big
+    one for bucketed), on the shape's streams; and, bucketed, the single sizes."""
     import torch
     cp = libcuda()
-    pieces, total = offsets()
-    D = torch.empty(total, dtype=torch.uint8, device="cuda")
+    _, dst = tensors(1)
+    pairs = [(d.data_ptr(), s_.data_ptr(), s_.numel()) for d, s_ in zip(dst, src)]
 
     def refit():
         torch.cuda.synchronize()
         t0 = time.perf_counter()
-        for i, (off, sz) in enumerate(pieces):
-            assert cp(D.data_ptr() + off, W.data_ptr() + off, sz, streams[i % 2].cuda_stream) == 0
+        for i, (d, s_, n) in enumerate(pairs):
+            assert cp(d, s_, n, streams[i % NSTREAMS].cuda_stream) == 0
         torch.cuda.synchronize()
         return time.perf_counter() - t0
     times = [refit() for _ in range(REFITS)]
-    exact = bool(torch.equal(D, W))
+    ok = all(bool(torch.equal(d, s_)) for d, s_ in zip(dst, src))
     sizes = {}
-    for sz in SIZES:
+    big = src[0] if SHAPE == "bucketed" else None
+    for sz in (SIZES if big is not None else []):
         n = reps(sz)
         s = streams[0]
-        cp(D.data_ptr(), W.data_ptr(), sz, s.cuda_stream)
+        cp(dst[0].data_ptr(), big.data_ptr(), sz, s.cuda_stream)
         torch.cuda.synchronize()
         t0 = time.perf_counter()
         for _ in range(n):
-            cp(D.data_ptr(), W.data_ptr(), sz, s.cuda_stream)
+            cp(dst[0].data_ptr(), big.data_ptr(), sz, s.cuda_stream)
         torch.cuda.synchronize()
         sizes[str(sz)] = (time.perf_counter() - t0) / n
-    del D
-    return {"first_s": times[0], "warm_s": statistics.median(times[1:]), "all_s": times, "exact": exact,
+    del dst, pairs
+    torch.cuda.synchronize()
+    return {"first_s": times[0], "warm_s": statistics.median(times[1:]), "all_s": times, "exact": ok,
             "size_s": sizes}
 
 
-def worker_nccl_like(args, W, D, streams, barrier, res):
+def worker_nccl_like(args, whole, bufs, streams, barrier, res):
     """The NCCL client (tests/gpu/clients.py: ctypes, or nccl4py for the -4py
     cases): init, warm-up all-reduce, refits, single sizes."""
     import torch
@@ -154,9 +225,7 @@ def worker_nccl_like(args, W, D, streams, barrier, res):
     client.sum_floats(one, streams[0])
     torch.cuda.synchronize()
     res["warmup"] = one.item()
-    pieces, total = offsets()
-    buf = W if rank == 0 else D
-    refit_ops = [client.prepare(buf[off:off + sz], 0, streams[i % 2]) for i, (off, sz) in enumerate(pieces)]
+    refit_ops = [client.prepare(b, 0, streams[i % NSTREAMS]) for i, b in enumerate(bufs)]
 
     def refit():
         torch.cuda.synchronize()
@@ -167,17 +236,24 @@ def worker_nccl_like(args, W, D, streams, barrier, res):
         t1 = time.perf_counter()
         torch.cuda.synchronize()
         return time.perf_counter() - t0, t1 - t0
-    times, enq, exact = [], [], []
+    times, enq, ok = [], [], []
     for k in range(REFITS):
         check = rank == 1 and k in (0, REFITS - 1)
         if check:
-            D.zero_()
+            for b in bufs:
+                b.zero_()
         t, e = refit()
         times.append(t)
         enq.append(e)
         if check:
-            exact.append(bool(torch.equal(D, fill(total, 1))))
-    res.update(first_s=times[0], warm_s=statistics.median(times[1:]), all_s=times, enqueue_s=enq, exact=exact)
+            ok.append(exact(bufs))
+    res.update(first_s=times[0], warm_s=statistics.median(times[1:]), all_s=times, enqueue_s=enq, exact=ok,
+               calls=len(refit_ops))
+    if whole is None:  # the single sizes: bucketed only
+        barrier()
+        client.destroy()
+        return
+    buf = whole
     sizes, enq = {}, {}
     for sz in SIZES:
         n = reps(sz)
@@ -315,33 +391,29 @@ def worker(args):
     torch.cuda.set_device(DEV)  # both ranks on one GPU
     rank = args["rank"]
     res = {"gpu": torch.cuda.get_device_name(DEV), "case": os.environ.get("COLOCATED_CASE")}
-    _, total = offsets()
+    res["shape"] = SHAPE
     streams = [torch.cuda.Stream() for _ in range(2)]
     barrier = Barrier(os.path.abspath(args["outdir"]), rank)
-    W = D = None
+    whole, bufs = tensors(rank)
     if rank == 0:
-        W = fill(total, 1)
-        torch.cuda.synchronize()
-        res["plain"] = plain(W, streams)
-    else:
-        D = torch.zeros(total, dtype=torch.uint8, device="cuda")
+        res["plain"] = plain(bufs, streams)
     torch.cuda.synchronize()
     barrier()
     if res["case"] == "torch-ipc":
-        worker_torch_ipc(args, W, D, streams, barrier, res)
+        worker_torch_ipc(args, whole if rank == 0 else None, whole if rank == 1 else None, streams, barrier, res)
     else:
-        worker_nccl_like(args, W, D, streams, barrier, res)
+        worker_nccl_like(args, whole, bufs, streams, barrier, res)
     return res
 
 
-def run_case(out, preload, case):
-    d = os.path.join(out, case)
+def run_case(out, preload, case, shape):
+    d = os.path.join(out, shape, case)
     os.makedirs(os.path.join(d, "records"), exist_ok=True)
     for name in os.listdir(d):
         if name.startswith(("bar.", "ncclid", "share.", "counters")):
             os.unlink(os.path.join(d, name))
     env = dict(os.environ, COLOCATED_CASE=case, COLOCATED_CHILD="1", NCCLSHIM_LOG_DIR=os.path.join(d, "records"),
-               NCCL_DEBUG="WARN")
+               NCCL_DEBUG="WARN", COLOCATED_SHAPE=shape)
     cmd = [sys.executable, os.path.abspath(__file__), "--outdir", d, "--timeout", "150"]
     if case.startswith(("shim", "staged", "vmm")):
         env.update(NCCLSHIM_WEIGHT_UPDATE="auto",
@@ -374,11 +446,18 @@ def main():
         res["rank"], res["pid"] = args["rank"], os.getpid()
         common.emit_result(res)
         return 0
-    cases = CASES
-    if "--cases" in sys.argv:
-        i = sys.argv.index("--cases")
-        cases = sys.argv[i + 1].split(",")
-        del sys.argv[i:i + 2]
+    cases, shapes = CASES, ["bucketed"]
+    for opt in ("--cases", "--shapes"):
+        if opt in sys.argv:
+            i = sys.argv.index(opt)
+            if opt == "--cases":
+                cases = sys.argv[i + 1].split(",")
+            else:
+                shapes = sys.argv[i + 1].split(",")
+            del sys.argv[i:i + 2]
+    bad = [x for x in shapes if x not in SHAPES]
+    if bad:
+        raise SystemExit("unknown shape(s) %s: %s" % (bad, ", ".join(SHAPES)))
     args = common.parse_args(sys.argv)
     if os.environ.get("COLOCATED_CHILD"):
         s = common.launch(__file__, args)
@@ -386,17 +465,21 @@ def main():
         return 0 if s["ok"] else 1
     out = os.path.abspath(args["outdir"])
     preload = os.path.abspath(args["preload"]) if args["preload"] else None
-    results = {}
-    for case in cases:
-        if case.startswith(("shim", "staged", "vmm")) and not preload:
-            continue
-        results[case] = run_case(out, preload, case)
-    common.put_file(os.path.join(out, "colocated.json"), json.dumps(results, indent=1, sort_keys=True).encode())
-    report(results)
-    return 0 if all(case == "nccl" or s["ok"] for case, s in results.items()) else 1
+    every = {}
+    for shape in shapes:
+        results = {}
+        for case in cases:
+            if (case.startswith(("shim", "staged", "vmm")) and not preload) or (case == "torch-ipc" and
+                                                                               shape != "bucketed"):
+                continue
+            results[case] = run_case(out, preload, case, shape)
+        every[shape] = results
+        report(results, shape)
+    common.put_file(os.path.join(out, "colocated.json"), json.dumps(every, indent=1, sort_keys=True).encode())
+    return 0 if all(case == "nccl" or s["ok"] for r in every.values() for case, s in r.items()) else 1
 
 
-def report(results):
+def report(results, shape):
     pl = None
     for case, s in results.items():
         r = [x["result"] for x in s["ranks"]]
@@ -407,9 +490,10 @@ def report(results):
     if not pl:
         print("no plain copy measured; errors: %s" % {c: s["errors"] for c, s in results.items()})
         return
-    GB = sum(LAYOUT) / 1e9
-    print("colocated refit on one %s: %.2f GB in %d broadcasts (2 streams in turn); rank 1's time, ms" % (
-        gpu, GB, len(LAYOUT)))
+    layout = SHAPES[shape]
+    GB = sum(layout) / 1e9
+    print("colocated refit, shape %s, on one %s: %.2f GB in %d broadcasts (%s); rank 1's time, ms" % (
+        shape, gpu, GB, len(layout), "2 streams in turn" if shape == "bucketed" else "one stream"))
     print("plain copy (one process, cuMemcpyDtoDAsync): warm %.2f ms (%.0f GB/s), first %.2f ms; exact %s" % (
         pl["warm_s"] * 1e3, GB / pl["warm_s"], pl["first_s"] * 1e3, pl["exact"]))
     print("%-10s %9s %9s %8s %9s %10s %10s %s" % ("case", "warm ms", "GB/s", "x plain", "first ms", "first/warm",
@@ -426,6 +510,8 @@ def report(results):
             case, r1["warm_s"] * 1e3, GB / r1["warm_s"], r1["warm_s"] / pl["warm_s"], r1["first_s"] * 1e3,
             r1["first_s"] / r1["warm_s"], statistics.median(r0.get("enqueue_s", [0])[1:]) * 1e3,
             r1["exact"]))
+    if shape != "bucketed":
+        return
     print("single broadcasts back to back (same buffer, one stream), rank 1's time per broadcast: us, and x the "
           "plain copy's rate")
     print("%-10s" % "case" + "".join("%18s" % ("%d KiB" % (sz >> 10) if sz < MiB else "%d MiB" % (sz >> 20))

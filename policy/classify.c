@@ -219,17 +219,31 @@ struct verdict classify_full_api(const struct policy_patterns *pp, int nframes,
     return v;
 }
 
-struct verdict classify_torch_id(const struct policy_patterns *pp, const char *title, int nframes,
+struct verdict classify_callsite(const struct policy_patterns *pp, int nframes,
                                  const char (*frames)[EVIDENCE_FRAME_LEN])
 {
     struct verdict v = { 0, "" };
     char pat[256];
-    const char *sites = or_default(pp->weight_update_callsites, DEFAULT_WEIGHT_UPDATE_CALLSITES);
-    int i = frame_match(sites, nframes, frames, pat, sizeof(pat));
+    int i = frame_match(or_default(pp->weight_update_callsites, DEFAULT_WEIGHT_UPDATE_CALLSITES), nframes, frames,
+                        pat, sizeof(pat));
     if (i >= 0) {
         v.value = 1;
-        snprintf(v.reason, sizeof(v.reason), "made by torch at Python frame '%.200s', which matches weight-update "
-                 "pattern '%.80s'", frames[i], pat);
+        snprintf(v.reason, sizeof(v.reason), "Python frame '%.200s' matches weight-update pattern '%.80s'", frames[i],
+                 pat);
+    }
+    return v;
+}
+
+struct verdict classify_torch_id(const struct policy_patterns *pp, const char *title, int nframes,
+                                 const char (*frames)[EVIDENCE_FRAME_LEN])
+{
+    char pat[256];
+    const char *sites = or_default(pp->weight_update_callsites, DEFAULT_WEIGHT_UPDATE_CALLSITES);
+    struct verdict v = classify_callsite(pp, nframes, frames);
+    if (v.value) {
+        char at[EVIDENCE_REASON_LEN];
+        snprintf(at, sizeof(at), "%s", v.reason);
+        snprintf(v.reason, sizeof(v.reason), "made by torch at a %.400s", at);
         return v;
     }
     if (title && *title && pattern_list_match(sites, title, pat, sizeof(pat)) >= 0) {

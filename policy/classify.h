@@ -45,6 +45,13 @@ struct verdict classify_full_api(const struct policy_patterns *pp, int nframes,
                                  const char (*frames)[EVIDENCE_FRAME_LEN], const char *const *libs);
 
 /*
+ * A Python frame of this creation at a weight-update call site
+ * (weight_update_callsites): value 1 with the frame and pattern, else 0.
+ */
+struct verdict classify_callsite(const struct policy_patterns *pp, int nframes,
+                                 const char (*frames)[EVIDENCE_FRAME_LEN]);
+
+/*
  * A unique ID made inside torch (its process groups make theirs lazily, at
  * the first collective): whether this thread's Python frames or the process
  * title show weight-update evidence (weight_update_callsites), so that the ID

@@ -49,6 +49,8 @@ struct shim_comm {
     double created_ts;
     char group[160];
     int action;                         /* enum action carried out (policy/decide.h) */
+    int purpose;                        /* enum purpose it was decided for */
+    int unprotected;                    /* a weight-update communicator left to NCCL not by policy */
     uint64_t decision_id;               /* the root's decision, 0 if none */
     void *net_config;                   /* action socket or frugal: the config NCCL was given, freed with it */
     struct ipc_comm *ipc;               /* action ipc: the transport (shim-only), freed with it */

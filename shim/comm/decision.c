@@ -256,6 +256,18 @@ void plan_release(struct plan *p)
     p->net_config = NULL;
 }
 
+/* Whether passing `in` through leaves a weight-update communicator without the
+ * redirect the policy would give it: not where the user chose that
+ * (NCCLSHIM_TAG=none, NCCLSHIM_MODE=observe). */
+static void note_unprotected(struct plan *p, const char *why)
+{
+    const struct shim_config *cfg = shim_config();
+    if (p->purpose != PURPOSE_WEIGHT_UPDATE || p->action != ACTION_PASSTHROUGH || cfg->tag == TAG_NONE ||
+        cfg->mode == MODE_OBSERVE)
+        return;
+    snprintf(p->unprotected, sizeof(p->unprotected), "%s", why);
+}
+
 static void decide_locally(const struct plan_input *in, struct plan *p, const char *why)
 {
     const struct policy *pol = &shim_config()->policy;
@@ -271,6 +283,67 @@ static void decide_locally(const struct plan_input *in, struct plan *p, const ch
     p->action = ACTION_PASSTHROUGH;
     snprintf(p->action_reason, sizeof(p->action_reason), "%s%s%.400s", why,
              pol->ok ? "" : "; and a malformed policy, failing open: ", pol->ok ? "" : pol->error);
+    char un[RV_REASON_LEN];
+    snprintf(un, sizeof(un), "this rank's evidence says weight-update, but no rendezvous decided it (%.300s): its "
+             "ranks could not agree on a redirect, so NCCL has it as the application asked; make its unique ID with "
+             "a binding, or where torch makes it, from a weight-update call site (docs/policy.md, \"Stacks\")", why);
+    note_unprotected(p, un);
+}
+
+/* The child's action, the parent's carried out through the child's config. */
+static void inherit_action(const struct plan_input *in, const struct plan_parent *parent, struct plan *p)
+{
+    char why[RV_REASON_LEN] = "";
+    enum action a = parent->action;
+    int ok = a == ACTION_SOCKET ? prepare_socket(in, p, why, sizeof(why)) == 0
+             : a == ACTION_FRUGAL ? prepare_frugal(in, p, why, sizeof(why)) == 0
+             : a == ACTION_PASSTHROUGH;
+    p->action = ok ? a : ACTION_PASSTHROUGH;
+    if (ok) {
+        snprintf(p->action_reason, sizeof(p->action_reason), "%s, as its parent %.160s (ranks that split together "
+                 "decide together: every rank holds the parent's decision)", action_name(a), parent->group);
+        return;
+    }
+    free(p->net_config);
+    p->net_config = NULL;
+    snprintf(p->action_reason, sizeof(p->action_reason), "its parent %.160s is %s, which this rank could not carry "
+             "out for the child (%.300s): passthrough", parent->group, action_name(a), why);
+    snprintf(p->unprotected, sizeof(p->unprotected), "%s", p->action_reason);
+}
+
+void plan_child(const struct plan_input *in, const struct plan_parent *parent, struct plan *p)
+{
+    const struct shim_config *cfg = shim_config();
+    memset(p, 0, sizeof(*p));
+    p->cuda_device = -1;
+    struct local_evidence ev = { in->cr->api, (enum role)in->cr->role.value, in->nranks, in->cr->nframes,
+                                 in->cr->frames };
+    struct verdict local = classify_purpose(&cfg->patterns, &ev);
+    p->local_purpose = (enum purpose)local.value;
+    snprintf(p->local_purpose_reason, sizeof(p->local_purpose_reason), "%s", local.reason);
+    p->inherited_from = parent->group;
+    p->inherited_decision = parent->decision_id;
+    p->purpose = parent->purpose;
+    snprintf(p->purpose_reason, sizeof(p->purpose_reason), "%s, as its parent %.160s", purpose_name(p->purpose),
+             parent->group);
+    /* A weight-update call site where the child is made outweighs a parent of
+     * another purpose (a trainer's world split for its refit); the weaker
+     * local rules do not (a trainer's own split is training). */
+    struct verdict site = classify_callsite(&cfg->patterns, in->cr->nframes, in->cr->frames);
+    if (p->purpose != PURPOSE_WEIGHT_UPDATE && site.value) {
+        p->purpose = PURPOSE_WEIGHT_UPDATE;
+        snprintf(p->purpose_reason, sizeof(p->purpose_reason), "%s (its parent %.160s: %s)", site.reason,
+                 parent->group, purpose_name(parent->purpose));
+    }
+    inherit_action(in, parent, p);
+    if (p->purpose == PURPOSE_WEIGHT_UPDATE && p->action == ACTION_PASSTHROUGH && !p->unprotected[0] &&
+        (parent->unprotected || parent->purpose != PURPOSE_WEIGHT_UPDATE)) {
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "a weight-update child of %.160s, which was not redirected (%s): the ranks that "
+                 "split it hold no decision to redirect it by", parent->group,
+                 parent->unprotected ? "not decided by a rendezvous" : purpose_name(parent->purpose));
+        note_unprotected(p, why);
+    }
 }
 
 void plan_creation(const struct plan_input *in, struct plan *p)

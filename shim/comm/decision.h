@@ -43,6 +43,14 @@ struct plan {
      * channel (plan_configures) */
     ncclConfig_t *net_config;
     struct nccl_config_told told;       /* ... and what in it differs from the caller's */
+    /* A weight-update communicator left to NCCL for a reason that is not the
+     * policy's (no rendezvous could decide it): why, for the record and
+     * `inspect --check`; empty otherwise. */
+    char unprotected[RV_REASON_LEN];
+    /* A split, shrink or grow: the decision came from this communicator's
+     * parent (its group and the root's decision id), not from a rendezvous. */
+    const char *inherited_from;
+    uint64_t inherited_decision;
 };
 
 /* Whether the action gives NCCL a config of the shim's (net_config). */
@@ -52,6 +60,23 @@ static inline int plan_configures(const struct plan *p)
 }
 
 void plan_creation(const struct plan_input *in, struct plan *out);
+
+/*
+ * A split, shrink or grow of `parent` (a communicator NCCL made): every rank
+ * of the parent holds the same decision, so the child takes the parent's
+ * purpose and action, and ranks that split together decide together with no
+ * exchange.  socket and frugal go through the child's config (the caller's,
+ * redirected); passthrough stays passthrough, and a weight-update child of a
+ * parent that was not redirected is recorded as unprotected.
+ */
+struct plan_parent {
+    const char *group;                  /* the parent's name in the records */
+    enum purpose purpose;
+    enum action action;
+    int unprotected;                    /* it was itself left to NCCL not by policy */
+    uint64_t decision_id;               /* the root's, if any */
+};
+void plan_child(const struct plan_input *in, const struct plan_parent *parent, struct plan *out);
 void plan_release(struct plan *p);
 
 /* At ncclGetUniqueId: whether the ID gets the rendezvous mark (NCCLSHIM_TAG),

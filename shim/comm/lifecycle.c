@@ -19,6 +19,7 @@
 #include "nccl_config.h"
 #include "net_env.h"
 #include "record.h"
+#include "uid_mark.h"
 #include "vcomm.h"
 
 #include <stddef.h>
@@ -277,6 +278,15 @@ static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *
         record_told(w, p->net_config, &p->told);
     if (p->action == ACTION_FRUGAL && p->net_config)
         record_frugal(w, p->net_config);
+    if (p->unprotected[0])
+        jw_str(w, "unprotected", p->unprotected);
+    if (p->inherited_from) {
+        jw_open(w, "inherited", '{');
+        jw_str(w, "from", p->inherited_from);
+        if (p->inherited_decision)
+            jw_hex64(w, "decision_id", p->inherited_decision);
+        jw_close(w, '}');
+    }
     if (p->marked) {
         jw_open(w, "decision", '{');
         jw_str(w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
@@ -338,6 +348,8 @@ static void record_creation(const struct creation *c, ncclResult_t r, uint64_t d
     }
     jw_str(&w, "role", role_name((enum role)cr->role.value));
     jw_str(&w, "role_reason", cr->role.reason);
+    if (cr->full_api.value)
+        jw_str(&w, "full_api", cr->full_api.reason);
     record_plan(&w, p, c->config, real != NULL);
     if (c->has_props)
         record_properties(&w, &c->props);
@@ -349,7 +361,9 @@ static void register_creation(struct creation *c, struct shim_comm *h, int cuda_
 {
     struct plan *p = &c->plan;
     h->action = p->action;
-    h->decision_id = p->marked ? p->rv.v.decision_id : 0;
+    h->purpose = p->purpose;
+    h->unprotected = p->unprotected[0] != 0;
+    h->decision_id = p->marked ? p->rv.v.decision_id : p->inherited_decision;
     if (plan_configures(p)) {
         h->net_config = p->net_config; /* NCCL may keep reading it: it lives as long as the communicator */
         p->net_config = NULL;
@@ -432,7 +446,8 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
  * what is particular to it (group of a split, ...) and calls end_creation.
  */
 static void begin_creation(struct creation *c, const char *fn, struct shim_slot *slot, const void *caller,
-                           int rank, int nranks, const ncclUniqueId *id, const ncclConfig_t *config)
+                           int rank, int nranks, const ncclUniqueId *id, const ncclConfig_t *config,
+                           const struct plan_parent *parent)
 {
     t_depth++;
     memset(c, 0, sizeof(*c));
@@ -449,7 +464,10 @@ static void begin_creation(struct creation *c, const char *fn, struct shim_slot 
     }
     evidence_gather(&c->cr, caller);
     struct plan_input in = { fn, slot, id, rank, nranks, config, &c->cr, c->group };
-    plan_creation(&in, &c->plan);
+    if (parent)
+        plan_child(&in, parent, &c->plan);
+    else
+        plan_creation(&in, &c->plan);
     c->t0 = shim_mono_us();
 }
 
@@ -513,7 +531,7 @@ ncclResult_t life_ncclCommInitRank(struct shim_slot *slot, const void *caller, n
     if (!observing())
         return f(newcomm, nranks, commId, rank);
     struct creation c;
-    begin_creation(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL);
+    begin_creation(&c, "ncclCommInitRank", slot, caller, rank, nranks, &commId, NULL, NULL);
     ncclResult_t r;
     if (!carried_out_by_shim(&c, newcomm, &r)) {
         if (plan_configures(&c.plan)) { /* only InitRankConfig takes a config; prepared in round 2 */
@@ -536,7 +554,7 @@ ncclResult_t life_ncclCommInitRankConfig(struct shim_slot *slot, const void *cal
     if (!observing())
         return f(newcomm, nranks, commId, rank, config);
     struct creation c;
-    begin_creation(&c, "ncclCommInitRankConfig", slot, caller, rank, nranks, &commId, config);
+    begin_creation(&c, "ncclCommInitRankConfig", slot, caller, rank, nranks, &commId, config, NULL);
     ncclResult_t r;
     if (!carried_out_by_shim(&c, newcomm, &r)) {
         redirect_begin(&c);
@@ -557,7 +575,7 @@ ncclResult_t life_ncclCommInitRankScalable(struct shim_slot *slot, const void *c
         return f(newcomm, nranks, myrank, nId, commIds, config);
     struct creation c;
     begin_creation(&c, "ncclCommInitRankScalable", slot, caller, myrank, nranks,
-                   (nId > 0 && commIds) ? &commIds[0] : NULL, config);
+                   (nId > 0 && commIds) ? &commIds[0] : NULL, config, NULL);
     ncclResult_t r;
     if (!carried_out_by_shim(&c, newcomm, &r)) {
         redirect_begin(&c);
@@ -579,7 +597,7 @@ ncclResult_t life_ncclCommInitAll(struct shim_slot *slot, const void *caller, nc
     static atomic_uint initall_seq;
     unsigned seq = atomic_fetch_add(&initall_seq, 1);
     struct creation c;
-    begin_creation(&c, "ncclCommInitAll", slot, caller, 0, ndev, NULL, NULL);
+    begin_creation(&c, "ncclCommInitAll", slot, caller, 0, ndev, NULL, NULL, NULL);
     snprintf(c.group, sizeof(c.group), "initall:%.100s:%d:%u", shim_config()->host, (int)getpid(), seq);
     ncclResult_t r = f(comms, ndev, devlist);
     uint64_t dur = shim_mono_us() - c.t0;
@@ -611,7 +629,9 @@ static void begin_child(struct creation *c, const char *fn, struct shim_slot *sl
                         struct shim_comm *parent, atomic_uint *seq, const char *kind, const ncclConfig_t *config)
 {
     unsigned n = atomic_fetch_add(seq, 1);
-    begin_creation(c, fn, slot, caller, -1, -1, NULL, config);
+    struct plan_parent pp = { parent->group, (enum purpose)parent->purpose, (enum action)parent->action,
+                              parent->unprotected, parent->decision_id };
+    begin_creation(c, fn, slot, caller, -1, -1, NULL, config, &pp);
     c->parent = parent;
     snprintf(c->group, sizeof(c->group), "%.100s/%s%u", parent->group, kind, n);
 }
@@ -633,7 +653,9 @@ ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, nccl
     c.color = color;
     c.key = key;
     snprintf(c.group + strlen(c.group), sizeof(c.group) - strlen(c.group), ":color%d", color);
-    ncclResult_t r = f(comm, color, key, newcomm, config);
+    redirect_begin(&c);
+    ncclResult_t r = f(comm, color, key, newcomm, config_for(&c, config));
+    redirect_end(&c);
     /* NCCL_SPLIT_NOCOLOR: this rank is in no child, and there is nothing to record. */
     if (r == ncclSuccess && !(newcomm && *newcomm)) {
         plan_release(&c.plan);
@@ -659,7 +681,10 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
     begin_child(&c, "ncclCommShrink", slot, caller, parent, &parent->shrinks, "shrink", config);
     c.exclude = excludeRanksList;
     c.nexclude = excludeRanksList ? excludeRanksCount : 0;
-    return end_creation(&c, f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags), newcomm);
+    redirect_begin(&c);
+    ncclResult_t r = f(comm, excludeRanksList, excludeRanksCount, newcomm, config_for(&c, config), shrinkFlags);
+    redirect_end(&c);
+    return end_creation(&c, r, newcomm);
 }
 
 /*
@@ -685,9 +710,43 @@ ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclC
         begin_child(&c, "ncclCommGrow", slot, caller, parent, &parent->grows, "grow", config);
         c.nranks = nRanks;
     } else {
-        begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config);
+        /* A new rank holds no parent: the ID a redirected parent made carries its action. */
+        int action = 0;
+        uint64_t decision = 0;
+        struct plan_parent pp = { "the grow's unique ID", PURPOSE_WEIGHT_UPDATE, ACTION_PASSTHROUGH, 0, 0 };
+        int inherited = uniqueId && uid_inherit_read(uniqueId, &action, &decision) &&
+                        (action == ACTION_SOCKET || action == ACTION_FRUGAL);
+        pp.action = (enum action)action;
+        pp.decision_id = decision;
+        begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config, inherited ? &pp : NULL);
     }
-    return end_creation(&c, f(comm, nRanks, uniqueId, rank, newcomm, config), newcomm);
+    redirect_begin(&c);
+    ncclResult_t r = f(comm, nRanks, uniqueId, rank, newcomm, config_for(&c, config));
+    redirect_end(&c);
+    return end_creation(&c, r, newcomm);
+}
+
+/*
+ * NCCL 2.29's ID for a grow, made from an existing communicator: for one the
+ * shim redirected (socket, frugal) it carries the action in its tail (the
+ * grow mark, shim/rendezvous/uid_mark.h), so that the ranks the grow adds,
+ * which hold no parent, take the same as the existing ones take from theirs.
+ */
+ncclResult_t life_ncclCommGetUniqueId(struct shim_slot *slot, const void *caller, ncclComm_t comm,
+                                      ncclUniqueId *uniqueId)
+{
+    if (shim_is_vcomm(comm)) {
+        struct shim_comm *v = shim_vcomm_of(comm);
+        return v ? vcomm_unsupported(v, "ncclCommGetUniqueId") : vcomm_stale("ncclCommGetUniqueId");
+    }
+    __typeof__(&ncclCommGetUniqueId) f = REAL(slot, ncclCommGetUniqueId, caller);
+    if (!f)
+        return ncclInternalError;
+    ncclResult_t r = f(comm, uniqueId);
+    struct shim_comm *h = r == ncclSuccess && uniqueId && observing() ? shim_comm_find(comm) : NULL;
+    if (h && (h->action == ACTION_SOCKET || h->action == ACTION_FRUGAL) && uid_mark_space_free(uniqueId))
+        uid_inherit_write(uniqueId, h->action, h->decision_id);
+    return r;
 }
 
 ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, ncclComm_t comm)

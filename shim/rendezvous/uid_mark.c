@@ -12,6 +12,9 @@
  * unlikely to pass for a mark.
  */
 #define MARK_MAGIC 0x6b6d68736c63636eULL /* "ncclshmk" */
+/* The grow mark: 64 u64 magic "ncclshih", 72 u16 version, 74 u16 action,
+ * 80 u64 decision id, 88 u64 check: FNV-1a of 64..87, zero up to 127. */
+#define INHERIT_MAGIC 0x686968736c63636eULL /* "ncclshih" */
 
 static uint64_t get_le(const unsigned char *p, int n)
 {
@@ -67,6 +70,27 @@ int uid_mark_read(const ncclUniqueId *id, struct uid_mark *m)
     m->port = (uint16_t)get_le(p + 10, 2);
     memcpy(m->token, p + 16, UID_TOKEN_LEN);
     return m->port != 0;
+}
+
+void uid_inherit_write(ncclUniqueId *id, int action, uint64_t decision_id)
+{
+    unsigned char *p = (unsigned char *)id->internal + UID_MARK_OFFSET;
+    memset(p, 0, sizeof(id->internal) - UID_MARK_OFFSET);
+    put_le(p, INHERIT_MAGIC, 8);
+    put_le(p + 8, UID_MARK_VERSION, 2);
+    put_le(p + 10, (uint64_t)action, 2);
+    put_le(p + 16, decision_id, 8);
+    put_le(p + 24, fnv(p, 24), 8);
+}
+
+int uid_inherit_read(const ncclUniqueId *id, int *action, uint64_t *decision_id)
+{
+    const unsigned char *p = (const unsigned char *)id->internal + UID_MARK_OFFSET;
+    if (get_le(p, 8) != INHERIT_MAGIC || get_le(p + 24, 8) != fnv(p, 24) || get_le(p + 8, 2) != UID_MARK_VERSION)
+        return 0;
+    *action = (int)get_le(p + 10, 2);
+    *decision_id = get_le(p + 16, 8);
+    return 1;
 }
 
 socklen_t uid_nccl_addr(const ncclUniqueId *id, struct sockaddr_storage *ss)

@@ -32,6 +32,17 @@ void uid_mark_write(ncclUniqueId *id, const struct uid_mark *m);
  * 0 if it carries none (or a corrupt one: its check value is wrong). */
 int uid_mark_read(const ncclUniqueId *id, struct uid_mark *m);
 
+/*
+ * The grow mark: an ID that ncclCommGetUniqueId made from a communicator the
+ * shim redirected carries the action, so that the ranks a grow adds (which
+ * hold no parent) take what the existing ranks take from theirs.  Written,
+ * like the rendezvous mark, only where bytes 64..127 are all zero; its own
+ * magic, so the two are never taken for each other.
+ */
+void uid_inherit_write(ncclUniqueId *id, int action, uint64_t decision_id);
+/* 1 and the action and decision filled if the ID carries a grow mark. */
+int uid_inherit_read(const ncclUniqueId *id, int *action, uint64_t *decision_id);
+
 /* NCCL's bootstrap address in bytes 8..35 (a sockaddr_in or sockaddr_in6, as
  * NCCL 2.x lays its bootstrap handle out).  Returns its length, or 0 if the
  * family is neither (an NCCL whose layout the shim does not know). */

@@ -144,6 +144,10 @@ static void scenario_nccl(void)
     CHECK(A.ncclCommGrow(comm, 2, &gid, -1, &big, NULL) == ncclSuccess && big, "ncclCommGrow to 2 ranks");
     int count = -1;
     CHECK(big && A.ncclCommCount(big, &count) == ncclSuccess && count == 2, "the grown communicator has 2 ranks");
+    /* The rank the grow adds (here in the same process: the fake NCCL has no bootstrap). */
+    ncclComm_t added = NULL;
+    CHECK(A.ncclCommGrow(NULL, 2, &gid, 1, &added, NULL) == ncclSuccess && added, "ncclCommGrow as the added rank");
+    CHECK(!added || A.ncclCommDestroy(added) == ncclSuccess, "destroy the added rank's communicator");
     float x[4] = { 1, 2, 3, 4 };
     CHECK(big && A.ncclAllReduce(x, x, 4, ncclFloat32, ncclSum, big, NULL) == ncclSuccess, "AllReduce on it");
     ncclWindow_t win = NULL;

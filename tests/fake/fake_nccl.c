@@ -1239,6 +1239,8 @@ IMPL ncclResult_t impl_ncclCommGrow(struct line *L, ncclComm_t comm, int nRanks,
     ncclResult_t r = comm_publish(c, config);
     *newcomm = c;
     log_ptr(L, "*newcomm", c);
+    log_net(L, config);
+    line_add(L, " idtail=%d", id_tail_zero(uniqueId));
     return r;
 }
 

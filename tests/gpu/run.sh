@@ -149,6 +149,30 @@ if [ $has_nccl4py = 1 ]; then
 else
     skip "colocated through nccl4py: nccl4py does not import here (pip install nccl4py, or build NCCL's bindings/nccl4py)"
 fi
+# (f3) a refit over a torch process group (slime, SGLang): the unique ID made inside libtorch
+# at the first broadcast, under update_weights, marked by the shim; ipc on one GPU.
+launch torch-refit torch_refit.py noshim
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/torch_refit.py" --check "$WORK/torch-refit.noshim" noshim 2>&1)
+(
+    export NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_TRAINING_TITLES='*torch_refit.py --worker --rank 0 *'
+    export NCCLSHIM_INFERENCE_TITLES='*torch_refit.py --worker --rank 1 *'
+    launch torch-refit torch_refit.py shim
+    echo "n=$n nfail=$nfail" > "$WORK/torch-refit.count"
+)
+. "$WORK/torch-refit.count"
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/torch_refit.py" --check "$WORK/torch-refit.shim" shim 2>&1)
+# (f4) a refit through CuPy's NCCL (verl's checkpoint engine through Ray collective): the
+# communicator made inside ncclGroupStart/End, a barrier, bucketed broadcasts; ipc on one GPU.
+launch cupy-refit cupy_refit.py noshim
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/cupy_refit.py" --check "$WORK/cupy-refit.noshim" noshim 2>&1)
+(
+    export NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_TRAINING_TITLES='*cupy_refit.py --worker --rank 0 *'
+    export NCCLSHIM_INFERENCE_TITLES='*cupy_refit.py --worker --rank 1 *'
+    launch cupy-refit cupy_refit.py shim
+    echo "n=$n nfail=$nfail" > "$WORK/cupy-refit.count"
+)
+. "$WORK/cupy-refit.count"
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/cupy_refit.py" --check "$WORK/cupy-refit.shim" shim 2>&1)
 # (g) colocated RL's sleep: the inference process suspends (ncclCommSuspend gives the
 # shim's staging back: cuMemGetInfo's free memory grows by it) and resumes between refits.
 (

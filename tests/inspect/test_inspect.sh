@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..141"
+echo "1..144"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -203,7 +203,7 @@ check "rv_veto: summary says undone" has '^  id:0x021ea999: decided by root 127\
 
 # rv_strict: NCCLSHIM_STRICT=1 and a malformed NCCLSHIM_RULES on rank 1: both inits fail
 run --check "$FX/rv_strict"
-check "rv_strict: creation failed by policy, naming the malformed setting" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 2 && has "^PROBLEM malformed setting \\(vm pid 6795\\): NCCLSHIM_RULES: position 9" err && has "^PROBLEM id:0x286c13f8: creation failed by policy on ranks 0,1: failing the communicator, NCCLSHIM_STRICT=1 and a malformed policy on rank 1 .*; the malformed setting: vm pid 6795: NCCLSHIM_RULES: position 9 .*; fix it, or unset NCCLSHIM_STRICT to fail open \\(passthrough\\)$" err'
+check "rv_strict: creation failed by policy, naming the malformed setting" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 2 && has "^PROBLEM malformed setting in 1 process \\(vm pid 6795\\): NCCLSHIM_RULES: position 9" err && has "^PROBLEM id:0x286c13f8: creation failed by policy on ranks 0,1: failing the communicator, NCCLSHIM_STRICT=1 and a malformed policy on rank 1 .*; the malformed setting: vm pid 6795: NCCLSHIM_RULES: position 9 .*; fix it, or unset NCCLSHIM_STRICT to fail open \\(passthrough\\)$" err'
 check "rv_strict: the row shows action fail" has '^id:0x286c13f8 +weight-update +fail +2/2 '
 
 # rv_idle: an ID nobody used; its listener expired
@@ -370,6 +370,19 @@ sed -i 's|"path":"/opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl
     "$TMP/twopaths/ncclshim.vm.734.jsonl"
 run "$TMP/twopaths"
 check "one library by two paths: listed once" eval 'test "$(grep -c "^library slot" "$TMP/out")" -eq 1 && has "^library slot 0: /opt/venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2 \(version 2\.28\.9, 4 processes\)$"'
+
+# --- --check on inputs that are not what CI meant to check (issue 32)
+mkdir -p "$TMP/emptydir"
+run --check "$TMP/emptydir"
+check "--check on an empty records directory: exit 1, says there is nothing to check" eval 'test $rc -eq 1 && has "^PROBLEM no records to check: " err'
+mkdir -p "$TMP/notrec"
+printf 'this is not a record\n{"half":\n' > "$TMP/notrec/ncclshim.vm.1.jsonl"
+printf '{"type":"load","ts":1.0,"host":"vm","pid":2,"tid":2}\n[1,2]\n' > "$TMP/notrec/ncclshim.vm.2.jsonl"
+run --check "$TMP/notrec"
+check "--check on a records file that is not records: exit 1, each named" eval 'test $rc -eq 1 && has "^PROBLEM input .*ncclshim.vm.1.jsonl:1: invalid JSON" err && has "^PROBLEM input .*ncclshim.vm.2.jsonl:2: record is an array" err'
+printf '{"type":"load","ts":1.0,"host":"vm","pid":3,"tid":3}\n{"type":"warning","ts":1.0,"host":"vm","pid":3,"tid":3,"what":"bad-setting","message":"NCCLSHIM_RULES: unknown action" }\n' > "$TMP/bad.jsonl"
+run --check "$TMP/bad.jsonl"
+check "--check with a malformed setting in a process: exit 1, names it" eval 'test $rc -eq 1 && has "^PROBLEM malformed setting in 1 process \(vm pid 3\): NCCLSHIM_RULES: unknown action" err'
 
 # --- usage
 run

@@ -345,6 +345,34 @@ ok("API 0 split-child NULL" in api, "a refused split leaves *newcomm NULL")
 warn = [x for x in records(d + "/rec") if x.get("type") == "warning" and x.get("what") == "dropped-comm-call"]
 ok(warn and "dropped" in warn[0]["message"], "a refused call is recorded, naming the cause", warn[:1])
 
+# 5b. Splits and shrinks of a redirected communicator (issue 32): every rank holds the parent's
+#     decision, so the child takes it, through the child's config (socket: netName Socket,
+#     NCCL_NET hidden from the split too; frugal: one channel), and records where it came from.
+for act, want in (("socket", "netName=Socket"), ("frugal", "ctas=1,1 perpeer=1")):
+    d, procs, ids = scenario("split" + act, 2, {"NCCLSHIM_WEIGHT_UPDATE": act, "NCCL_NET": "IB"}, roles(1),
+                             root_args=["allapi=1"], rank_args=["allapi=1"])
+    splits = [l for l in fake_lines(d + "/fake.log") if "ncclCommSplit " in l or "ncclCommShrink " in l]
+    ok(len(splits) == 4 and all(want in l for l in splits) and
+       all((" net=Socket" in l) == (act == "socket") for l in splits if "*newcomm=" in l and " net=" in l),
+       "%s parent: NCCL got the split's and the shrink's config with %s on both ranks" % (act, want), splits)
+    kids = [c for c in comm_records(d) if c.get("parent")]
+    ok(len(kids) == 4 and all(c["action"] == act and c["purpose"] == "weight-update" and
+                              c["inherited"]["from"] == c["parent"] and "unprotected" not in c and
+                              "ranks that split together decide together" in c["action_reason"] for c in kids),
+       "%s parent: each child recorded %s, inherited from its parent, with the reason" % (act, act), kids)
+# A weight-update communicator no rendezvous decided (here: the root does not mark its IDs,
+# NCCLSHIM_TAG=none, while rank 1 would): rank 1 records it as unprotected, and --check says so.
+d, procs, ids = scenario("unprotected", 2, {}, lambda r: dict(roles(2)(r), **({"NCCLSHIM_TAG": "none"} if r == 0 else {})))
+cr = sorted(comm_records(d), key=lambda c: c["rank"])
+ok(len(cr) == 2 and all(c["action"] == "passthrough" for c in cr) and "unprotected" not in cr[0]
+   and "no rendezvous decided it" in cr[1].get("unprotected", ""),
+   "an unmarked weight-update ID: passthrough; the rank whose own setting would mark it records why it is unprotected",
+   cr)
+chk = subprocess.run([os.path.join(ROOT, "tools", "ncclshim-inspect"), "--check", d + "/rec"], capture_output=True,
+                     text=True, timeout=BOUND)
+ok(chk.returncode == 1 and "weight-update communicator not redirected on rank 1" in chk.stderr,
+   "inspect --check fails and names it", chk.stderr[-600:])
+
 # 6. auto: one inference rank on one host -> ipc: no NCCL communicator, three rounds.
 d, procs, ids = scenario("auto1host", 3, {}, roles(2))
 cr = comm_records(d)

@@ -32,13 +32,22 @@ for how in linked dlopen; do
             "$how, $action: the application holds NCCL's own communicator"
         is "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | .action' | tr -d '"')" "$action" \
             "$how, $action: recorded as $action"
-        is "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn=="ncclCommGrow") | [.group, .parent, .nranks, .action]')" \
-            "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.group + "/grow0", .group, 2, "passthrough"]')" \
-            "$how, $action: ncclCommGrow recorded like a split: parent, ranks, action"
-        is "$(jqr "$TMP/$d/rec" 'select(.type=="comm_end") | .ops.AllReduce.count // 0' | sort | tr '\n' ' ')" "0 1 " \
-            "$how, $action: both communicators end, the grown one with its all-reduce counted"
+        is "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn=="ncclCommGrow" and .parent) | [.group, .parent, .nranks, .action]')" \
+            "$(jqr "$TMP/$d/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | [.group + "/grow0", .group, 2, .action]')" \
+            "$how, $action: ncclCommGrow recorded like a split: parent, ranks, and the parent's action (it inherits it)"
+        is "$(jqr "$TMP/$d/rec" 'select(.type=="comm_end") | .ops.AllReduce.count // 0' | sort | tr '\n' ' ')" "0 0 1 " \
+            "$how, $action: the three communicators end (the added rank's too), the grown one with its all-reduce counted"
     done
 done
+# A grow of a socket communicator: the existing rank takes socket from its parent, the added
+# rank (no parent) from the grow's unique ID, which carries the action in its tail.
+grows=$(grep 'ncclCommGrow ' "$TMP/linked-socket/fake.log")
+is "$(echo "$grows" | grep -c ' net=Socket idtail=0 ')" 2 "socket: both ranks of the grow reached NCCL with netName Socket"
+is "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm" and .fn=="ncclCommGrow") | [.action, .inherited.from]' | sort | tr '\n' ' ')" \
+    '["socket","'"$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | .group' | tr -d '"')"'"] ["socket","the grow'"'"'s unique ID"] ' \
+    "socket: the existing rank inherits from its parent, the added one from the ID"
+is "$(grep -c ' net=default idtail=1 ' <<< "$(grep 'ncclCommGrow ' "$TMP/linked-passthrough/fake.log")")" 2 \
+    "passthrough: both grow as the application asked, the ID untouched"
 init=$(grep ncclCommInitRankConfig "$TMP/linked-socket/fake.log")
 like "$init" 'netName=Socket blocking=1 ver=23007 ctas=3,5 perpeer=8 cfg=96,23007,2,3,5,1,6,0,newer,1,1,7,8,1,1,9,10,0,1 ' \
     "socket: NCCL got the caller's 2.30 config with every field kept, netName Socket"
@@ -57,7 +66,7 @@ is "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm" and .fn!="ncclCommGrow"
 is "$(jqr "$TMP/linked-passthrough/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") | has("nccl_properties")')" false \
     "passthrough: NCCL is asked nothing the application did not ask"
 is "$(grep -c ncclCommQueryProperties "$TMP/linked-passthrough/fake.log")" 1 "(the application's own query only)"
-is "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm_end" and (.group | test("grow") | not)) | .devcomms')" 1 \
+is "$(jqr "$TMP/linked-socket/rec" 'select(.type=="comm_end" and .devcomms) | .devcomms')" 1 \
     "socket: comm_end counts the device communicator the application made"
 "$INSPECT" --check "$TMP/linked-socket/rec" > "$TMP/gin0.out" 2>&1
 unlike "$(cat "$TMP/gin0.out")" 'redirect bypassed' "socket, a device communicator, no GIN: no bypass problem"

@@ -1062,16 +1062,31 @@ static const struct {
  */
 static void check_input(inspect_state *st)
 {
+    strlist seen = {0};
     for (size_t i = 0; i < st->warnings.n; i++) {
         const warning_rec *w = &st->warnings.v[i];
-        if (strcmp(w->what, "bad-setting") != 0)
+        size_t before = seen.n;
+        if (strcmp(w->what, "bad-setting") != 0 || (strlist_add_unique(&seen, w->message), seen.n == before))
             continue;
+        /* one problem per message, naming every process that has it (a job sets it everywhere) */
+        list_buf procs = {0};
+        size_t n = 0;
+        for (size_t j = i; j < st->warnings.n; j++) {
+            const warning_rec *o = &st->warnings.v[j];
+            if (strcmp(o->what, "bad-setting") == 0 && strcmp(o->message, w->message) == 0 && n++ < 4) {
+                char who[160];
+                snprintf(who, sizeof(who), "%.120s pid %lld", o->host, o->pid);
+                lb_add(&procs, who);
+            }
+        }
         char *m = str_cut(w->message, 400);
-        strlist_add(&st->problems, xasprintf("malformed setting (%s pid %lld): %s; the shim failed open with the "
-                                             "rest of its settings: fix it (NCCLSHIM_STRICT=1 makes it fail the "
-                                             "communicator instead)", w->host, w->pid, m));
+        strlist_add(&st->problems, xasprintf("malformed setting in %zu process%s (%s%s): %s; the shim failed open with "
+                                             "the rest of its settings: fix it (NCCLSHIM_STRICT=1 makes it fail the "
+                                             "communicator instead)", n, n == 1 ? "" : "es", procs.s,
+                                             n > 4 ? ", ..." : "", m));
         free(m);
     }
+    strlist_free(&seen);
     if (st->nrecords == 0 && st->nccl_lines == 0)
         strlist_add(&st->problems, xstrdup("no records to check: the inputs hold no ncclshim record and no NCCL log "
                                            "line (an empty records directory?): set NCCLSHIM_LOG_DIR for every "
