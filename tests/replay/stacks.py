@@ -11,8 +11,8 @@ Frames are listed outermost first; each step's frames end where its NCCL call is
 Each scenario says what every rank must get under the shim's defaults (docs/policy.md and
 the target rules of issue 32): its purpose, its action on one host and across hosts, the
 evidence its records must name, and whether its unique ID is marked for the rendezvous.
-The reasons are regular expressions (re.search) over the records' reason strings; `variants`
-are (label, a host per rank or None for one host, action, action reason[, extra settings]).
+The reasons are regular expressions (re.search) over the records' reason strings; each of
+`variants` (V below) is a placement of the ranks and what it must give.
 """
 from replay import Rank
 
@@ -20,6 +20,14 @@ from replay import Rank
 # that crosses the test's 64 KiB ipc chunks, one of several chunks and chain steps).
 REFIT = [4096, 65537, 200003]
 A, B = "node-a", "node-b"
+
+
+def V(label, hosts, action, why, env=None, problems=None):
+    """A variant: hosts (a host name per rank, None: one host), the action every rank must
+    take and a regular expression its reason must match, extra settings of every rank, and
+    the problems `ncclshim-inspect --check` must report (a regular expression; None: none,
+    exit 0)."""
+    return {"label": label, "hosts": hosts, "action": action, "why": why, "env": env, "problems": problems}
 
 # --- vLLM's PyNcclCommunicator (ctypes on libnccl.so.2, one dlsym per function on the CDLL's
 # handle): vllm/distributed/device_communicators/pynccl.py:61-146 __init__: ncclGetUniqueId
@@ -129,8 +137,8 @@ NEMO_DEFAULT = {
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by nccl4py"),
     "api": "nccl4py",
-    "variants": [("one host", None, "ipc", "all 3 ranks on one host: ipc"),
-                 ("two hosts", [A, A, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, A, B], "socket", "ranks on 2 hosts")],
 }
 
 NEMO_ASYNC = {
@@ -146,8 +154,8 @@ NEMO_ASYNC = {
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by nccl4py"),
     "api": "nccl4py",
-    "variants": [("one host", None, "ipc", "all 2 ranks on one host: ipc"),
-                 ("two hosts", [A, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "ipc", "all 2 ranks on one host: ipc"),
+                 V("two hosts", [A, B], "socket", "ranks on 2 hosts")],
 }
 
 NEMO_TP2 = {
@@ -163,8 +171,8 @@ NEMO_TP2 = {
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by nccl4py"),
     "api": "nccl4py",
-    "variants": [("one host", None, "ipc", "all 3 ranks on one host: ipc"),
-                 ("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
 }
 
 # --- NeMo-RL refit_transport: nccl_reshard (stacks_A §1.4): one nccl4py group per train PP
@@ -214,11 +222,11 @@ NEMO_RESHARD = {
     "api": "nccl4py",
     # one host: NCCL's whole API is needed (windows, device API, split): never ipc
     # (the reason names the rank and its evidence)
-    "variants": [("one host", None, "passthrough", r"rank \d.*nccl_reshard.*passthrough"),
+    "variants": [V("one host", None, "passthrough", r"rank \d.*nccl_reshard.*passthrough"),
                  # an explicit ipc is overridden the same way
-                 ("one host, NCCLSHIM_WEIGHT_UPDATE=ipc", None, "passthrough", r"rank \d.*nccl_reshard.*passthrough",
-                  {"NCCLSHIM_WEIGHT_UPDATE": "ipc"}),
-                 ("two hosts", [A, A, B], "socket", "ranks on 2 hosts")],
+                 V("one host, NCCLSHIM_WEIGHT_UPDATE=ipc", None, "passthrough", r"rank \d.*nccl_reshard.*passthrough",
+                   {"NCCLSHIM_WEIGHT_UPDATE": "ipc"}),
+                 V("two hosts", [A, A, B], "socket", "ranks on 2 hosts")],
     "m2n": True,
 }
 
@@ -253,8 +261,8 @@ VLLM_WT = {
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by ctypes"),
     "api": "ctypes",
-    "variants": [("one host", None, "ipc", "all 3 ranks on one host: ipc"),
-                 ("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
 }
 
 # --- vLLM's nccl_m2n weight-transfer engine (stacks_A §2.1, newer upstream, read from the
@@ -301,8 +309,8 @@ VLLM_M2N = {
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by ctypes"),
     "api": "ctypes",
-    "variants": [("one host", None, "passthrough", r"rank \d.*m2n.*passthrough"),
-                 ("two hosts", [A, A, B, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "passthrough", r"rank \d.*m2n.*passthrough"),
+                 V("two hosts", [A, A, B, B], "socket", "ranks on 2 hosts")],
     "m2n": True,
 }
 
@@ -331,7 +339,7 @@ VLLM_TP = {
     "purpose_why": "inference",
     "uid": (True, "made by ctypes"),
     "api": "ctypes",
-    "variants": [("one host", None, "passthrough", "")],
+    "variants": [V("one host", None, "passthrough", "")],
     "app_calls": True,
 }
 
@@ -367,7 +375,7 @@ SGL_TP = {
     "purpose_why": "inference",
     "uid": (True, "made by ctypes"),
     "api": "ctypes",
-    "variants": [("one host", None, "passthrough", "")],
+    "variants": [V("one host", None, "passthrough", "")],
     "app_calls": True,
 }
 
@@ -402,8 +410,12 @@ OPENRLHF = {
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by ctypes"),
     "api": "ctypes",
-    "variants": [("one host", None, "ipc", "all 3 ranks on one host: ipc"),
-                 ("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, B, B], "socket", "ranks on 2 hosts"),
+                 # a typo in a policy fails open (the refit passes through), never silently:
+                 # --check, what users put in CI, says so
+                 V("one host, a malformed NCCLSHIM_RULES", None, "passthrough", "policy error, failing open",
+                   {"NCCLSHIM_RULES": "purpose=weight-update:explode"}, r"malformed setting.*NCCLSHIM_RULES")],
 }
 
 # --- verl's NCCL checkpoint engine (stacks_A §3): senders = actor rank 0 and the relays on
@@ -466,8 +478,8 @@ VERL = {
     "purpose_why": "training and inference ranks",
     "uid": (True, "made by cupy"),
     "api": "cupy",
-    "variants": [("one host", None, "ipc", "all 4 ranks on one host: ipc"),
-                 ("two hosts", [A, A, B, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "ipc", "all 4 ranks on one host: ipc"),
+                 V("two hosts", [A, A, B, B], "socket", "ranks on 2 hosts")],
 }
 
 # --- torch's ProcessGroupNCCL made lazily (stacks_B §2.2): the group is made without a
@@ -529,8 +541,8 @@ SLIME = {
     # made inside libtorch under update_weights: marked, and the record says why
     "uid": (True, "update_weights"),
     "api": "torch",
-    "variants": [("one host", None, "ipc", "all 3 ranks on one host: ipc"),
-                 ("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
 }
 
 # SGLang's own API (stacks_B §3.1-3.3), as its own test drives it
@@ -557,8 +569,8 @@ SGLANG_OWN = {
     "purpose_why": "update_weights",
     "uid": (True, "update_weights"),
     "api": "torch",
-    "variants": [("one host", None, "ipc", "all 3 ranks on one host: ipc"),
-                 ("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
 }
 
 # --- Training only (stacks_A §1.6: torch.distributed.init_process_group("nccl") with no
@@ -582,7 +594,7 @@ TRAIN_ONLY = {
     "purpose_why": "torch",
     "uid": (False, "no weight-update evidence"),
     "api": "torch",
-    "variants": [("one host", None, "passthrough", "")],
+    "variants": [V("one host", None, "passthrough", "")],
     "app_calls": True,
     "no_rendezvous": True,
 }

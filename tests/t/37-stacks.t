@@ -42,10 +42,11 @@ def nccl_calls(log, pid):
     return [ln.split()[2] for ln in log if ln.split()[1:2] == [str(pid)] and ln.split()[2] not in SHIM_QUERIES]
 
 
-def check(sc, label, hosts, action, action_why, d, env):
-    n = len(sc["ranks"])
-    tag = "%s, %s" % (sc["short"], label)
-    res = replay.run(d, sc["ranks"], hosts, env)
+def check(sc, v, d):
+    """One variant of a scenario, run in directory d."""
+    n, action, action_why = len(sc["ranks"]), v["action"], v["why"]
+    tag = "%s, %s" % (sc["short"], v["label"])
+    res = replay.run(d, sc["ranks"], v["hosts"], v["env"])
     bad = res.failures()
     ok(not bad, "%s: each of the %d ranks ran every step and exited 0" % (tag, n), "\n".join(w for _, w in bad))
     cs = res.comms()
@@ -109,23 +110,29 @@ def check(sc, label, hosts, action, action_why, d, env):
         ok(all(m2n[r] and all(x.endswith(" 0") for x in m2n[r]) for r in range(n)),
            "%s: nccl.m2n's window, device communicator and split on the group succeed on every rank" % tag, m2n)
         kids = res.comms(fns=("ncclCommSplit",))
-        ok(len(kids) == n and all(k["action"] == action and k["purpose"] == sc["purpose"] for k in kids),
-           "%s: each rank's split child inherits the group's purpose and action (%s, %s)" % (tag, sc["purpose"], action),
-           [(k["rank"], k["purpose"], k["action"], k["action_reason"]) for k in kids])
+        ok(len(kids) == n and all(k["action"] == action and k["purpose"] == sc["purpose"] and
+                                  k.get("parent") == cs[k["rank"]]["group"] for k in kids),
+           "%s: each rank's split child (of the group, its parent) inherits the group's purpose and action (%s, %s)"
+           % (tag, sc["purpose"], action),
+           [(k["rank"], k.get("parent"), k["purpose"], k["action"], k["action_reason"]) for k in kids])
         if action == "socket":
             splits = [ln for ln in log if " ncclCommSplit " in ln]
             ok(len(splits) == n and all("netName=Socket" in ln for ln in splits),
                "%s: NCCL got every split with netName=Socket" % tag, splits)
     rc, problems = res.check()
-    is_((rc, problems), (0, ""), "%s: ncclshim-inspect --check on the records: exit 0, no problem" % tag)
+    if v["problems"] is None:
+        is_((rc, problems), (0, ""), "%s: ncclshim-inspect --check on the records: exit 0, no problem" % tag)
+    else:
+        ok(rc == 1 and re.search(v["problems"], problems), "%s: ncclshim-inspect --check exits 1, the problem "
+           "matching /%s/" % (tag, v["problems"]), (rc, problems))
 
 
 n = 0
 for sc in stacks.SCENARIOS:
     print("# " + sc["name"])
-    for label, hosts, action, why, *env in sc["variants"]:
+    for v in sc["variants"]:
         n += 1
         d = os.path.join(TMP, "s%02d" % n)  # neutral: frames and titles carry this path
         os.makedirs(d)
-        check(sc, label, hosts, action, why, d, env[0] if env else None)
+        check(sc, v, d)
 done(TMP, keep_on_failure=True)
