@@ -91,8 +91,10 @@ def check(sc, v, d):
         ok(all(got[r] and all(b.endswith(" ok") for b in got[r]) for r in range(n)),
            "%s: every rank holds every broadcast buffer, bit-exact" % tag, got)
     elif action == "socket":
-        ok(len(inits) == n and all("netName=Socket" in ln and " net=Socket " in ln for ln in inits),
-           "%s: NCCL saw %d inits, each with netName=Socket, on net=Socket" % (tag, n), inits)
+        ok(len(inits) == n and all("netName=Socket" in ln and " net=Socket " in ln for ln in inits)
+           and all(c.get("net") == "Socket" for c in cs),
+           "%s: NCCL saw %d inits, each with netName=Socket, on net=Socket (every record: net Socket)" % (tag, n),
+           [inits, [c.get("net") for c in cs]])
     else:
         ok(len(inits) == n and not [ln for ln in inits if "netName=Socket" in ln],
            "%s: NCCL saw %d inits as the application made them" % (tag, n), inits)
