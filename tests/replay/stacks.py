@@ -29,6 +29,7 @@ def V(label, hosts, action, why, env=None, problems=None):
     exit 0)."""
     return {"label": label, "hosts": hosts, "action": action, "why": why, "env": env, "problems": problems}
 
+
 # --- vLLM's PyNcclCommunicator (ctypes on libnccl.so.2, one dlsym per function on the CDLL's
 # handle): vllm/distributed/device_communicators/pynccl.py:61-146 __init__: ncclGetUniqueId
 # on group rank 0 (:112), the ID through the group (:127), ncclCommInitRank (:137), a warm-up
@@ -69,7 +70,8 @@ SGL_LIBS = ["sgl_kernel/sm90/common_ops.abi3.so"]
 # fp32 from rank 0 (:145-150) and every refit broadcast through broadcast() (:155-162).
 SPG = "nemo_rl/distributed/stateless_process_group.py"
 NCOMM = "nccl/core/communicator.py"
-N4PY_UID = [(SPG, 116, "StatelessProcessGroup.init_nccl_communicator"), ("nccl/core/utils.py", 40, "get_unique_id")]  # ~40
+N4PY_UID = [(SPG, 116, "StatelessProcessGroup.init_nccl_communicator"),
+            ("nccl/core/utils.py", 40, "get_unique_id")]  # ~40
 N4PY_INIT = [(SPG, 130, "StatelessProcessGroup.init_nccl_communicator"), (NCOMM, 330, "Communicator.init"),  # ~330
              (NCOMM, 441, "Communicator.initialize")]
 N4PY_WARM = [(SPG, 150, "StatelessProcessGroup.init_nccl_communicator"), (SPG, 161, "StatelessProcessGroup.broadcast"),
@@ -84,8 +86,10 @@ VBACK = "nemo_rl/models/generation/vllm/vllm_backend.py"
 PACKED = "nemo_rl/utils/packed_tensor.py"
 NEMO_TRAIN_INIT = [(BPW, 55, "AbstractPolicyWorker.init_collective")]
 NEMO_TRAIN_BCAST = [("nemo_rl/models/policy/workers/dtensor_policy_worker_v2.py", 1214,
-                     "DTensorPolicyWorkerV2.broadcast_weights_for_collective"), (PACKED, 111, "packed_broadcast_producer")]
-NEMO_GEN_EXT_INIT = [("vllm/v1/serial_utils.py", 486, "run_method"), (VBACK, 251, "VllmInternalWorkerExtension.init_collective")]
+                     "DTensorPolicyWorkerV2.broadcast_weights_for_collective"),
+                    (PACKED, 111, "packed_broadcast_producer")]
+NEMO_GEN_EXT_INIT = [("vllm/v1/serial_utils.py", 486, "run_method"),
+                     (VBACK, 251, "VllmInternalWorkerExtension.init_collective")]
 NEMO_GEN_EXT_BCAST = [("vllm/v1/serial_utils.py", 486, "run_method"),
                       (VBACK, 770, "VllmInternalWorkerExtension.update_weights_from_collective"),
                       (PACKED, 224, "packed_broadcast_consumer")]
@@ -125,7 +129,7 @@ def nemo_trainer(root):
 
 
 NEMO_DEFAULT = {
-    "short": 'NeMo-RL refit',
+    "short": "NeMo-RL refit",
     "name": "NeMo-RL default refit: 2 DTensorPolicyWorkerV2 + ray::VllmGenerationWorker (sync, TP=1), nccl4py",
     # grpo.py:1577/1580 init_collective on both sides, world = T + G, root = train rank 0
     "ranks": [nemo_trainer(True), nemo_trainer(False),
@@ -142,7 +146,7 @@ NEMO_DEFAULT = {
 }
 
 NEMO_ASYNC = {
-    "short": 'NeMo-RL async engine',
+    "short": "NeMo-RL async engine",
     "name": "NeMo-RL async engine: DTensorPolicyWorkerV2 + VLLM::EngineCore (TP=1), nccl4py",
     # vllm_worker_async.py:980-988 init_collective_async -> AsyncLLM's EngineCore process
     "ranks": [nemo_trainer(True),
@@ -159,8 +163,9 @@ NEMO_ASYNC = {
 }
 
 NEMO_TP2 = {
-    "short": 'NeMo-RL TP=2 engine',
-    "name": "NeMo-RL TP=2 engine: DTensorPolicyWorkerV2 + 2 ray::RayWorkerProc.run (vLLM 0.25 Ray executor v2), nccl4py",
+    "short": "NeMo-RL TP=2 engine",
+    "name": "NeMo-RL TP=2 engine: DTensorPolicyWorkerV2 + 2 ray::RayWorkerProc.run (vLLM 0.25's Ray executor v2), "
+            "nccl4py",
     # vllm_worker.py:417-422 distributed_executor_backend="ray"; ray_executor_v2.py:75, :189-199
     "ranks": [nemo_trainer(True)] + [
         nccl4py_rank("ray::RayWorkerProc.run", VLLM_ENGINE_LIBS, RAYWORKER_OUTER + NEMO_GEN_EXT_INIT,
@@ -204,7 +209,7 @@ def reshard_trainer(root):
 
 
 NEMO_RESHARD = {
-    "short": 'NeMo-RL nccl_reshard',
+    "short": "NeMo-RL nccl_reshard",
     "name": "NeMo-RL nccl_reshard per-stage group: 2 MegatronPolicyWorker + VllmGenerationWorker, nccl4py, then m2n",
     "ranks": [reshard_trainer(True), reshard_trainer(False),
               reshard_rank("ray::VllmGenerationWorker.init_nccl_reshard_comm_group", VLLM_ENGINE_LIBS + M2N_LIBS,
@@ -248,8 +253,9 @@ WT_WORKER_RECV = RAYWORKER_OUTER[1:] + [("vllm/v1/serial_utils.py", 486, "run_me
                                         ("vllm/v1/worker/gpu_worker.py", 1040, "Worker.update_weights"),  # ~1040
                                         (WT, 200, "NCCLWeightTransferEngine.receive_weights")]  # ~200
 VLLM_WT = {
-    "short": 'vLLM weight transfer',
-    "name": "vLLM weight-transfer API: python train.py (trainer_init, vllm imported) + VLLM::Worker_TP0/1, ctypes PyNccl",
+    "short": "vLLM weight transfer",
+    "name": "vLLM weight-transfer API: python train.py (trainer_init, vllm imported) + VLLM::Worker_TP0/1, "
+            "ctypes PyNccl",
     "ranks": [pynccl_rank("python", VLLM_TRAINER_LIBS, WT_TRAINER_INIT,
                           [(WT, 266, "NCCLWeightTransferEngine.trainer_send_weights")], root=True, script="train.py")] +
              [pynccl_rank("VLLM::Worker_TP%d" % t, VLLM_ENGINE_LIBS, WT_WORKER_INIT, WT_WORKER_RECV) for t in range(2)],
@@ -330,7 +336,7 @@ VLLM_TP_OUTER = [("vllm/v1/worker/gpu_worker.py", 240, "Worker.init_device"),
 VLLM_TP_USE = [("vllm/distributed/device_communicators/cuda_communicator.py", 140,  # ~140
                 "CudaCommunicator.all_reduce")]
 VLLM_TP = {
-    "short": 'vLLM TP group',
+    "short": "vLLM TP group",
     "name": "vLLM's own TP group: 2 VLLM::Worker, ctypes PyNccl (an engine's group: untouched)",
     "ranks": [pynccl_rank("VLLM::Worker", VLLM_ENGINE_LIBS, VLLM_TP_OUTER, VLLM_TP_USE, root=r == 0) for r in range(2)],
     "purpose": "inference",
@@ -356,7 +362,7 @@ SGL_TP_OUTER = [("sglang/srt/model_executor/model_runner.py", 890, "ModelRunner.
                 ("sglang/srt/distributed/parallel_state.py", 1700, "init_model_parallel_group"),
                 ("sglang/srt/distributed/parallel_state.py", 425, "GroupCoordinator.__init__")]
 SGL_TP = {
-    "short": 'SGLang TP group',
+    "short": "SGLang TP group",
     "name": "SGLang's own TP group: sglang::scheduler_TP0/1, its ctypes PyNccl (an engine's group: untouched)",
     "ranks": [Rank("sglang::scheduler_TP%d" % r, "ctypes",
                    ([{"op": "uid", "frames": SGL_TP_OUTER + [(SGP, 84, "PyNcclCommunicator.__init__"),
@@ -397,9 +403,10 @@ OR_TRAIN_BCAST = [(PPO, 646, "PolicyModelActor.broadcast_to_vllm"), (PPO, 484, "
 OR_ENGINE_INIT = ENGINECORE_OUTER + [("vllm/v1/serial_utils.py", 486, "run_method"),
                                      (OR_WRAP, 20, "WorkerWrap.init_process_group"),
                                      (OR_DIST, 25, "stateless_init_process_group")]
-OR_ENGINE_RECV = ENGINECORE_OUTER + [("vllm/v1/serial_utils.py", 486, "run_method"), (OR_WRAP, 46, "WorkerWrap.update_weight")]
+OR_ENGINE_RECV = ENGINECORE_OUTER + [("vllm/v1/serial_utils.py", 486, "run_method"),
+                                     (OR_WRAP, 46, "WorkerWrap.update_weight")]
 OPENRLHF = {
-    "short": 'OpenRLHF',
+    "short": "OpenRLHF",
     "name": "OpenRLHF: ray::PolicyModelActor (vllm/_C loaded) + 2 VLLM::EngineCore (TP=1), ctypes PyNccl",
     "ranks": [pynccl_rank("ray::PolicyModelActor.init_model_from_pretrained", VLLM_TRAINER_LIBS, OR_TRAIN_INIT,
                           OR_TRAIN_BCAST, root=True)] +
@@ -465,7 +472,7 @@ VERL_SEND = [("verl/workers/engine_workers.py", 760, "ActorRolloutRefWorker.upda
 VERL_RECV = [("verl/checkpoint_engine/base.py", 360, "CheckpointEngineWorker.update_weights"),
              (NCE, 460, "NCCLCheckpointEngine.receive_weights")]  # ~460
 VERL = {
-    "short": 'verl checkpoint engine',
+    "short": "verl checkpoint engine",
     "name": "verl checkpoint engine: 2 ray::WorkerDict senders + 2 ray::CheckpointEngineWorker (vllm/_C in all), "
             "Ray collective on CuPy",
     "ranks": [verl_rank("ray::WorkerDict.actor_rollout_ref_execute_checkpoint_engine", VERL_TRAIN_OUTER, VERL_SEND,
@@ -529,7 +536,7 @@ SGL_RECV = SGL_SCHED + [("sglang/srt/managers/scheduler_components/weight_update
                         ("sglang/srt/model_executor/model_runner_components/weight_updater.py", 219,
                          "WeightUpdater.update_weights_from_distributed")]
 SLIME = {
-    "short": 'slime',
+    "short": "slime",
     "name": "slime: ray::MegatronTrainRayActor.update_weights (sgl_kernel loaded) + sglang::scheduler_TP0/1, "
             "torch ProcessGroupNCCL made at the first broadcast",
     "ranks": [torch_rank("ray::MegatronTrainRayActor.update_weights", SGL_LIBS, SLIME_PG, SLIME_BCAST)] +
@@ -557,7 +564,7 @@ SPAWN = "python -c from multiprocessing.spawn import spawn_main; spawn_main(trac
 SGL_TEST = "test/srt/rl/test_update_weights_from_distributed.py"
 SGL_OWN_TRAIN = [("torch/multiprocessing/spawn.py", 90, "_wrap"), (SGL_TEST, 75, "init_process")]
 SGLANG_OWN = {
-    "short": 'SGLang weight API',
+    "short": "SGLang weight API",
     "name": "SGLang's own API: a spawned trainer (its test's init_process_hf) + sglang::scheduler_TP0/1, torch",
     "ranks": [torch_rank(SPAWN, [], SGL_OWN_TRAIN + [(SGL_TEST, 157, "init_process_hf"),
                                                      ("sglang/srt/utils/common.py", 2480, "init_custom_process_group")],
@@ -579,7 +586,7 @@ SGLANG_OWN = {
 # with no weight-update evidence, so it stays unmarked; no rendezvous, and NCCL sees exactly
 # the application's calls.
 TRAIN_ONLY = {
-    "short": 'training only',
+    "short": "training only",
     "name": "training only: 2 ray::DTensorPolicyWorkerV2.train, torch group (lazy), gradient all-reduce",
     "ranks": [Rank("ray::DTensorPolicyWorkerV2.train", "torch",
                    [{"op": "pg", "frames": [("nemo_rl/models/automodel/setup.py", 453, "setup_distributed")]},
@@ -599,5 +606,5 @@ TRAIN_ONLY = {
     "no_rendezvous": True,
 }
 
-SCENARIOS = [NEMO_DEFAULT, NEMO_ASYNC, NEMO_TP2, NEMO_RESHARD, VLLM_WT, VLLM_M2N, VLLM_TP, SGL_TP, OPENRLHF, VERL, SLIME,
-             SGLANG_OWN, TRAIN_ONLY]
+SCENARIOS = [NEMO_DEFAULT, NEMO_ASYNC, NEMO_TP2, NEMO_RESHARD, VLLM_WT, VLLM_M2N, VLLM_TP, SGL_TP, OPENRLHF, VERL,
+             SLIME, SGLANG_OWN, TRAIN_ONLY]

@@ -59,7 +59,8 @@ def check(sc, v, d):
     ok(roles == sc["roles"] and not miss, "%s: roles %s, each reason naming its evidence (%s)"
        % (tag, "/".join(sc["roles"]), ", ".join("rank %d: %s" % kv for kv in sc["role_why"].items())),
        "roles %s\nreasons not naming the evidence: %s" % (roles, miss))
-    is_([c["caller"]["api"] for c in cs], [sc["api"]] * n, "%s: every rank's NCCL calls come from %s" % (tag, sc["api"]))
+    is_([c["caller"]["api"] for c in cs], [sc["api"]] * n,
+        "%s: every rank's NCCL calls come from %s" % (tag, sc["api"]))
     pur = [(c["purpose"], bool(re.search(sc["purpose_why"], c["purpose_reason"]))) for c in cs]
     ok(pur == [(sc["purpose"], True)] * n, "%s: purpose %s on every rank (reason: '...%s...')"
        % (tag, sc["purpose"], sc["purpose_why"]), [(c["purpose"], c["purpose_reason"]) for c in cs])
