@@ -862,6 +862,7 @@ IMPL ncclResult_t impl_ncclCommSplit(struct line *L, ncclComm_t comm, int color,
     ncclResult_t r = comm_publish(c, config);
     *newcomm = c;
     log_ptr(L, "*newcomm", c);
+    log_net(L, config); /* (NCCL reads NCCL_NET for a split too: envConfigOverride) */
     return r;
 }
 
@@ -889,6 +890,7 @@ IMPL ncclResult_t impl_ncclCommShrink(struct line *L, ncclComm_t comm, int *excl
     ncclResult_t r = comm_publish(c, config);
     *newcomm = c;
     log_ptr(L, "*newcomm", c);
+    log_net(L, config);
     return r;
 }
 

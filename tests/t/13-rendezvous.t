@@ -353,8 +353,11 @@ for act, want in (("socket", "netName=Socket"), ("frugal", "ctas=1,1 perpeer=1")
                              root_args=["allapi=1"], rank_args=["allapi=1"])
     splits = [l for l in fake_lines(d + "/fake.log") if "ncclCommSplit " in l or "ncclCommShrink " in l]
     ok(len(splits) == 4 and all(want in l for l in splits) and
-       all((" net=Socket" in l) == (act == "socket") for l in splits if "*newcomm=" in l and " net=" in l),
-       "%s parent: NCCL got the split's and the shrink's config with %s on both ranks" % (act, want), splits)
+       all((" net=Socket" if act == "socket" else " net=IB") in l for l in splits if "*newcomm=" in l) and
+       len([l for l in splits if "*newcomm=" in l]) >= 3,
+       "%s parent: NCCL got the split's and the shrink's config with %s on both ranks, and picked %s (NCCL_NET=IB "
+       "%s)" % (act, want, "Socket" if act == "socket" else "IB", "hidden from the split" if act == "socket"
+                else "left alone"), splits)
     kids = [c for c in comm_records(d) if c.get("parent")]
     ok(len(kids) == 4 and all(c["action"] == act and c["purpose"] == "weight-update" and
                               c["inherited"]["from"] == c["parent"] and "unprotected" not in c and
