@@ -20,8 +20,15 @@ BUCKETS = [64 << 20, 64 << 20, (3 << 20) + 5]
 def execute_checkpoint_engine(nccl, world, rank, uid):
     """As Ray collective's NCCLGroup: the communicator inside a group call."""
     nccl.groupStart()
-    comm = nccl.NcclCommunicator(world, uid, rank)
-    nccl.groupEnd()
+    try:
+        try:
+            comm = nccl.NcclCommunicator(world, uid, rank)
+        except TypeError:
+            # CuPy before 13 takes the ID as a tuple of signed chars; the type check comes
+            # before any NCCL call, so asking again inside the same group is safe.
+            comm = nccl.NcclCommunicator(world, tuple(b if b < 128 else b - 256 for b in uid), rank)
+    finally:
+        nccl.groupEnd()
     return comm
 
 
@@ -32,7 +39,6 @@ def worker(args):
     rank = args["rank"]
     res = {"device": DEV, "nccl": nccl.get_version()}
     uid = common.shared_id(args, "cupy", lambda: bytes(bytearray(x & 0xff for x in nccl.get_unique_id())))
-    uid = tuple(b if b < 128 else b - 256 for b in uid)  # CuPy's ID: a tuple of signed chars
     try:
         comm = execute_checkpoint_engine(nccl, 2, rank, uid)
         stream = cupy.cuda.Stream(non_blocking=True)
