@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "comm.h"
 
+#include "clock.h"
 #include "slots.h"
 #include "record.h"
 #include "ipc.h"

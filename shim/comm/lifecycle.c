@@ -11,6 +11,7 @@
 #include "lifecycle.h"
 
 #include "policy/classify.h"
+#include "clock.h"
 #include "comm.h"
 #include "config.h"
 #include "decision.h"
