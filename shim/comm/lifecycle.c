@@ -5,19 +5,21 @@
  * netName "Socket", NCCL_NET hidden from it (shim/nccl/net_env.c); drop: a
  * shim-only handle, no NCCL; ipc: a shim-only handle over the CUDA IPC
  * transport, shim/ipc/ipc.c; fail), the communicator is registered (shim/comm/comm.c:
- * the application keeps NCCL's own ncclComm_t) and a record is written.
+ * the application keeps NCCL's own ncclComm_t) and recorded (the records
+ * themselves are built in comm_record.c).  The state of one creation
+ * (creation.h) is this file's.
  */
 #define _GNU_SOURCE
 #include "lifecycle.h"
 
-#include "policy/classify.h"
 #include "clock.h"
 #include "comm.h"
+#include "comm_record.h"
 #include "config.h"
+#include "creation.h"
+#include "creator.h"
 #include "decision.h"
 #include "ipc.h"
-#include "creator.h"
-#include "nccl_config.h"
 #include "net_env.h"
 #include "record.h"
 #include "uid_mark.h"
@@ -55,24 +57,6 @@ static uint64_t id_hash(const ncclUniqueId *id)
     return h;
 }
 
-/* Names, not NCCL's strings: asking the real library would be a call the
- * application did not make. */
-static const char *result_name(ncclResult_t r)
-{
-    static const char *const names[] = { "ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
-                                         "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
-                                         "ncclRemoteError", "ncclInProgress", "ncclTimeout" };
-    return (unsigned)r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
-}
-
-static void record_caller(struct jw *w, const struct creator *cr)
-{
-    jw_open(w, "caller", '{');
-    jw_str(w, "lib", cr->caller_path);
-    jw_str(w, "api", api_family_name(cr->api));
-    jw_close(w, '}');
-}
-
 ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, ncclUniqueId *uniqueId)
 {
     __typeof__(&ncclGetUniqueId) f = REAL(slot, ncclGetUniqueId, caller);
@@ -95,97 +79,11 @@ ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, nc
             shim_warn("unmarked-id", "the unique ID was left unmarked (%s): communicators made with it pass "
                       "through", why);
     }
-    struct jw w;
-    jw_begin(&w, "unique_id");
-    if (r == ncclSuccess && uniqueId)
-        jw_hex64(&w, "id_hash", id_hash(uniqueId));
-    jw_int(&w, "result", r);
-    jw_u64(&w, "duration_us", dur);
-    record_caller(&w, &cr);
-    if (marked) {
-        jw_str(&w, "rendezvous", where);
-        jw_str(&w, "marked", mark_why);
-    } else {
-        jw_str(&w, "unmarked", why[0] ? why : mark_why[0] ? mark_why : "not made");
-    }
-    jw_emit(&w);
+    int has_id = r == ncclSuccess && uniqueId;
+    comm_record_unique_id(has_id, has_id ? id_hash(uniqueId) : 0, r, dur, &cr, marked ? where : NULL,
+                          marked ? mark_why : why[0] ? why : mark_why[0] ? mark_why : "not made");
     t_depth--;
     return r;
-}
-
-/* One creation in progress: what is known before the real call. */
-struct creation {
-    const char *fn;
-    struct shim_slot *slot;
-    const void *caller;
-    int rank, nranks;
-    int has_id;
-    uint64_t id_hash;
-    const ncclConfig_t *config;
-    char group[sizeof(((struct shim_comm *)0)->group)];
-    /* Splits, shrinks and grows. */
-    struct shim_comm *parent;
-    int is_split, color, key;
-    const int *exclude;
-    int nexclude;
-    /* Filled by begin_creation. */
-    struct creator cr;
-    struct plan plan;
-    uint64_t t0;
-    /* What NCCL 2.29+ reports of a communicator the shim redirected. */
-    int has_props;
-    ncclCommProperties_t props;
-};
-
-/* One field of a config as the record shows it: its value, or null where
- * the config does not hold it or leaves it to NCCL ("undefined"). */
-static void record_config_field(struct jw *w, const ncclConfig_t *c, enum nccl_config_index f)
-{
-    const char *name = nccl_config_fields[f].name;
-    if (!nccl_config_is_set(c, f))
-        jw_null(w, name);
-    else if (nccl_config_fields[f].kind == NCCL_CONFIG_KIND_INT)
-        jw_int(w, name, nccl_config_int(c, f));
-    else
-        jw_str(w, name, nccl_config_str(c, f));
-}
-
-/* The names of the fields in `mask`, as a list. */
-static void record_config_names(struct jw *w, const char *key, uint32_t mask)
-{
-    jw_open(w, key, '[');
-    for (int f = 0; f < CFG_COUNT; f++)
-        if (mask & (1u << f))
-            jw_str(w, NULL, nccl_config_fields[f].name);
-    jw_close(w, ']');
-}
-
-/* The application's config, and the fields it set that this NCCL does not
- * read (its version is too old for them, or NCCL too old): NCCL resets
- * those to its defaults, whatever they hold (docs/records.md). */
-static void record_config(struct jw *w, const ncclConfig_t *c, int nccl_version)
-{
-    if (!c) {
-        jw_null(w, "config");
-        return;
-    }
-    if (!nccl_config_valid(c)) {
-        jw_str(w, "config", "invalid (not made with NCCL_CONFIG_INITIALIZER)");
-        return;
-    }
-    jw_open(w, "config", '{');
-    jw_u64(w, "size", c->size);
-    jw_int(w, "version", (int)c->version);
-    uint32_t ignored = 0;
-    for (int f = 0; f < CFG_COUNT; f++) {
-        record_config_field(w, c, (enum nccl_config_index)f);
-        if (nccl_config_is_set(c, (enum nccl_config_index)f) &&
-            !nccl_config_read(c, (enum nccl_config_index)f, nccl_version))
-            ignored |= 1u << f;
-    }
-    if (ignored)
-        record_config_names(w, "ignored_by_nccl", ignored);
-    jw_close(w, '}');
 }
 
 /* Asks the real library about a new communicator; -1 if it cannot say (yet). */
@@ -196,32 +94,6 @@ static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
     if (!f || f(real, &v) != ncclSuccess)
         return -1;
     return v;
-}
-
-/* What frugal told NCCL (docs/records.md, "frugal"): the fields it set. */
-static void record_frugal(struct jw *w, const ncclConfig_t *told)
-{
-    jw_open(w, "frugal", '{');
-    record_config_field(w, told, CFG_minCTAs);
-    record_config_field(w, told, CFG_maxCTAs);
-    record_config_field(w, told, CFG_nChannelsPerNetPeer);
-    jw_close(w, '}');
-}
-
-/* The config the shim handed NCCL (socket, frugal): its size and version,
- * the fields it set, and those it set back to NCCL's default because the
- * version had to be raised to carry them (docs/records.md, "told"). */
-static void record_told(struct jw *w, const ncclConfig_t *c, const struct nccl_config_told *t)
-{
-    jw_open(w, "told", '{');
-    jw_u64(w, "size", c->size);
-    jw_int(w, "version", (int)c->version);
-    jw_int(w, "app_version", (int)t->from_version);
-    for (int f = 0; f < CFG_COUNT; f++)
-        if (t->changed & (1u << f))
-            record_config_field(w, c, (enum nccl_config_index)f);
-    record_config_names(w, "reset", t->reset);
-    jw_close(w, '}');
 }
 
 /*
@@ -243,118 +115,6 @@ static void query_properties(struct creation *c, ncclComm_t real)
     c->props.magic = NCCL_API_MAGIC;
     c->props.version = NCCL_ABI_VERSION;
     c->has_props = f(real, &c->props) == ncclSuccess;
-}
-
-static void record_properties(struct jw *w, const ncclCommProperties_t *p)
-{
-    jw_open(w, "nccl_properties", '{');
-    jw_int(w, "cudaDev", p->cudaDev);
-    jw_int(w, "deviceApiSupport", p->deviceApiSupport);
-    jw_int(w, "multimemSupport", p->multimemSupport);
-    jw_int(w, "ginType", (int)p->ginType);
-    jw_int(w, "railedGinType", (int)p->railedGinType);
-    jw_int(w, "hostRmaSupport", p->hostRmaSupport);
-    jw_int(w, "nLsaTeams", p->nLsaTeams);
-    jw_close(w, '}');
-}
-
-/* The decision's part of a comm record: purpose, action, network, rendezvous. */
-static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *config, int nccl_made)
-{
-    jw_str(w, "purpose", purpose_name(p->purpose));
-    jw_str(w, "purpose_reason", p->purpose_reason);
-    jw_str(w, "local_purpose", purpose_name(p->local_purpose));
-    jw_str(w, "local_purpose_reason", p->local_purpose_reason);
-    jw_str(w, "action", action_name(p->action));
-    jw_str(w, "action_reason", p->action_reason);
-    if (nccl_made || p->action == ACTION_SOCKET) {
-        /* The network NCCL was told to use, and by what: for socket the
-         * config, NCCL_NET hidden from this init; else whatever NCCL reads. */
-        char net_by[256];
-        const char *net = net_env_told(p->action == ACTION_SOCKET, config, net_by, sizeof(net_by));
-        jw_str(w, "net", net);
-        jw_str(w, "net_by", net_by);
-    }
-    if (plan_configures(p) && p->net_config)
-        record_told(w, p->net_config, &p->told);
-    if (p->action == ACTION_FRUGAL && p->net_config)
-        record_frugal(w, p->net_config);
-    if (p->unprotected[0])
-        jw_str(w, "unprotected", p->unprotected);
-    if (p->inherited_from) {
-        jw_open(w, "inherited", '{');
-        jw_str(w, "from", p->inherited_from);
-        if (p->inherited_decision)
-            jw_hex64(w, "decision_id", p->inherited_decision);
-        jw_close(w, '}');
-    }
-    if (p->marked) {
-        jw_open(w, "decision", '{');
-        jw_str(w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
-        jw_hex64(w, "id", p->rv.v.decision_id);
-        jw_str(w, "root", p->rv.root);
-        jw_int(w, "rounds", p->rv.rounds);
-        jw_u64(w, "wait_us", p->rv.wait_us);
-        jw_double(w, "decided_ts", p->rv.decided_ts, 6);
-        jw_int(w, "hosts", p->rv.v.nhosts);
-        if (p->rv.fallback[0])
-            jw_str(w, "fallback", p->rv.fallback);
-        jw_close(w, '}');
-    }
-}
-
-/* The comm record of a creation: what was asked, what was decided and why,
- * what was made (`real`: NCCL's pointer, `handle`: what the application holds). */
-static void record_creation(const struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t real,
-                            ncclComm_t handle, int cuda_device)
-{
-    const struct creator *cr = &c->cr;
-    const struct plan *p = &c->plan;
-    struct jw w;
-    jw_begin(&w, "comm");
-    jw_str(&w, "fn", c->fn);
-    jw_ptr(&w, "comm", real);
-    jw_ptr(&w, "handle", handle);
-    jw_str(&w, "group", c->group);
-    if (c->has_id)
-        jw_hex64(&w, "id_hash", c->id_hash);
-    if (c->parent)
-        jw_str(&w, "parent", c->parent->group);
-    if (c->is_split) {
-        jw_int(&w, "color", c->color);
-        jw_int(&w, "key", c->key);
-    }
-    if (c->exclude) {
-        jw_open(&w, "exclude", '[');
-        for (int i = 0; i < c->nexclude && i < 1024; i++)
-            jw_int(&w, NULL, c->exclude[i]);
-        jw_close(&w, ']');
-    }
-    jw_int(&w, "rank", c->rank);
-    jw_int(&w, "nranks", c->nranks);
-    jw_int(&w, "cuda_device", cuda_device);
-    record_config(&w, c->config, c->slot->version);
-    jw_int(&w, "result", r);
-    jw_str(&w, "result_str", result_name(r));
-    jw_u64(&w, "duration_us", dur_us);
-    jw_int(&w, "slot", c->slot->index);
-    jw_int(&w, "nccl_version", c->slot->version);
-    record_caller(&w, cr);
-    jw_str(&w, "title", cr->title);
-    if (cr->nframes > 0) {
-        jw_open(&w, "python", '[');
-        for (int i = 0; i < cr->nframes; i++)
-            jw_str(&w, NULL, cr->frames[i]);
-        jw_close(&w, ']');
-    }
-    jw_str(&w, "role", role_name((enum role)cr->role.value));
-    jw_str(&w, "role_reason", cr->role.reason);
-    if (cr->full_api.value)
-        jw_str(&w, "full_api", cr->full_api.reason);
-    record_plan(&w, p, c->config, real != NULL);
-    if (c->has_props)
-        record_properties(&w, &c->props);
-    jw_emit(&w);
 }
 
 /* The state of what was made, findable from here on by the application's pointer. */
@@ -428,7 +188,7 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
         if (c->nranks < 0)
             c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
     }
-    record_creation(c, r, dur_us, real, h ? shim_comm_handle(h) : real, cuda_device);
+    comm_record_creation(c, r, dur_us, real, h ? shim_comm_handle(h) : real, cuda_device);
     if (h) {
         if (real && r == ncclInProgress) {
             /* Its end is recorded when ncclCommGetAsyncError reveals it. */
@@ -817,18 +577,7 @@ ncclResult_t life_ncclCommGetAsyncError(struct shim_slot *slot, const void *call
         return r;
     if (*asyncError == ncclSuccess && h->cuda_device < 0)
         h->cuda_device = ask_int(h->slot, FN_ncclCommCuDevice, comm);
-    struct jw w;
-    jw_begin(&w, "comm_init_end");
-    jw_ptr(&w, "comm", comm);
-    jw_str(&w, "group", h->group);
-    jw_int(&w, "rank", h->rank);
-    jw_int(&w, "nranks", h->nranks);
-    jw_int(&w, "cuda_device", h->cuda_device);
-    jw_int(&w, "result", *asyncError);
-    jw_str(&w, "result_str", result_name(*asyncError));
-    jw_str(&w, "by", "ncclCommGetAsyncError");
-    jw_double(&w, "after_s", shim_now() - h->created_ts, 6);
-    jw_emit(&w);
+    comm_record_init_end(comm, h, *asyncError);
     return r;
 }
 
