@@ -233,9 +233,9 @@ static void begin_creation(struct creation *c, const char *fn, struct shim_slot 
 }
 
 /*
- * The actions that need no NCCL call: drop (the handle made in round 2 is
- * returned) and fail.  Returns 1 with the result in *r if it handled the
- * creation; 0 if NCCL is to be called (passthrough, socket).
+ * The actions that need no NCCL call: drop and ipc (the handle made in round
+ * 2 is returned) and fail.  Returns 1 with the result in *r if it handled the
+ * creation; 0 if NCCL is to be called (passthrough, socket, frugal).
  */
 static int carried_out_by_shim(struct creation *c, ncclComm_t *newcomm, ncclResult_t *r)
 {
@@ -383,6 +383,32 @@ static ncclResult_t shim_only_child(ncclComm_t comm, ncclComm_t *newcomm, const 
     return v ? vcomm_unsupported(v, fn) : vcomm_stale(fn);
 }
 
+/* How a split, shrink or grow goes on, after the opening they share. */
+enum child_way {
+    CHILD_ANSWERED, /* the real function is missing, or the parent shim-only: return the result */
+    CHILD_FORWARD,  /* not the shim's to observe: the real call, untouched */
+    CHILD_OBSERVE,  /* a child of `*parent` (NULL: a grow's new rank) is made and recorded */
+};
+
+/* The opening of a split, shrink and grow: `f` is the real function, `comm`
+ * the parent (for a grow, NULL on the ranks it adds: `new_rank_ok`). */
+static enum child_way open_child(const void *f, ncclComm_t comm, ncclComm_t *newcomm, const char *fn,
+                                 int new_rank_ok, struct shim_comm **parent, ncclResult_t *r)
+{
+    *parent = NULL;
+    if (!f) {
+        *r = ncclInternalError;
+        return CHILD_ANSWERED;
+    }
+    if (shim_is_vcomm(comm)) {
+        *r = shim_only_child(comm, newcomm, fn);
+        return CHILD_ANSWERED;
+    }
+    if (comm || !new_rank_ok)
+        *parent = shim_comm_find(comm);
+    return observing() && (*parent || (!comm && new_rank_ok)) ? CHILD_OBSERVE : CHILD_FORWARD;
+}
+
 /* The parent's part of a split, shrink or grow: its state, and the name of
  * the child (every rank makes its parent's children in the same order, so
  * the sequence number names the child alike on every rank). */
@@ -401,13 +427,11 @@ ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, nccl
                                 ncclComm_t *newcomm, ncclConfig_t *config)
 {
     __typeof__(&ncclCommSplit) f = REAL(slot, ncclCommSplit, caller);
-    if (!f)
-        return ncclInternalError;
-    if (shim_is_vcomm(comm))
-        return shim_only_child(comm, newcomm, "ncclCommSplit");
-    struct shim_comm *parent = shim_comm_find(comm);
-    if (!observing() || !parent)
-        return f(comm, color, key, newcomm, config);
+    struct shim_comm *parent;
+    ncclResult_t r;
+    enum child_way way = open_child(f, comm, newcomm, "ncclCommSplit", 0, &parent, &r);
+    if (way != CHILD_OBSERVE)
+        return way == CHILD_FORWARD ? f(comm, color, key, newcomm, config) : r;
     struct creation c;
     begin_child(&c, "ncclCommSplit", slot, caller, parent, &parent->splits, "split", config);
     c.is_split = 1;
@@ -415,7 +439,7 @@ ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, nccl
     c.key = key;
     snprintf(c.group + strlen(c.group), sizeof(c.group) - strlen(c.group), ":color%d", color);
     redirect_begin(&c);
-    ncclResult_t r = f(comm, color, key, newcomm, config_for(&c, config));
+    r = f(comm, color, key, newcomm, config_for(&c, config));
     redirect_end(&c);
     /* NCCL_SPLIT_NOCOLOR: this rank is in no child, and there is nothing to record. */
     if (r == ncclSuccess && !(newcomm && *newcomm)) {
@@ -431,19 +455,17 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
                                  ncclConfig_t *config, int shrinkFlags)
 {
     __typeof__(&ncclCommShrink) f = REAL(slot, ncclCommShrink, caller);
-    if (!f)
-        return ncclInternalError;
-    if (shim_is_vcomm(comm))
-        return shim_only_child(comm, newcomm, "ncclCommShrink");
-    struct shim_comm *parent = shim_comm_find(comm);
-    if (!observing() || !parent)
-        return f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    struct shim_comm *parent;
+    ncclResult_t r;
+    enum child_way way = open_child(f, comm, newcomm, "ncclCommShrink", 0, &parent, &r);
+    if (way != CHILD_OBSERVE)
+        return way == CHILD_FORWARD ? f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags) : r;
     struct creation c;
     begin_child(&c, "ncclCommShrink", slot, caller, parent, &parent->shrinks, "shrink", config);
     c.exclude = excludeRanksList;
     c.nexclude = excludeRanksList ? excludeRanksCount : 0;
     redirect_begin(&c);
-    ncclResult_t r = f(comm, excludeRanksList, excludeRanksCount, newcomm, config_for(&c, config), shrinkFlags);
+    r = f(comm, excludeRanksList, excludeRanksCount, newcomm, config_for(&c, config), shrinkFlags);
     redirect_end(&c);
     return end_creation(&c, r, newcomm);
 }
@@ -459,13 +481,11 @@ ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclC
                                const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm, ncclConfig_t *config)
 {
     __typeof__(&ncclCommGrow) f = REAL(slot, ncclCommGrow, caller);
-    if (!f)
-        return ncclInternalError;
-    if (shim_is_vcomm(comm))
-        return shim_only_child(comm, newcomm, "ncclCommGrow");
-    struct shim_comm *parent = comm ? shim_comm_find(comm) : NULL;
-    if (!observing() || (comm && !parent))
-        return f(comm, nRanks, uniqueId, rank, newcomm, config);
+    struct shim_comm *parent;
+    ncclResult_t r;
+    enum child_way way = open_child(f, comm, newcomm, "ncclCommGrow", 1, &parent, &r);
+    if (way != CHILD_OBSERVE)
+        return way == CHILD_FORWARD ? f(comm, nRanks, uniqueId, rank, newcomm, config) : r;
     struct creation c;
     if (parent) {
         begin_child(&c, "ncclCommGrow", slot, caller, parent, &parent->grows, "grow", config);
@@ -482,7 +502,7 @@ ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclC
         begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config, inherited ? &pp : NULL);
     }
     redirect_begin(&c);
-    ncclResult_t r = f(comm, nRanks, uniqueId, rank, newcomm, config_for(&c, config));
+    r = f(comm, nRanks, uniqueId, rank, newcomm, config_for(&c, config));
     redirect_end(&c);
     return end_creation(&c, r, newcomm);
 }
@@ -521,6 +541,35 @@ ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, n
 }
 
 /*
+ * A non-blocking init (config blocking=0) returns ncclInProgress, and its
+ * comm record can say no more; the application learns how it ended from
+ * ncclCommGetAsyncError.  The first answer other than ncclInProgress is
+ * recorded (comm_init_end, docs/records.md): an init that fails there is
+ * otherwise invisible in the records.
+ */
+ncclResult_t life_ncclCommGetAsyncError(struct shim_slot *slot, const void *caller, ncclComm_t comm,
+                                        ncclResult_t *asyncError)
+{
+    if (shim_is_vcomm(comm))
+        return shim_vcomm_of(comm) ? vcomm_ncclCommGetAsyncError(comm, asyncError)
+                                   : vcomm_stale("ncclCommGetAsyncError");
+    __typeof__(&ncclCommGetAsyncError) f = REAL(slot, ncclCommGetAsyncError, caller);
+    if (!f)
+        return ncclInternalError;
+    ncclResult_t r = f(comm, asyncError);
+    if (__builtin_expect(!atomic_load_explicit(&g_inits_pending, memory_order_relaxed), 1) || r != ncclSuccess ||
+        !asyncError || *asyncError == ncclInProgress)
+        return r;
+    struct shim_comm *h = shim_comm_find(comm);
+    if (!h || !init_seen_ended(h) || shim_config()->mode == MODE_OFF)
+        return r;
+    if (*asyncError == ncclSuccess && h->cuda_device < 0)
+        h->cuda_device = ask_int(h->slot, FN_ncclCommCuDevice, comm);
+    comm_record_init_end(comm, h, *asyncError);
+    return r;
+}
+
+/*
  * Destroy and abort.  A communicator NCCL made leaves the table before NCCL
  * frees it: once NCCL has, it may hand the same address to a communicator
  * another thread is creating.  A shim-only one is claimed by one caller
@@ -549,35 +598,6 @@ static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, con
             shim_comm_record_end(h, how, r);
         shim_comm_free(h);
     }
-    return r;
-}
-
-/*
- * A non-blocking init (config blocking=0) returns ncclInProgress, and its
- * comm record can say no more; the application learns how it ended from
- * ncclCommGetAsyncError.  The first answer other than ncclInProgress is
- * recorded (comm_init_end, docs/records.md): an init that fails there is
- * otherwise invisible in the records.
- */
-ncclResult_t life_ncclCommGetAsyncError(struct shim_slot *slot, const void *caller, ncclComm_t comm,
-                                        ncclResult_t *asyncError)
-{
-    if (shim_is_vcomm(comm))
-        return shim_vcomm_of(comm) ? vcomm_ncclCommGetAsyncError(comm, asyncError)
-                                   : vcomm_stale("ncclCommGetAsyncError");
-    __typeof__(&ncclCommGetAsyncError) f = REAL(slot, ncclCommGetAsyncError, caller);
-    if (!f)
-        return ncclInternalError;
-    ncclResult_t r = f(comm, asyncError);
-    if (__builtin_expect(!atomic_load_explicit(&g_inits_pending, memory_order_relaxed), 1) || r != ncclSuccess ||
-        !asyncError || *asyncError == ncclInProgress)
-        return r;
-    struct shim_comm *h = shim_comm_find(comm);
-    if (!h || !init_seen_ended(h) || shim_config()->mode == MODE_OFF)
-        return r;
-    if (*asyncError == ncclSuccess && h->cuda_device < 0)
-        h->cuda_device = ask_int(h->slot, FN_ncclCommCuDevice, comm);
-    comm_record_init_end(comm, h, *asyncError);
     return r;
 }
 
