@@ -1,3 +1,9 @@
+/*
+ * The record writer (record.h): one JSON line built in the caller's buffer,
+ * escaped and bounded, appended with one write(2) so that threads and
+ * processes never interleave; the file opened on the first record, with its
+ * first line, reopened after fork, and left alone once the process is leaving.
+ */
 #define _GNU_SOURCE
 #include "record.h"
 

@@ -1,3 +1,10 @@
+/*
+ * A new communicator's plan (decision.h): its action decided before NCCL is
+ * called, by the rendezvous for a marked ID (this file sets up what each
+ * action needs in round 2: the shim-only handle, the transport, the
+ * redirected config) or on this rank's evidence, or taken from a parent.
+ * lifecycle.c carries the plan out; policy/ holds the rules.
+ */
 #define _GNU_SOURCE
 #include "decision.h"
 
