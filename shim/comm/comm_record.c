@@ -259,6 +259,18 @@ void comm_record_init_end(ncclComm_t comm, const struct shim_comm *h, ncclResult
     jw_emit(&w);
 }
 
+/* An object of two counts and a note (left out where empty). */
+static void record_two(struct jw *w, const char *key, const char *k1, unsigned long long v1, const char *k2,
+                       unsigned long long v2, const char *note)
+{
+    jw_open(w, key, '{');
+    jw_u64(w, k1, v1);
+    jw_u64(w, k2, v2);
+    if (note[0])
+        jw_str(w, "note", note);
+    jw_close(w, '}');
+}
+
 /* What moved over the CUDA IPC transport of a comm_end: hops in and out,
  * which engine copied, the cuMem pieces shared. */
 static void record_ipc(struct jw *w, struct ipc_comm *ipc)
@@ -274,20 +286,9 @@ static void record_ipc(struct jw *w, struct ipc_comm *ipc)
             jw_u64(w, ipc_hop_names[k], d ? st.out[k] : st.in[k]);
         jw_close(w, '}');
     }
-    jw_open(w, "copy", '{');
-    jw_u64(w, "sm", st.sm);
-    jw_u64(w, "ce", st.ce);
-    if (st.copy_note[0])
-        jw_str(w, "note", st.copy_note);
-    jw_close(w, '}');
-    if (st.vmm_sent || st.vmm_mapped || st.vmm_note[0]) {
-        jw_open(w, "vmm", '{');
-        jw_u64(w, "pieces_sent", st.vmm_sent);
-        jw_u64(w, "pieces_mapped", st.vmm_mapped);
-        if (st.vmm_note[0])
-            jw_str(w, "note", st.vmm_note);
-        jw_close(w, '}');
-    }
+    record_two(w, "copy", "sm", st.sm, "ce", st.ce, st.copy_note);
+    if (st.vmm_sent || st.vmm_mapped || st.vmm_note[0])
+        record_two(w, "vmm", "pieces_sent", st.vmm_sent, "pieces_mapped", st.vmm_mapped, st.vmm_note);
     jw_close(w, '}');
 }
 
