@@ -1,3 +1,8 @@
+/*
+ * Classification on one rank's evidence (classify.h): the caller's API
+ * family, the process's role, the communicator's purpose, and what a call
+ * site says.  Pure: the shim gathers the evidence, this only reads it.
+ */
 #include "classify.h"
 
 #include "defaults.h"

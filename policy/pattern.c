@@ -1,3 +1,8 @@
+/*
+ * Glob pattern lists (pattern.h), the way users write them in NCCLSHIM_*
+ * variables: the first match, or the most specific one, named back so that a
+ * reason can say which pattern decided.
+ */
 #define _GNU_SOURCE
 #include "pattern.h"
 

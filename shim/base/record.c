@@ -1,6 +1,13 @@
+/*
+ * The record writer (record.h): one JSON line built in the caller's buffer,
+ * escaped and bounded, appended with one write(2) so that threads and
+ * processes never interleave; the file opened on the first record, with its
+ * first line, reopened after fork, and left alone once the process is leaving.
+ */
 #define _GNU_SOURCE
 #include "record.h"
 
+#include "clock.h"
 #include "config.h"
 #include "record_file.h"
 
@@ -13,7 +20,6 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
-#include <time.h>
 #include <unistd.h>
 
 /*
@@ -29,20 +35,6 @@ static atomic_int g_fd_pid;
 static atomic_int g_leaving;
 static pthread_mutex_t g_open_lock = PTHREAD_MUTEX_INITIALIZER;
 static char g_path[PATH_MAX]; /* written under g_open_lock before g_fd is published */
-
-double shim_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-uint64_t shim_mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
 
 int shim_gettid(void)
 {

@@ -63,9 +63,7 @@ void shim_record_unlock_after_fork(void);
  */
 int shim_record_leaving(void);
 
-/* Wall-clock seconds since the epoch, and a monotonic clock in microseconds. */
-double shim_now(void);
-uint64_t shim_mono_us(void);
+/* This thread's id, as the records' `tid` shows it. */
 int shim_gettid(void);
 
 #endif

@@ -1,3 +1,8 @@
+/*
+ * The shim's background threads (worker.h): started detached with the
+ * application's signals blocked (a signal meant for the application must not
+ * land on a thread of the shim), woken through a non-blocking pipe.
+ */
 #define _GNU_SOURCE
 #include "worker.h"
 

@@ -1,15 +1,15 @@
 /*
  * What the shim knows of each communicator: allocation (recycled structs for
- * NCCL's communicators, the arena for shim-only ones), the lock-free table
- * that finds them from the application's pointer, and their end records.
+ * NCCL's communicators, the arena for shim-only ones) and the lock-free table
+ * that finds them from the application's pointer.  Their records are built
+ * in comm_record.c.
  */
 #define _GNU_SOURCE
 #include "comm.h"
 
+#include "clock.h"
 #include "slots.h"
-#include "record.h"
 #include "ipc.h"
-#include "policy/decide.h"
 
 #include <pthread.h>
 #include <stddef.h>
@@ -256,87 +256,8 @@ void shim_comm_free(struct shim_comm *h)
     pthread_mutex_unlock(&g_lock);
 }
 
-static void record_end_into(struct jw *wp, struct shim_comm *h, const char *how, int result);
-
-void shim_comm_record_end(struct shim_comm *h, const char *how, int result)
+unsigned long shim_comm_each_live(int locked, void (*each)(struct shim_comm *h, void *arg), void *arg)
 {
-    struct jw w;
-    record_end_into(&w, h, how, result);
-}
-
-/* Async-signal-safe (the leaving path calls it from a fatal signal's handler):
- * the writer, atomics, and ipc_get_stats' atomic loads. */
-static void record_end_into(struct jw *wp, struct shim_comm *h, const char *how, int result)
-{
-#define w (*wp)
-    jw_begin(&w, "comm_end");
-    jw_ptr(&w, "comm", h->real);
-    jw_ptr(&w, "handle", shim_comm_handle(h));
-    jw_str(&w, "group", h->group);
-    jw_int(&w, "rank", h->rank);
-    jw_int(&w, "nranks", h->nranks);
-    jw_str(&w, "how", how);
-    jw_str(&w, "action", action_name((enum action)h->action));
-    if (h->decision_id)
-        jw_hex64(&w, "decision_id", h->decision_id);
-    if (result >= 0)
-        jw_int(&w, "result", result);
-    jw_double(&w, "lifetime_s", shim_now() - h->created_ts, 3);
-    unsigned devcomms = atomic_load_explicit(&h->devcomms, memory_order_relaxed);
-    if (devcomms)
-        jw_int(&w, "devcomms", (int)devcomms);
-    jw_open(&w, "ops", '{');
-    for (int op = 0; op < OP_COUNT; op++) {
-        unsigned long long n = atomic_load_explicit(&h->ops[op].count, memory_order_relaxed);
-        if (!n)
-            continue;
-        jw_open(&w, op_kind_names[op], '{');
-        jw_u64(&w, "count", n);
-        jw_u64(&w, "bytes", atomic_load_explicit(&h->ops[op].bytes, memory_order_relaxed));
-        jw_close(&w, '}');
-    }
-    jw_close(&w, '}');
-    if (h->ipc) {
-        struct ipc_stats st;
-        ipc_get_stats(h->ipc, &st);
-        jw_open(&w, "ipc", '{');
-        jw_u64(&w, "first", st.first);
-        const char *dir[2] = { "in", "out" };
-        for (int d = 0; d < 2; d++) {
-            jw_open(&w, dir[d], '{');
-            for (int k = IPC_HOP_PUSH; k < IPC_HOPS; k++)
-                jw_u64(&w, ipc_hop_names[k], d ? st.out[k] : st.in[k]);
-            jw_close(&w, '}');
-        }
-        jw_open(&w, "copy", '{');
-        jw_u64(&w, "sm", st.sm);
-        jw_u64(&w, "ce", st.ce);
-        if (st.copy_note[0])
-            jw_str(&w, "note", st.copy_note);
-        jw_close(&w, '}');
-        if (st.vmm_sent || st.vmm_mapped || st.vmm_note[0]) {
-            jw_open(&w, "vmm", '{');
-            jw_u64(&w, "pieces_sent", st.vmm_sent);
-            jw_u64(&w, "pieces_mapped", st.vmm_mapped);
-            if (st.vmm_note[0])
-                jw_str(&w, "note", st.vmm_note);
-            jw_close(&w, '}');
-        }
-        jw_close(&w, '}');
-    }
-    jw_emit(&w);
-#undef w
-}
-
-void shim_comm_record_exit(struct jw *w, const char *by, int signo)
-{
-    unsigned long alive = 0, created;
-    /* At exit() the records are written under the lock: nobody else should be
-     * creating communicators, and none must be freed while we read it.  From
-     * _exit or a fatal signal no lock may be waited for (the thread that
-     * holds it may be the one interrupted): the table is read as the
-     * wrappers read it, lock-free, and its structs are never freed. */
-    int locked = by && strcmp(by, "exit") == 0;
     if (locked)
         pthread_mutex_lock(&g_lock);
     struct comm_table *t = atomic_load_explicit(&g_comm_table, memory_order_acquire);
@@ -344,21 +265,13 @@ void shim_comm_record_exit(struct jw *w, const char *by, int signo)
         if (atomic_load_explicit(&t->e[i].key, memory_order_acquire) <= COMM_KEY_GONE)
             continue;
         struct shim_comm *h = atomic_load_explicit(&t->e[i].val, memory_order_acquire); /* see shim_comm_find */
-        if (!h)
-            continue;
-        record_end_into(w, h, "exit", -1);
-        alive++;
+        if (h)
+            each(h, arg);
     }
-    created = g_created;
+    unsigned long created = g_created;
     if (locked)
         pthread_mutex_unlock(&g_lock);
-    jw_begin(w, "exit");
-    jw_u64(w, "comms_created", created);
-    jw_u64(w, "comms_alive", alive);
-    jw_str(w, "by", by);
-    if (signo > 0)
-        jw_int(w, "signal", signo);
-    jw_emit(w);
+    return created;
 }
 
 void shim_comm_lock_for_fork(void)

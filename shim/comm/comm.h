@@ -224,14 +224,13 @@ static inline ncclComm_t shim_comm_handle(struct shim_comm *h)
  * counted, so that the records show a redirected communicator whose data the
  * device API may move outside the redirect (docs/records.md, "devcomms"). */
 void shim_comm_count_devcomm(const void *comm);
-/* Writes a comm_end record for `h`. */
-void shim_comm_record_end(struct shim_comm *h, const char *how, int result);
-/* When the process leaves: comm_end records for every live communicator, then
- * the exit record, built in `w`.  `by`: "exit" (exit() or main's return: under
- * the table's lock), "_exit" or "signal" (`signo`): lock-free and
- * async-signal-safe. */
-struct jw;
-void shim_comm_record_exit(struct jw *w, const char *by, int signo);
+/* Calls `each` on every communicator the table holds; returns how many were
+ * created in this process.  `locked`: under the table's lock (exit(): none
+ * is freed meanwhile).  Else lock-free and async-signal-safe, for _exit and a
+ * fatal signal, where no lock may be waited for (the thread that holds it may
+ * be the one interrupted): the table is read as the wrappers read it, and its
+ * structs are never freed. */
+unsigned long shim_comm_each_live(int locked, void (*each)(struct shim_comm *h, void *arg), void *arg);
 void shim_comm_after_fork_child(void);
 void shim_comm_lock_for_fork(void);
 void shim_comm_unlock_after_fork(void);

@@ -1,3 +1,9 @@
+/*
+ * The evidence about a communicator's creator, gathered in the shim because
+ * only the process can see it: the caller's library (by its return address),
+ * the process's title, the libraries loaded, and the Python frames
+ * (python_callsite.c).  policy/classify.c judges it; nothing here decides.
+ */
 #define _GNU_SOURCE
 #include "creator.h"
 #include "python_callsite.h"

@@ -1,3 +1,10 @@
+/*
+ * A new communicator's plan (decision.h): its action decided before NCCL is
+ * called, by the rendezvous for a marked ID (this file sets up what each
+ * action needs in round 2: the shim-only handle, the transport, the
+ * redirected config) or on this rank's evidence, or taken from a parent.
+ * lifecycle.c carries the plan out; policy/ holds the rules.
+ */
 #define _GNU_SOURCE
 #include "decision.h"
 
@@ -290,6 +297,19 @@ static void decide_locally(const struct plan_input *in, struct plan *p, const ch
     note_unprotected(p, un);
 }
 
+/* Every plan starts from this rank's own evidence: the purpose it would give
+ * the communicator alone (what a rendezvous weighs, and the fall-back). */
+static void plan_begin(const struct plan_input *in, struct plan *p)
+{
+    memset(p, 0, sizeof(*p));
+    p->cuda_device = -1; /* asked only for a rendezvous: the probe costs a library search where CUDA is absent */
+    struct local_evidence ev = { in->cr->api, (enum role)in->cr->role.value, in->nranks, in->cr->nframes,
+                                 in->cr->frames };
+    struct verdict local = classify_purpose(&shim_config()->patterns, &ev);
+    p->local_purpose = (enum purpose)local.value;
+    snprintf(p->local_purpose_reason, sizeof(p->local_purpose_reason), "%s", local.reason);
+}
+
 /* The child's action, the parent's carried out through the child's config. */
 static void inherit_action(const struct plan_input *in, const struct plan_parent *parent, struct plan *p)
 {
@@ -314,13 +334,7 @@ static void inherit_action(const struct plan_input *in, const struct plan_parent
 void plan_child(const struct plan_input *in, const struct plan_parent *parent, struct plan *p)
 {
     const struct shim_config *cfg = shim_config();
-    memset(p, 0, sizeof(*p));
-    p->cuda_device = -1;
-    struct local_evidence ev = { in->cr->api, (enum role)in->cr->role.value, in->nranks, in->cr->nframes,
-                                 in->cr->frames };
-    struct verdict local = classify_purpose(&cfg->patterns, &ev);
-    p->local_purpose = (enum purpose)local.value;
-    snprintf(p->local_purpose_reason, sizeof(p->local_purpose_reason), "%s", local.reason);
+    plan_begin(in, p);
     p->inherited_from = parent->group;
     p->inherited_decision = parent->decision_id;
     p->purpose = parent->purpose;
@@ -346,42 +360,28 @@ void plan_child(const struct plan_input *in, const struct plan_parent *parent, s
     }
 }
 
-void plan_creation(const struct plan_input *in, struct plan *p)
+/* Why no rendezvous can decide `in` (its mark read into *mark otherwise):
+ * NULL if one can. */
+static const char *no_rendezvous(const struct plan_input *in, struct uid_mark *mark, char *buf, size_t len)
 {
-    const struct shim_config *cfg = shim_config();
-    memset(p, 0, sizeof(*p));
-    p->cuda_device = -1; /* asked only for a rendezvous: the probe costs a library search where CUDA is absent */
-    struct local_evidence ev = { in->cr->api, (enum role)in->cr->role.value, in->nranks, in->cr->nframes,
-                                 in->cr->frames };
-    struct verdict local = classify_purpose(&cfg->patterns, &ev);
-    p->local_purpose = (enum purpose)local.value;
-    snprintf(p->local_purpose_reason, sizeof(p->local_purpose_reason), "%s", local.reason);
-
-    struct uid_mark mark;
-    if (!in->id) {
-        decide_locally(in, p, "no unique ID (made from another communicator, or by ncclCommInitAll): "
-                              "decided on this rank's evidence");
-        return;
-    }
-    if (!uid_mark_read(in->id, &mark)) {
-        decide_locally(in, p, "unmarked unique ID (NCCLSHIM_TAG, or made without the shim): "
-                              "decided on this rank's evidence");
-        return;
-    }
+    if (!in->id)
+        return "no unique ID (made from another communicator, or by ncclCommInitAll): "
+               "decided on this rank's evidence";
+    if (!uid_mark_read(in->id, mark))
+        return "unmarked unique ID (NCCLSHIM_TAG, or made without the shim): "
+               "decided on this rank's evidence";
     if (in->nranks < 1 || in->nranks > FACTS_MAX_RANKS || in->rank < 0 || in->rank >= in->nranks) {
-        char why[160];
-        snprintf(why, sizeof(why), "rank or size outside what the rendezvous serves (1..%d ranks): "
+        snprintf(buf, len, "rank or size outside what the rendezvous serves (1..%d ranks): "
                  "NCCL will judge the arguments", FACTS_MAX_RANKS);
-        decide_locally(in, p, why);
-        return;
+        return buf;
     }
-    p->marked = 1;
-    p->cuda_device = shim_cuda_current_device();
-    struct rank_facts *f = malloc(sizeof(*f));
-    if (!f) {
-        decide_locally(in, p, "out of memory for the rendezvous");
-        return;
-    }
+    return NULL;
+}
+
+/* What this rank tells the root in its HELLO: its facts, its host's fabric,
+ * and whether it could take frugal (and, in one round, socket). */
+static void gather_facts(const struct plan_input *in, struct plan *p, struct setup_ctx *ctx, struct rank_facts *f)
+{
     fill_facts(in, p, f);
     /* What auto across hosts weighs: this host's fabric, and whether this
      * rank could take frugal (policy/fabric.c). */
@@ -389,19 +389,21 @@ void plan_creation(const struct plan_input *in, struct plan *p)
     f->frugal_ready = frugal_possible(in, f->frugal_why, sizeof(f->frugal_why)) == 0 ? 1 : 2;
     if (f->frugal_ready == 1)
         f->frugal_why[0] = '\0';
-    struct setup_ctx ctx = { in, p, 0, 0, "" };
-    if (cfg->rendezvous_one_round) {
+    if (shim_config()->rendezvous_one_round) {
         /* Said in the HELLO: if the root decides socket and every rank is
          * ready, it commits at once, without the vote round (design.md,
          * "Rendezvous"); a rank that is not says why, as its veto would. */
-        ctx.socket_ok = prepare_socket(in, p, ctx.socket_why, sizeof(ctx.socket_why)) == 0;
-        ctx.socket_checked = 1;
-        f->socket_ready = ctx.socket_ok ? 1 : 2;
-        snprintf(f->socket_why, sizeof(f->socket_why), "%s", ctx.socket_ok ? "" : ctx.socket_why);
+        ctx->socket_ok = prepare_socket(in, p, ctx->socket_why, sizeof(ctx->socket_why)) == 0;
+        ctx->socket_checked = 1;
+        f->socket_ready = ctx->socket_ok ? 1 : 2;
+        snprintf(f->socket_why, sizeof(f->socket_why), "%s", ctx->socket_ok ? "" : ctx->socket_why);
     }
-    struct rv_setup setup = { prepare, connect_peers, &ctx };
-    rv_client_run(in->id, &mark, f, cfg->rendezvous_timeout_ms, &setup, &p->rv);
-    free(f);
+}
+
+/* The rendezvous's outcome as the plan: its action, and its purpose (this
+ * rank's own where the root never answered). */
+static void take_verdict(struct plan *p)
+{
     p->action = (enum action)p->rv.v.action;
     if (p->rv.via_root || p->rv.v.purpose_reason[0]) {
         p->purpose = (enum purpose)p->rv.v.purpose;
@@ -412,6 +414,13 @@ void plan_creation(const struct plan_input *in, struct plan *p)
                  p->local_purpose_reason);
     }
     snprintf(p->action_reason, sizeof(p->action_reason), "%s", p->rv.v.action_reason);
+}
+
+/* After the commit: the root's connection kept for an ipc communicator, what
+ * was set up for an action that was not committed undone, and an action this
+ * rank did not set up refused. */
+static void keep_committed(struct plan *p)
+{
     /* The root's connection, kept for a committed ipc communicator: watched
      * for a lost peer (ipc_watch takes it even when it cannot watch). */
     if (p->action == ACTION_IPC && p->ipc)
@@ -419,7 +428,6 @@ void plan_creation(const struct plan_input *in, struct plan *p)
     else if (p->rv.monitor_fd >= 0)
         close(p->rv.monitor_fd);
     p->rv.monitor_fd = -1;
-    /* What was set up for an action that was not committed is undone now. */
     if (p->action != ACTION_IPC && p->ipc) {
         ipc_free(p->ipc);
         p->ipc = NULL;
@@ -439,4 +447,30 @@ void plan_creation(const struct plan_input *in, struct plan *p)
                   action_name(p->action));
         p->action = ACTION_PASSTHROUGH;
     }
+}
+
+void plan_creation(const struct plan_input *in, struct plan *p)
+{
+    plan_begin(in, p);
+    struct uid_mark mark;
+    char buf[160];
+    const char *why = no_rendezvous(in, &mark, buf, sizeof(buf));
+    if (why) {
+        decide_locally(in, p, why);
+        return;
+    }
+    p->marked = 1;
+    p->cuda_device = shim_cuda_current_device();
+    struct rank_facts *f = malloc(sizeof(*f));
+    if (!f) {
+        decide_locally(in, p, "out of memory for the rendezvous");
+        return;
+    }
+    struct setup_ctx ctx = { in, p, 0, 0, "" };
+    gather_facts(in, p, &ctx, f);
+    struct rv_setup setup = { prepare, connect_peers, &ctx };
+    rv_client_run(in->id, &mark, f, shim_config()->rendezvous_timeout_ms, &setup, &p->rv);
+    free(f);
+    take_verdict(p);
+    keep_committed(p);
 }

@@ -1,3 +1,8 @@
+/*
+ * ncclGroupStart/End as the shim sees them (group.h): a thread's group depth,
+ * and the ipc Send/Recv held until the group ends, because NCCL runs a
+ * group's point-to-point operations together and the transport must too.
+ */
 #define _GNU_SOURCE
 #include "group.h"
 

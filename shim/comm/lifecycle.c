@@ -5,18 +5,21 @@
  * netName "Socket", NCCL_NET hidden from it (shim/nccl/net_env.c); drop: a
  * shim-only handle, no NCCL; ipc: a shim-only handle over the CUDA IPC
  * transport, shim/ipc/ipc.c; fail), the communicator is registered (shim/comm/comm.c:
- * the application keeps NCCL's own ncclComm_t) and a record is written.
+ * the application keeps NCCL's own ncclComm_t) and recorded (the records
+ * themselves are built in comm_record.c).  The state of one creation
+ * (creation.h) is this file's.
  */
 #define _GNU_SOURCE
 #include "lifecycle.h"
 
-#include "policy/classify.h"
+#include "clock.h"
 #include "comm.h"
+#include "comm_record.h"
 #include "config.h"
+#include "creation.h"
+#include "creator.h"
 #include "decision.h"
 #include "ipc.h"
-#include "creator.h"
-#include "nccl_config.h"
 #include "net_env.h"
 #include "record.h"
 #include "uid_mark.h"
@@ -54,24 +57,6 @@ static uint64_t id_hash(const ncclUniqueId *id)
     return h;
 }
 
-/* Names, not NCCL's strings: asking the real library would be a call the
- * application did not make. */
-static const char *result_name(ncclResult_t r)
-{
-    static const char *const names[] = { "ncclSuccess", "ncclUnhandledCudaError", "ncclSystemError",
-                                         "ncclInternalError", "ncclInvalidArgument", "ncclInvalidUsage",
-                                         "ncclRemoteError", "ncclInProgress", "ncclTimeout" };
-    return (unsigned)r < sizeof(names) / sizeof(names[0]) ? names[r] : "unknown";
-}
-
-static void record_caller(struct jw *w, const struct creator *cr)
-{
-    jw_open(w, "caller", '{');
-    jw_str(w, "lib", cr->caller_path);
-    jw_str(w, "api", api_family_name(cr->api));
-    jw_close(w, '}');
-}
-
 ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, ncclUniqueId *uniqueId)
 {
     __typeof__(&ncclGetUniqueId) f = REAL(slot, ncclGetUniqueId, caller);
@@ -94,97 +79,11 @@ ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, nc
             shim_warn("unmarked-id", "the unique ID was left unmarked (%s): communicators made with it pass "
                       "through", why);
     }
-    struct jw w;
-    jw_begin(&w, "unique_id");
-    if (r == ncclSuccess && uniqueId)
-        jw_hex64(&w, "id_hash", id_hash(uniqueId));
-    jw_int(&w, "result", r);
-    jw_u64(&w, "duration_us", dur);
-    record_caller(&w, &cr);
-    if (marked) {
-        jw_str(&w, "rendezvous", where);
-        jw_str(&w, "marked", mark_why);
-    } else {
-        jw_str(&w, "unmarked", why[0] ? why : mark_why[0] ? mark_why : "not made");
-    }
-    jw_emit(&w);
+    int has_id = r == ncclSuccess && uniqueId;
+    comm_record_unique_id(has_id, has_id ? id_hash(uniqueId) : 0, r, dur, &cr, marked ? where : NULL,
+                          marked ? mark_why : why[0] ? why : mark_why[0] ? mark_why : "not made");
     t_depth--;
     return r;
-}
-
-/* One creation in progress: what is known before the real call. */
-struct creation {
-    const char *fn;
-    struct shim_slot *slot;
-    const void *caller;
-    int rank, nranks;
-    int has_id;
-    uint64_t id_hash;
-    const ncclConfig_t *config;
-    char group[sizeof(((struct shim_comm *)0)->group)];
-    /* Splits, shrinks and grows. */
-    struct shim_comm *parent;
-    int is_split, color, key;
-    const int *exclude;
-    int nexclude;
-    /* Filled by begin_creation. */
-    struct creator cr;
-    struct plan plan;
-    uint64_t t0;
-    /* What NCCL 2.29+ reports of a communicator the shim redirected. */
-    int has_props;
-    ncclCommProperties_t props;
-};
-
-/* One field of a config as the record shows it: its value, or null where
- * the config does not hold it or leaves it to NCCL ("undefined"). */
-static void record_config_field(struct jw *w, const ncclConfig_t *c, enum nccl_config_index f)
-{
-    const char *name = nccl_config_fields[f].name;
-    if (!nccl_config_is_set(c, f))
-        jw_null(w, name);
-    else if (nccl_config_fields[f].kind == NCCL_CONFIG_KIND_INT)
-        jw_int(w, name, nccl_config_int(c, f));
-    else
-        jw_str(w, name, nccl_config_str(c, f));
-}
-
-/* The names of the fields in `mask`, as a list. */
-static void record_config_names(struct jw *w, const char *key, uint32_t mask)
-{
-    jw_open(w, key, '[');
-    for (int f = 0; f < CFG_COUNT; f++)
-        if (mask & (1u << f))
-            jw_str(w, NULL, nccl_config_fields[f].name);
-    jw_close(w, ']');
-}
-
-/* The application's config, and the fields it set that this NCCL does not
- * read (its version is too old for them, or NCCL too old): NCCL resets
- * those to its defaults, whatever they hold (docs/records.md). */
-static void record_config(struct jw *w, const ncclConfig_t *c, int nccl_version)
-{
-    if (!c) {
-        jw_null(w, "config");
-        return;
-    }
-    if (!nccl_config_valid(c)) {
-        jw_str(w, "config", "invalid (not made with NCCL_CONFIG_INITIALIZER)");
-        return;
-    }
-    jw_open(w, "config", '{');
-    jw_u64(w, "size", c->size);
-    jw_int(w, "version", (int)c->version);
-    uint32_t ignored = 0;
-    for (int f = 0; f < CFG_COUNT; f++) {
-        record_config_field(w, c, (enum nccl_config_index)f);
-        if (nccl_config_is_set(c, (enum nccl_config_index)f) &&
-            !nccl_config_read(c, (enum nccl_config_index)f, nccl_version))
-            ignored |= 1u << f;
-    }
-    if (ignored)
-        record_config_names(w, "ignored_by_nccl", ignored);
-    jw_close(w, '}');
 }
 
 /* Asks the real library about a new communicator; -1 if it cannot say (yet). */
@@ -195,32 +94,6 @@ static int ask_int(struct shim_slot *slot, enum fn_index fn, ncclComm_t real)
     if (!f || f(real, &v) != ncclSuccess)
         return -1;
     return v;
-}
-
-/* What frugal told NCCL (docs/records.md, "frugal"): the fields it set. */
-static void record_frugal(struct jw *w, const ncclConfig_t *told)
-{
-    jw_open(w, "frugal", '{');
-    record_config_field(w, told, CFG_minCTAs);
-    record_config_field(w, told, CFG_maxCTAs);
-    record_config_field(w, told, CFG_nChannelsPerNetPeer);
-    jw_close(w, '}');
-}
-
-/* The config the shim handed NCCL (socket, frugal): its size and version,
- * the fields it set, and those it set back to NCCL's default because the
- * version had to be raised to carry them (docs/records.md, "told"). */
-static void record_told(struct jw *w, const ncclConfig_t *c, const struct nccl_config_told *t)
-{
-    jw_open(w, "told", '{');
-    jw_u64(w, "size", c->size);
-    jw_int(w, "version", (int)c->version);
-    jw_int(w, "app_version", (int)t->from_version);
-    for (int f = 0; f < CFG_COUNT; f++)
-        if (t->changed & (1u << f))
-            record_config_field(w, c, (enum nccl_config_index)f);
-    record_config_names(w, "reset", t->reset);
-    jw_close(w, '}');
 }
 
 /*
@@ -242,118 +115,6 @@ static void query_properties(struct creation *c, ncclComm_t real)
     c->props.magic = NCCL_API_MAGIC;
     c->props.version = NCCL_ABI_VERSION;
     c->has_props = f(real, &c->props) == ncclSuccess;
-}
-
-static void record_properties(struct jw *w, const ncclCommProperties_t *p)
-{
-    jw_open(w, "nccl_properties", '{');
-    jw_int(w, "cudaDev", p->cudaDev);
-    jw_int(w, "deviceApiSupport", p->deviceApiSupport);
-    jw_int(w, "multimemSupport", p->multimemSupport);
-    jw_int(w, "ginType", (int)p->ginType);
-    jw_int(w, "railedGinType", (int)p->railedGinType);
-    jw_int(w, "hostRmaSupport", p->hostRmaSupport);
-    jw_int(w, "nLsaTeams", p->nLsaTeams);
-    jw_close(w, '}');
-}
-
-/* The decision's part of a comm record: purpose, action, network, rendezvous. */
-static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *config, int nccl_made)
-{
-    jw_str(w, "purpose", purpose_name(p->purpose));
-    jw_str(w, "purpose_reason", p->purpose_reason);
-    jw_str(w, "local_purpose", purpose_name(p->local_purpose));
-    jw_str(w, "local_purpose_reason", p->local_purpose_reason);
-    jw_str(w, "action", action_name(p->action));
-    jw_str(w, "action_reason", p->action_reason);
-    if (nccl_made || p->action == ACTION_SOCKET) {
-        /* The network NCCL was told to use, and by what: for socket the
-         * config, NCCL_NET hidden from this init; else whatever NCCL reads. */
-        char net_by[256];
-        const char *net = net_env_told(p->action == ACTION_SOCKET, config, net_by, sizeof(net_by));
-        jw_str(w, "net", net);
-        jw_str(w, "net_by", net_by);
-    }
-    if (plan_configures(p) && p->net_config)
-        record_told(w, p->net_config, &p->told);
-    if (p->action == ACTION_FRUGAL && p->net_config)
-        record_frugal(w, p->net_config);
-    if (p->unprotected[0])
-        jw_str(w, "unprotected", p->unprotected);
-    if (p->inherited_from) {
-        jw_open(w, "inherited", '{');
-        jw_str(w, "from", p->inherited_from);
-        if (p->inherited_decision)
-            jw_hex64(w, "decision_id", p->inherited_decision);
-        jw_close(w, '}');
-    }
-    if (p->marked) {
-        jw_open(w, "decision", '{');
-        jw_str(w, "by", p->rv.via_root ? "root" : "this rank (fallback)");
-        jw_hex64(w, "id", p->rv.v.decision_id);
-        jw_str(w, "root", p->rv.root);
-        jw_int(w, "rounds", p->rv.rounds);
-        jw_u64(w, "wait_us", p->rv.wait_us);
-        jw_double(w, "decided_ts", p->rv.decided_ts, 6);
-        jw_int(w, "hosts", p->rv.v.nhosts);
-        if (p->rv.fallback[0])
-            jw_str(w, "fallback", p->rv.fallback);
-        jw_close(w, '}');
-    }
-}
-
-/* The comm record of a creation: what was asked, what was decided and why,
- * what was made (`real`: NCCL's pointer, `handle`: what the application holds). */
-static void record_creation(const struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t real,
-                            ncclComm_t handle, int cuda_device)
-{
-    const struct creator *cr = &c->cr;
-    const struct plan *p = &c->plan;
-    struct jw w;
-    jw_begin(&w, "comm");
-    jw_str(&w, "fn", c->fn);
-    jw_ptr(&w, "comm", real);
-    jw_ptr(&w, "handle", handle);
-    jw_str(&w, "group", c->group);
-    if (c->has_id)
-        jw_hex64(&w, "id_hash", c->id_hash);
-    if (c->parent)
-        jw_str(&w, "parent", c->parent->group);
-    if (c->is_split) {
-        jw_int(&w, "color", c->color);
-        jw_int(&w, "key", c->key);
-    }
-    if (c->exclude) {
-        jw_open(&w, "exclude", '[');
-        for (int i = 0; i < c->nexclude && i < 1024; i++)
-            jw_int(&w, NULL, c->exclude[i]);
-        jw_close(&w, ']');
-    }
-    jw_int(&w, "rank", c->rank);
-    jw_int(&w, "nranks", c->nranks);
-    jw_int(&w, "cuda_device", cuda_device);
-    record_config(&w, c->config, c->slot->version);
-    jw_int(&w, "result", r);
-    jw_str(&w, "result_str", result_name(r));
-    jw_u64(&w, "duration_us", dur_us);
-    jw_int(&w, "slot", c->slot->index);
-    jw_int(&w, "nccl_version", c->slot->version);
-    record_caller(&w, cr);
-    jw_str(&w, "title", cr->title);
-    if (cr->nframes > 0) {
-        jw_open(&w, "python", '[');
-        for (int i = 0; i < cr->nframes; i++)
-            jw_str(&w, NULL, cr->frames[i]);
-        jw_close(&w, ']');
-    }
-    jw_str(&w, "role", role_name((enum role)cr->role.value));
-    jw_str(&w, "role_reason", cr->role.reason);
-    if (cr->full_api.value)
-        jw_str(&w, "full_api", cr->full_api.reason);
-    record_plan(&w, p, c->config, real != NULL);
-    if (c->has_props)
-        record_properties(&w, &c->props);
-    jw_emit(&w);
 }
 
 /* The state of what was made, findable from here on by the application's pointer. */
@@ -427,7 +188,7 @@ static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us,
         if (c->nranks < 0)
             c->nranks = ask_int(c->slot, FN_ncclCommCount, real);
     }
-    record_creation(c, r, dur_us, real, h ? shim_comm_handle(h) : real, cuda_device);
+    comm_record_creation(c, r, dur_us, real, h ? shim_comm_handle(h) : real, cuda_device);
     if (h) {
         if (real && r == ncclInProgress) {
             /* Its end is recorded when ncclCommGetAsyncError reveals it. */
@@ -472,9 +233,9 @@ static void begin_creation(struct creation *c, const char *fn, struct shim_slot 
 }
 
 /*
- * The actions that need no NCCL call: drop (the handle made in round 2 is
- * returned) and fail.  Returns 1 with the result in *r if it handled the
- * creation; 0 if NCCL is to be called (passthrough, socket).
+ * The actions that need no NCCL call: drop and ipc (the handle made in round
+ * 2 is returned) and fail.  Returns 1 with the result in *r if it handled the
+ * creation; 0 if NCCL is to be called (passthrough, socket, frugal).
  */
 static int carried_out_by_shim(struct creation *c, ncclComm_t *newcomm, ncclResult_t *r)
 {
@@ -622,6 +383,32 @@ static ncclResult_t shim_only_child(ncclComm_t comm, ncclComm_t *newcomm, const 
     return v ? vcomm_unsupported(v, fn) : vcomm_stale(fn);
 }
 
+/* How a split, shrink or grow goes on, after the opening they share. */
+enum child_way {
+    CHILD_ANSWERED, /* the real function is missing, or the parent shim-only: return the result */
+    CHILD_FORWARD,  /* not the shim's to observe: the real call, untouched */
+    CHILD_OBSERVE,  /* a child of `*parent` (NULL: a grow's new rank) is made and recorded */
+};
+
+/* The opening of a split, shrink and grow: `f` is the real function, `comm`
+ * the parent (for a grow, NULL on the ranks it adds: `new_rank_ok`). */
+static enum child_way open_child(const void *f, ncclComm_t comm, ncclComm_t *newcomm, const char *fn,
+                                 int new_rank_ok, struct shim_comm **parent, ncclResult_t *r)
+{
+    *parent = NULL;
+    if (!f) {
+        *r = ncclInternalError;
+        return CHILD_ANSWERED;
+    }
+    if (shim_is_vcomm(comm)) {
+        *r = shim_only_child(comm, newcomm, fn);
+        return CHILD_ANSWERED;
+    }
+    if (comm || !new_rank_ok)
+        *parent = shim_comm_find(comm);
+    return observing() && (*parent || (!comm && new_rank_ok)) ? CHILD_OBSERVE : CHILD_FORWARD;
+}
+
 /* The parent's part of a split, shrink or grow: its state, and the name of
  * the child (every rank makes its parent's children in the same order, so
  * the sequence number names the child alike on every rank). */
@@ -640,13 +427,11 @@ ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, nccl
                                 ncclComm_t *newcomm, ncclConfig_t *config)
 {
     __typeof__(&ncclCommSplit) f = REAL(slot, ncclCommSplit, caller);
-    if (!f)
-        return ncclInternalError;
-    if (shim_is_vcomm(comm))
-        return shim_only_child(comm, newcomm, "ncclCommSplit");
-    struct shim_comm *parent = shim_comm_find(comm);
-    if (!observing() || !parent)
-        return f(comm, color, key, newcomm, config);
+    struct shim_comm *parent;
+    ncclResult_t r;
+    enum child_way way = open_child(f, comm, newcomm, "ncclCommSplit", 0, &parent, &r);
+    if (way != CHILD_OBSERVE)
+        return way == CHILD_FORWARD ? f(comm, color, key, newcomm, config) : r;
     struct creation c;
     begin_child(&c, "ncclCommSplit", slot, caller, parent, &parent->splits, "split", config);
     c.is_split = 1;
@@ -654,7 +439,7 @@ ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, nccl
     c.key = key;
     snprintf(c.group + strlen(c.group), sizeof(c.group) - strlen(c.group), ":color%d", color);
     redirect_begin(&c);
-    ncclResult_t r = f(comm, color, key, newcomm, config_for(&c, config));
+    r = f(comm, color, key, newcomm, config_for(&c, config));
     redirect_end(&c);
     /* NCCL_SPLIT_NOCOLOR: this rank is in no child, and there is nothing to record. */
     if (r == ncclSuccess && !(newcomm && *newcomm)) {
@@ -670,19 +455,17 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
                                  ncclConfig_t *config, int shrinkFlags)
 {
     __typeof__(&ncclCommShrink) f = REAL(slot, ncclCommShrink, caller);
-    if (!f)
-        return ncclInternalError;
-    if (shim_is_vcomm(comm))
-        return shim_only_child(comm, newcomm, "ncclCommShrink");
-    struct shim_comm *parent = shim_comm_find(comm);
-    if (!observing() || !parent)
-        return f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags);
+    struct shim_comm *parent;
+    ncclResult_t r;
+    enum child_way way = open_child(f, comm, newcomm, "ncclCommShrink", 0, &parent, &r);
+    if (way != CHILD_OBSERVE)
+        return way == CHILD_FORWARD ? f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags) : r;
     struct creation c;
     begin_child(&c, "ncclCommShrink", slot, caller, parent, &parent->shrinks, "shrink", config);
     c.exclude = excludeRanksList;
     c.nexclude = excludeRanksList ? excludeRanksCount : 0;
     redirect_begin(&c);
-    ncclResult_t r = f(comm, excludeRanksList, excludeRanksCount, newcomm, config_for(&c, config), shrinkFlags);
+    r = f(comm, excludeRanksList, excludeRanksCount, newcomm, config_for(&c, config), shrinkFlags);
     redirect_end(&c);
     return end_creation(&c, r, newcomm);
 }
@@ -698,13 +481,11 @@ ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclC
                                const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm, ncclConfig_t *config)
 {
     __typeof__(&ncclCommGrow) f = REAL(slot, ncclCommGrow, caller);
-    if (!f)
-        return ncclInternalError;
-    if (shim_is_vcomm(comm))
-        return shim_only_child(comm, newcomm, "ncclCommGrow");
-    struct shim_comm *parent = comm ? shim_comm_find(comm) : NULL;
-    if (!observing() || (comm && !parent))
-        return f(comm, nRanks, uniqueId, rank, newcomm, config);
+    struct shim_comm *parent;
+    ncclResult_t r;
+    enum child_way way = open_child(f, comm, newcomm, "ncclCommGrow", 1, &parent, &r);
+    if (way != CHILD_OBSERVE)
+        return way == CHILD_FORWARD ? f(comm, nRanks, uniqueId, rank, newcomm, config) : r;
     struct creation c;
     if (parent) {
         begin_child(&c, "ncclCommGrow", slot, caller, parent, &parent->grows, "grow", config);
@@ -721,7 +502,7 @@ ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclC
         begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config, inherited ? &pp : NULL);
     }
     redirect_begin(&c);
-    ncclResult_t r = f(comm, nRanks, uniqueId, rank, newcomm, config_for(&c, config));
+    r = f(comm, nRanks, uniqueId, rank, newcomm, config_for(&c, config));
     redirect_end(&c);
     return end_creation(&c, r, newcomm);
 }
@@ -760,6 +541,35 @@ ncclResult_t life_ncclCommFinalize(struct shim_slot *slot, const void *caller, n
 }
 
 /*
+ * A non-blocking init (config blocking=0) returns ncclInProgress, and its
+ * comm record can say no more; the application learns how it ended from
+ * ncclCommGetAsyncError.  The first answer other than ncclInProgress is
+ * recorded (comm_init_end, docs/records.md): an init that fails there is
+ * otherwise invisible in the records.
+ */
+ncclResult_t life_ncclCommGetAsyncError(struct shim_slot *slot, const void *caller, ncclComm_t comm,
+                                        ncclResult_t *asyncError)
+{
+    if (shim_is_vcomm(comm))
+        return shim_vcomm_of(comm) ? vcomm_ncclCommGetAsyncError(comm, asyncError)
+                                   : vcomm_stale("ncclCommGetAsyncError");
+    __typeof__(&ncclCommGetAsyncError) f = REAL(slot, ncclCommGetAsyncError, caller);
+    if (!f)
+        return ncclInternalError;
+    ncclResult_t r = f(comm, asyncError);
+    if (__builtin_expect(!atomic_load_explicit(&g_inits_pending, memory_order_relaxed), 1) || r != ncclSuccess ||
+        !asyncError || *asyncError == ncclInProgress)
+        return r;
+    struct shim_comm *h = shim_comm_find(comm);
+    if (!h || !init_seen_ended(h) || shim_config()->mode == MODE_OFF)
+        return r;
+    if (*asyncError == ncclSuccess && h->cuda_device < 0)
+        h->cuda_device = ask_int(h->slot, FN_ncclCommCuDevice, comm);
+    comm_record_init_end(comm, h, *asyncError);
+    return r;
+}
+
+/*
  * Destroy and abort.  A communicator NCCL made leaves the table before NCCL
  * frees it: once NCCL has, it may hand the same address to a communicator
  * another thread is creating.  A shim-only one is claimed by one caller
@@ -788,46 +598,6 @@ static ncclResult_t end_comm(ncclResult_t (*f)(ncclComm_t), ncclComm_t comm, con
             shim_comm_record_end(h, how, r);
         shim_comm_free(h);
     }
-    return r;
-}
-
-/*
- * A non-blocking init (config blocking=0) returns ncclInProgress, and its
- * comm record can say no more; the application learns how it ended from
- * ncclCommGetAsyncError.  The first answer other than ncclInProgress is
- * recorded (comm_init_end, docs/records.md): an init that fails there is
- * otherwise invisible in the records.
- */
-ncclResult_t life_ncclCommGetAsyncError(struct shim_slot *slot, const void *caller, ncclComm_t comm,
-                                        ncclResult_t *asyncError)
-{
-    if (shim_is_vcomm(comm))
-        return shim_vcomm_of(comm) ? vcomm_ncclCommGetAsyncError(comm, asyncError)
-                                   : vcomm_stale("ncclCommGetAsyncError");
-    __typeof__(&ncclCommGetAsyncError) f = REAL(slot, ncclCommGetAsyncError, caller);
-    if (!f)
-        return ncclInternalError;
-    ncclResult_t r = f(comm, asyncError);
-    if (__builtin_expect(!atomic_load_explicit(&g_inits_pending, memory_order_relaxed), 1) || r != ncclSuccess ||
-        !asyncError || *asyncError == ncclInProgress)
-        return r;
-    struct shim_comm *h = shim_comm_find(comm);
-    if (!h || !init_seen_ended(h) || shim_config()->mode == MODE_OFF)
-        return r;
-    if (*asyncError == ncclSuccess && h->cuda_device < 0)
-        h->cuda_device = ask_int(h->slot, FN_ncclCommCuDevice, comm);
-    struct jw w;
-    jw_begin(&w, "comm_init_end");
-    jw_ptr(&w, "comm", comm);
-    jw_str(&w, "group", h->group);
-    jw_int(&w, "rank", h->rank);
-    jw_int(&w, "nranks", h->nranks);
-    jw_int(&w, "cuda_device", h->cuda_device);
-    jw_int(&w, "result", *asyncError);
-    jw_str(&w, "result_str", result_name(*asyncError));
-    jw_str(&w, "by", "ncclCommGetAsyncError");
-    jw_double(&w, "after_s", shim_now() - h->created_ts, 6);
-    jw_emit(&w);
     return r;
 }
 

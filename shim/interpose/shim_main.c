@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include "comm.h"
+#include "comm_record.h"
 #include "cuda.h"
 #include "forward.h"
 #include "config.h"

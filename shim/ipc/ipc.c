@@ -3,9 +3,10 @@
 #include "ipc.h"
 #include "ipc_internal.h"
 
+#include "clock.h"
 #include "config.h"
+#include "random.h"
 #include "record.h"
-#include "rv_io.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -39,7 +40,7 @@ static int create_shared(struct ipc_comm *c, char *why, size_t whylen)
 {
     static atomic_uint serial; /* names made by this process */
     unsigned char rnd[4] = { 0 };
-    if (rv_random(rnd, sizeof(rnd)) != 0) /* the pid and serial keep it unique; this only makes it unguessable */
+    if (shim_random(rnd, sizeof(rnd)) != 0) /* the pid and serial keep it unique; this only makes it unguessable */
         memset(rnd, 0, sizeof(rnd));
     snprintf(c->shm_name, sizeof(c->shm_name), "/ncclshim.ipc.%d.%u.%02x%02x%02x%02x", (int)getpid(),
              atomic_fetch_add(&serial, 1), rnd[0], rnd[1], rnd[2], rnd[3]);

@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "ipc_internal.h"
 
-#include "record.h"
+#include "clock.h"
 
 #include <limits.h>
 #include <sched.h>

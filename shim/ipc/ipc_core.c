@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "ipc_internal.h"
 
+#include "clock.h"
 #include "record.h"
 
 #include <limits.h>

@@ -7,7 +7,7 @@
 #define _GNU_SOURCE
 #include "ipc_internal.h"
 
-#include "record.h"
+#include "clock.h"
 
 #include <stdio.h>
 #include <stdlib.h>

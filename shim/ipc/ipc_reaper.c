@@ -15,6 +15,7 @@
 #define _GNU_SOURCE
 #include "ipc_internal.h"
 
+#include "clock.h"
 #include "record.h"
 
 #include <errno.h>

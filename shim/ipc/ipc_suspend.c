@@ -27,6 +27,7 @@
  */
 #define _GNU_SOURCE
 #include "ipc_suspend.h"
+#include "clock.h"
 #include "ipc_internal.h"
 
 #include "record.h"

@@ -57,9 +57,10 @@
 #define _GNU_SOURCE
 #include "ipc_vmm_internal.h"
 
+#include "clock.h"
 #include "config.h"
+#include "random.h"
 #include "record.h"
-#include "rv_io.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -111,7 +112,7 @@ void ipc_vmm_listen(struct ipc_comm *c)
     }
     v->listen_until_us = shim_mono_us() + VMM_ACCEPT_MS * 1000ull;
     uint64_t token = 0;
-    if (rv_random(&token, sizeof(token)) != 0 || !token) /* unguessable if it can be; never 0 */
+    if (shim_random(&token, sizeof(token)) != 0 || !token) /* unguessable if it can be; never 0 */
         token = (shim_mono_us() << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)v ^ 1;
     atomic_store(&c->shared[c->rank]->vmm_token, token);
     c->vmm = v;

@@ -8,7 +8,7 @@
 #define _GNU_SOURCE
 #include "ipc_vmm_internal.h"
 
-#include "record.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <stdio.h>

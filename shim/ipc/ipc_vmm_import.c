@@ -9,7 +9,7 @@
 #define _GNU_SOURCE
 #include "ipc_vmm_internal.h"
 
-#include "record.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <poll.h>

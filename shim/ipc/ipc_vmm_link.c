@@ -9,6 +9,7 @@
 #define _GNU_SOURCE
 #include "ipc_vmm_internal.h"
 
+#include "clock.h"
 #include "record.h"
 
 #include <errno.h>

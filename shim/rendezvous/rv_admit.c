@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include "rv_admit.h"
 
+#include "clock.h"
 #include "record.h"
 #include "rv_decide.h"
 #include "rv_io.h"

@@ -7,6 +7,7 @@
 #include "rendezvous.h"
 
 #include "policy/decide.h"
+#include "clock.h"
 #include "record.h"
 #include "rv_io.h"
 #include "rv_leader.h"

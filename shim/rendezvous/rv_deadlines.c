@@ -7,6 +7,7 @@
 #include "rv_deadlines.h"
 
 #include "config.h"
+#include "random.h"
 #include "rv_decide.h"
 #include "rv_io.h"
 #include "rv_server_record.h"
@@ -64,7 +65,7 @@ int rv_check_deadlines(struct rv_session *s, uint64_t now)
             snprintf(s->verdict.purpose_reason, sizeof(s->verdict.purpose_reason),
                      "not decided: not every rank arrived");
             if (s->verdict.decision_id == 0)
-                (void)rv_random(&s->verdict.decision_id, sizeof(s->verdict.decision_id));
+                (void)shim_random(&s->verdict.decision_id, sizeof(s->verdict.decision_id));
             rv_fall_back(s, RV_DECISION, why);
             return 0;
         }

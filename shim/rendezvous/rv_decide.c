@@ -8,6 +8,7 @@
 #define _GNU_SOURCE
 #include "rv_decide.h"
 
+#include "clock.h"
 #include "config.h"
 #include "rv_io.h"
 #include "rv_leader.h"

@@ -1,7 +1,7 @@
 #define _GNU_SOURCE
 #include "rv_io.h"
 
-#include "record.h"
+#include "clock.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -12,7 +12,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
 #include <sys/time.h>
 #include <unistd.h>
 
@@ -240,19 +239,4 @@ int rv_recv_msg(int fd, struct rv_msg *m, uint64_t deadline_us, char *err, size_
     free(buf);
     errno = e;
     return rc;
-}
-
-int rv_random(void *buf, size_t len)
-{
-    size_t off = 0;
-    while (off < len) {
-        ssize_t n = getrandom((char *)buf + off, len - off, 0);
-        if (n < 0) {
-            if (errno == EINTR)
-                continue;
-            return -1;
-        }
-        off += (size_t)n;
-    }
-    return 0;
 }

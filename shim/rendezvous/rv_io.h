@@ -47,7 +47,4 @@ int rv_block_until(int fd, uint64_t deadline_us);
 /* Back to non-blocking (a descriptor kept past the rendezvous): 0 or -1. */
 int rv_nonblocking(int fd);
 
-/* Random bytes from the kernel: 0, or -1 (errno set). */
-int rv_random(void *buf, size_t len);
-
 #endif

@@ -20,6 +20,7 @@
 #define _GNU_SOURCE
 #include "rv_leader.h"
 
+#include "clock.h"
 #include "config.h"
 #include "policy/decide.h"
 #include "record.h"

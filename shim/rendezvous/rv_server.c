@@ -15,6 +15,8 @@
 #define _GNU_SOURCE
 #include "rendezvous.h"
 
+#include "clock.h"
+#include "random.h"
 #include "rv_admit.h"
 #include "record.h"
 #include "rv_deadlines.h"
@@ -243,8 +245,8 @@ int rv_server_open(ncclUniqueId *id, char *where, size_t wherelen, char *err, si
     s->lfd = fd;
     rv_addr_str((struct sockaddr *)&ss, s->addr, sizeof(s->addr));
     struct uid_mark mark = { UID_MARK_VERSION, ntohs(((struct sockaddr_in *)&ss)->sin_port), { 0 } };
-    if (rv_random(mark.token, sizeof(mark.token)) != 0 ||
-        rv_random(&s->verdict.decision_id, sizeof(s->verdict.decision_id)) != 0) {
+    if (shim_random(mark.token, sizeof(mark.token)) != 0 ||
+        shim_random(&s->verdict.decision_id, sizeof(s->verdict.decision_id)) != 0) {
         snprintf(err, errlen, "getrandom: %s", strerror(errno));
         rv_session_free(s);
         return -1;

@@ -3,6 +3,7 @@
 #include "rv_server_record.h"
 
 #include "policy/classify.h"
+#include "clock.h"
 
 #include <stdio.h>
 #include <unistd.h>

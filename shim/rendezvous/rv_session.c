@@ -6,6 +6,7 @@
 #define _GNU_SOURCE
 #include "rv_session.h"
 
+#include "clock.h"
 #include "record.h"
 #include "rv_io.h"
 
