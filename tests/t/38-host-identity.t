@@ -204,4 +204,26 @@ ok(q.returncode in (0, 1) and len(procs) >= want and old,
    "inspect: a directory of old names (ncclshim.<host>.<pid>.jsonl) and new ones reads every process's file",
    [q.returncode, len(procs), want, q.stderr[-400:]])
 
+# Two containers of one host name with the same pid in different PID namespaces: the tool joins
+# records by host and pid, so it says when two load records there are two processes.
+twin = os.path.join(TMP, "twin")
+os.makedirs(twin)
+src = mine[0] if mine else os.devnull
+with open(src) as fh:
+    lines = fh.read().splitlines()
+shutil.copy(src, twin)
+with open(os.path.join(twin, os.path.basename(src).replace(".jsonl", ".1.jsonl")), "w") as fh:
+    for l in lines:
+        r = json.loads(l)
+        if r["type"] == "load":
+            r["start_ticks"] += 1
+        fh.write(json.dumps(r) + "\n")
+q = subprocess.run([INSPECT, "--check", twin], capture_output=True, text=True, timeout=60)
+ok(q.returncode == 1 and "two processes recorded as host coll pid" in q.stdout + q.stderr,
+   "inspect --check: two load records of one host and pid, started apart, are named as two processes",
+   [q.returncode, q.stderr[-800:]])
+q = subprocess.run([INSPECT, "--check", os.path.dirname(src)], capture_output=True, text=True, timeout=60)
+ok("two processes recorded" not in q.stdout + q.stderr, "inspect --check: one process's single file is not",
+   q.stderr[-400:])
+
 done(TMP)
