@@ -47,7 +47,7 @@ struct rank_facts {
     int rank, nranks;
     uint32_t pid;
     char host[FACTS_HOST_LEN];          /* display name: NCCLSHIM_HOSTNAME or gethostname */
-    char host_id[FACTS_HOST_LEN];       /* identity: NCCLSHIM_HOSTNAME if set, else the kernel's boot_id */
+    char host_id[FACTS_HOST_LEN];       /* identity, NCCL's: NCCL_HOSTID, else host name + boot_id */
     int cuda_device;                    /* -1 if not known */
     char fn[FACTS_NAME_LEN];            /* the init function the application called */
     int nccl_version;                   /* of the library this rank's call reached */

@@ -1,5 +1,6 @@
 #define _GNU_SOURCE
 #include "config.h"
+#include "host_id.h"
 
 
 #include <errno.h>
@@ -20,6 +21,8 @@ const char *const shim_setting_names[] = {
     "NCCLSHIM_IPC_PUSH_WAIT_US", "NCCLSHIM_IPC_COPY", "NCCLSHIM_IPC_RESUME_WAIT_MS", "NCCLSHIM_IPC_VMM",
     "NCCLSHIM_FABRIC_BUDGET", "NCCLSHIM_SYSFS_ROOT", NULL,
 };
+
+_Static_assert(HOST_ID_LEN == FACTS_HOST_LEN, "a host identity travels in a rank's facts");
 
 /* Written once under pthread_once, read-only afterwards. */
 static struct shim_config g_config;
@@ -77,25 +80,6 @@ static int fabric_budget_read(void)
         return -1;
     }
     return (int)x;
-}
-
-/* The kernel's boot_id: shared by every container of one machine (hostnames are not). */
-static void read_host_id(char *buf, size_t len, const char *fallback)
-{
-    int fd = open("/proc/sys/kernel/random/boot_id", O_RDONLY | O_CLOEXEC);
-    ssize_t n = -1;
-    if (fd >= 0) {
-        do
-            n = read(fd, buf, len - 1);
-        while (n < 0 && errno == EINTR);
-        close(fd);
-    }
-    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == ' '))
-        n--;
-    if (n <= 0)
-        snprintf(buf, len, "host:%.100s", fallback);
-    else
-        buf[n] = '\0';
 }
 
 /* Not inlined: inlined into config_read, gcc's truncation analysis of the
@@ -181,21 +165,22 @@ static void read_place(struct shim_config *c)
         c->log_dir_default = 1;
     }
 
+    /* The whole host name, as NCCL reads it for its host identity; records
+     * name the host by it up to the first '.', as NCCL's log prefix does. */
+    char whole[256];
     v = getenv("NCCLSHIM_HOSTNAME");
     if (v && *v)
-        snprintf(c->host, sizeof(c->host), "%s", v);
-    else if (gethostname(c->host, sizeof(c->host) - 1) != 0)
-        snprintf(c->host, sizeof(c->host), "unknown-host");
-    c->host[sizeof(c->host) - 1] = '\0';
-    /* NCCL's log prefix is the host name up to the first '.', and records join with it. */
+        snprintf(whole, sizeof(whole), "%s", v);
+    else if (gethostname(whole, sizeof(whole) - 1) != 0)
+        snprintf(whole, sizeof(whole), "unknown"); /* NCCL's own stand-in */
+    whole[sizeof(whole) - 1] = '\0';
+    snprintf(c->host, sizeof(c->host), "%s", whole);
     char *dot = strchr(c->host, '.');
     if (dot && !(v && *v))
         *dot = '\0';
 
-    if (v && *v)
-        snprintf(c->host_id, sizeof(c->host_id), "%s", v);
-    else
-        read_host_id(c->host_id, sizeof(c->host_id), c->host);
+    host_identity_read(&c->ident, whole, "/proc/sys/kernel/random/boot_id");
+    snprintf(c->host_id, sizeof(c->host_id), "%s", c->ident.id);
 }
 
 /* Which unique IDs are marked, and how the rendezvous runs. */

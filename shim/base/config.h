@@ -4,6 +4,7 @@
 
 #include "policy/decide.h"
 #include "policy/evidence.h"
+#include "host_id.h"
 
 #include <limits.h>
 
@@ -17,8 +18,9 @@ struct shim_config {
     char log_dir[PATH_MAX];             /* NCCLSHIM_LOG_DIR, default /tmp/ncclshim-<uid> */
     int log_dir_default;                /* log_dir is the default (must be private: record_file.c) */
     char host[256];                     /* NCCLSHIM_HOSTNAME or gethostname, cut at '.' like NCCL */
-    char host_id[128];                  /* NCCLSHIM_HOSTNAME if set, else the kernel's boot_id: one per machine,
-                                         * the same in every container on it */
+    char host_id[HOST_ID_LEN];          /* the host identity ranks compare, NCCL's: NCCL_HOSTID if set, else the
+                                         * whole host name (or NCCLSHIM_HOSTNAME) and the kernel's boot_id */
+    struct host_identity ident;         /* what host_id is made of, for the records (host_id.c) */
     enum shim_tag tag;                  /* NCCLSHIM_TAG, default bindings (IDs not made by torch) */
     int rendezvous_timeout_ms;          /* NCCLSHIM_RENDEZVOUS_TIMEOUT_MS: first rank's arrival to decision */
     int rendezvous_idle_ms;             /* NCCLSHIM_RENDEZVOUS_IDLE_MS: an ID's listener waits this long for a rank */

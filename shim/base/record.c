@@ -50,8 +50,9 @@ static int open_record_file(void)
     const struct shim_config *c = shim_config();
     if (c->mode == MODE_OFF)
         return -2;
-    char path[PATH_MAX];
-    int fd = record_file_open(c->log_dir, c->log_dir_default, c->host, (int)getpid(), path, sizeof(path),
+    char path[PATH_MAX], boot8[9];
+    host_identity_boot8(&c->ident, boot8);
+    int fd = record_file_open(c->log_dir, c->log_dir_default, c->host, boot8, (int)getpid(), path, sizeof(path),
                               g_open_note, sizeof(g_open_note));
     if (fd < 0)
         return -2;

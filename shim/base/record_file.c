@@ -9,10 +9,12 @@
  * else; otherwise a fresh private directory is made beside it and one line
  * says where records went.  An explicit NCCLSHIM_LOG_DIR is the operator's
  * choice (a shared cluster file system is one): it may be anyone's, with any
- * mode.  In either, the record file itself is created new (O_EXCL) or, if one
- * of that name exists, used only if it is this user's own plain file (an
- * earlier image of this pid, before an exec); no symlink is followed, no FIFO
- * or device is waited on (O_NONBLOCK), and anything else gets a new name.
+ * mode.  In either, the record file itself is always created new (O_EXCL):
+ * its name holds the host name, the boot id, the process's start time and its
+ * pid, which no two processes share unless they are in different PID
+ * namespaces of one boot under one host name and started in the same clock
+ * tick; and then the second gets the next free name, never the first's file.
+ * No symlink is followed, no FIFO or device is waited on (O_NONBLOCK).
  * Every refusal is one line on stderr naming the cause and what was done.
  * docs/operations.md ("Record files: who can touch them") has the trust model.
  */
@@ -22,11 +24,18 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/random.h>
+#include <time.h>
 #include <unistd.h>
+
+/* Names tried: the plain one, numbered ones up to RECORD_FILE_NUMBERED - 1, then random ones. */
+#define RECORD_FILE_NUMBERED 8
+#define RECORD_FILE_ATTEMPTS 16
 
 void record_file_host_part(const char *host, char *out, size_t len)
 {
@@ -139,51 +148,45 @@ static int open_explicit_dir(const char *dir)
     return dfd;
 }
 
-/* Why the open file `fd` is not one to write records to, or NULL. */
-static const char *file_not_ours(int fd, char *why, size_t len)
+/* What stands at `name`: the reason it cannot be this process's record file. */
+static void name_taken(int dfd, const char *name, char *why, size_t len)
 {
     struct stat st;
-    if (fstat(fd, &st) != 0)
-        return strerror(errno);
-    if (!S_ISREG(st.st_mode))
-        return S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISSOCK(st.st_mode) ? "a socket" :
-               S_ISDIR(st.st_mode) ? "a directory" : "a device";
-    if (st.st_uid != geteuid()) {
+    if (fstatat(dfd, name, &st, AT_SYMLINK_NOFOLLOW) != 0)
+        snprintf(why, len, "taken (%s)", strerror(errno));
+    else if (S_ISLNK(st.st_mode))
+        snprintf(why, len, "a symbolic link");
+    else if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode))
+        snprintf(why, len, "a FIFO or socket");
+    else if (S_ISDIR(st.st_mode))
+        snprintf(why, len, "a directory");
+    else if (!S_ISREG(st.st_mode))
+        snprintf(why, len, "a device");
+    else if (st.st_uid != geteuid())
         snprintf(why, len, "owned by uid %u", (unsigned)st.st_uid);
-        return why;
-    }
-    if (st.st_nlink != 1)
-        return "a file with other hard links";
-    return NULL;
+    else if (st.st_nlink != 1)
+        snprintf(why, len, "a file with other hard links");
+    else
+        snprintf(why, len, "a file already");
 }
 
-/* Opens `name` in `dfd`: created new, or this user's own existing file.
- * Returns the descriptor, or -1 with `why` set (errno text or the reason). */
+/* Opens `name` in `dfd`, created new.  Returns the descriptor, or -1 with
+ * `why` set; *err is the errno when no other name would help. */
 static int open_in(int dfd, const char *name, char *why, size_t len, int *err)
 {
     *err = 0;
+    /* O_EXCL alone refuses whatever stands at the name (no symlink is
+     * followed even to create its target, no FIFO is opened); O_NOFOLLOW and
+     * O_NONBLOCK stay so that no change of flags can bring either back. */
     const int flags = O_WRONLY | O_APPEND | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC;
     int fd = openat(dfd, name, flags | O_CREAT | O_EXCL, 0600);
-    if (fd < 0 && errno != EEXIST) {
-        *err = errno; /* the directory refuses a new file: no other name helps */
-        snprintf(why, len, "%s", strerror(errno));
+    if (fd < 0 && errno == EEXIST) {
+        name_taken(dfd, name, why, len);
         return -1;
     }
     if (fd < 0) {
-        /* The name is taken: only our own plain file is used (checked below);
-         * whatever else it is, another name may do. */
-        fd = openat(dfd, name, flags);
-        if (fd < 0) {
-            snprintf(why, len, "%s", errno == ELOOP ? "a symbolic link" : errno == ENXIO ? "a FIFO or socket" :
-                                     errno == EISDIR ? "a directory" : strerror(errno));
-            return -1;
-        }
-    }
-    char tmp[64];
-    const char *bad = file_not_ours(fd, tmp, sizeof(tmp));
-    if (bad) {
-        snprintf(why, len, "%s", bad);
-        close(fd);
+        *err = errno; /* the directory refuses a new file: no other name helps */
+        snprintf(why, len, "%s", strerror(errno));
         return -1;
     }
     /* Blocking again: a full disk or a slow file system is then a short or
@@ -198,8 +201,83 @@ static int open_in(int dfd, const char *name, char *why, size_t len, int *err)
     return fd;
 }
 
-int record_file_open(const char *log_dir, int is_default, const char *host, int pid, char *path, size_t pathlen,
-                     char *note, size_t notelen)
+/* This process's start, in clock ticks since boot (/proc/self/stat's 22nd
+ * field): with the pid, it tells this process from one that had its pid
+ * before, and from a fork child; 0 if /proc cannot say. */
+unsigned long long record_file_start_ticks(void)
+{
+    char buf[1024];
+    ssize_t n = -1;
+    int fd = open("/proc/self/stat", O_RDONLY | O_CLOEXEC);
+    if (fd >= 0) {
+        do
+            n = read(fd, buf, sizeof(buf) - 1);
+        while (n < 0 && errno == EINTR);
+        close(fd);
+    }
+    if (n <= 0)
+        return 0;
+    buf[n] = '\0';
+    /* After the command's closing parenthesis (the command may hold spaces and
+     * parentheses): the state is field 3, the start time field 22. */
+    char *p = strrchr(buf, ')');
+    for (int field = 2; p && field < 22; field++)
+        p = strchr(p + 1, ' ');
+    return p ? strtoull(p + 1, NULL, 10) : 0;
+}
+
+/* The name of attempt `k`: the plain one, a number, then random ones (a
+ * directory others can write may hold every numbered name already). */
+static void attempt_name(char *name, size_t len, const char *stem, int k)
+{
+    if (k == 0)
+        snprintf(name, len, "%s.jsonl", stem);
+    else if (k < RECORD_FILE_NUMBERED)
+        snprintf(name, len, "%s.%d.jsonl", stem, k);
+    else {
+        uint64_t r = 0;
+        if (getrandom(&r, sizeof(r), GRND_NONBLOCK) != (ssize_t)sizeof(r)) {
+            struct timespec ts;
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            r = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ ((uint64_t)getpid() << 40) ^ (uint64_t)k;
+        }
+        snprintf(name, len, "%s.r%016llx.jsonl", stem, (unsigned long long)r);
+    }
+}
+
+/* Creates the first free name of `stem` in `dfd`: the descriptor and its path,
+ * or -1 with the reason printed.  `first` and `why` say what stood at the plain name. */
+static int create_named(int dfd, const char *dir, const char *stem, char *path, size_t pathlen, char *first,
+                        size_t firstlen, char *why, size_t whylen)
+{
+    int fd = -1;
+    char name[448]; /* stem (< 400) and the longest suffix */
+    /* A name taken costs a new name, never the records, and is never shared:
+     * nothing the shim did not create this moment is written to. */
+    for (int attempt = 0; attempt < RECORD_FILE_ATTEMPTS && fd < 0; attempt++) {
+        attempt_name(name, sizeof(name), stem, attempt);
+        if (snprintf(path, pathlen, "%s/%s", dir, name) >= (int)pathlen) {
+            fprintf(stderr, "ncclshim: record path too long under %s; records are off\n", dir);
+            return -1;
+        }
+        char w[96];
+        int err;
+        fd = open_in(dfd, name, w, sizeof(w), &err);
+        if (fd < 0 && attempt == 0) {
+            snprintf(first, firstlen, "%s", path);
+            snprintf(why, whylen, "%s", w);
+        }
+        if (fd < 0 && err)
+            break;
+    }
+    if (fd < 0)
+        fprintf(stderr, "ncclshim: cannot open record file %s: %s; records are off "
+                        "(set NCCLSHIM_LOG_DIR to a writable directory)\n", why[0] ? first : path, why[0] ? why : "no free name");
+    return fd;
+}
+
+int record_file_open(const char *log_dir, int is_default, const char *host, const char *boot8, int pid, char *path,
+                     size_t pathlen, char *note, size_t notelen)
 {
     char dir[PATH_MAX];
     note[0] = '\0';
@@ -207,40 +285,16 @@ int record_file_open(const char *log_dir, int is_default, const char *host, int 
     int dfd = is_default ? open_default_dir(dir, sizeof(dir), note, notelen) : open_explicit_dir(dir);
     if (dfd < 0)
         return -1;
-    char hostpart[256], name[320], first[PATH_MAX] = "", why[96] = "";
+    char hostpart[256], stem[400], first[PATH_MAX] = "", why[96] = "";
     record_file_host_part(host, hostpart, sizeof(hostpart));
-    int fd = -1;
-    /* The plain name, then a few others: a name taken by something that is
-     * not ours costs a new name, not the records. */
-    for (int attempt = 0; attempt < 8 && fd < 0; attempt++) {
-        if (attempt == 0)
-            snprintf(name, sizeof(name), "ncclshim.%s.%d.jsonl", hostpart, pid);
-        else
-            snprintf(name, sizeof(name), "ncclshim.%s.%d.%d.jsonl", hostpart, pid, attempt);
-        if (snprintf(path, pathlen, "%s/%s", dir, name) >= (int)pathlen) {
-            fprintf(stderr, "ncclshim: record path too long under %s; records are off\n", dir);
-            close(dfd);
-            return -1;
-        }
-        char w[96];
-        int err;
-        fd = open_in(dfd, name, w, sizeof(w), &err);
-        if (fd < 0 && attempt == 0) {
-            snprintf(first, sizeof(first), "%s", path);
-            snprintf(why, sizeof(why), "%s", w);
-        }
-        if (fd < 0 && err)
-            break;
-    }
+    snprintf(stem, sizeof(stem), "ncclshim.%s.%d.%s.%llu", hostpart, pid, boot8, record_file_start_ticks());
+    int fd = create_named(dfd, dir, stem, path, pathlen, first, sizeof(first), why, sizeof(why));
     close(dfd);
-    if (fd < 0) {
-        fprintf(stderr, "ncclshim: cannot open record file %s: %s; records are off "
-                        "(set NCCLSHIM_LOG_DIR to a writable directory)\n", why[0] ? first : path, why[0] ? why : "no free name");
+    if (fd < 0)
         return -1;
-    }
     if (first[0] && strcmp(path, first) != 0) {
         size_t used = strlen(note);
-        snprintf(note + used, notelen - used, "%srecord file %s is %s (not this user's own file); records go to %s instead",
+        snprintf(note + used, notelen - used, "%srecord file %s is taken (%s); records go to %s instead",
                  used ? "; " : "", first, why, path);
     }
     /* Keep the descriptor away from 0-2 so an application closing stdio cannot reuse it. */

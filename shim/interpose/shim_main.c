@@ -12,6 +12,7 @@
 #include "net_env.h"
 #include "creator.h"
 #include "record.h"
+#include "record_file.h"
 #include "ipc.h"
 #include "rendezvous.h"
 #include "rv_leader.h"
@@ -42,6 +43,16 @@ static void write_load_record(void)
     jw_str(&w, "log_file", shim_record_path());
     jw_str(&w, "title", title);
     jw_str(&w, "exe", exe);
+    /* With host_identity and pid, which process this is (the record file's name holds it too). */
+    jw_u64(&w, "start_ticks", record_file_start_ticks());
+    /* Why ranks are one host or not: what the identity is made of (host_id.c). */
+    jw_open(&w, "host_identity", '{');
+    jw_str(&w, "id", c->host_id);
+    jw_str(&w, "hostname", c->ident.hostname);
+    jw_str(&w, "boot_id", c->ident.boot_id);
+    jw_str(&w, "nccl_hostid", c->ident.hostid_set ? c->ident.hostid : NULL);
+    jw_str(&w, "nccl_hostid_from", c->ident.hostid_set ? c->ident.hostid_from : NULL);
+    jw_close(&w, '}');
     jw_open(&w, "settings", '{');
     for (const char *const *s = shim_setting_names; *s; s++)
         jw_str(&w, *s, getenv(*s));

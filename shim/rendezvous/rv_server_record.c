@@ -76,6 +76,7 @@ void rv_record_decision(struct rv_session *s, const char *stage)
         jw_open(&w, NULL, '{');
         jw_int(&w, "rank", r);
         jw_str(&w, "host", f->host);
+        jw_str(&w, "host_id", f->host_id); /* what "hosts" counted: NCCL's host identity */
         jw_int(&w, "pid", f->pid);
         jw_int(&w, "cuda_device", f->cuda_device);
         jw_str(&w, "role", role_name(f->role));

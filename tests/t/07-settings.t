@@ -57,7 +57,7 @@ like "$(cat "$TMP/long/err")" 'NCCLSHIM_LOG_DIR is too long' "and is reported"
 
 # Host identity override (test-only) and strange bytes in settings stay valid JSON.
 run host NCCLSHIM_HOSTNAME=node-7 NCCLSHIM_ROLE=$'tr\xffain"\n'
-is "$(ls "$TMP/host/rec")" "ncclshim.node-7.$(jqr "$TMP/host/rec" 'select(.type=="load") | .pid').jsonl" "NCCLSHIM_HOSTNAME names the host"
+is "$(ls "$TMP/host/rec")" "$(jqr "$TMP/host/rec" 'select(.type=="load") | "ncclshim.node-7.\(.pid).\(.host_identity.boot_id[0:8]).\(.start_ticks).jsonl"' | tr -d '"')" "NCCLSHIM_HOSTNAME names the host (ncclshim.<host>.<pid>.<boot8>.<start>.jsonl)"
 is "$(jqr "$TMP/host/rec" 'select(.type=="comm") | .host' | sort -u)" '"node-7"' "and every record carries it"
 like "$(grep -o '"NCCLSHIM_ROLE":"[^}]*' "$TMP/host/rec"/*.jsonl | head -1)" 'tr\\ufffdain\\"\\u000a' "invalid UTF-8, quotes and newlines are escaped"
 like "$(jqr "$TMP/host/rec" 'select(.type=="comm") | .role_reason' | head -1)" 'ignored' "a bad NCCLSHIM_ROLE is ignored, and the reason says so"
@@ -68,7 +68,7 @@ out=$(NCCLSHIM_LOG_DIR=$TMP/fork/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/fork
 is "$?" 0 "fork client passes"
 child=$(echo "$out" | sed -n 's/^child //p')
 is "$(ls "$TMP/fork/rec" | wc -l)" 2 "parent and child each have a record file"
-is "$(jq -c 'select(.type!="library") | .type' "$TMP/fork/rec"/ncclshim.*."$child".jsonl | tr '\n' ' ')" '"load" "unique_id" "decision" "comm" "comm_end" "exit" ' "the child's file starts with its own load record (and the child serves its own ID)"
+is "$(jq -c 'select(.type!="library") | .type' "$TMP/fork/rec"/ncclshim.*."$child".*.jsonl | tr '\n' ' ')" '"load" "unique_id" "decision" "comm" "comm_end" "exit" ' "the child's file starts with its own load record (and the child serves its own ID)"
 is "$(jq -c 'select(.type=="comm")' "$TMP/fork/rec"/*.jsonl | wc -l)" 2 "no record written twice"
 
 # A process that never uses NCCL leaves nothing behind.

@@ -22,8 +22,10 @@ n=$(ls "$TMP/rec1" | wc -l)
 is "$n" 101 "the parent and each of its 100 children have a record file"
 bad=0
 for f in "$TMP/rec1"/*.jsonl; do
-    pid=${f##*.}; pid=${f%.jsonl}; pid=${pid##*.}
+    pid=${f##*/}; pid=$(echo "$pid" | cut -d. -f3)  # ncclshim.<host>.<pid>.<boot8>.<start>.jsonl
     [ "$(jq -r 'select(.type=="load") | .pid' "$f" | sort -u)" = "$pid" ] || bad=$((bad + 1))
+    # and its own start time (a child's, not its parent's), which its name carries
+    [ "$(jq -r 'select(.type=="load") | .start_ticks' "$f")" = "$(echo "${f##*/}" | cut -d. -f5)" ] || bad=$((bad + 1))
 done
-is "$bad" 0 "every file holds its own process's load record, and no other's"
+is "$bad" 0 "every file holds its own process's load record, and no other's, and is named by its start time"
 done_testing

@@ -14,6 +14,7 @@ U=ncclshim-fz-$$
 second_user "$U" || skip_all "no unprivileged user $U (useradd failed)"
 D=/tmp/ncclshim-$VU
 H=fz
+B8=$(head -c 8 /proc/sys/kernel/random/boot_id)
 N=${RECDIR_FUZZ_N:-60}
 SEED=${RECDIR_FUZZ_SEED:-$$}
 RANDOM=$SEED
@@ -52,7 +53,7 @@ for i in $(seq 1 "$N"); do
         for k in "" .1 .2; do
             f=$(pick none none symlink dangling fifo dir rootfile ownfile hardlink)
             desc="$desc name$k=$f"
-            n="$D/ncclshim.$H.\$\$$k.jsonl"
+            n="$D/\$N$k.jsonl"
             case $f in
             symlink) plant="$plant ln -s '$T' $n;" ;;
             dangling) plant="$plant ln -s '$TMP/nowhere' $n;" ;;
@@ -64,7 +65,7 @@ for i in $(seq 1 "$N"); do
             esac
         done
     fi
-    timeout -k 2 20 env -u NCCLSHIM_LOG_DIR sh -c "echo \$\$ > '$TMP/run/pid'; $plant
+    timeout -k 2 20 env -u NCCLSHIM_LOG_DIR sh -c "echo \$\$ > '$TMP/run/pid'; N=ncclshim.$H.\$\$.$B8.\$(sed 's/.*) //' /proc/\$\$/stat | cut -d' ' -f20); $plant
         exec setpriv --reuid=$VU --regid=$VG --clear-groups env NCCLSHIM_HOSTNAME=$H LD_PRELOAD='$SHIM' '$BIN/client_linked' linked basic" \
         > "$TMP/run/out" 2> "$TMP/run/err"
     rc=$?

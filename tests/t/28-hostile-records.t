@@ -10,17 +10,18 @@
 CLIENT=("$BIN/client_linked" linked basic)
 H=hostile
 # run <name> <dir or ""> <plant script or ""> [setpriv args...]: runs the client with
-# the shim as pid P, after `plant P` ran as root (so the names it plants are this
-# process's own record file names).  stdout/err/rc/pid under $TMP/<name>.
+# the shim as pid P, after `plant P` ran as root with N the stem of this process's own
+# record file name (ncclshim.<host>.<pid>.<boot8>.<start>).  stdout/err/rc/pid/stem under $TMP/<name>.
 run() {
     local name=$1 dir=$2 plant=$3; shift 3
     local o=$TMP/$name
     mkdir -p "$o"
     printf '%s\n' "${plant:-:}" > "$o/plant.sh"
     timeout -k 5 30 env -u NCCLSHIM_LOG_DIR sh -c '
-        o=$1; dir=$2; shift 2
-        echo $$ > "$o/pid"; P=$$ . "$o/plant.sh" || exit 99
-        exec "$@"' sh "$o" "$dir" "$@" \
+        o=$1; dir=$2; hp=$3; shift 3
+        N="ncclshim.$hp.$$.$(head -c 8 /proc/sys/kernel/random/boot_id).$(sed "s/.*) //" /proc/$$/stat | cut -d" " -f20)"
+        echo $$ > "$o/pid"; echo "$N" > "$o/stem"; P=$$ N=$N . "$o/plant.sh" || exit 99
+        exec "$@"' sh "$o" "$dir" "$H" "$@" \
         env ${dir:+NCCLSHIM_LOG_DIR=$dir} NCCLSHIM_HOSTNAME=$H LD_PRELOAD="$SHIM" "${CLIENT[@]}" \
         > "$o/out" 2> "$o/err"
     echo $? > "$o/rc"
@@ -29,55 +30,58 @@ nlines() { grep -c '^ncclshim: ' "$1" || true; }
 
 # --- the explicit NCCLSHIM_LOG_DIR (any user's, any mode: a shared directory) -------------
 S=$TMP/shared; mkdir -p "$S"; chmod 1777 "$S"
+B8=$(head -c 8 /proc/sys/kernel/random/boot_id)
 echo 'precious' > "$TMP/bashrc"
 
 # A symlink planted at the record file's name.
-run symlink "$S" 'ln -s "'"$TMP"'/bashrc" "$dir/ncclshim.'$H'.$P.jsonl"'
-P=$(cat "$TMP/symlink/pid")
+run symlink "$S" 'ln -s "'"$TMP"'/bashrc" "$dir/$N.jsonl"'
+P=$(cat "$TMP/symlink/pid"); N=$(cat "$TMP/symlink/stem")
 is "$(cat "$TMP/symlink/rc")" 0 "a symlink at the record path does not harm the application"
 is "$(cat "$TMP/bashrc")" precious "the file it points to is untouched"
-is "$(jq -r 'select(.type=="load") | .pid' "$S/ncclshim.$H.$P.1.jsonl")" "$P" "records go to a new name beside it"
-like "$(cat "$TMP/symlink/err")" "^ncclshim: warning: record file $S/ncclshim.$H.$P.jsonl is a symbolic link \(not this user's own file\); records go to $S/ncclshim.$H.$P.1.jsonl instead$" "one line says why and where"
+is "$(jq -r 'select(.type=="load") | .pid' "$S/$N.1.jsonl")" "$P" "records go to a new name beside it"
+like "$(cat "$TMP/symlink/err")" "^ncclshim: warning: record file $S/$N.jsonl is taken \(a symbolic link\); records go to $S/$N.1.jsonl instead$" "one line says why and where"
 is "$(nlines "$TMP/symlink/err")" 1 "and only one"
-is "$(jq -r 'select(.type=="warning" and .what=="record-file") | .message' "$S/ncclshim.$H.$P.1.jsonl" | grep -c 'symbolic link')" 1 "the records keep that warning too"
+is "$(jq -r 'select(.type=="warning" and .what=="record-file") | .message' "$S/$N.1.jsonl" | grep -c 'symbolic link')" 1 "the records keep that warning too"
 
 # A FIFO at the record file's name: no reader, and the process must not wait for one.
-run fifo "$S" 'mkfifo "$dir/ncclshim.'$H'.$P.jsonl"'
-P=$(cat "$TMP/fifo/pid")
+run fifo "$S" 'mkfifo "$dir/$N.jsonl"'
+P=$(cat "$TMP/fifo/pid"); N=$(cat "$TMP/fifo/stem")
 is "$(cat "$TMP/fifo/rc")" 0 "a FIFO at the record path does not hang the application (bounded: 30 s)"
-ok $([ -s "$S/ncclshim.$H.$P.1.jsonl" ] && echo 0 || echo 1) "records go to a new name"
-like "$(cat "$TMP/fifo/err")" "record file .*ncclshim.$H.$P.jsonl is a FIFO or socket" "one line says it was a FIFO"
+ok $([ -s "$S/$N.1.jsonl" ] && echo 0 || echo 1) "records go to a new name"
+like "$(cat "$TMP/fifo/err")" "record file .*$N.jsonl is taken \(a FIFO or socket\)" "one line says it was a FIFO"
 is "$(nlines "$TMP/fifo/err")" 1 "and only one"
 
 # A file of another user at the name (e.g. left by a process of the same pid).
-run other "$S" ': > "$dir/ncclshim.'$H'.$P.jsonl"; chown 65534 "$dir/ncclshim.'$H'.$P.jsonl"'
-P=$(cat "$TMP/other/pid")
-is "$(stat -c %s "$S/ncclshim.$H.$P.jsonl")" 0 "another user's file at the record path is not written"
-like "$(cat "$TMP/other/err")" "is owned by uid 65534 \(not this user's own file\); records go to .*ncclshim.$H.$P.1.jsonl" "one line says whose it is and where records went"
+run other "$S" ': > "$dir/$N.jsonl"; chown 65534 "$dir/$N.jsonl"'
+P=$(cat "$TMP/other/pid"); N=$(cat "$TMP/other/stem")
+is "$(stat -c %s "$S/$N.jsonl")" 0 "another user's file at the record path is not written"
+like "$(cat "$TMP/other/err")" "is taken \(owned by uid 65534\); records go to .*$N.1.jsonl" "one line says whose it is and where records went"
 
 # A directory, a dangling symlink: the same.
-run dirname "$S" 'mkdir "$dir/ncclshim.'$H'.$P.jsonl"'
-P=$(cat "$TMP/dirname/pid")
-ok $([ -s "$S/ncclshim.$H.$P.1.jsonl" ] && echo 0 || echo 1) "a directory at the record path: records go to a new name"
-run dangling "$S" 'ln -s "'"$TMP"'/nowhere" "$dir/ncclshim.'$H'.$P.jsonl"'
-P=$(cat "$TMP/dangling/pid")
-ok $([ ! -e "$TMP/nowhere" ] && [ -s "$S/ncclshim.$H.$P.1.jsonl" ] && echo 0 || echo 1) "a dangling symlink is not followed to create its target"
+run dirname "$S" 'mkdir "$dir/$N.jsonl"'
+P=$(cat "$TMP/dirname/pid"); N=$(cat "$TMP/dirname/stem")
+ok $([ -s "$S/$N.1.jsonl" ] && echo 0 || echo 1) "a directory at the record path: records go to a new name"
+run dangling "$S" 'ln -s "'"$TMP"'/nowhere" "$dir/$N.jsonl"'
+P=$(cat "$TMP/dangling/pid"); N=$(cat "$TMP/dangling/stem")
+ok $([ ! -e "$TMP/nowhere" ] && [ -s "$S/$N.1.jsonl" ] && echo 0 || echo 1) "a dangling symlink is not followed to create its target"
 
-# This user's own file of that name (an earlier image of this pid, before exec): appended to.
-run own "$S" 'echo "{\"type\":\"before-exec\"}" > "$dir/ncclshim.'$H'.$P.jsonl"'
-P=$(cat "$TMP/own/pid")
-is "$(jq -r .type "$S/ncclshim.$H.$P.jsonl" | head -2 | tr '\n' ' ')" "before-exec load " "this user's own plain file is appended to"
-is "$(nlines "$TMP/own/err")" 0 "quietly"
+# This user's own file of that name (another process of this pid, host, boot and start in
+# another PID namespace, or an earlier image of this one before exec): never shared.
+run own "$S" 'echo "{\"type\":\"before-exec\"}" > "$dir/$N.jsonl"'
+P=$(cat "$TMP/own/pid"); N=$(cat "$TMP/own/stem")
+is "$(jq -r .type "$S/$N.jsonl" | tr '\n' ' ')" "before-exec " "this user's own plain file of that name is not written to"
+is "$(jq -r 'select(.type=="load") | .pid' "$S/$N.1.jsonl")" "$P" "the records go to the next name, whole"
+like "$(cat "$TMP/own/err")" "^ncclshim: warning: record file $S/$N.jsonl is taken \(a file already\); records go to $S/$N.1.jsonl instead$" "one line says so"
 
 # NCCLSHIM_HOSTNAME is free text: the file name's host part cannot leave the directory.
 mkdir -p "$TMP/esc/a/b"
 H='x/../../esc' run escape "$TMP/esc/a/b" ''
 P=$(cat "$TMP/escape/pid")
-is "$(cd "$TMP/esc" && find . -type f | sort | tr '\n' ' ')" "./a/b/ncclshim.x_.._.._esc.$P.jsonl " "NCCLSHIM_HOSTNAME=x/../../esc writes inside the directory, its separators replaced"
+is "$(cd "$TMP/esc" && find . -type f | sort | tr '\n' ' ')" "./a/b/ncclshim.x_.._.._esc.$P.$B8.$(sed "s/.*\.//" "$TMP/escape/stem").jsonl " "NCCLSHIM_HOSTNAME=x/../../esc writes inside the directory, its separators replaced"
 is "$(jq -r 'select(.type=="load") | .host' "$TMP/esc/a/b"/*.jsonl)" 'x/../../esc' "the records still carry the host as given"
 H='..' run dots "$TMP/esc/a/b" ''
 P=$(cat "$TMP/dots/pid")
-ok $([ -f "$TMP/esc/a/b/ncclshim._..$P.jsonl" ] && echo 0 || echo 1) "a host named '..' becomes '_.'"
+ok $([ -f "$TMP/esc/a/b/ncclshim._..$P.$B8.$(sed "s/.*\.//" "$TMP/dots/stem").jsonl" ] && echo 0 || echo 1) "a host named '..' becomes '_.'"
 
 # --- the default directory, /tmp/ncclshim-<uid>, as a second user ----------------------------
 if [ "$(id -u)" != 0 ]; then
@@ -109,7 +113,7 @@ is "$(nlines "$TMP/dflt/err")" 0 "quietly"
 
 # Another user made the directory first and planted symlinks named like the victim's files.
 clean; mkdir -m 1777 "$D"
-run planted "" 'ln -s "'"$T"'" "'"$D"'/ncclshim.'$H'.$P.jsonl"' "${AS[@]}"
+run planted "" 'ln -s "'"$T"'" "'"$D"'/$N.jsonl"' "${AS[@]}"
 is "$(cat "$T")" precious "a directory made by another user with a symlink in it: the victim's file is untouched"
 ok $(private planted && echo 0 || echo 1) "records go to a fresh private directory"
 like "$(cat "$TMP/planted/err")" "^ncclshim: warning: record directory $D is owned by uid 0, not this user \($VU\) \(another user could read or redirect the records\); records go to $D\.[A-Za-z0-9]{6} instead$" "one line says why and where"

@@ -640,7 +640,7 @@ static void fill(char *field, size_t cap, const char *big)
     snprintf(field, cap, "%.*s", (int)((cap - 1) & ~(size_t)1), big);
 }
 
-/* Maximal strings, 4096 ranks: reasons stay bounded and valid, decide() stays fast. */
+/* Maximal strings, 4096 ranks: reasons stay bounded and valid (the time is printed, not tested). */
 static void test_limits(void)
 {
     const int N = FACTS_MAX_RANKS;
@@ -728,14 +728,9 @@ static void test_limits(void)
     ok(P.ok && D.rule == 0 && D.action == ACTION_PASSTHROUGH && bounded(D.action_reason, sizeof(D.action_reason)),
        "4096 ranks, 8 conditions scanned: rule matches, auto with no inference rank passes through");
     diag("reason", D.action_reason);
-    printf("# decide() over 4096 ranks: %.3f s for 5 calls\n", dt);
-    /* about 0.25 s natively, 0.5 s under ASan; valgrind (vgpreload in LD_PRELOAD) is 40x slower */
-    const char *pre = getenv("LD_PRELOAD");
-    double limit = pre && strstr(pre, "vgpreload") ? 60.0 : 5.0;
-    if (getenv("SHIM_TEST_ARCH")) /* make test-aarch64: qemu-user is ~20x slower */
-        ok(1, "# SKIP under an emulator (SHIM_TEST_ARCH): a time says nothing of the hardware's");
-    else
-        ok(dt < limit, "decide() over 4096 ranks is fast");
+    /* A diagnostic, not a test (no timed assertions: a loaded machine, a
+     * sanitizer or valgrind would fail it): bench/decision_cost.c measures. */
+    printf("# decide() over 4096 ranks: %.3f s for 5 calls (diagnostic; speed: bench/decision_cost.c)\n", dt);
 
     /* all hosts distinct, all on one host */
     for (int i = 0; i < N; i++)

@@ -1087,6 +1087,13 @@ static void check_input(inspect_state *st)
         free(m);
     }
     strlist_free(&seen);
+    for (process *p = st->procs; p; p = p->hh.next)
+        if (p->other_who)
+            strlist_add(&st->problems, xasprintf("two processes recorded as host %s pid %lld (host identity %s; and "
+                                                 "%s): containers of one host name in different PID namespaces; "
+                                                 "their records are joined as one process's here: read each "
+                                                 "container's record files apart", p->host, p->pid, p->who,
+                                                 p->other_who));
     if (st->nrecords == 0 && st->nccl_lines == 0)
         strlist_add(&st->problems, xstrdup("no records to check: the inputs hold no ncclshim record and no NCCL log "
                                            "line (an empty records directory?): set NCCLSHIM_LOG_DIR for every "

@@ -35,6 +35,8 @@ typedef struct process {
     char *host;
     long long pid;
     char *title, *log_file, *shim_version;
+    char *who;              /* newer shims: "host identity, start ticks" of its first load record */
+    char *other_who;        /* another load's, when two processes share host and pid (NULL: none) */
     int has_load, has_exit;
     int mark;               /* scratch for check.c, 0 between uses */
     UT_hash_handle hh;

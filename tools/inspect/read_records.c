@@ -59,6 +59,28 @@ static char *get_str(ctx *c, json_t *o, const char *key, int required)
     return xstrdup(json_string_value(v));
 }
 
+/*
+ * Which process a load record is (newer shims: host identity and start
+ * time).  The tool joins records by host and pid; two containers of one host
+ * name in different PID namespaces can share both, and their records would
+ * mix: the second identity is kept, for a problem (check.c).  An exec keeps
+ * identity and start: one process, rightly joined.
+ */
+static void note_who(json_t *o, process *p)
+{
+    json_t *hi = json_object_get(o, "host_identity"), *id = hi ? json_object_get(hi, "id") : NULL;
+    json_t *st = json_object_get(o, "start_ticks");
+    if (!json_is_string(id) || !json_is_integer(st))
+        return;
+    char *who = xasprintf("%s, started at tick %lld", json_string_value(id), (long long)json_integer_value(st));
+    if (!p->who)
+        p->who = who;
+    else if (strcmp(p->who, who) != 0 && !p->other_who)
+        p->other_who = who;
+    else
+        free(who);
+}
+
 /* An optional object of non-negative counts, as "key=n,key=n" (NULL if absent or empty). */
 static char *get_counts(ctx *c, json_t *o, const char *key)
 {
@@ -634,6 +656,7 @@ static void feed_object(ctx *c, json_t *o)
                 p->shim_version = ver;
                 ver = NULL;
             }
+            note_who(o, p);
             c->st->nrecords++;
         }
         free(title);

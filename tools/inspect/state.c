@@ -115,6 +115,8 @@ void inspect_free(inspect_state *st)
         free(p->host);
         free(p->title);
         free(p->log_file);
+        free(p->who);
+        free(p->other_who);
         free(p->shim_version);
         free(p);
     }
