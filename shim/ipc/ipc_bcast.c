@@ -63,6 +63,25 @@ static int published(const struct ipc_comm *c, int r, uint64_t b)
     return atomic_load_explicit(&c->shared[r]->ring[b % DRING].seq, memory_order_acquire) == b;
 }
 
+/* What publish and fetch wait for, as ipc_wait_word_counted asks it. */
+struct awaited {
+    const struct ipc_comm *c;
+    int r;
+    uint64_t b;
+};
+
+static int room_ready(const void *arg)
+{
+    const struct awaited *a = arg;
+    return ring_room(a->c, a->b);
+}
+
+static int published_ready(const void *arg)
+{
+    const struct awaited *a = arg;
+    return published(a->c, a->r, a->b);
+}
+
 static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, char *why, size_t whylen)
 {
     uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
@@ -74,14 +93,14 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
             break;
         if (give_up(c, deadline, late, "finish this rank's earlier broadcasts", why, whylen))
             return -1;
-        ipc_wait_word(&c->shared[late]->readc, seen, 50);
+        struct awaited a = { c, late, b };
+        ipc_wait_word_counted(&c->shared[late]->readc, &c->shared[late]->sleepers, seen, 50, room_ready, &a);
     }
     struct ipc_shared *own = c->shared[c->rank];
     struct ipc_ring_slot *slot = &own->ring[b % DRING];
     slot->desc = *d;
     atomic_store_explicit(&slot->seq, b, memory_order_release);
-    atomic_fetch_add(&own->pub, 1);
-    ipc_wake_word(&own->pub);
+    ipc_wake_counted(&own->pub, &own->sleepers);
     return 0;
 }
 
@@ -99,7 +118,8 @@ static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char
             break;
         if (give_up(c, deadline, r, "enqueue the same broadcast", why, whylen))
             return -1;
-        ipc_wait_word(&page->pub, seen, 50);
+        struct awaited a = { c, r, b };
+        ipc_wait_word_counted(&page->pub, &page->sleepers, seen, 50, published_ready, &a);
     }
     *d = slot->desc;
     return 0;
@@ -110,8 +130,7 @@ static void mark_done(struct ipc_comm *c, uint64_t b)
     struct ipc_shared *own = c->shared[c->rank];
     atomic_store(&own->read_pred_upto, b);
     atomic_store(&own->read_succ_upto, b);
-    atomic_fetch_add(&own->readc, 1);
-    ipc_wake_word(&own->readc);
+    ipc_wake_counted(&own->readc, &own->sleepers);
 }
 
 /* Counts this rank in on the hop into rank r for broadcast b (the word is

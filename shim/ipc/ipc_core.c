@@ -41,6 +41,22 @@ void ipc_wake_word(_Atomic uint32_t *word)
     syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
 }
 
+void ipc_wait_word_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t seen, long ms,
+                           int (*ready)(const void *), const void *arg)
+{
+    atomic_fetch_add(sleepers, 1);
+    if (!ready(arg))
+        ipc_wait_word(word, seen, ms);
+    atomic_fetch_sub(sleepers, 1);
+}
+
+void ipc_wake_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers)
+{
+    atomic_fetch_add(word, 1);
+    if (atomic_load(sleepers))
+        ipc_wake_word(word);
+}
+
 void ipc_wake(const struct ipc_comm *c, int r)
 {
     _Atomic uint32_t *w = &c->shared[r]->word;

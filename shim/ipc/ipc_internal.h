@@ -216,7 +216,7 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define MAP_IDLE_MS 1000
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 6
+#define EXPORT_VERSION 7 /* 7: the shared page's sleepers */
 /* Host waits (all-reduce, destroy) give up after this long: a peer that
  * stopped answering must not hang the application for ever. */
 #define HOST_WAIT_US (120ull * 1000 * 1000)
@@ -270,7 +270,10 @@ struct ipc_shared {
     uint32_t magic;
     _Atomic uint32_t pub;               /* futex: bumped after each descriptor */
     _Atomic uint32_t readc;             /* futex: bumped after the read marks move */
-    uint32_t pad;
+    /* Threads of the neighbours asleep on pub or readc (ipc_wait_word_counted):
+     * a rank wakes them only when one sleeps, sparing its broadcast two
+     * futex system calls (docs/benchmarks.md, "Host time per broadcast"). */
+    _Atomic uint32_t sleepers;
     /* Broadcasts this rank is done with its predecessor's (successor's)
      * descriptors of: their places in those rings may be reused. */
     _Atomic uint64_t read_pred_upto, read_succ_upto;
@@ -598,6 +601,16 @@ void ipc_vmm_close(struct ipc_comm *c);
 void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
 /* Wakes every waiter on `word` (the caller has changed it). */
 void ipc_wake_word(_Atomic uint32_t *word);
+/* The same where the waiters count themselves in `sleepers`, a word of the
+ * same page: ipc_wait_word_counted sleeps on `word` (if `ready` still says
+ * no once counted: `ready(arg)`), ipc_wake_counted wakes only if somebody
+ * sleeps.  Sequentially consistent on both sides (the waker changes `word`,
+ * then reads `sleepers`; the waiter counts itself, then reads `word` in the
+ * futex call): a waiter the waker missed sees the new value and does not
+ * sleep. */
+void ipc_wait_word_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t seen, long ms,
+                           int (*ready)(const void *), const void *arg);
+void ipc_wake_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers);
 /* Bumps rank r's word and wakes its waiters. */
 void ipc_wake(const struct ipc_comm *c, int r);
 /* Whether the last operation is over (qlock held). */
