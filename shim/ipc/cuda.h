@@ -39,6 +39,22 @@ typedef struct { char reserved[64]; } CUipcMemHandle;
 #define CU_MEM_LOCATION_TYPE_DEVICE 0x1
 #define CU_MEM_ACCESS_FLAGS_PROT_READWRITE 0x3
 typedef unsigned long long CUmemGenericAllocationHandle;
+/* cuStreamBatchMemOp's operations (CUDA 12's CUstreamBatchMemOpParams:
+ * the wait's and the write's members have one layout). */
+#define CU_STREAM_MEM_OP_WAIT_VALUE_64 4
+#define CU_STREAM_MEM_OP_WRITE_VALUE_64 5
+typedef union {
+    int operation;
+    struct {
+        int operation;
+        CUdeviceptr address;
+        uint64_t value64;
+        unsigned int flags;
+        CUdeviceptr alias;              /* the driver's */
+    } value;
+    uint64_t pad[6];
+} CUstreamBatchMemOpParams;
+_Static_assert(sizeof(CUstreamBatchMemOpParams) == 48, "cuda.h's CUstreamBatchMemOpParams");
 
 /* X(name, params): every driver function the shim uses, by its base name. */
 #define SHIM_CUDA_FUNCTIONS(X)                                                                     \
@@ -104,7 +120,8 @@ typedef CUresult (*cuMemcpyBatchAsync_12080_t)(CUdeviceptr *dsts, CUdeviceptr *s
 #define SHIM_CUDA_OPTIONAL(X)                                                                      \
     X(cuCtxGetStreamPriorityRange, (int *least, int *greatest))                                    \
     X(cuStreamCreateWithPriority, (CUstream *stream, unsigned int flags, int priority))            \
-    X(cuStreamGetId, (CUstream stream, unsigned long long *id))
+    X(cuStreamGetId, (CUstream stream, unsigned long long *id))                                   \
+    X(cuStreamBatchMemOp, (CUstream stream, unsigned count, CUstreamBatchMemOpParams *ops, unsigned flags))
 #define SHIM_CUDA_KERNEL(X)                                                                        \
     X(cuModuleLoadData, (CUmodule *module, const void *image))                                     \
     X(cuModuleGetFunction, (CUfunction *fn, CUmodule module, const char *name))                    \
@@ -136,7 +153,8 @@ struct shim_cuda {
     cuMemcpyBatchAsync_12080_t cuMemcpyBatchAsync;
     /* Optional: streams the GPU schedules ahead of the application's
      * kernels; a stream's id (CUDA 12.0+), unique in the context for its
-     * life and never reused.  Each loaded alone. */
+     * life and never reused; several stream waits and writes in one call
+     * (shim/ipc/ipc_core.c, memops).  Each loaded alone. */
     SHIM_CUDA_OPTIONAL(SHIM_CUDA_FIELD)
     /* Optional: the ipc transport's copy kernel (shim/ipc/ipc_kernel.c), for
      * copies between processes on one GPU.  All, or none. */

@@ -63,6 +63,25 @@ static int published(const struct ipc_comm *c, int r, uint64_t b)
     return atomic_load_explicit(&c->shared[r]->ring[b % DRING].seq, memory_order_acquire) == b;
 }
 
+/* What publish and fetch wait for, as ipc_wait_word_counted asks it. */
+struct awaited {
+    const struct ipc_comm *c;
+    int r;
+    uint64_t b;
+};
+
+static int room_ready(const void *arg)
+{
+    const struct awaited *a = arg;
+    return ring_room(a->c, a->b);
+}
+
+static int published_ready(const void *arg)
+{
+    const struct awaited *a = arg;
+    return published(a->c, a->r, a->b);
+}
+
 static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, char *why, size_t whylen)
 {
     uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
@@ -74,14 +93,14 @@ static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, cha
             break;
         if (give_up(c, deadline, late, "finish this rank's earlier broadcasts", why, whylen))
             return -1;
-        ipc_wait_word(&c->shared[late]->readc, seen, 50);
+        struct awaited a = { c, late, b };
+        ipc_wait_word_counted(&c->shared[late]->readc, &c->shared[late]->sleepers, seen, 50, room_ready, &a);
     }
     struct ipc_shared *own = c->shared[c->rank];
     struct ipc_ring_slot *slot = &own->ring[b % DRING];
     slot->desc = *d;
     atomic_store_explicit(&slot->seq, b, memory_order_release);
-    atomic_fetch_add(&own->pub, 1);
-    ipc_wake_word(&own->pub);
+    ipc_wake_counted(&own->pub, &own->sleepers);
     return 0;
 }
 
@@ -99,7 +118,8 @@ static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char
             break;
         if (give_up(c, deadline, r, "enqueue the same broadcast", why, whylen))
             return -1;
-        ipc_wait_word(&page->pub, seen, 50);
+        struct awaited a = { c, r, b };
+        ipc_wait_word_counted(&page->pub, &page->sleepers, seen, 50, published_ready, &a);
     }
     *d = slot->desc;
     return 0;
@@ -110,8 +130,7 @@ static void mark_done(struct ipc_comm *c, uint64_t b)
     struct ipc_shared *own = c->shared[c->rank];
     atomic_store(&own->read_pred_upto, b);
     atomic_store(&own->read_succ_upto, b);
-    atomic_fetch_add(&own->readc, 1);
-    ipc_wake_word(&own->readc);
+    ipc_wake_counted(&own->readc, &own->sleepers);
 }
 
 /* Counts this rank in on the hop into rank r for broadcast b (the word is
@@ -359,6 +378,7 @@ static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct 
  * slot k % S once the successor has taken chunk k - S out of it. */
 struct staging {
     struct ipc_comm *c;
+    struct memops *m;                   /* the stream's counter operations */
     int sm;                             /* the successor shares this GPU: the kernel copies (plan_copies) */
     CUdeviceptr data;
     size_t bytes;
@@ -369,29 +389,25 @@ struct staging {
 static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, size_t whylen)
 {
     struct ipc_comm *c = st->c;
-    const struct shim_cuda *cu = c->cu;
     const uint64_t S = (uint64_t)c->nslots;
     const size_t sch = c->chunk;
     for (; st->next < st->nchunks; st->next++) {
         size_t off = (size_t)(st->next * sch), len = st->bytes - off < sch ? st->bytes - off : sch;
         if (off + len > limit)
             break;
-        if (st->next >= S) {
-            if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch,
-                                                 CU_STREAM_WAIT_VALUE_GEQ), "cuStreamWaitValue64", why, whylen) != 0)
-                goto fail;
-        }
+        if (st->next >= S &&
+            memops_wait(st->m, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch, why, whylen) != 0)
+            return -1;
+        if (memops_flush(st->m, why, whylen) != 0)
+            return -1;
         CUdeviceptr to = slot(c, c->rank, st->next);
         CUresult r = st->sm ? ipc_kernel_copy(c, to, st->data + off, len, s) : ipc_copy(c, to, st->data + off, len, s);
         if (cu_check(r, st->sm ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
-            goto fail;
-        if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ_of(c), F_AVAIL), st->base + off + len,
-                                              CU_STREAM_WRITE_VALUE_DEFAULT), "cuStreamWriteValue64", why, whylen) != 0)
-            goto fail;
+            return -1;
+        if (memops_write(st->m, flag(c, succ_of(c), F_AVAIL), st->base + off + len, why, whylen) != 0)
+            return -1;
     }
     return 0;
-fail:
-    return -1;
 }
 
 /* A hop's copy, to or from neighbour r's memory: between GPUs on a copy
@@ -453,102 +469,106 @@ static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, c
     return ok;
 }
 
-/* The broadcast's copies and counter operations, on stream s. */
-static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p, CUstream s, char *why,
-                   size_t whylen)
+/* The wait that orders broadcast j after the operation before (on another
+ * stream): its fence; or, for the last receiver of a pushed broadcast after
+ * another, only that one's TAKEN write ("Receivers run ahead",
+ * ipc_internal.h): TAKEN_MINE, or on one GPU the TAKEN itself ("One GPU"). */
+static int order_wait(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p, struct memops *m,
+                      char *why, size_t whylen)
 {
-    const struct shim_cuda *cu = c->cu;
+    int me = c->rank, pred = pred_of(c);
+    int mine = j->bytes && p->in == HOP_PUSH && !p->producer && j->fence_rank == me && j->fence_off == F_AVAIL;
+    CUdeviceptr at = !mine                 ? flag(c, j->fence_rank, j->fence_off)
+                     : ipc_same_gpu(c, pred) ? flag(c, pred, F_TAKEN)
+                                             : flag(c, me, F_TAKEN_MINE);
+    return memops_wait(m, at, mine ? j->base : j->fence_val, why, whylen);
+}
+
+/* One step of the broadcast's data, [off, off + len), on stream s: its
+ * arrival here and its copy in (a consumer), its copy or staging out (a
+ * producer), and the counters that say so. */
+static int enqueue_step(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p,
+                        struct staging *st, int overlap, size_t off, size_t len, CUstream s, char *why, size_t whylen)
+{
+    struct memops *m = st->m;
     int me = c->rank, pred = pred_of(c), succ = succ_of(c);
+    const size_t bytes = j->bytes, sch = c->chunk;
+    uint64_t upto = j->base + off + len;
+    if (p->consumer) {
+        if (memops_wait(m, flag(c, me, F_AVAIL), upto, why, whylen) != 0)
+            return -1;
+        if (p->in != HOP_PUSH) {
+            CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
+            if (memops_flush(m, why, whylen) != 0 ||
+                cu_check(hop_copy(c, p->sm_in, j->recv + off, src, len, s),
+                         p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0 ||
+                memops_write(m, flag(c, pred, F_TAKEN), upto, why, whylen) != 0)
+                return -1;
+        }
+    }
+    if (p->out == HOP_PUSH) {
+        if (memops_flush(m, why, whylen) != 0 ||
+            cu_check(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
+                     p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+            return -1;
+        /* AVAIL in order ("Senders overlap") */
+        if (overlap && memops_wait(m, flag(c, j->fence_rank, j->fence_off), j->fence_val, why, whylen) != 0)
+            return -1;
+        if (memops_write(m, flag(c, succ, F_AVAIL), upto, why, whylen) != 0)
+            return -1;
+    } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
+        if (memops_write(m, flag(c, succ, F_AVAIL), upto, why, whylen) != 0)
+            return -1;
+    } else if (p->out == HOP_STAGED && stage_upto(st, off + len, s, why, whylen) != 0) {
+        return -1;
+    }
+    return 0;
+}
+
+/* The broadcast's copies and counter operations, on stream s; the counter
+ * operations after the last copy stay queued in m (ipc_chain_bcast adds
+ * DONE and flushes). */
+static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p, CUstream s,
+                   struct memops *m, char *why, size_t whylen)
+{
+    int me = c->rank, pred = pred_of(c);
     const uint64_t base = j->base;
     const size_t bytes = j->bytes, sch = c->chunk;
-    /* After the operation before (on another stream): its fence; or, for
-     * the last receiver of a pushed broadcast after another, only that
-     * one's TAKEN write ("Receivers run ahead", ipc_internal.h): TAKEN_MINE,
-     * or on one GPU the TAKEN itself ("One GPU"). */
     int overlap = senders_overlap(c, j, p);
-    if (j->fence_val && !overlap) {
-        int mine = bytes && p->in == HOP_PUSH && !p->producer && j->fence_rank == me && j->fence_off == F_AVAIL;
-        CUdeviceptr at = !mine                 ? flag(c, j->fence_rank, j->fence_off)
-                         : ipc_same_gpu(c, pred) ? flag(c, pred, F_TAKEN)
-                                                 : flag(c, me, F_TAKEN_MINE);
-        CUresult r = cu->cuStreamWaitValue64(s, at, mine ? base : j->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
-        if (cu_check(r, "cuStreamWaitValue64", why, whylen) != 0)
-            goto fail;
-    }
+    if (j->fence_val && !overlap && order_wait(c, j, p, m, why, whylen) != 0)
+        return -1;
     if (!bytes)
         return 0;
     if (p->pos == 0 && j->recv != j->send) {
-        if (cu_check(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
-            goto fail;
+        if (memops_flush(m, why, whylen) != 0 ||
+            cu_check(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+            return -1;
     }
     /* This rank's buffer may be written from now on. */
     if (p->in == HOP_PUSH) {
-        if (cu_check(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), base + bytes, CU_STREAM_WRITE_VALUE_DEFAULT),
-                     "cuStreamWriteValue64", why, whylen) != 0)
-            goto fail;
-        if (!p->producer && !ipc_same_gpu(c, pred)) {
-            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_TAKEN_MINE), base + bytes,
-                                                  CU_STREAM_WRITE_VALUE_DEFAULT),
-                         "cuStreamWriteValue64", why, whylen) != 0)
-                goto fail;
-        }
+        if (memops_write(m, flag(c, pred, F_TAKEN), base + bytes, why, whylen) != 0)
+            return -1;
+        if (!p->producer && !ipc_same_gpu(c, pred) &&
+            memops_write(m, flag(c, me, F_TAKEN_MINE), base + bytes, why, whylen) != 0)
+            return -1;
     }
     /* The successor's may be, once it has reached this broadcast. */
-    if (p->out == HOP_PUSH) {
-        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
-                     "cuStreamWaitValue64", why, whylen) != 0)
-            goto fail;
-    }
-    struct staging st = { c, p->sm_out, p->mine, bytes, base, 0, p->out == HOP_STAGED ? (bytes + sch - 1) / sch : 0 };
+    if (p->out == HOP_PUSH && memops_wait(m, flag(c, me, F_TAKEN), base + bytes, why, whylen) != 0)
+        return -1;
+    struct staging st = { c, m, p->sm_out, p->mine, bytes, base, 0,
+                          p->out == HOP_STAGED ? (bytes + sch - 1) / sch : 0 };
     /* In the steps of the data's arrival here (the root's is all there). */
     size_t step = step_of(c, p->consumer ? p->in : p->out, bytes);
     for (size_t off = 0; off < bytes; off += step) {
         size_t len = bytes - off < step ? bytes - off : step;
-        uint64_t upto = base + off + len;
-        if (p->consumer) {
-            if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_AVAIL), upto, CU_STREAM_WAIT_VALUE_GEQ),
-                         "cuStreamWaitValue64", why, whylen) != 0)
-                goto fail;
-            if (p->in != HOP_PUSH) {
-                CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
-                if (cu_check(hop_copy(c, p->sm_in, j->recv + off, src, len, s),
-                             p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
-                    goto fail;
-                if (cu_check(cu->cuStreamWriteValue64(s, flag(c, pred, F_TAKEN), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-                             "cuStreamWriteValue64", why, whylen) != 0)
-                    goto fail;
-            }
-        }
-        if (p->out == HOP_PUSH) {
-            if (cu_check(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
-                         p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
-                goto fail;
-            if (overlap) { /* AVAIL in order ("Senders overlap") */
-                if (cu_check(cu->cuStreamWaitValue64(s, flag(c, j->fence_rank, j->fence_off), j->fence_val,
-                                                     CU_STREAM_WAIT_VALUE_GEQ),
-                             "cuStreamWaitValue64", why, whylen) != 0)
-                    goto fail;
-            }
-            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-                         "cuStreamWriteValue64", why, whylen) != 0)
-                goto fail;
-        } else if (p->out == HOP_PULL && (p->consumer || off + len == bytes)) {
-            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, succ, F_AVAIL), upto, CU_STREAM_WRITE_VALUE_DEFAULT),
-                         "cuStreamWriteValue64", why, whylen) != 0)
-                goto fail;
-        } else if (p->out == HOP_STAGED && stage_upto(&st, off + len, s, why, whylen) != 0) {
+        if (enqueue_step(c, j, p, &st, overlap, off, len, s, why, whylen) != 0)
             return -1;
-        }
     }
     /* The caller may reuse its buffer once the successor has read it all. */
-    if (p->out == HOP_PULL || p->out == HOP_STAGED) {
-        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_TAKEN), base + bytes, CU_STREAM_WAIT_VALUE_GEQ),
-                     "cuStreamWaitValue64", why, whylen) != 0)
-            goto fail;
-    }
+    if ((p->out == HOP_PULL || p->out == HOP_STAGED) &&
+        memops_wait(m, flag(c, me, F_TAKEN), base + bytes, why, whylen) != 0)
+        return -1;
     return 0;
-fail:
-    return -1;
 }
 
 const char *const ipc_hop_names[IPC_HOPS] = { "none", "push", "pull", "staged" };
@@ -592,33 +612,30 @@ int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream
     count(c, j, &p);
     if (j->bytes)
         plan_copies(c, j, &p);
-    if (enqueue(c, j, &p, s, why, whylen) != 0)
+    struct memops m;
+    memops_init(&m, c, s);
+    if (enqueue(c, j, &p, s, &m, why, whylen) != 0)
         return -1;
     ipc_trace(c, "b %llu: planned in %llu us, enqueued in %llu us", (unsigned long long)j->b,
               (unsigned long long)(t1 - t0), (unsigned long long)(ipc_trace_clock() - t1));
     *off = -1; /* nothing moved: the fence before it stands */
     *rank = c->rank;
     if (!j->bytes)
-        return 0;
+        return memops_flush(&m, why, whylen);
     if (!p.producer && p.in == HOP_PUSH) {
         /* Its last counter says it: nothing more on the critical path. */
         *off = F_AVAIL;
         *val = j->base + j->bytes;
-        return 0;
-    }
-    if (!p.consumer && p.out == HOP_PUSH && ipc_same_gpu(c, succ_of(c))) {
+    } else if (!p.consumer && p.out == HOP_PUSH && ipc_same_gpu(c, succ_of(c))) {
         /* A root pushing on one GPU: the AVAIL it wrote last says it ("One GPU"). */
         *rank = succ_of(c);
         *off = F_AVAIL;
         *val = j->base + j->bytes;
-        return 0;
+    } else {
+        if (memops_write(&m, flag(c, c->rank, F_DONE), j->op + 1, why, whylen) != 0)
+            return -1;
+        *off = F_DONE;
+        *val = j->op + 1;
     }
-    if (cu_check(c->cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), j->op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-                 "cuStreamWriteValue64", why, whylen) != 0)
-        goto fail;
-    *off = F_DONE;
-    *val = j->op + 1;
-    return 0;
-fail:
-    return -1;
+    return memops_flush(&m, why, whylen);
 }

@@ -216,7 +216,7 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define MAP_IDLE_MS 1000
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 6
+#define EXPORT_VERSION 7 /* 7: the shared page's sleepers */
 /* Host waits (all-reduce, destroy) give up after this long: a peer that
  * stopped answering must not hang the application for ever. */
 #define HOST_WAIT_US (120ull * 1000 * 1000)
@@ -270,7 +270,10 @@ struct ipc_shared {
     uint32_t magic;
     _Atomic uint32_t pub;               /* futex: bumped after each descriptor */
     _Atomic uint32_t readc;             /* futex: bumped after the read marks move */
-    uint32_t pad;
+    /* Threads of the neighbours asleep on pub or readc (ipc_wait_word_counted):
+     * a rank wakes them only when one sleeps, sparing its broadcast two
+     * futex system calls (docs/benchmarks.md, "Host time per broadcast"). */
+    _Atomic uint32_t sleepers;
     /* Broadcasts this rank is done with its predecessor's (successor's)
      * descriptors of: their places in those rings may be reused. */
     _Atomic uint64_t read_pred_upto, read_succ_upto;
@@ -438,6 +441,9 @@ struct ipc_comm {
     struct ipc_vmm *vmm;
     char vmm_note[200];
     atomic_ullong stat_vmm_sent, stat_vmm_mapped;   /* pieces sent to neighbours, and mapped from them */
+    /* The driver refused cuStreamBatchMemOp (or lacks it): memops go one by
+     * one.  Atomic: every thread of the communicator's operations reads it. */
+    atomic_int memops_single;
 };
 
 /* Rank r's data_state, from its shared page ("Suspend"). */
@@ -520,6 +526,36 @@ void ipc_unwatch(struct ipc_comm *c);
 /* A copy on `stream` (copy engines where the driver lets us ask). */
 CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream);
 
+/*
+ * Stream waits and writes queued and enqueued together: one
+ * cuStreamBatchMemOp where the driver has it (in the array's order, as
+ * the single calls would be), each alone where it has not or refuses it
+ * (CUDA_ERROR_NOT_SUPPORTED: c->memops_single, for good).  Every driver
+ * call costs the application's thread a microsecond or more, and a
+ * broadcast's counter operations come in runs (a receiver's TAKEN write and
+ * AVAIL wait; a root's fence and TAKEN waits): docs/benchmarks.md, "Host
+ * time per broadcast".  A queue is flushed before anything else goes on
+ * its stream (a copy, a launch) and before the operation returns.
+ * memops_wait, memops_write: 0, or -1 with the reason (a full queue is
+ * flushed); memops_flush: the same.
+ */
+#define MEMOPS_MAX 8
+struct memops {
+    struct ipc_comm *c;
+    CUstream s;
+    int n;
+    CUstreamBatchMemOpParams op[MEMOPS_MAX];
+};
+static inline void memops_init(struct memops *m, struct ipc_comm *c, CUstream s)
+{
+    m->c = c;
+    m->s = s;
+    m->n = 0;
+}
+int memops_wait(struct memops *m, CUdeviceptr at, uint64_t v, char *why, size_t whylen);
+int memops_write(struct memops *m, CUdeviceptr at, uint64_t v, char *why, size_t whylen);
+int memops_flush(struct memops *m, char *why, size_t whylen);
+
 /* shim/ipc/ipc_kernel.c: the copy kernel for hops between processes on one
  * GPU.  ipc_kernel_load: 0, or -1 with the reason (copies then stay on copy
  * engines); ipc_kernel_usable: whether a copy between this rank and rank r
@@ -598,6 +634,16 @@ void ipc_vmm_close(struct ipc_comm *c);
 void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
 /* Wakes every waiter on `word` (the caller has changed it). */
 void ipc_wake_word(_Atomic uint32_t *word);
+/* The same where the waiters count themselves in `sleepers`, a word of the
+ * same page: ipc_wait_word_counted sleeps on `word` (if `ready` still says
+ * no once counted: `ready(arg)`), ipc_wake_counted wakes only if somebody
+ * sleeps.  Sequentially consistent on both sides (the waker changes `word`,
+ * then reads `sleepers`; the waiter counts itself, then reads `word` in the
+ * futex call): a waiter the waker missed sees the new value and does not
+ * sleep. */
+void ipc_wait_word_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t seen, long ms,
+                           int (*ready)(const void *), const void *arg);
+void ipc_wake_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers);
 /* Bumps rank r's word and wakes its waiters. */
 void ipc_wake(const struct ipc_comm *c, int r);
 /* Whether the last operation is over (qlock held). */

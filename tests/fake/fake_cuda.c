@@ -21,6 +21,8 @@
  *   FAKE_CUDA_NO_MEMOPS=1       attribute 122 (64-bit stream memory
  *                               operations) is 0 and the 64-bit wait/write
  *                               functions fail with CUDA_ERROR_NOT_SUPPORTED
+ *   FAKE_CUDA_NO_BATCH_MEMOPS=1 cuStreamBatchMemOp fails with
+ *                               CUDA_ERROR_NOT_SUPPORTED (the single calls work)
  *   FAKE_CUDA_CAPTURING=1       cuStreamIsCapturing says every stream is
  *                               capturing (CU_STREAM_CAPTURE_STATUS_ACTIVE)
  *   FAKE_CUDA_WAIT_TIMEOUT_MS=<ms>  bound of a stream wait (default 20000);
@@ -1763,6 +1765,41 @@ EXPORT CUresult cuStreamWriteValue64_v2(CUstream stream, CUdeviceptr addr, unsig
 EXPORT CUresult cuStreamWriteValue64(CUstream stream, CUdeviceptr addr, unsigned long long value,
                                      unsigned int flags) ALIAS(cuStreamWriteValue64_v2);
 
+/* CUDA 12's CUstreamBatchMemOpParams, the 64-bit wait and write (one layout). */
+struct fake_memop {
+    unsigned operation;
+    unsigned long long address, value64;
+    unsigned flags;
+    unsigned long long alias, pad;
+};
+_Static_assert(sizeof(struct fake_memop) == 48, "CUstreamBatchMemOpParams");
+
+/* The operations in the array's order, each as its single call would do it;
+ * the whole array checked first (a refused batch enqueues nothing). */
+EXPORT CUresult cuStreamBatchMemOp_v2(CUstream stream, unsigned int count, void *params, unsigned int flags)
+{
+    INJECT("cuStreamBatchMemOp");
+    NEED_CONTEXT();
+    if (env_is_1("FAKE_CUDA_NO_BATCH_MEMOPS") || no_memops())
+        return CUDA_ERROR_NOT_SUPPORTED;
+    struct fake_memop *ops = params;
+    if (!count || count > 256 || !ops || flags)
+        return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++)
+        if (ops[i].operation != 4 && ops[i].operation != 5)
+            return CUDA_ERROR_INVALID_VALUE;
+    for (unsigned i = 0; i < count; i++) {
+        CUresult r = ops[i].operation == 4
+                         ? wait_value("cuStreamWaitValue64", 64, stream, ops[i].address, ops[i].value64, ops[i].flags)
+                         : write_value("cuStreamWriteValue64", 64, ops[i].address, ops[i].value64, ops[i].flags);
+        if (r)
+            return r;
+    }
+    return CUDA_SUCCESS;
+}
+EXPORT CUresult cuStreamBatchMemOp(CUstream stream, unsigned int count, void *params, unsigned int flags)
+    ALIAS(cuStreamBatchMemOp_v2);
+
 EXPORT CUresult cuStreamWaitValue32_v2(CUstream stream, CUdeviceptr addr, unsigned int value,
                                        unsigned int flags)
 {
@@ -1966,6 +2003,7 @@ static const struct {
     {"cuMemHostGetDevicePointer", (void *)cuMemHostGetDevicePointer_v2},
     {"cuStreamWriteValue32", (void *)cuStreamWriteValue32_v2},
     {"cuStreamWriteValue64", (void *)cuStreamWriteValue64_v2},
+    {"cuStreamBatchMemOp", (void *)cuStreamBatchMemOp_v2},
     {"cuStreamCreate", (void *)cuStreamCreate},
     {"cuEventCreate", (void *)cuEventCreate},
     {"cuEventDestroy", (void *)cuEventDestroy_v2},

@@ -667,11 +667,13 @@ for n in (2, 4, 8):
 
 # 25b. The same with buffers of cuMemAlloc, which the shim exports: each rank writes into its
 #      successor's buffer directly (a new allocation per broadcast: the mapping cache turns over),
-#      and a 4-rank chain where rank 1's buffers cannot be exported (rank 1 reads rank 0's instead).
-for n, name, mem in ((2, "ipc-direct2", lambda r: "cuda"), (4, "ipc-direct4", lambda r: "cuda"),
-                     (4, "ipc-mixed4", lambda r: "host" if r == 1 else "cuda")):
+#      and a 4-rank chain where rank 1's buffers cannot be exported (rank 1 reads rank 0's instead);
+#      ipc-single4: a driver that refuses cuStreamBatchMemOp (the counter operations one by one).
+for n, name, mem, extra in ((2, "ipc-direct2", lambda r: "cuda", {}), (4, "ipc-direct4", lambda r: "cuda", {}),
+                            (4, "ipc-mixed4", lambda r: "host" if r == 1 else "cuda", {}),
+                            (4, "ipc-single4", lambda r: "cuda", {"FAKE_CUDA_NO_BATCH_MEMOPS": "1"})):
     log = os.path.join(TMP, name + ".cuda")
-    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log),
+    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, **extra),
                              lambda r, n=n, mem=mem: dict(roles(n - 1)(r), RANK_CLIENT_MEM=mem(r)),
                              root_args=["xfer=1"], rank_args=["xfer=1"])
     xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
