@@ -111,7 +111,7 @@ static void check_names(void)
     /* A debugging switch, and the test harnesses' variables, which reach the
      * preloaded processes too. */
     static const char *const tools[] = { "NCCLSHIM_IPC_TRACE", "NCCLSHIM_GPU_KEEP", "NCCLSHIM_GPU_SKIP_ONE",
-                                         "NCCLSHIM_GPU_LOST", "NCCLSHIM_TEST_KEEP", NULL };
+                                         "NCCLSHIM_GPU_LOST", "NCCLSHIM_TEST_KEEP", "NCCLSHIM_TEST_RV_FAULT", NULL };
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
         size_t n = eq ? (size_t)(eq - *e) : strlen(*e);

@@ -185,6 +185,10 @@ static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *
         jw_int(w, "hosts", p->rv.v.nhosts);
         if (p->rv.fallback[0])
             jw_str(w, "fallback", p->rv.fallback);
+        if (p->rv.fallback_kind[0])
+            jw_str(w, "fallback_kind", p->rv.fallback_kind);
+        if (p->rv.asked)
+            jw_int(w, "asked", 1);
         jw_close(w, '}');
     }
 }

@@ -61,6 +61,12 @@ struct rv_result {
     double decided_ts;                  /* when it ended (shim_now(): the records' clock) */
     int rounds;                         /* 1, 2, or 3 (ipc) */
     int monitor_fd;                     /* ipc committed: the root's connection, kept open; else -1 */
+    int asked;                          /* 1: its path broke, and it asked the root for the verdict */
+    /* Why a passthrough that is not the policy's choice (empty: none):
+     * "root" (the root fell back for all), "unreachable", "limit", "lost"
+     * (the path broke and the root could not be asked), "frozen" (the root
+     * took no notice of this rank's ABORT). */
+    char fallback_kind[16];
 };
 
 /* How a rank sets an action up, between the DECISION and the COMMIT. */

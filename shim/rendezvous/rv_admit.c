@@ -6,6 +6,7 @@
  */
 #define _GNU_SOURCE
 #include "rv_admit.h"
+#include "config.h"
 
 #include "clock.h"
 #include "record.h"
@@ -124,6 +125,12 @@ void rv_on_acceptable(struct rv_session *s)
                 char who[64], why[RV_REASON_LEN];
                 snprintf(who, sizeof(who), "the root's process (pid %u)", (unsigned)getpid());
                 rv_limit_reason(e, who, "accepting the ranks' connections", why, sizeof(why));
+                size_t n = strlen(why);
+                if (s->leaders == 0 && n + 200 < sizeof(why))
+                    /* Ranks talking to the root each hold one: leaders would hold one per host. */
+                    snprintf(why + n, sizeof(why) - n, "; or set NCCLSHIM_RENDEZVOUS_FANIN (now %d) below the "
+                             "communicator's size, so that its ranks meet at their hosts' leaders",
+                             shim_config()->rendezvous_fanin);
                 rv_limit_fall_back(s, why);
                 return;
             }

@@ -1,7 +1,11 @@
 /*
  * A rank's side of the rendezvous (shim/rendezvous/rendezvous.h), run inside the
- * application's init call.  Every wait is bounded; anything unexpected means
- * passthrough, which the root's protocol makes what every rank then does.
+ * application's init call.  Every wait is bounded.  Before its HELLO is handed
+ * on, a rank may pass through on its own (the root cannot commit anything
+ * without it); after, only the root's word counts: at its own deadline a rank
+ * asks the root to give up (ABORT) and waits for the answer, and a rank whose
+ * path breaks asks the root directly (rv_ask.c).  docs/design.md, "All or
+ * nothing", gives the argument.
  */
 #define _GNU_SOURCE
 #include "rendezvous.h"
@@ -9,6 +13,8 @@
 #include "policy/decide.h"
 #include "clock.h"
 #include "record.h"
+#include "rv_ask.h"
+#include "rv_fault.h"
 #include "rv_io.h"
 #include "rv_leader.h"
 
@@ -30,6 +36,9 @@
  * of them (rv_admit.c, admission) before its HELLO came in. */
 #define HELLO_TRIES 3
 
+/* How a wait for the root's word ended. */
+enum { WORD = 0, ALONE = -1, ASK = -2 };
+
 static void fall_back(struct rv_result *out, const char *fmt, const char *a, const char *b)
 {
     out->via_root = 0;
@@ -37,32 +46,102 @@ static void fall_back(struct rv_result *out, const char *fmt, const char *a, con
     out->v.final = 1;
     snprintf(out->fallback, sizeof(out->fallback), fmt, a, b);
     snprintf(out->v.action_reason, sizeof(out->v.action_reason), "%s", out->fallback);
+    if (!out->fallback_kind[0])
+        snprintf(out->fallback_kind, sizeof(out->fallback_kind), "unreachable");
 }
 
-/* The root's answer of type `type`: 0, or -1 with the reason. */
-static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_t deadline, struct rv_msg *m,
-                 char *err, size_t errlen)
+/* What a fallback's kind asks of the user (the stderr line's fix). */
+static const char *fix_of(const char *kind)
 {
-    if (rv_recv_msg(fd, m, deadline, err, errlen) != 0)
-        return -1;
+    return strcmp(kind, "limit") == 0
+               ? "raise the limit the reason names"
+           : strcmp(kind, "frozen") == 0
+               ? "the root's process (the caller of ncclGetUniqueId) stopped answering: check that it is not "
+                 "stopped or starved of CPU"
+           : strcmp(kind, "root") == 0
+               ? "fix what the reason names; inspect --check on the records says more"
+               : "check that this host can reach the root and that the process that called ncclGetUniqueId is "
+                 "alive until every rank has created the communicator";
+}
+
+/* Every passthrough that is not the policy's choice says so, on one line. */
+static void say_fallback(const struct rank_facts *facts, struct rv_result *out)
+{
+    if (out->via_root && out->v.fallback && !out->fallback_kind[0])
+        snprintf(out->fallback_kind, sizeof(out->fallback_kind), "root");
+    if (!out->fallback_kind[0])
+        return;
+    const char *why = out->via_root ? out->v.action_reason : out->fallback;
+    shim_warn("rendezvous-fallback", "rank %d of %d: the weight-update rendezvous fell back to passthrough (%s): "
+              "%.600s; fix: %s", facts->rank, facts->nranks, out->fallback_kind, why, fix_of(out->fallback_kind));
+}
+
+/* Asks the root the verdict after this rank's path broke (`why`): 0 with it, else fallen back alone. */
+static int ask(const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark, int rank,
+               const char *why, struct rv_result *out)
+{
+    char reason[RV_REASON_LEN], err[300];
+    snprintf(reason, sizeof(reason), "rank %d lost its path to the root (%.500s)", rank, why);
+    if (rv_ask_root(root, rootlen, mark->token, reason, &out->v, err, sizeof(err)) == 0) {
+        out->via_root = 1;
+        out->asked = 1;
+        return 0;
+    }
+    snprintf(out->fallback_kind, sizeof(out->fallback_kind), "lost");
+    fall_back(out, "rendezvous: %.300s, and asking the root directly failed (%.300s): the root's process is gone, "
+              "and no communicator can form without it: passthrough", why, err);
+    return -1;
+}
+
+/*
+ * The root's answer of type `type`: WORD; ALONE with the reason (nothing was
+ * handed on, or the root is frozen); ASK (this rank's HELLO was handed on and
+ * its path broke: ask the root).  Once `handed`, the deadline only makes this
+ * rank ask the root to give up, on the same connection, and wait RV_ASK_US
+ * more for its word, which is the commit if it came first.
+ */
+static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_t deadline, int handed,
+                 struct rv_msg *m, char *err, size_t errlen, struct rv_result *out)
+{
+    int rc = rv_recv_msg(fd, m, deadline, err, errlen);
+    if (rc != 0 && errno == ETIMEDOUT && handed) {
+        struct rv_msg *a = calloc(1, sizeof(*a));
+        char e2[200];
+        if (a) {
+            a->type = RV_ABORT;
+            memcpy(a->token, mark->token, RV_TOKEN_LEN);
+            snprintf(a->u.reason, sizeof(a->u.reason), "a rank waited past its deadline (%s) for the root's "
+                     "answer: NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", err);
+            (void)rv_block_until(fd, shim_mono_us() + RV_ASK_US);
+            if (rv_send_msg(fd, a, shim_mono_us() + RV_ASK_US, e2, sizeof(e2)) == 0)
+                rc = rv_recv_msg(fd, m, shim_mono_us() + RV_ASK_US, err, errlen);
+            free(a);
+        }
+        if (rc != 0 && errno == ETIMEDOUT) {
+            snprintf(out->fallback_kind, sizeof(out->fallback_kind), "frozen");
+            return ALONE;
+        }
+    }
+    if (rc != 0)
+        return handed && errno != ETIMEDOUT ? ASK : ALONE;
     if (!rv_token_equal(m->token, mark->token)) {
         snprintf(err, errlen, "the answer carries a wrong token (not the root's shim)");
         errno = EPROTO;
-        return -1;
+        return handed ? ASK : ALONE;
     }
     if (m->type == RV_ABORT) {
-        /* This host's leader gave up, and has told the root so. */
+        /* This host's leader gave up: the root may have committed all the same. */
         snprintf(err, errlen, "%.390s", m->u.reason);
-        return -1;
+        return handed ? ASK : ALONE;
     }
     /* A veto ends the ipc setup early: COMMIT may come instead of PEERS; and
      * a root that had every rank's word on socket commits without a DECISION. */
     if (m->type != type && !((type == RV_PEERS || type == RV_DECISION) && m->type == RV_COMMIT)) {
         snprintf(err, errlen, "expected message type %d, got %d", (int)type, (int)m->type);
         errno = EPROTO;
-        return -1;
+        return handed ? ASK : ALONE;
     }
-    return 0;
+    return WORD;
 }
 
 /*
@@ -84,6 +163,7 @@ static int join_leader(const struct sockaddr *root, socklen_t rootlen, const str
         char why[RV_REASON_LEN];
         snprintf(why, sizeof(why), "rank %d: %s", facts->rank, err);
         rv_abort_root(root, rootlen, mark->token, why, shim_mono_us() + 1000000);
+        snprintf(out->fallback_kind, sizeof(out->fallback_kind), "limit");
         fall_back(out, "rendezvous: %s: passthrough%s", err, "");
         return -2;
     }
@@ -104,8 +184,7 @@ static const char *connect_failure(int e)
            : e == EHOSTUNREACH || e == ENETUNREACH
                ? " (the address NCCL put in the unique ID is not reachable from this host: "
                  "NCCL_SOCKET_IFNAME)"
-           : e == EMFILE ? " (this process is out of file descriptors: raise `ulimit -n`, or lower "
-                           "NCCLSHIM_RENDEZVOUS_FANIN so that ranks meet at their host's leader)"
+           : e == EMFILE ? " (this process is out of file descriptors: raise `ulimit -n`)"
                : "";
 }
 
@@ -124,14 +203,23 @@ static void unreached(struct rv_result *out, const char *closed, const char *err
     }
 }
 
+/* Where this rank's rendezvous stands: what asking the root needs. */
+struct rv_ctx {
+    const struct sockaddr *root;
+    socklen_t rootlen;
+    const struct uid_mark *mark;
+    const struct rank_facts *facts;
+    const char *where;                  /* the root, and how this rank reaches it */
+};
+
 /*
  * Round 2 (and 3): set the action up, vote, and carry out only what the root
  * commits; ipc first exchanges the exports (PEERS) and votes again.  Returns
  * the connection if the caller is to close it, -1 if it is kept (ipc's
  * monitor) or closed.
  */
-static int vote_rounds(int fd, const struct uid_mark *mark, int timeout_ms, const struct rv_setup *setup,
-                       const char *where, struct rv_msg *m, struct rv_result *out)
+static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const struct rv_setup *setup,
+                       struct rv_msg *m, struct rv_result *out)
 {
     char err[400];
     struct rv_verdict decided = out->v;
@@ -149,15 +237,26 @@ static int vote_rounds(int fd, const struct uid_mark *mark, int timeout_ms, cons
         if (!ok)
             m->u.vote.bloblen = 0;
         m->type = RV_VOTE;
-        memcpy(m->token, mark->token, RV_TOKEN_LEN);
+        memcpy(m->token, x->mark->token, RV_TOKEN_LEN);
         m->u.vote.ok = ok;
         snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
         uint64_t deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
         enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
+        rv_fault("vote");
         (void)rv_block_until(fd, deadline);
-        if (rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0 ||
-            await(fd, mark, next, deadline, m, err, sizeof(err)) != 0) {
-            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", where, err);
+        /* A vote that is not sent whole leaves the root short of it: it
+         * cannot commit, so asking it is safe (and it answers passthrough). */
+        int r = rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0
+                    ? ASK
+                    : await(fd, x->mark, next, deadline, 1, m, err, sizeof(err), out);
+        if (r == ASK) {
+            char how[600];
+            snprintf(how, sizeof(how), "rendezvous with %s, after voting: %s", x->where, err);
+            (void)ask(x->root, x->rootlen, x->mark, x->facts->rank, how, out);
+            return fd;
+        }
+        if (r == ALONE) {
+            fall_back(out, "rendezvous with %s, after voting: %s: passthrough", x->where, err);
             return fd;
         }
         if (m->type == RV_COMMIT) {
@@ -188,8 +287,9 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     struct rv_msg *m = calloc(1, sizeof(*m));
     int fd = -1;
     if (!m) {
+        snprintf(out->fallback_kind, sizeof(out->fallback_kind), "limit");
         fall_back(out, "out of memory for the rendezvous%s%s: passthrough", "", "");
-        return;
+        goto done;
     }
     out->rounds = 1;
 
@@ -209,8 +309,10 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     const char *via = "";
     char where[sizeof(out->root) + 40]; /* the root, and how this rank reaches it */
     snprintf(where, sizeof(where), "%s", out->root);
+    struct rv_ctx x = { (struct sockaddr *)&ss, sl, mark, facts, where };
     int use_leader = rv_fanin(facts->nranks);
     for (int attempt = 1;; attempt++) {
+        rv_fault("connect");
         fd = use_leader ? join_leader((struct sockaddr *)&ss, sl, mark, facts, timeout_ms, connect_deadline, out,
                                       &use_leader)
                         : -1;
@@ -223,6 +325,8 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         if (fd < 0)
             fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
         if (fd < 0) {
+            if (rv_is_limit(errno))
+                snprintf(out->fallback_kind, sizeof(out->fallback_kind), "limit");
             unreached(out, closed, err, errno);
             goto done;
         }
@@ -234,8 +338,13 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         m->type = RV_HELLO;
         memcpy(m->token, mark->token, RV_TOKEN_LEN);
         m->u.hello = *facts;
-        if (rv_send_msg(fd, m, deadline, err, sizeof(err)) == 0 &&
-            await(fd, mark, RV_DECISION, deadline, m, err, sizeof(err)) == 0)
+        rv_fault("hello");
+        int sent = rv_send_msg(fd, m, deadline, err, sizeof(err)) == 0;
+        /* Handed on: only the root's word counts now (await).  A rank
+         * talking to the root itself whose connection closes connects again
+         * (below): its HELLO on a new connection is asking. */
+        int r = sent ? await(fd, mark, RV_DECISION, deadline, 1, m, err, sizeof(err), out) : ALONE;
+        if (r == WORD)
             break;
         int e = errno;
         close(fd);
@@ -243,8 +352,8 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         /* Closed before any answer: the root may have taken this rank for a
          * stranger (it does not wait for one long).  If the root did hear it,
          * it forgot it with the connection, so a new one is a clean start;
-         * if the root has decided, the new one is refused.  (A host's leader
-         * closes a rank's connection only after telling it why: no retry.) */
+         * if the root has decided, the new HELLO is answered with the verdict
+         * (or, during a vote, ends it in passthrough for all). */
         if (!*via && (e == ECONNRESET || e == EPIPE) && attempt < HELLO_TRIES && shim_mono_us() < connect_deadline) {
             char msg[600];
             snprintf(msg, sizeof(msg), "rendezvous with %s: %s before answering; connecting again (attempt %d of %d)",
@@ -253,6 +362,12 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
             if (!closed[0])
                 snprintf(closed, sizeof(closed), "%s", err);
             continue;
+        }
+        if (r == ASK) {
+            char how[600];
+            snprintf(how, sizeof(how), "rendezvous with %s: %s", where, err);
+            (void)ask(x.root, x.rootlen, mark, facts->rank, how, out);
+            goto done;
         }
         fall_back(out, "rendezvous with %s: %s: passthrough", where, err);
         goto done;
@@ -264,7 +379,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     if (out->v.final)
         goto done;
 
-    fd = vote_rounds(fd, mark, timeout_ms, setup, where, m, out);
+    fd = vote_rounds(fd, &x, timeout_ms, setup, m, out);
 
 done:
     if (fd >= 0)
@@ -272,4 +387,5 @@ done:
     free(m);
     out->wait_us = shim_mono_us() - t0;
     out->decided_ts = shim_now();
+    say_fallback(facts, out);
 }

@@ -14,6 +14,23 @@
 
 #include <stdio.h>
 
+/* Closes the anonymous connections past their HELLO deadline; lowers *next
+ * to the nearest one left (or the listener's pause). */
+static void expire_anonymous(struct rv_session *s, uint64_t now, uint64_t *next)
+{
+    /* Backwards: a removal moves the last entry into the one removed. */
+    for (int i = s->nanon - 1; i >= 0; i--) {
+        struct rv_conn *c = &s->conns[s->anon[i]];
+        uint64_t d = c->accepted_us + HELLO_DEADLINE_US;
+        if (now >= d)
+            rv_reject(s, c, REJ_NO_HELLO, "no token within 1 s of connecting");
+        else if (d < *next)
+            *next = d;
+    }
+    if (s->accept_paused_until > now && s->accept_paused_until < *next)
+        *next = s->accept_paused_until;
+}
+
 int rv_check_deadlines(struct rv_session *s, uint64_t now)
 {
     const struct shim_config *cfg = shim_config();
@@ -23,27 +40,20 @@ int rv_check_deadlines(struct rv_session *s, uint64_t now)
         return 60000; /* no deadline: it lasts as long as the communicator */
     if (s->state == ST_ANSWER) {
         deadline = (s->first_us ? s->first_us : s->created_us) + (uint64_t)cfg->rendezvous_timeout_ms * 1000;
+        if (deadline < s->answer_until)
+            deadline = s->answer_until;
         if (now >= deadline) {
             rv_finish(s);
             return 0;
         }
-        uint64_t ms = (deadline - now + 999) / 1000;
+        uint64_t wake = deadline;
+        expire_anonymous(s, now, &wake);
+        uint64_t ms = (wake - now + 999) / 1000;
         return ms > 60000 ? 60000 : (int)ms;
     }
     uint64_t next = UINT64_MAX; /* the nearest admission deadline */
-    if (s->state == ST_WAIT_HELLO) {
-        /* Backwards: a removal moves the last entry into the one removed. */
-        for (int i = s->nanon - 1; i >= 0; i--) {
-            struct rv_conn *c = &s->conns[s->anon[i]];
-            uint64_t d = c->accepted_us + HELLO_DEADLINE_US;
-            if (now >= d)
-                rv_reject(s, c, REJ_NO_HELLO, "no token within 1 s of connecting");
-            else if (d < next)
-                next = d;
-        }
-        if (s->accept_paused_until > now && s->accept_paused_until < next)
-            next = s->accept_paused_until;
-    }
+    if (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES)
+        expire_anonymous(s, now, &next);
     if (s->state == ST_WAIT_HELLO && s->nranks == 0) {
         deadline = s->created_us + (uint64_t)cfg->rendezvous_idle_ms * 1000;
         if (now >= deadline) {

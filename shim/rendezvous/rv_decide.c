@@ -9,6 +9,7 @@
 #include "rv_decide.h"
 
 #include "clock.h"
+#include "rv_fault.h"
 #include "config.h"
 #include "rv_io.h"
 #include "rv_leader.h"
@@ -44,6 +45,7 @@ static int send_all(struct rv_session *s, const struct rv_msg *m)
                 continue;
             if (!len || rv_send_bytes(c->fd, frame, len, deadline) != 0) {
                 failed++;
+                s->askers = 1;
                 rv_reject(s, c, REJ_OTHER, !len ? "out of memory for a message" : errno == ETIMEDOUT ? "send: timed out" : strerror(errno));
             }
         }
@@ -70,11 +72,13 @@ void rv_fall_back(struct rv_session *s, enum rv_type type, const char *why)
 {
     s->verdict.action = ACTION_PASSTHROUGH;
     s->verdict.final = 1;
+    s->verdict.fallback = 1;
     snprintf(s->verdict.action_reason, sizeof(s->verdict.action_reason), "%s", why);
     /* Recorded before it is sent: the ranks' records then follow the root's. */
     rv_record_decision(s, type == RV_COMMIT ? "commit" : "decision");
+    rv_fault("root-commit");
     send_verdict(s, type);
-    rv_finish(s);
+    rv_settle(s);
 }
 
 _Static_assert(POLICY_IPC_MAX_RANKS == RV_MAX_PEERS, "auto's ipc limit is the chain's");
@@ -133,14 +137,18 @@ static int one_round(struct rv_session *s)
     }
     s->verdict.final = 1;
     rv_record_decision(s, "commit");
+    rv_fault("root-commit");
+    /* A send that fails closes that connection: its rank (or host's leader's
+     * ranks) asks the listener, which answers this same verdict (rv_settle). */
     send_verdict(s, RV_COMMIT);
-    rv_finish(s);
+    rv_settle(s);
     return 1;
 }
 
 static void decide_all(struct rv_session *s)
 {
     const struct shim_config *cfg = shim_config();
+    rv_fault("root-decide");
     decide(&cfg->policy, &cfg->patterns, s->facts, s->nranks, &s->d);
     struct rv_verdict *v = &s->verdict;
     v->action = s->d.action;
@@ -154,20 +162,20 @@ static void decide_all(struct rv_session *s)
     adjust_action(v, s->nranks, s->leaders);
     v->final = v->action == ACTION_PASSTHROUGH || v->action == ACTION_FAIL;
     s->decided_us = shim_mono_us();
-    if (s->lfd >= 0) {
-        /* Decided: nobody else may join (late connections are refused, and a
-         * refused rank passes through, which only happens on a final passthrough). */
-        close(s->lfd);
-        s->lfd = -1;
-    }
+    /* Decided: nobody else may join, but the listener stays open: a rank
+     * whose path breaks from here on asks it (an ABORT on a new connection),
+     * which ends the vote in passthrough, or, once the verdict is final, is
+     * answered with it (ST_ANSWER).  ipc closes it at its COMMIT. */
     rv_reject_strangers(s);
     if (!v->final && v->action == ACTION_SOCKET && one_round(s))
         return;
-    if (v->final)
+    if (v->final) {
         rv_record_decision(s, "decision");
+        rv_fault("root-commit");
+    }
     int failed = send_verdict(s, RV_DECISION);
     if (v->final) {
-        rv_finish(s);
+        rv_settle(s);
     } else if (failed) {
         char why[RV_REASON_LEN];
         snprintf(why, sizeof(why), "%d rank(s) could not be sent the decision %s: passthrough for all", failed,
@@ -234,6 +242,7 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         if (leader_pid) {
             c->leader_pid = leader_pid;
             s->leaders++;
+            s->askers = 1;
         }
     }
     s->facts[f->rank] = *f;
@@ -298,11 +307,18 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
     if (s->votes == s->nranks) {
         s->verdict.final = 1;
         rv_record_decision(s, "commit");
+        rv_fault("root-commit");
         int failed = send_verdict(s, RV_COMMIT);
-        if (s->verdict.action == ACTION_IPC && !failed)
+        if (s->verdict.action == ACTION_IPC && !failed) {
+            /* ipc's ranks are each connected to the root (never through a
+             * leader): the monitor needs no listener. */
+            if (s->lfd >= 0)
+                close(s->lfd);
+            s->lfd = -1;
             s->state = ST_MONITOR;
-        else
-            rv_finish(s);
+        } else {
+            rv_settle(s);
+        }
     }
 }
 
@@ -430,8 +446,18 @@ void rv_on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *buf, 
         c->told = 1;
         rv_limit_fall_back(s, m->u.reason[0] ? m->u.reason : "a rank gave up (no reason given)");
     }
-    else if (m->type == RV_HELLO && c->rank < 0 && s->state == ST_ANSWER)
+    else if ((m->type == RV_HELLO || m->type == RV_ABORT) && c->rank < 0 && s->state == ST_ANSWER)
         answer_begun(s, c);
+    else if (m->type == RV_HELLO && c->rank < 0 && s->state == ST_WAIT_VOTES) {
+        /* Every rank had arrived: a rank connecting again lost its path (or
+         * a stranger holds the token).  Nobody can tell which, so nobody goes on. */
+        rv_anon_remove(s, c);
+        c->told = 1;
+        char why[RV_REASON_LEN];
+        snprintf(why, sizeof(why), "rank %d connected again during the vote (its path to the root broke): "
+                 "passthrough for all", m->u.hello.rank);
+        rv_limit_fall_back(s, why);
+    }
     else if (m->type == RV_VOTE && c->rank >= 0 && s->state == ST_WAIT_VOTES)
         on_vote(s, c, &m->u.vote);
     else {

@@ -24,6 +24,7 @@
 #include "config.h"
 #include "policy/decide.h"
 #include "record.h"
+#include "rv_fault.h"
 #include "rv_io.h"
 #include "worker.h"
 
@@ -43,7 +44,9 @@
 #define LEADER_MAX_RANKS 256
 /* Names per (ID, host): enough for FACTS_MAX_RANKS ranks on one host at the smallest group. */
 #define LEADER_SLOTS (2 + FACTS_MAX_RANKS / 4 + 64)
-/* A leader waits this long past the rendezvous timeout for the root's verdict (as a rank does). */
+/* A leader waits this long past the rendezvous timeout for the root's verdict
+ * (as a rank does); then it asks the root to give up (ABORT) and waits this
+ * long again for its word, which may be the commit: only the root decides. */
 #define LEADER_GRACE_US 2000000ull
 
 #define ADMIT 'A'
@@ -67,8 +70,8 @@ void rv_limit_reason(int e, const char *who, const char *doing, char *buf, size_
         (void)getrlimit(RLIMIT_NOFILE, &rl);
         snprintf(buf, len,
                  "%s ran out of file descriptors %s (EMFILE: RLIMIT_NOFILE is %llu; raise it with `ulimit -n` "
-                 "where the job is launched, or lower NCCLSHIM_RENDEZVOUS_FANIN so that ranks meet at their "
-                 "host's leader: the root then holds one descriptor per leader, a leader one per rank, at most %d)",
+                 "where the job is launched: the root holds a descriptor per host's leader, a leader one per rank "
+                 "of its host, at most %d)",
                  who, doing, (unsigned long long)rl.rlim_cur, LEADER_MAX_RANKS);
         break;
     case ENFILE:
@@ -288,6 +291,7 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
         return;
     }
     if (m->type == RV_HELLO && mb->rank < 0) {
+        rv_fault("leader-hello");
         mb->rank = m->u.hello.rank;
         mb->pid = m->u.hello.pid;
         m->leader_pid = L->pid;
@@ -328,6 +332,7 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     /* The root's bytes as they came: every member checks the same token. */
     memcpy(L->frame, frame, len);
     if (final) {
+        rv_fault("leader-commit");
         /* This process's own ranks last, after the ranks still at the door:
          * once they have it, this process may exit. */
         int nranks = 0;
@@ -537,10 +542,17 @@ static void *lead(void *arg)
         goto out;
     for (;;) {
         uint64_t now = shim_mono_us();
-        if (now >= deadline) {
+        if (now >= deadline && !L->aborted) {
+            /* A request, not a decision: the root's COMMIT may be on its way. */
             snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from the root at %s within "
-                     "%d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s: passthrough", (unsigned)L->pid, L->rootstr,
-                     L->timeout_ms);
+                     "%d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s: passthrough for all", (unsigned)L->pid,
+                     L->rootstr, L->timeout_ms);
+            abort_root(L, why);
+            deadline = now + LEADER_GRACE_US;
+        } else if (now >= deadline) {
+            /* The root took no notice: its ranks ask it themselves (rv_ask.c). */
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no answer from the root at %s to its ABORT "
+                     "within 2 s", (unsigned)L->pid, L->rootstr);
             give_up(L, why);
             goto out;
         }

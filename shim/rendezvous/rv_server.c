@@ -151,7 +151,7 @@ static void handle_ready(const struct pollfd *pfd, const struct poll_ref *ref, s
         if (s->state == ST_DONE)
             continue;
         if (ref[j].conn < 0) {
-            if (s->lfd == pfd[j].fd && s->state == ST_WAIT_HELLO)
+            if (s->lfd == pfd[j].fd && (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES))
                 rv_on_acceptable(s);
             else if (s->lfd == pfd[j].fd && s->state == ST_ANSWER)
                 rv_answer_late(s);

@@ -67,6 +67,21 @@ void rv_reject_strangers(struct rv_session *s)
             rv_reject(s, &s->conns[i], REJ_LATE, "not a rank (no HELLO) when every rank had arrived");
 }
 
+void rv_settle(struct rv_session *s)
+{
+    if (s->lfd < 0 || !s->askers) {
+        rv_finish(s);
+        return;
+    }
+    for (int i = 0; i < s->nconns; i++) {
+        struct rv_conn *c = &s->conns[i];
+        if (c->fd >= 0 && (c->rank >= 0 || c->told))
+            rv_close_conn(c);
+    }
+    s->state = ST_ANSWER;
+    s->answer_until = shim_mono_us() + RV_LINGER_US;
+}
+
 void rv_close_conn(struct rv_conn *c)
 {
     if (c->fd >= 0)

@@ -19,8 +19,11 @@
  * connection open, and the first one to close (a rank died, or the
  * communicator is being destroyed everywhere) closes them all: the other
  * ranks' shims take that as "a peer is gone" (shim/ipc/ipc_monitor.c). */
-/* ST_ANSWER: fell back at a limit; the listener answers latecomers with
- * that verdict until the timeout. */
+/* ST_ANSWER: the final verdict is out (or the root fell back at a limit);
+ * the listener answers whoever shows the token with that verdict, until the
+ * timeout and at least RV_LINGER_US after the verdict: a rank that lost its
+ * host's leader, or whose connection broke before the verdict reached it,
+ * asks here (rv_ask_root), and hears what every other rank heard. */
 enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_ANSWER, ST_DONE };
 
 /*
@@ -51,6 +54,10 @@ _Static_assert(MAX_ANONYMOUS <= MAX_ANONYMOUS_HARD, "the hard cap is above the c
  * and a rank that loses this race connects again (rv_client.c), so a longer
  * deadline would only let strangers hold descriptors longer. */
 #define HELLO_DEADLINE_US 1000000ull
+/* How long the root answers askers after its final verdict (ST_ANSWER): a
+ * rank asks as soon as its path breaks, within its own bounded waits
+ * (rv_client.c ASK_US), so this only has to outlast those. */
+#define RV_LINGER_US 15000000ull
 #define ACCEPT_BURST 64
 /* accept() failing for another reason than "nothing pending" (out of
  * descriptors with nobody to evict): the listener is left alone this long,
@@ -95,6 +102,7 @@ struct rv_session {
     char addr[80];
     uint64_t created_us, first_us, decided_us;
     uint64_t last_us;                   /* the last rank's arrival */
+    uint64_t answer_until;              /* ST_ANSWER: the listener answers until then (at least) */
     int state;
     int nranks;                         /* 0 until the first HELLO */
     int arrived, votes;
@@ -104,6 +112,9 @@ struct rv_session {
     int *conn_of_rank;                  /* index into conns, -1 if absent (a leader's: many ranks) */
     unsigned char *voted;               /* nranks, by rank: voted in this round */
     int leaders;                        /* connections of hosts' leaders */
+    /* Someone may ask after the verdict (ST_ANSWER): hosts' leaders took part
+     * (their ranks ask if a leader dies), or a send of a verdict failed. */
+    int askers;
     struct rv_conn *conns;
     int nconns, capconns;
     int free_head;                      /* slots closed and referred to by no rank, linked by next_free; -1: none */
@@ -124,6 +135,11 @@ static inline void rv_finish(struct rv_session *s)
 {
     s->state = ST_DONE;
 }
+
+/* The final verdict has gone to every rank connected: their connections are
+ * closed, and where someone may ask (askers) the listener answers for
+ * RV_LINGER_US (ST_ANSWER); else the session is over. */
+void rv_settle(struct rv_session *s);
 
 /* `c` is no longer anonymous (it showed the token, or it is closed). */
 void rv_anon_remove(struct rv_session *s, struct rv_conn *c);

@@ -72,6 +72,8 @@
  *      9   nunknown              i32        yes  0..FACTS_MAX_RANKS
  *     10   purpose_reason        string     no   < RV_REASON_LEN bytes
  *     11   action_reason         string     no   < RV_REASON_LEN bytes
+ *     12   fallback              i32        no   0..1: the rendezvous fell back, not the policy
+ *                                                (issue 34; a rank from before skips it)
  *
  *   VOTE (struct rv_vote)
  *      1   token                 16 bytes   yes
@@ -205,6 +207,7 @@ static const struct field verdict_fields[] = {
     F_I32(9, u.verdict.nunknown, REQ, 0, FACTS_MAX_RANKS),
     F_STR(10, u.verdict.purpose_reason, 0),
     F_STR(11, u.verdict.action_reason, 0),
+    F_I32(12, u.verdict.fallback, 0, 0, 1),
 };
 
 static const struct field vote_fields[] = {

@@ -45,6 +45,10 @@ struct rv_verdict {
     int nhosts, ntraining, ninference, nunknown;
     char purpose_reason[RV_REASON_LEN];
     char action_reason[RV_REASON_LEN];
+    /* 1: passthrough because the rendezvous fell back (a rank missing, a
+     * limit, a veto, a path lost), not the policy's choice: every rank says
+     * so on stderr (docs/troubleshooting.md). */
+    int fallback;
 };
 
 /* A rank's vote in round 2: it could (ok=1) or could not set up the action. */

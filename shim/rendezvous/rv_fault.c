@@ -1,0 +1,32 @@
+/* NCCLSHIM_TEST_RV_FAULT (rv_fault.h): delays and kills at the rendezvous's steps, for tests. */
+#define _GNU_SOURCE
+#include "rv_fault.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+void rv_fault(const char *point)
+{
+    const char *spec = getenv("NCCLSHIM_TEST_RV_FAULT");
+    size_t plen = strlen(point);
+    for (const char *p = spec; p && *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        if (n > plen && strncmp(p, point, plen) == 0 && p[plen] == '=') {
+            const char *what = p + plen + 1;
+            if (strncmp(what, "kill", 4) == 0) {
+                raise(SIGKILL);
+            } else {
+                long ms = strtol(what, NULL, 10);
+                struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+                while (ms > 0 && nanosleep(&ts, &ts) != 0 && errno == EINTR)
+                    ;
+            }
+            return;
+        }
+        p = end ? end + 1 : NULL;
+    }
+}

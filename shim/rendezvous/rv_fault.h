@@ -1,0 +1,23 @@
+/*
+ * Fault injection for the rendezvous's agreement tests (tests/t/39-rv-agree.t),
+ * compiled into every build and documented as test-only (docs/operations.md,
+ * "Settings for tests only"): NCCLSHIM_TEST_RV_FAULT="<point>=<what>[,...]",
+ * <what> a delay in ms or "kill" (SIGKILL to this process).  A test-only build
+ * would test other bytes than the ones users run; unset, a point costs one
+ * getenv() per step of a rendezvous (a handful per communicator).
+ *
+ * Points, in protocol order:
+ *   connect        a rank, before it connects (to its leader or the root)
+ *   hello          a rank, connected, before it sends its HELLO
+ *   vote           a rank, before it sends a VOTE
+ *   leader-hello   a host's leader, before it forwards a rank's HELLO
+ *   leader-commit  a host's leader, before it hands the final verdict on
+ *   root-decide    the root, every rank arrived, before it decides
+ *   root-commit    the root, before it sends a final verdict (COMMIT, or a final DECISION)
+ */
+#ifndef NCCLSHIM_RV_FAULT_H
+#define NCCLSHIM_RV_FAULT_H
+
+void rv_fault(const char *point);
+
+#endif
