@@ -79,9 +79,10 @@ ncclResult_t life_ncclGetUniqueId(struct shim_slot *slot, const void *caller, nc
             shim_warn("unmarked-id", "the unique ID was left unmarked (%s): communicators made with it pass "
                       "through", why);
     }
+    /* Marked: why it was; else why not (the root could not listen, or the ID is not one to mark). */
+    const char *said = marked ? mark_why : why[0] ? why : mark_why[0] ? mark_why : "not made";
     int has_id = r == ncclSuccess && uniqueId;
-    comm_record_unique_id(has_id, has_id ? id_hash(uniqueId) : 0, r, dur, &cr, marked ? where : NULL,
-                          marked ? mark_why : why[0] ? why : mark_why[0] ? mark_why : "not made");
+    comm_record_unique_id(has_id, has_id ? id_hash(uniqueId) : 0, r, dur, &cr, marked ? where : NULL, said);
     t_depth--;
     return r;
 }
