@@ -74,12 +74,6 @@ import_checks() { # import_checks <file>
     done < "$1"
 }
 
-# The stem of a running process's record file name, without ".jsonl":
-# record_stem <pid> <host part>: ncclshim.<host>.<pid>.<boot id's first 8>.<start ticks>.
-# (A shell that execs the preloaded program has that program's pid and start.)
-record_stem() {
-    echo "ncclshim.$2.$1.$(head -c 8 /proc/sys/kernel/random/boot_id).$(sed 's/.*) //' "/proc/$1/stat" | cut -d' ' -f20)"
-}
 # The one record file a run left in a log dir.
 record_file() { ls "$1"/ncclshim.*.jsonl 2>/dev/null | head -1; }
 # jq over the records of a dir: jqr <dir> <filter>

@@ -7,7 +7,12 @@
  * one machine share the boot id but not, as Kubernetes pods, the host name:
  * NCCL then treats them as two hosts (its network, no shared memory or P2P
  * between them), and so must the shim's decisions, or `auto` chooses ipc for
- * ranks that share neither /dev/shm nor anything else ipc needs.
+ * ranks that share neither /dev/shm nor anything else ipc needs.  (What
+ * changed across releases does not change the result: NCCL adds a
+ * communicator's hash to every rank's host hash alike; before 2.23 it
+ * computes the string at each init, since then once per process, as the
+ * shim does at its first use: a program that changes NCCL_HOSTID or its host
+ * name between communicators is not followed.)
  *
  * NCCL_HOSTID is read as NCCL reads it: the environment, else NCCL's config
  * files, which NCCL puts into the environment at its first use without

@@ -160,6 +160,18 @@ loads, dec = check("hostid-empty", [{"NCCLSHIM_HOSTNAME": "pod-a", "NCCL_HOSTID"
 is_([loads.get(r, {}).get("host_identity", {}).get("nccl_hostid") for r in (0, 1)], ["", ""],
     "hostid-empty: an empty NCCL_HOSTID is one identity for NCCL (it hashes the empty string), and for the shim")
 
+# NCCL cuts NCCL_HOSTID at 1023 bytes: values that differ only after that are one host; an
+# identity longer than the shim's 127 bytes travels as its start and a hash of the whole.
+long_a, long_b = "h" * 1023 + "a", "h" * 1023 + "b"
+loads, dec = check("hostid-long", [{"NCCLSHIM_HOSTNAME": "pod-a", "NCCL_HOSTID": long_a},
+                                   {"NCCLSHIM_HOSTNAME": "pod-b", "NCCL_HOSTID": long_b}], "ipc", 1)
+hid = loads.get(0, {}).get("host_identity", {}).get("id", "")
+ok(hid.startswith("h" * 100 + "#") and len(hid) == 117 and hid == loads.get(1, {}).get("host_identity", {}).get("id"),
+   "hostid-long: NCCL_HOSTID cut at 1023 bytes as NCCL cuts it, sent as 100 bytes and a hash", hid)
+loads, dec = check("hostid-long-differs", [{"NCCLSHIM_HOSTNAME": "pod", "NCCL_HOSTID": "h" * 1000 + "a"},
+                                           {"NCCLSHIM_HOSTNAME": "pod", "NCCL_HOSTID": "h" * 1000 + "b"}], "socket", 2)
+ok(True, "hostid-long-differs: long values that differ within 1023 bytes are two hosts (the hash tells them apart)")
+
 # --- record files: never shared -------------------------------------------------------------
 # Every numbered name of this process's file is taken (as by processes of the same host name,
 # boot, start tick and pid in other PID namespaces): the records go to a random name, whole.
