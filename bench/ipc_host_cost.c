@@ -6,11 +6,13 @@
  * timing: a full work queue would block the call), and reported as the
  * median of the runs' means, in nanoseconds per call.
  *
- *     cc -O2 -Ishim/ipc -o build/ipc_host_cost bench/ipc_host_cost.c -ldl
+ *     cc -O2 -I. -Ishim/ipc -Ishim/base -Ishim/nccl -Ishim/rendezvous -o build/ipc_host_cost \
+ *        bench/ipc_host_cost.c -ldl
  *     build/ipc_host_cost [N]
  */
 #define _GNU_SOURCE
-#include "cuda.h"
+/* The shim's copy kernel (its PTX, copy_ptx), to time its launch. */
+#include "ipc_kernel.c"
 
 #include <dlfcn.h>
 #include <limits.h>
@@ -72,6 +74,13 @@ static CUstream S;
         printf("%-52s %8.0f ns\n", label, runs[nruns / 2]);                                   \
     } while (0)
 
+/* ipc_kernel.c's error path (unused here). */
+const char *shim_cuda_error(const char *fn, CUresult r, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s: %d", fn, r);
+    return buf;
+}
+
 static _Atomic unsigned word;
 static int futex_wake(void)
 {
@@ -113,6 +122,18 @@ int main(int argc, char **argv)
     CUresult (*batch)(CUstream, unsigned, CUstreamBatchMemOpParams *, unsigned) = fn("cuStreamBatchMemOp");
     CUresult (*copy)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = fn("cuMemcpyDtoDAsync");
     sync_stream = fn("cuStreamSynchronize");
+    CUresult (*copy_any)(CUdeviceptr, CUdeviceptr, size_t, CUstream) = fn("cuMemcpyAsync");
+    cuMemcpyBatchAsync_12080_t copy_batch = NULL;
+    {
+        int st_ = 0;
+        void *f_ = NULL;
+        if (getproc("cuMemcpyBatchAsync", &f_, 12080, 0, &st_) == CUDA_SUCCESS)
+            copy_batch = (cuMemcpyBatchAsync_12080_t)f_;
+    }
+    CUresult (*mod_load)(CUmodule *, const void *) = fn("cuModuleLoadData");
+    CUresult (*mod_fn)(CUfunction *, CUmodule, const char *) = fn("cuModuleGetFunction");
+    CUresult (*launch)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned, CUstream,
+                       void **, void **) = fn("cuLaunchKernel");
     CUdevice d;
     CUcontext ctx, cur;
     if (init(0) || dev_get(&d, 0) || retain(&ctx, d) || ctx_set(ctx) || stream_create(&S, CU_STREAM_NON_BLOCKING)) {
@@ -129,6 +150,16 @@ int main(int argc, char **argv)
     }
     int st;
     unsigned long long id;
+    CUmodule mod;
+    CUfunction kfn;
+    if (mod_load(&mod, copy_ptx) || mod_fn(&kfn, mod, "ncclshim_copy")) {
+        fprintf(stderr, "no kernel\n");
+        return 2;
+    }
+    unsigned long long n16 = 4096 / 16, tail = 0;
+    void *kparams[] = { &b, &a, &n16, &tail };
+    CUmemcpyAttributes cattr = { 1, { 1, 0 }, { 1, 0 }, 1 };
+    size_t clen = 4096, cidx = 0, cfail = 0;
     CUstreamBatchMemOpParams ops[4];
     memset(ops, 0, sizeof(ops));
     for (int i = 0; i < 4; i++) {
@@ -149,7 +180,16 @@ int main(int argc, char **argv)
     MEASURE("cuStreamBatchMemOp, write + wait", batch(S, 2, ops, 0));
     MEASURE("cuStreamBatchMemOp, 2 x (write + wait)", batch(S, 4, ops, 0));
     MEASURE("cuMemcpyDtoDAsync 4 KiB", copy(b, a, 4096, S));
+    MEASURE("cuMemcpyAsync 4 KiB", copy_any(b, a, 4096, S));
+    if (copy_batch)
+        MEASURE("cuMemcpyBatchAsync 4 KiB (ipc_copy's)",
+                copy_batch(&b, &a, &clen, 1, &cattr, &cidx, 1, &cfail, S));
+    MEASURE("cuLaunchKernel, the copy kernel, 4 KiB (1 block)", launch(kfn, 1, 1, 1, THREADS, 1, 1, 0, S, kparams, NULL));
     MEASURE("wait + copy + write (a root's push, 3 calls)",
             wait64(S, flags, 0, 0) | copy(b, a, 4096, S) | write64(S, flags + 64, 1, 0));
+    MEASURE("wait + kernel + write", wait64(S, flags, 0, 0) | launch(kfn, 1, 1, 1, THREADS, 1, 1, 0, S, kparams, NULL) |
+                                         write64(S, flags + 64, 1, 0));
+    MEASURE("wait + kernel + write", wait64(S, flags, 0, 0) | launch(kfn, 1, 1, 1, THREADS, 1, 1, 0, S, kparams, NULL) |
+                                         write64(S, flags + 64, 1, 0));
     return 0;
 }

@@ -185,6 +185,37 @@ static void await_receiver(struct ipc_comm *c, uint64_t b)
               (unsigned long long)(shim_mono_us() - t0));
 }
 
+/* A new entry of the export cache for buffer id `id` (replacing one of the
+ * same id), or NULL (out of memory: the buffer is staged). */
+static struct ipc_exported *new_export(struct ipc_comm *c, uint64_t id)
+{
+    struct ipc_exported *e = NULL;
+    HASH_FIND(hh, c->exported, &id, sizeof(id), e);
+    if (e) {
+        HASH_DEL(c->exported, e);
+        free(e);
+        c->nexported--;
+    }
+    if (c->nexported >= EXPORT_CACHE)
+        ipc_forget_exports(c);
+    if (!(e = calloc(1, sizeof(*e))))
+        return NULL;
+    e->buffer_id = id;
+    HASH_ADD(hh, c->exported, buffer_id, sizeof(e->buffer_id), e);
+    c->nexported++;
+    return e;
+}
+
+void ipc_forget_exports(struct ipc_comm *c)
+{
+    struct ipc_exported *e, *tmp;
+    HASH_ITER(hh, c->exported, e, tmp) {
+        HASH_DEL(c->exported, e);
+        free(e);
+    }
+    c->nexported = 0;
+}
+
 /* Whether `bytes` at `buf` can be reached by a neighbour where they are: an
  * allocation cuIpcGetMemHandle exports, or memory of cuMemCreate shared as
  * file descriptors (ipc_vmm.c).  Else d->direct stays 0. */
@@ -198,16 +229,13 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
     if (!bytes || cu->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, buf) != CUDA_SUCCESS || !id)
         return;
     /* Ids are never reused (one per allocation, or per mapping of cuMemCreate
-     * memory), so an id seen before has the same range: two driver calls
-     * saved on each broadcast of a buffer used before. */
-    struct ipc_exported *e = NULL, *lru = &c->exported[0];
-    for (int i = 0; i < EXPORT_CACHE && !e; i++) {
-        struct ipc_exported *x = &c->exported[i];
-        if (x->buffer_id == id && x->size && buf >= x->start && buf - x->start < x->size)
-            e = x;
-        else if (x->last_b < lru->last_b)
-            lru = x;
-    }
+     * memory), so an id seen before has the same range: two driver calls and
+     * the handle's export saved on each broadcast of a buffer used before. */
+    struct ipc_exported *e = NULL;
+    uint64_t key = id;
+    HASH_FIND(hh, c->exported, &key, sizeof(key), e);
+    if (e && !(buf >= e->start && buf - e->start < e->size))
+        e = NULL; /* not possible for one id: described anew below */
     if (e) {
         start = e->start;
         size = e->size;
@@ -219,9 +247,8 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
     if (bytes > size - (buf - start))
         return;
     if (!e) {
-        e = lru;
-        memset(e, 0, sizeof(*e));
-        e->buffer_id = id;
+        if (!(e = new_export(c, id)))
+            return;
         e->start = start;
         e->size = size;
         /* Fails for memory of cuMemCreate (expandable segments), which

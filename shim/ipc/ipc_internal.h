@@ -180,6 +180,7 @@
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
+#include <uthash.h>
 
 #define FLAGS_BYTES 4096
 #define MAX_SLOTS 64
@@ -206,11 +207,16 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define P2P_AREA (14u << 20)
 /* Descriptors a rank may publish ahead of its neighbours. */
 #define DRING 64
-/* Peer allocations kept mapped between broadcasts (the ones its
- * predecessor used last); more stay mapped while broadcasts are in flight. */
-#define MAP_CACHE 8
-/* Allocations of this rank whose IPC handle is remembered. */
-#define EXPORT_CACHE 8
+/* Peer allocations kept mapped between broadcasts (the ones used last); more
+ * stay mapped while broadcasts are in flight.  A refit's worth: a model sent
+ * a tensor a broadcast has hundreds (a 7B dense model 291) to tens of
+ * thousands (an MoE model's experts) of them, and a mapping closed between
+ * two refits is opened again in the next (~8 us each, H100: docs/benchmarks.md,
+ * "Host time per broadcast").  Idle ones still go after MAP_IDLE_MS. */
+#define MAP_CACHE 32768
+/* Allocations of this rank whose IPC handle is remembered (then forgotten all
+ * at once: an id is never reused, a forgotten one costs its driver calls again). */
+#define EXPORT_CACHE 32768
 /* Mappings unused this long are given back: a peer's freed memory is
  * not kept alive by them for longer. */
 #define MAP_IDLE_MS 1000
@@ -320,9 +326,13 @@ struct ipc_bcast_args {
 };
 
 /* A neighbour's allocation as mapped here (under qlock). */
-struct ipc_map {
-    int rank;
+struct ipc_map_key {
+    int32_t rank, pad;                  /* pad 0: the key is its bytes */
     uint64_t buffer_id;
+};
+struct ipc_map {
+    struct ipc_map_key key;
+    UT_hash_handle hh;
     CUipcMemHandle handle;
     CUdeviceptr base;
     uint64_t last_b;                    /* the last broadcast that used it */
@@ -335,7 +345,8 @@ struct ipc_vmm_piece {
 
 /* An allocation of this rank and its IPC handle (as `struct ipc_map`). */
 struct ipc_exported {
-    uint64_t buffer_id;                 /* 0: unused */
+    uint64_t buffer_id;                 /* the key (c->exported) */
+    UT_hash_handle hh;
     CUdeviceptr start;
     size_t size;                        /* the range of start (cuMemCreate memory: the whole reservation) */
     CUipcMemHandle handle;
@@ -417,8 +428,8 @@ struct ipc_comm {
     /* Under qlock: the application's thread enqueues broadcasts, and the
      * reaper gives mappings back, holding it (and ipc_free once the reaper
      * has stopped). */
-    struct ipc_map *map;
-    int nmap, capmap;
+    struct ipc_map *map;                /* by (rank, buffer id): uthash */
+    int nmap;
     uint64_t map_used_us;               /* shim_mono_us() when a mapping was last used */
     /* How the broadcasts went (ipc_get_stats), counted as they are enqueued. */
     atomic_ullong stat_first, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
@@ -434,7 +445,8 @@ struct ipc_comm {
     CUfunction kfn;
     int sms;
     char copy_note[200];
-    struct ipc_exported exported[EXPORT_CACHE];
+    struct ipc_exported *exported;      /* by buffer id: uthash; the application's thread's */
+    int nexported;
     /* shim/ipc/ipc_vmm.c's state (NULL: no VMM sharing), under qlock;
      * vmm_note says why VMM memory is staged, if it is (written under
      * qlock, read by the records once the communicator is done). */
@@ -581,6 +593,10 @@ int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whyl
  * over; else none.  ipc_map_peer: rank r's allocation of `d` mapped here, at
  * *at (the data's address): 0, or -1 with the reason. */
 void ipc_trim_maps(struct ipc_comm *c, int keep);
+/* Closes rank r's mapping m and forgets it (qlock held, the last operation over). */
+void ipc_close_map(struct ipc_comm *c, struct ipc_map *m);
+/* Forgets this rank's exported allocations (destroy). */
+void ipc_forget_exports(struct ipc_comm *c);
 int ipc_map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d, size_t bytes, CUdeviceptr *at,
                  char *why, size_t whylen);
 

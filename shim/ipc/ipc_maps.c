@@ -13,11 +13,27 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Least recently used first. */
+static int by_use(const void *x, const void *y)
+{
+    const struct ipc_map *a = x, *b = y;
+    return (a->last_b > b->last_b) - (a->last_b < b->last_b);
+}
+
+void ipc_close_map(struct ipc_comm *c, struct ipc_map *m)
+{
+    c->cu->cuIpcCloseMemHandle(m->base);
+    HASH_DEL(c->map, m);
+    free(m);
+    c->nmap--;
+}
+
 /*
  * Closing a mapping waits (inside the driver) for the work issued before it,
  * so it must not run while a copy through the mapping may still run: only
  * with qlock held (no broadcast being enqueued) and the last operation over;
- * else the cache grows until the next chance.
+ * else the cache grows until the next chance.  Sorted once (O(n log n): a
+ * refit's tens of thousands of mappings), the oldest closed.
  */
 void ipc_trim_maps(struct ipc_comm *c, int keep)
 {
@@ -26,14 +42,42 @@ void ipc_trim_maps(struct ipc_comm *c, int keep)
     ipc_trace(c, "trim to %d of %d", keep, c->nmap);
     if (!ipc_fence_passed(c))
         return;
-    while (c->nmap > keep) {
-        int lru = 0;
-        for (int i = 1; i < c->nmap; i++)
-            if (c->map[i].last_b < c->map[lru].last_b)
-                lru = i;
-        c->cu->cuIpcCloseMemHandle(c->map[lru].base);
-        c->map[lru] = c->map[--c->nmap];
+    HASH_SRT(hh, c->map, by_use);
+    struct ipc_map *m, *tmp;
+    HASH_ITER(hh, c->map, m, tmp) {
+        if (c->nmap <= keep)
+            break;
+        ipc_close_map(c, m);
     }
+}
+
+/* Opens rank r's allocation of `d` and remembers it under `key`: the
+ * mapping, or NULL with the reason. */
+static struct ipc_map *open_map(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d,
+                                const struct ipc_map_key *key, char *why, size_t whylen)
+{
+    struct ipc_map *m = calloc(1, sizeof(*m));
+    if (!m) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
+    }
+    uint64_t t0 = shim_mono_us();
+    CUresult res = c->cu->cuIpcOpenMemHandle(&m->base, d->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
+    ipc_trace(c, "b %llu: opened rank %d's buffer (%llu bytes) in %llu us", (unsigned long long)b, r,
+              (unsigned long long)d->alloc_size, (unsigned long long)(shim_mono_us() - t0));
+    if (res != CUDA_SUCCESS) {
+        char err[160];
+        snprintf(why, whylen, "opening rank %d's buffer (%llu bytes) for broadcast %llu: %s", r,
+                 (unsigned long long)d->alloc_size, (unsigned long long)b,
+                 shim_cuda_error("cuIpcOpenMemHandle", res, err, sizeof(err)));
+        free(m);
+        return NULL;
+    }
+    m->key = *key;
+    m->handle = d->handle;
+    HASH_ADD(hh, c->map, key, sizeof(m->key), m);
+    c->nmap++;
+    return m;
 }
 
 /* Rank r's allocation of `d`, mapped here (cached: see ipc_trim_maps). */
@@ -55,40 +99,17 @@ int ipc_map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d
         c->map_used_us = shim_mono_us();
         return 0;
     }
+    struct ipc_map_key key = { r, 0, d->buffer_id };
     struct ipc_map *m = NULL;
-    for (int i = 0; i < c->nmap && !m; i++)
-        if (c->map[i].rank == r && c->map[i].buffer_id == d->buffer_id &&
-            memcmp(&c->map[i].handle, &d->handle, sizeof(d->handle)) == 0)
-            m = &c->map[i];
-    if (!m) {
-        if (c->nmap == c->capmap) {
-            int cap = c->capmap ? 2 * c->capmap : MAP_CACHE;
-            struct ipc_map *grown = realloc(c->map, (size_t)cap * sizeof(*grown));
-            if (!grown) {
-                snprintf(why, whylen, "out of memory");
-                return -1;
-            }
-            c->map = grown;
-            c->capmap = cap;
-        }
-        CUdeviceptr p = 0;
-        uint64_t t0 = shim_mono_us();
-        CUresult res = c->cu->cuIpcOpenMemHandle(&p, d->handle, CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS);
-        ipc_trace(c, "b %llu: opened rank %d's buffer (%llu bytes) in %llu us", (unsigned long long)b, r,
-                  (unsigned long long)d->alloc_size, (unsigned long long)(shim_mono_us() - t0));
-        if (res != CUDA_SUCCESS) {
-            char err[160];
-            snprintf(why, whylen, "opening rank %d's buffer (%llu bytes) for broadcast %llu: %s", r,
-                     (unsigned long long)d->alloc_size, (unsigned long long)b,
-                     shim_cuda_error("cuIpcOpenMemHandle", res, err, sizeof(err)));
-            return -1;
-        }
-        m = &c->map[c->nmap++];
-        m->rank = r;
-        m->buffer_id = d->buffer_id;
-        m->handle = d->handle;
-        m->base = p;
+    HASH_FIND(hh, c->map, &key, sizeof(key), m);
+    if (m && memcmp(&m->handle, &d->handle, sizeof(d->handle)) != 0) {
+        /* An allocation's id is never reused and its handle never changes. */
+        snprintf(why, whylen, "rank %d's buffer %llu came with another IPC handle than before",
+                 r, (unsigned long long)d->buffer_id);
+        return -1;
     }
+    if (!m && !(m = open_map(c, r, b, d, &key, why, whylen)))
+        return -1;
     m->last_b = b;
     c->map_used_us = shim_mono_us();
     *at = m->base + d->offset;

@@ -117,9 +117,5 @@ void ipc_reaper_stop(struct ipc_comm *c)
     if (c->nmap)
         shim_warn("ipc", "ipc communicator %s (rank %d): %d mappings of peers' buffers stay open: its last operation "
                   "did not finish", c->group, c->rank, c->nmap);
-    else {
-        free(c->map);
-        c->map = NULL;
-        c->capmap = 0;
-    }
+    ipc_forget_exports(c);
 }

@@ -175,8 +175,9 @@ int ipc_data_reap(struct ipc_comm *c)
         if (DATA_ST(v) == DATA_ACTIVE)
             continue;
         int has_maps = 0;
-        for (int i = 0; i < c->nmap; i++)
-            has_maps |= c->map[i].rank == r;
+        struct ipc_map *m, *tmp;
+        HASH_ITER(hh, c->map, m, tmp)
+            has_maps |= m->key.rank == r;
         int acked = DATA_ST(v) != DATA_RELEASING || atomic_load(&c->shared[r]->acked[c->rank]) == DATA_EPOCH(v);
         if (!c->data[r] && !has_maps && acked)
             continue;
@@ -191,14 +192,9 @@ int ipc_data_reap(struct ipc_comm *c)
         if (c->data[r])
             close_data(c, r);
         /* Its buffers too: a suspended rank's application frees them next. */
-        for (int i = 0; i < c->nmap;) {
-            if (c->map[i].rank == r) {
-                c->cu->cuIpcCloseMemHandle(c->map[i].base);
-                c->map[i] = c->map[--c->nmap];
-            } else {
-                i++;
-            }
-        }
+        HASH_ITER(hh, c->map, m, tmp)
+            if (m->key.rank == r)
+                ipc_close_map(c, m);
         if (DATA_ST(v) == DATA_RELEASING) {
             atomic_store(&c->shared[r]->acked[c->rank], DATA_EPOCH(v));
             ipc_wake(c, r);
