@@ -372,6 +372,11 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         char why[160];
         snprintf(why, sizeof(why), "rank or size outside what the rendezvous serves (1..%d ranks): "
                  "NCCL will judge the arguments", FACTS_MAX_RANKS);
+        if (in->nranks > FACTS_MAX_RANKS && in->rank >= 0 && in->rank < in->nranks)
+            /* Not the policy's choice: said on every rank (issue 34). */
+            shim_warn("rendezvous-fallback", "rank %d of %d: the weight-update rendezvous serves at most %d ranks: "
+                      "this communicator is decided on this rank's evidence alone, as every rank of it is", in->rank,
+                      in->nranks, FACTS_MAX_RANKS);
         decide_locally(in, p, why);
         return;
     }
