@@ -55,7 +55,7 @@ SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(SHIM_INC) $(UTHASH
 SHIM_LDLIBS := -ldl -lpthread
 
 SHIM_SRCS := $(foreach d,$(SHIM_DIRS),$(sort $(wildcard $(d)/*.c))) \
-             policy/classify.c policy/pattern.c policy/decide.c policy/rules.c policy/fabric.c
+             policy/classify.c policy/pattern.c policy/decide.c policy/rules.c policy/fabric.c policy/hosts.c
 SHIM_HDRS := $(foreach d,$(SHIM_DIRS),$(wildcard $(d)/*.h $(d)/*.def $(d)/*.inc)) $(wildcard policy/*.h)
 BUILD ?= build
 LIB := $(BUILD)/libncclshim.so

@@ -8,6 +8,7 @@
 
 #include "defaults.h"
 #include "fabric.h"
+#include "hosts.h"
 #include "pattern.h"
 
 #include <stdarg.h>
@@ -181,33 +182,13 @@ static void sb_ranks(struct sb *b, const struct selector *s, const struct rank_f
         sb_addf(b, "ranks %s", list);
 }
 
-static int cmp_host(const void *a, const void *b, void *ctx)
-{
-    const struct rank_facts *facts = ctx;
-    return strncmp(facts[*(const int *)a].host_id, facts[*(const int *)b].host_id, FACTS_HOST_LEN);
-}
-
 /* Distinct host_id values; a rank with an empty host_id counts as a host of its own. */
 static int count_hosts(const struct rank_facts *facts, int nranks)
 {
-    int stack_idx[FACTS_MAX_RANKS];
-    int *idx = nranks <= FACTS_MAX_RANKS ? stack_idx : malloc(sizeof(int) * (size_t)nranks);
-    if (!idx)
-        return nranks; /* no memory: every rank a host of its own (never claims "one host") */
-    int n = 0, hosts = 0;
-    for (int i = 0; i < nranks; i++) {
-        if (facts[i].host_id[0])
-            idx[n++] = i;
-        else
-            hosts++;
-    }
-    qsort_r(idx, (size_t)n, sizeof(int), cmp_host, (void *)facts);
-    for (int k = 0; k < n; k++)
-        if (k == 0 || cmp_host(&idx[k - 1], &idx[k], (void *)facts) != 0)
-            hosts++;
-    if (idx != stack_idx)
-        free(idx);
-    return hosts;
+    int *host_of = malloc(sizeof(int) * (size_t)(nranks > 0 ? nranks : 1));
+    int hosts = host_of ? hosts_group(facts, nranks, host_of) : -1;
+    free(host_of);
+    return hosts < 0 ? nranks : hosts; /* no memory: every rank a host of its own (never claims "one host") */
 }
 
 /* ---- purpose ---- */
@@ -252,8 +233,8 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
      * OpenRLHF, verl) and an engine's own groups have no such frame */
     const char *sites = pp && pp->weight_update_callsites ? pp->weight_update_callsites
                                                           : DEFAULT_WEIGHT_UPDATE_CALLSITES;
-    unsigned char stack_flags[FACTS_MAX_RANKS];
-    unsigned char *flags = nranks <= FACTS_MAX_RANKS ? stack_flags : malloc((size_t)nranks);
+    /* On the heap: FACTS_MAX_RANKS bytes are too many for a thread's stack. */
+    unsigned char *flags = malloc((size_t)(nranks > 0 ? nranks : 1));
     int first = -1, frame = -1, count = 0;
     char pat[256] = "";
     for (int i = 0; i < nranks; i++) {
@@ -280,8 +261,7 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
         sb_quote(&b, pat, sizeof(pat), 100);
         sb_add(&b, "')");
     }
-    if (flags != stack_flags)
-        free(flags);
+    free(flags);
     if (first >= 0)
         return;
     /* 3. every rank inference */

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "fabric.h"
+#include "hosts.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,19 +52,6 @@ long fabric_estimate(int kind, int on_host, int nranks, int devices, int one_cha
     long ends = FABRIC_IB_ENDS_PER_CHANNEL + (on_host == 1 ? 2 * ceil_log2(nranks) : 0);
     /* One channel sits on one device; the default's channels spread over all. */
     return (long)on_host * ends * (one_channel ? 1 : FABRIC_DEFAULT_CHANNELS_PER_DEVICE);
-}
-
-static int cmp_rank_host(const void *a, const void *b, void *ctx)
-{
-    const struct rank_facts *facts = ctx;
-    int x = *(const int *)a, y = *(const int *)b;
-    int c = strncmp(facts[x].host_id, facts[y].host_id, FACTS_HOST_LEN);
-    return c ? c : x - y; /* by rank within a host: its first names it */
-}
-
-static int same_host(const struct rank_facts *a, const struct rank_facts *b)
-{
-    return a->host_id[0] && strncmp(a->host_id, b->host_id, FACTS_HOST_LEN) == 0;
 }
 
 static void merge_rank(struct host *h, const struct rank_facts *f, int rank)
@@ -151,37 +139,32 @@ static const char *const verdict_words[] = {
 
 enum action fabric_choose(const struct rank_facts *facts, int nranks, char *why, size_t whylen)
 {
-    int stack_idx[FACTS_MAX_RANKS];
-    int *idx = nranks <= FACTS_MAX_RANKS ? stack_idx : malloc(sizeof(int) * (size_t)(nranks > 0 ? nranks : 1));
-    if (!facts || nranks < 1 || !idx) {
-        snprintf(why, whylen, "fabric not judged (%s)", idx ? "no ranks' facts" : "no memory to weigh it");
-        if (idx && idx != stack_idx)
-            free(idx);
+    /* Hosts grouped in linear time (policy/hosts.c); each host's ranks merged
+     * in rank order, its first rank naming it, as a sort by host would. */
+    int *host_of = facts && nranks > 0 ? malloc(sizeof(int) * (size_t)nranks) : NULL;
+    int nhosts = host_of ? hosts_group(facts, nranks, host_of) : -1;
+    struct host *hosts = nhosts > 0 ? calloc((size_t)nhosts, sizeof(*hosts)) : NULL;
+    if (!facts || nranks < 1 || !hosts) {
+        snprintf(why, whylen, "fabric not judged (%s)", !facts || nranks < 1 ? "no ranks' facts" : "no memory to weigh it");
+        free(host_of);
         return ACTION_SOCKET;
     }
     for (int i = 0; i < nranks; i++)
-        idx[i] = i;
-    qsort_r(idx, (size_t)nranks, sizeof(int), cmp_rank_host, (void *)facts);
+        merge_rank(&hosts[host_of[i]], &facts[i], i);
     enum verdict_kind worst = V_AMPLE;
-    int worst_first = -1, nhosts = 0;
+    int worst_first = -1;
     char best[400] = "", cur[400];
-    for (int k = 0; k < nranks;) {
-        struct host h = { 0 };
-        int j = k;
-        do
-            merge_rank(&h, &facts[idx[j]], idx[j]);
-        while (++j < nranks && same_host(&facts[idx[k]], &facts[idx[j]]));
-        enum verdict_kind v = host_verdict(&h, facts, nranks, cur, sizeof(cur));
-        nhosts++;
-        if (worst_first < 0 || v > worst || (v == worst && h.first < worst_first)) {
+    for (int k = 0; k < nhosts; k++) {
+        const struct host *h = &hosts[k];
+        enum verdict_kind v = host_verdict(h, facts, nranks, cur, sizeof(cur));
+        if (worst_first < 0 || v > worst || (v == worst && h->first < worst_first)) {
             worst = v;
-            worst_first = h.first;
+            worst_first = h->first;
             memcpy(best, cur, sizeof(best));
         }
-        k = j;
     }
-    if (idx != stack_idx)
-        free(idx);
+    free(hosts);
+    free(host_of);
     enum action a = worst == V_AMPLE ? ACTION_PASSTHROUGH : worst == V_FRUGAL ? ACTION_FRUGAL : ACTION_SOCKET;
     int n = snprintf(why, whylen, "%s (%s%s)", verdict_words[worst], worst == V_AMPLE && nhosts > 1 ? "every host; "
                      : "", best);

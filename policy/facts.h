@@ -16,7 +16,7 @@
 #define FACTS_NAME_LEN 48
 /* Largest communicator that takes part in a rendezvous; larger ones pass
  * through (every rank sees the same nranks, so they all skip it). */
-#define FACTS_MAX_RANKS 8192
+#define FACTS_MAX_RANKS 65536
 /* Why a rank could not carry out socket, said before the decision. */
 #define FACTS_SOCKET_WHY_LEN 320
 /* Why a rank could not judge its host's fabric. */

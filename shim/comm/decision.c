@@ -373,6 +373,11 @@ static const char *no_rendezvous(const struct plan_input *in, struct uid_mark *m
     if (in->nranks < 1 || in->nranks > FACTS_MAX_RANKS || in->rank < 0 || in->rank >= in->nranks) {
         snprintf(buf, len, "rank or size outside what the rendezvous serves (1..%d ranks): "
                  "NCCL will judge the arguments", FACTS_MAX_RANKS);
+        if (in->nranks > FACTS_MAX_RANKS && in->rank >= 0 && in->rank < in->nranks)
+            /* Not the policy's choice: said on every rank (issue 34). */
+            shim_warn("rendezvous-fallback", "rank %d of %d: the weight-update rendezvous serves at most %d ranks: "
+                      "this communicator is decided on this rank's evidence alone, as every rank of it is", in->rank,
+                      in->nranks, FACTS_MAX_RANKS);
         return buf;
     }
     return NULL;

@@ -2,7 +2,7 @@
 #define _GNU_SOURCE
 #include "rv_ask.h"
 
-#include "record.h"
+#include "clock.h"
 #include "rv_io.h"
 
 #include <errno.h>

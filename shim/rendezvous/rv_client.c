@@ -246,9 +246,13 @@ static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const str
         (void)rv_block_until(fd, deadline);
         /* A vote that is not sent whole leaves the root short of it: it
          * cannot commit, so asking it is safe (and it answers passthrough). */
-        int r = rv_send_msg(fd, m, deadline, err, sizeof(err)) != 0
-                    ? ASK
-                    : await(fd, x->mark, next, deadline, 1, m, err, sizeof(err), out);
+        int r = rv_send_msg(fd, m, deadline, err, sizeof(err)) == 0
+                    ? await(fd, x->mark, next, deadline, 1, m, err, sizeof(err), out)
+                    /* The root may have closed after its verdict (it gave up on this
+                     * vote): the verdict is then waiting in the socket. */
+                    : await(fd, x->mark, RV_COMMIT, shim_mono_us() + 100000, 0, m, err, sizeof(err), out) == WORD
+                        ? WORD
+                        : ASK;
         if (r == ASK) {
             char how[600];
             snprintf(how, sizeof(how), "rendezvous with %s, after voting: %s", x->where, err);

@@ -25,7 +25,9 @@ const struct shim_config *shim_config(void)
     return &c;
 }
 
-static struct rank_facts F[FACTS_MAX_RANKS];
+/* 8192 ranks: FACTS_MAX_RANKS (65536) of them would take 390 MB here; bench/decide_scale.c times those. */
+#define TEST_RANKS 8192
+static struct rank_facts F[TEST_RANKS];
 static struct policy P;
 static struct decision D;
 static const struct policy_patterns PP = { 0 };
@@ -59,7 +61,7 @@ static void group(int n, int ntrain, const char *(*host)(int), struct fabric_fac
 static const char *two_hosts(int r) { return r < 2 ? "node-a" : "node-b"; }
 static const char *many_hosts(int r)
 {
-    static char h[FACTS_MAX_RANKS][16];
+    static char h[TEST_RANKS][16];
     snprintf(h[r], sizeof(h[r]), "h%d", r / 128);
     return h[r];
 }
@@ -212,7 +214,7 @@ static void test_frugal_refused(void)
 
 static void test_scale(void)
 {
-    int n = FACTS_MAX_RANKS;
+    int n = TEST_RANKS;
     group(n, n / 2, many_hosts, fab(FABRIC_EFA, 32, 8, 0));
     run(n);
     expect(ACTION_PASSTHROUGH, "ranks on 64 hosts, fabric ample (every host; host 'h0' has 32 EFA devices for 8 GPUs",

@@ -711,8 +711,8 @@ int main(int argc, char **argv)
         { RV_HELLO, 21, 3, "tag 21 (socket_ready) is 3, outside 0..2" },
         { RV_HELLO, 21, -1, "tag 21 (socket_ready) is -1" },
         { RV_HELLO, 5, -2, "tag 5 (cuda_device) is -2" },
-        { RV_HELLO, 3, 0, "tag 3 (nranks) is 0, outside 1..8192" },
-        { RV_HELLO, 3, FACTS_MAX_RANKS + 1, "tag 3 (nranks) is 8193" },
+        { RV_HELLO, 3, 0, "tag 3 (nranks) is 0, outside 1..65536" },
+        { RV_HELLO, 3, FACTS_MAX_RANKS + 1, "tag 3 (nranks) is 65537" },
         { RV_HELLO, 3, -2147483647 - 1, "tag 3 (nranks) is -2147483648" },
         { RV_HELLO, 2, -1, "tag 2 (rank) is -1" },
         { RV_HELLO, 2, 1, "HELLO: rank 1 is outside 0..0 (nranks 1)" },
@@ -720,9 +720,9 @@ int main(int argc, char **argv)
         { RV_DECISION, 2, -1, "tag 2 (action) is -1" },
         { RV_COMMIT, 3, PURPOSE_INFERENCE + 1, "COMMIT: tag 3 (purpose) is 4" },
         { RV_DECISION, 4, 2, "tag 4 (final) is 2, outside 0..1" },
-        { RV_DECISION, 6, FACTS_MAX_RANKS + 1, "tag 6 (nhosts) is 8193" },
+        { RV_DECISION, 6, FACTS_MAX_RANKS + 1, "tag 6 (nhosts) is 65537" },
         { RV_DECISION, 7, -1, "tag 7 (ntraining) is -1" },
-        { RV_COMMIT, 8, FACTS_MAX_RANKS + 1, "tag 8 (ninference) is 8193" },
+        { RV_COMMIT, 8, FACTS_MAX_RANKS + 1, "tag 8 (ninference) is 65537" },
         { RV_COMMIT, 9, -5, "tag 9 (nunknown) is -5" },
         { RV_VOTE, 2, 2, "VOTE: tag 2 (ok) is 2, outside 0..1" },
         { RV_VOTE, 2, -1, "VOTE: tag 2 (ok) is -1" },
@@ -745,7 +745,7 @@ int main(int argc, char **argv)
     in.u.vote.rank = 1;
     start(&in);
     set_i32(&fr, 5, FACTS_MAX_RANKS);
-    rejects(decode_fr(), err, "VOTE: tag 5 (rank) is 8192, outside 0..8191", "out of range rejected: a vote's rank");
+    rejects(decode_fr(), err, "VOTE: tag 5 (rank) is 65536, outside 0..65535", "out of range rejected: a vote's rank");
     hello_min(&in);
     start(&in);
     set_i32(&fr, 3, FACTS_MAX_RANKS);

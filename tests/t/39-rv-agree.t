@@ -1,0 +1,129 @@
+#!/usr/bin/env python3
+# All or nothing (issue 34): whatever the timing of connects, HELLOs, votes and
+# commits, and whoever dies at any level (a rank, a host's leader, the root),
+# every surviving rank of a communicator carries out the same action.  Delays
+# and kills come from NCCLSHIM_TEST_RV_FAULT (shim/rendezvous/rv_fault.h), set
+# in the processes named; 6 ranks on 2 simulated hosts, one process per rank,
+# through hosts' leaders and talking to the root directly.  Every passthrough
+# here is a fallback (the policy says socket): each surviving rank says so on
+# stderr.  Bounded: a process that overruns BOUND is killed and the test fails.
+import os, resource, select, subprocess, sys, tempfile, time
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tap import PRELOAD, ROOT, done, ok, records  # noqa: E402
+
+MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
+BOUND = 40
+TMP = tempfile.mkdtemp(prefix="ncclshim-rvagree.")
+N = 6
+HOST = lambda r: "hostA" if r < 3 else "hostB"  # noqa: E731
+
+
+class Proc:
+    def __init__(self, args, env, stdin=False):
+        full = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLSHIM_", "FAKE_", "MANY_RANKS_"))}
+        full.update(env)
+        full["LD_PRELOAD"] = PRELOAD
+        self.p = subprocess.Popen([MANY] + args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  stdin=subprocess.PIPE if stdin else subprocess.DEVNULL, text=True)
+        self.start = time.monotonic()
+        self.out = None
+
+    def read_id(self):
+        fd, buf = self.p.stdout.fileno(), b""
+        deadline = time.monotonic() + BOUND
+        while b"\n" not in buf:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise RuntimeError("no ID within %ds" % BOUND)
+            chunk = os.read(fd, 4096)
+            if not chunk:
+                raise RuntimeError("the ID's process exited: %s" % self.p.stderr.read())
+            buf += chunk
+        return buf.split(b"\n", 1)[0].decode().split()[1]
+
+    def wait(self):
+        if self.out is None:
+            try:
+                self.out, self.err = self.p.communicate(timeout=max(1, BOUND - (time.monotonic() - self.start)))
+            except subprocess.TimeoutExpired:
+                self.p.kill()
+                self.out, self.err = self.p.communicate()
+                self.err += "\nKILLED: ran past %ds (a hang)" % BOUND
+        return self.out
+
+
+def scenario(name, fault, targets, env=None, want=None):
+    """fault: NCCLSHIM_TEST_RV_FAULT for the processes in targets (ranks, or "root").
+    want: the action every survivor must take, or None (any, as long as all agree)."""
+    d = os.path.join(TMP, name)
+    os.makedirs(d)
+    base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket",
+            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "1000"}
+    base.update(env or {})
+    root_env = dict(base, NCCLSHIM_ROLE="training")
+    if "root" in targets:
+        root_env["NCCLSHIM_TEST_RV_FAULT"] = fault
+    root = Proc(["id"], root_env, stdin=True)
+    hid = root.read_id()
+    procs = {}
+    for r in range(N):
+        e = dict(base, NCCLSHIM_HOSTNAME=HOST(r), NCCLSHIM_ROLE="training" if r == 0 else "inference")
+        if r in targets:
+            e["NCCLSHIM_TEST_RV_FAULT"] = fault
+        procs[r] = Proc(["ranks", hid, str(N), str(r), "1"], e)
+    for p in procs.values():
+        p.wait()
+    if root.p.poll() is None:
+        root.p.stdin.close()
+        root.p.stdin = None
+    root.wait()
+    killed = sorted(r for r, p in procs.items() if p.p.returncode == -9)
+    hung = [r for r, p in procs.items() if "KILLED" in p.err]
+    live = [r for r in procs if r not in killed]
+    by_pid = {p.p.pid: r for r, p in procs.items()}
+    comms = [c for c in records(d + "/rec") if c.get("type") == "comm" and c.get("pid") in by_pid]
+    acts = {by_pid[c["pid"]]: c["action"] for c in comms}
+    ids = {c.get("decision", {}).get("id") for c in comms if c.get("decision", {}).get("by") == "root"}
+    agreed = len(set(acts.values())) == 1 and sorted(acts) == live
+    ok(not hung and agreed and (want is None or set(acts.values()) == {want}),
+       "%s: the %d surviving ranks all take %s" % (name, len(live), want or "one action"),
+       {"actions": acts, "killed": killed, "hung": hung, "ids": sorted(filter(None, ids)),
+        "stderr": [procs[r].err.strip()[-300:] for r in live if procs[r].p.returncode != 0]})
+    if acts and set(acts.values()) == {"passthrough"}:
+        said = [r for r in live if "fell back to passthrough" in procs[r].err]
+        ok(said == live, "%s: and every one says on stderr that it fell back, and why" % name,
+           {"said": said, "live": live, "stderr": procs[live[0]].err[-400:] if live else ""})
+    return acts
+
+
+for path, fanin in (("leaders", "0"), ("direct", "64")):
+    env = {"NCCLSHIM_RENDEZVOUS_FANIN": fanin}
+    two = dict(env, NCCLSHIM_RENDEZVOUS_ONE_ROUND="0")  # a vote round
+    # Delays at each step.  Short ones change nothing; long ones cross the
+    # deadlines: the root's (1 s from the first HELLO) gives up for all, or
+    # the ranks' own (1 s + 2 s from their arrival) make them ask the root to
+    # give up while it sleeps, and they take its word: the commit.
+    scenario(path + "-connect-late", "connect=1500", {5}, env)
+    scenario(path + "-hello-short", "hello=200", {5}, env, want="socket")
+    scenario(path + "-hello-late", "hello=2000", {5}, env, want="passthrough")
+    scenario(path + "-vote-late", "vote=2000", {5}, two, want="passthrough")
+    scenario(path + "-root-decide-late", "root-decide=3800", {"root"}, env, want="socket")
+    scenario(path + "-root-commit-late", "root-commit=3800", {"root"}, two, want="socket")
+    # Kills at each level.
+    scenario(path + "-rank-killed-at-hello", "hello=kill", {5}, env, want="passthrough")
+    scenario(path + "-rank-killed-at-vote", "vote=kill", {5}, two, want="passthrough")
+    scenario(path + "-root-killed-deciding", "root-decide=kill", {"root"}, env, want="passthrough")
+    scenario(path + "-root-killed-committing", "root-commit=kill", {"root"}, env, want="passthrough")
+
+# A host's leader: delayed or killed as it forwards, and as it hands the verdict
+# on (its ranks then ask the root, which answers what everyone else heard).
+env = {"NCCLSHIM_RENDEZVOUS_FANIN": "0"}
+host_b = {3, 4, 5}  # the fault hits whichever of them leads
+scenario("leader-hello-late", "leader-hello=1500", host_b, env)
+scenario("leader-commit-late", "leader-commit=1500", host_b, env, want="socket")
+scenario("leader-killed-forwarding", "leader-hello=kill", host_b, env, want="passthrough")
+scenario("leader-killed-handing-on", "leader-commit=kill", host_b, env, want="socket")
+scenario("leader-killed-in-vote", "leader-commit=kill", host_b, dict(env, NCCLSHIM_RENDEZVOUS_ONE_ROUND="0"),
+         want="socket")
+done()
