@@ -139,3 +139,9 @@ $(REPLAY_BIN)/torch.so $(REPLAY_BIN)/m2n.so: $(REPLAY_BIN)/%.so: tests/replay/st
 $(REPLAY_BIN)/cupy.so: tests/replay/stubs/cupy.c $(REPLAY_HDRS) tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(REPLAY_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../../../nvidia/nccl/lib'
+
+# The host identity, NCCL's, from its parts (tests/t/38-host-identity.t runs it).
+tests-bin: tests/bin/test_host_id
+tests/bin/test_host_id: tests/unit/test_host_id.c shim/base/host_id.c shim/base/host_id.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_host_id.c shim/base/host_id.c

@@ -113,6 +113,13 @@ def check(name, envs, want, hosts, uts=(None, None)):
     return loads, decs[-1] if decs else {}
 
 
+# --- the identity from its parts (tests/unit/test_host_id.c), relayed --------------------------
+u = subprocess.run([os.path.join(BIN, "test_host_id")], capture_output=True, text=True, timeout=60)
+unit = [l for l in u.stdout.splitlines() if l.startswith(("ok ", "not ok "))]
+for l in unit:
+    ok(l.startswith("ok "), "unit: " + l.split(" - ", 1)[-1])
+ok(u.returncode == 0 and unit, "unit: test_host_id ran whole (%d checks)" % len(unit), u.stderr[-400:])
+
 # --- pods: one boot id, their own host names: two hosts, as NCCL counts them -------------------
 loads, dec = check("pods", [{"NCCLSHIM_HOSTNAME": "pod-a"}, {"NCCLSHIM_HOSTNAME": "pod-b"}], "socket", 2)
 ids = [loads.get(r, {}).get("host_identity", {}) for r in (0, 1)]
