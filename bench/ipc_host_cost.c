@@ -189,7 +189,17 @@ int main(int argc, char **argv)
             wait64(S, flags, 0, 0) | copy(b, a, 4096, S) | write64(S, flags + 64, 1, 0));
     MEASURE("wait + kernel + write", wait64(S, flags, 0, 0) | launch(kfn, 1, 1, 1, THREADS, 1, 1, 0, S, kparams, NULL) |
                                          write64(S, flags + 64, 1, 0));
-    MEASURE("wait + kernel + write", wait64(S, flags, 0, 0) | launch(kfn, 1, 1, 1, THREADS, 1, 1, 0, S, kparams, NULL) |
-                                         write64(S, flags + 64, 1, 0));
+    /* The same copy between many allocations in turn (a refit of a tensor a
+     * broadcast): the driver's look-ups of pointers it has not seen lately. */
+    enum { NALLOC = 20000 };
+    static CUdeviceptr many[NALLOC];
+    int nmany = 0;
+    while (nmany < NALLOC && mem_alloc(&many[nmany], 65536) == CUDA_SUCCESS)
+        nmany++;
+    if (nmany > 1) {
+        int k = 0;
+        MEASURE("cuMemcpyDtoDAsync 4 KiB, 20,000 allocations in turn",
+                (k = (k + 2) % (nmany - 1), copy(many[k + 1], many[k], 4096, S)));
+    }
     return 0;
 }

@@ -29,9 +29,10 @@ for step in "$@"; do
         done ;;
     trace)
         log trace
+        ts=${TRACE_SHAPE:-bucketed}
         NCCLSHIM_IPC_TRACE=1 COLOCATED_REFITS=3 python3 bench/colocated.py --outdir /tmp/col-trace \
-            --preload build/libncclshim.so --cases shim --shapes bucketed >/dev/null
-        python3 bench/trace_times.py /tmp/col-trace/bucketed/shim/rank0.err /tmp/col-trace/bucketed/shim/rank1.err ;;
+            --preload build/libncclshim.so --cases shim --shapes $ts >/dev/null
+        python3 bench/trace_times.py /tmp/col-trace/$ts/shim/rank0.err /tmp/col-trace/$ts/shim/rank1.err ;;
     gpu)
         log gpu-tests
         NCCLSHIM_GPU_KEEP=/tmp/gpukeep timeout 400 prove -v tests/gpu/run.sh > "$OUT/test-gpu.log" 2>&1

@@ -116,17 +116,21 @@ static struct mirror *clear_place(struct ipc_comm *c, int r, const struct vmm_wi
 static struct mirror *new_mirror(struct ipc_comm *c, int r, const struct vmm_wire_piece *w, char *why, size_t whylen)
 {
     struct ipc_vmm *v = c->vmm;
-    struct mirror **grown = v->nmirrors < v->capmirrors ? v->mirrors
-                            : realloc(v->mirrors, (size_t)(v->capmirrors + 8) * sizeof(*grown));
-    struct mirror *m = calloc(1, sizeof(*m));
-    if (!grown || !m) {
-        free(m);
-        snprintf(why, whylen, "out of memory");
-        return NULL;
-    }
-    if (grown != v->mirrors) {
+    if (v->nmirrors == v->capmirrors) {
+        /* Kept at once: realloc has freed the old list (before, a failed calloc
+         * below left v->mirrors pointing at it, and the next call grew freed memory). */
+        struct mirror **grown = realloc(v->mirrors, (size_t)(v->capmirrors + 8) * sizeof(*grown));
+        if (!grown) {
+            snprintf(why, whylen, "out of memory");
+            return NULL;
+        }
         v->mirrors = grown;
         v->capmirrors += 8;
+    }
+    struct mirror *m = calloc(1, sizeof(*m));
+    if (!m) {
+        snprintf(why, whylen, "out of memory");
+        return NULL;
     }
     CUresult res = c->cu->cuMemAddressReserve(&m->at, w->range_size, 0, 0, 0);
     if (res != CUDA_SUCCESS) {
