@@ -187,8 +187,48 @@ static void decide_all(struct rv_session *s)
     }
 }
 
-static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_facts *f, uint32_t leader_pid)
+/*
+ * A new host's leader when the root holds RV_ROOT_LEADERS of them: sent to
+ * one of those that take leaders (round robin), before any of its HELLOs
+ * counts; it joins that one and says its HELLOs again there.  1 if sent; 0
+ * (none takes leaders, or the send failed): it is taken here, over the cap.
+ */
+static int redirect_leader(struct rv_session *s, struct rv_conn *c)
 {
+    if (s->leaders < rv_test_fanout(RV_ROOT_LEADERS))
+        return 0;
+    for (int k = 0; k < s->nconns; k++) {
+        int i = (s->next_parent + k) % s->nconns;
+        struct rv_conn *p = &s->conns[i];
+        /* Round robin, whatever each holds already: one that is full sends
+         * the newcomer on to one of its own (rv_leader.c redirect_kid). */
+        if (p->fd < 0 || !p->leader_pid || !p->leader_addr[0])
+            continue;
+        struct rv_msg *m = calloc(1, sizeof(*m));
+        char err[200];
+        if (!m)
+            return 0;
+        m->type = RV_REDIRECT;
+        memcpy(m->token, s->token, RV_TOKEN_LEN);
+        snprintf(m->u.to, sizeof(m->u.to), "%s", p->leader_addr);
+        int sent = rv_send_msg(c->fd, m, shim_mono_us() + RV_SEND_US, err, sizeof(err)) == 0;
+        free(m);
+        if (!sent)
+            return 0; /* then it is taken here, over the cap, rather than lost */
+        p->kids++;
+        s->redirected++;
+        s->next_parent = (i + 1) % s->nconns;
+        rv_drop_quietly(s, c);
+        return 1;
+    }
+    return 0;
+}
+
+static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_facts *f, uint32_t leader_pid,
+                     const char *leader_addr)
+{
+    if (leader_pid && c->rank < 0 && !c->leader_pid && redirect_leader(s, c))
+        return;
     char why[RV_REASON_LEN];
     if (s->nranks == 0) {
         s->facts = calloc((size_t)f->nranks, sizeof(*s->facts));
@@ -241,6 +281,7 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         c->rank = f->rank;
         if (leader_pid) {
             c->leader_pid = leader_pid;
+            snprintf(c->leader_addr, sizeof(c->leader_addr), "%s", leader_addr);
             s->leaders++;
             s->askers = 1;
         }
@@ -439,7 +480,7 @@ void rv_on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *buf, 
     else if (!rv_token_equal(m->token, s->token))
         rv_reject(s, c, REJ_WRONG_TOKEN, WRONG_TOKEN);
     else if (m->type == RV_HELLO && (c->rank < 0 || c->leader_pid) && s->state == ST_WAIT_HELLO)
-        on_hello(s, c, &m->u.hello, m->leader_pid);
+        on_hello(s, c, &m->u.hello, m->leader_pid, m->leader_addr);
     else if (m->type == RV_ABORT && (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES)) {
         /* A leader lost a rank or hit a limit, or a rank hit one: nobody waits for the timeout. */
         rv_anon_remove(s, c);

@@ -30,3 +30,13 @@ void rv_fault(const char *point)
         p = end ? end + 1 : NULL;
     }
 }
+
+int rv_test_fanout(int dflt)
+{
+    const char *spec = getenv("NCCLSHIM_TEST_RV_FAULT");
+    const char *p = spec ? strstr(spec, "fanout=") : NULL;
+    if (!p || (p != spec && p[-1] != ','))
+        return dflt;
+    long n = strtol(p + 7, NULL, 10);
+    return n >= 1 && n <= dflt ? (int)n : dflt;
+}

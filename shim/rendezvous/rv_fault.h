@@ -14,10 +14,16 @@
  *   leader-commit  a host's leader, before it hands the final verdict on
  *   root-decide    the root, every rank arrived, before it decides
  *   root-commit    the root, before it sends a final verdict (COMMIT, or a final DECISION)
+ * and "fanout=N" (rv_test_fanout).
  */
 #ifndef NCCLSHIM_RV_FAULT_H
 #define NCCLSHIM_RV_FAULT_H
 
 void rv_fault(const char *point);
+
+/* "fanout=N" in the same setting: the leaders the root and each leader take
+ * before sending the next ones on (RV_ROOT_LEADERS, RV_LEADER_KIDS), so that
+ * a test builds a deep tree from a few hosts; else `dflt`. */
+int rv_test_fanout(int dflt);
 
 #endif

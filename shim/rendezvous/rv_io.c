@@ -63,6 +63,31 @@ static int wait_fd(int fd, short events, uint64_t deadline_us)
  * (a long round trip) within reach. */
 #define CONNECT_STEP_US 250000ull
 
+socklen_t rv_addr_parse(const char *str, struct sockaddr_storage *ss)
+{
+    char ip[INET6_ADDRSTRLEN + 2];
+    const char *colon = strrchr(str, ':');
+    size_t n = colon ? (size_t)(colon - str) : 0;
+    char *end;
+    unsigned long port = colon ? strtoul(colon + 1, &end, 10) : 0;
+    if (!colon || !colon[1] || *end || port == 0 || port > 65535 || n == 0 || n >= sizeof(ip))
+        return 0;
+    memcpy(ip, str, n);
+    ip[n] = '\0';
+    memset(ss, 0, sizeof(*ss));
+    if (ip[0] == '[' && ip[n - 1] == ']') {
+        struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)ss;
+        ip[n - 1] = '\0';
+        in6->sin6_family = AF_INET6;
+        in6->sin6_port = htons((uint16_t)port);
+        return inet_pton(AF_INET6, ip + 1, &in6->sin6_addr) == 1 ? sizeof(*in6) : 0;
+    }
+    struct sockaddr_in *in = (struct sockaddr_in *)ss;
+    in->sin_family = AF_INET;
+    in->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, ip, &in->sin_addr) == 1 ? sizeof(*in) : 0;
+}
+
 int rv_connect(const struct sockaddr *sa, socklen_t salen, uint64_t deadline_us, char *err, size_t errlen)
 {
     char where[80];

@@ -10,6 +10,8 @@
 
 /* "1.2.3.4:5678" or "[::1]:5678". */
 void rv_addr_str(const struct sockaddr *sa, char *buf, size_t len);
+/* The inverse: its length, or 0 if `str` is not such an address. */
+socklen_t rv_addr_parse(const char *str, struct sockaddr_storage *ss);
 
 /* A connected TCP socket (close-on-exec, non-blocking) to `sa`, or -1 with
  * the reason (errno: ETIMEDOUT, ECONNREFUSED, ...).  A SYN unanswered for

@@ -26,9 +26,11 @@
 #include "record.h"
 #include "rv_fault.h"
 #include "rv_io.h"
+#include "rv_session.h"
 #include "worker.h"
 
 #include <errno.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -138,14 +140,23 @@ static int read_frame(int fd, struct reader *r, uint8_t **frame, size_t *len, ch
 
 struct member {
     int fd;
-    int rank;                           /* -1 until its HELLO */
+    int rank;                           /* -1 until its HELLO; another host's leader: its first rank */
     uint32_t pid;
     struct reader rd;
+    int tcp;                            /* came to the TCP listener: another host's leader, or nobody */
+    int is_leader;                      /* another host's leader (its HELLOs carry leader_pid) */
+    char addr[RV_ADDR_LEN];             /* such a leader's: where it takes leaders */
 };
 
 struct leader {
     struct leader *next;                /* in g_leaders */
     int lfd, rfd;
+    int tfd;                            /* TCP: other hosts' leaders the root sends here; -1: none */
+    char myaddr[RV_ADDR_LEN];           /* tfd's address, said in every HELLO forwarded ("": none) */
+    int kids, next_kid;                 /* other hosts' leaders taken; where the next search starts */
+    int redirects;                      /* REDIRECTs followed (bounded: no loops) */
+    uint8_t *sent;                      /* every HELLO forwarded, as sent: said again after a REDIRECT */
+    size_t sentlen, sentcap;
     int paused;                         /* a limit was hit: accept no more */
     int cap, nm;
     struct member *m;
@@ -273,6 +284,55 @@ static void give_up(struct leader *L, const char *why)
     }
 }
 
+/* Keeps the HELLO just encoded (n bytes of L->frame), to say it again after a REDIRECT: 0, or -1 (no memory). */
+static int keep_sent(struct leader *L, size_t n)
+{
+    if (L->sentlen + n > L->sentcap) {
+        size_t cap = L->sentcap ? L->sentcap * 2 : 65536;
+        while (cap < L->sentlen + n)
+            cap *= 2;
+        uint8_t *p = realloc(L->sent, cap);
+        if (!p)
+            return -1;
+        L->sent = p;
+        L->sentcap = cap;
+    }
+    memcpy(L->sent + L->sentlen, L->frame, n);
+    L->sentlen += n;
+    return 0;
+}
+
+/*
+ * Another host's leader when this one holds RV_LEADER_KIDS of them: sent on to
+ * one of those (round robin), as the root does (rv_decide.c): the tree grows
+ * a level where it must.  1 if sent (the member is closed).
+ */
+static int redirect_kid(struct leader *L, struct member *mb)
+{
+    if (L->kids < rv_test_fanout(RV_LEADER_KIDS))
+        return 0;
+    for (int k = 0; k < L->nm; k++) {
+        int i = (L->next_kid + k) % L->nm;
+        struct member *p = &L->m[i];
+        if (p == mb || p->fd < 0 || !p->is_leader || !p->addr[0])
+            continue;
+        struct rv_msg *m = calloc(1, sizeof(*m));
+        if (!m)
+            return 0;
+        m->type = RV_REDIRECT;
+        memcpy(m->token, L->token, RV_TOKEN_LEN);
+        snprintf(m->u.to, sizeof(m->u.to), "%s", p->addr);
+        size_t n = rv_encode(m, L->frame, RV_MAX_FRAME);
+        free(m);
+        if (!n || rv_send_bytes(mb->fd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0)
+            return 0;
+        L->next_kid = (i + 1) % L->nm;
+        close_member(mb);
+        return 1;
+    }
+    return 0;
+}
+
 /* A member's message. */
 static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *frame, size_t len)
 {
@@ -290,13 +350,26 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
         abort_root(L, why);
         return;
     }
-    if (m->type == RV_HELLO && mb->rank < 0) {
+    if (m->type == RV_HELLO && mb->rank < 0 && mb->tcp && !m->leader_pid) {
+        close_member(mb); /* the TCP listener takes only other hosts' leaders */
+        return;
+    }
+    if (m->type == RV_HELLO && mb->rank < 0 && m->leader_pid && redirect_kid(L, mb))
+        return;
+    if (m->type == RV_HELLO && (mb->rank < 0 || mb->is_leader)) {
         rv_fault("leader-hello");
-        mb->rank = m->u.hello.rank;
-        mb->pid = m->u.hello.pid;
+        if (mb->rank < 0) {
+            mb->rank = m->u.hello.rank;
+            mb->pid = m->u.hello.pid;
+            mb->is_leader = m->leader_pid != 0;
+            L->kids += mb->is_leader;
+            snprintf(mb->addr, sizeof(mb->addr), "%s", m->leader_addr);
+        }
         m->leader_pid = L->pid;
+        snprintf(m->leader_addr, sizeof(m->leader_addr), "%s", L->myaddr);
     } else if (m->type == RV_VOTE && mb->rank >= 0) {
-        m->u.vote.rank = mb->rank;
+        if (!mb->is_leader)
+            m->u.vote.rank = mb->rank; /* another leader's votes name their ranks */
     } else if (m->type != RV_ABORT) {
         snprintf(why, sizeof(why), "rank %d sent its host's leader an unexpected message (type %d): passthrough "
                  "for all", mb->rank, (int)m->type);
@@ -305,11 +378,51 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
         return;
     }
     size_t n = encode(L, m);
+    if (n && m->type == RV_HELLO && keep_sent(L, n) != 0)
+        n = 0;
     if (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0) {
         snprintf(why, sizeof(why), "the host's leader (pid %u) could not forward rank %d's message to the root at "
                  "%s: %s", (unsigned)L->pid, mb->rank, L->rootstr, n ? strerror(errno) : "it does not encode");
         abort_root(L, why);
     }
+}
+
+/* Gives up on a parent that is not the root: its ranks then ask the root themselves. */
+static void give_up(struct leader *L, const char *why);
+
+/*
+ * The root (or the leader it was sent to) holds as many leaders as it takes
+ * and names another to join: this leader connects there and says every HELLO
+ * it forwarded again; nothing had counted yet.  0, or 1 having given up.
+ */
+static int follow_redirect(struct leader *L, const char *to)
+{
+    char err[300], why[RV_REASON_LEN];
+    struct sockaddr_storage ss;
+    socklen_t sl = rv_addr_parse(to, &ss);
+    int fd = -1;
+    if (sl && ++L->redirects <= 8)
+        fd = rv_connect((struct sockaddr *)&ss, sl, shim_mono_us() + 5000000, err, sizeof(err));
+    else
+        snprintf(err, sizeof(err), "%s", sl ? "sent on more than 8 times" : "not an address");
+    if (fd >= 0 && L->sentlen && rv_send_bytes(fd, L->sent, L->sentlen, shim_mono_us() + 5000000) != 0)
+        snprintf(err, sizeof(err), "saying its HELLOs again: %s", strerror(errno));
+    else if (fd >= 0) {
+        pthread_mutex_lock(&g_leaders_lock);
+        close(L->rfd);
+        L->rfd = fd;
+        pthread_mutex_unlock(&g_leaders_lock);
+        free(L->rrd.buf);
+        L->rrd = (struct reader){ 0, 0, { 0 }, NULL };
+        snprintf(L->rootstr, sizeof(L->rootstr), "%s", to); /* a leader the root sent it to */
+        return 0;
+    }
+    if (fd >= 0)
+        close(fd);
+    snprintf(why, sizeof(why), "the host's leader (pid %u) was sent to another host's leader at %s and could not "
+             "join it (%s): passthrough", (unsigned)L->pid, to, err);
+    give_up(L, why);
+    return 1;
 }
 
 /* The root's message: 1 once the rendezvous is over for this leader. */
@@ -319,9 +432,12 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     struct rv_msg *m = L->msg;
     const char *bad = rv_decode(frame, len, m, err, sizeof(err)) != 0 ? err
                       : !rv_token_equal(m->token, L->token)          ? "wrong token"
-                      : !(m->type == RV_DECISION || m->type == RV_PEERS || m->type == RV_COMMIT)
+                      : !(m->type == RV_DECISION || m->type == RV_PEERS || m->type == RV_COMMIT ||
+                          m->type == RV_REDIRECT)
                           ? "an unexpected message type"
                           : NULL;
+    if (!bad && m->type == RV_REDIRECT)
+        return follow_redirect(L, m->u.to);
     if (bad) {
         snprintf(why, sizeof(why), "the host's leader (pid %u) got a bad answer from the root at %s (%s): "
                  "passthrough", (unsigned)L->pid, L->rootstr, bad);
@@ -412,6 +528,54 @@ static void accept_members(struct leader *L)
     }
 }
 
+/* Other hosts' leaders the root (or a leader) sends here: admitted while there
+ * is room; each one's first frame must carry the token (on_member_frame). */
+static void accept_kids(struct leader *L)
+{
+    while (!L->paused) {
+        pthread_mutex_lock(&g_leaders_lock);
+        int fd = accept4(L->tfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), admitted = 0;
+        if (fd >= 0 && L->nm < L->cap) {
+            L->m[L->nm] = (struct member){ .fd = fd, .rank = -1, .tcp = 1 };
+            L->nm++;
+            admitted = 1;
+        }
+        pthread_mutex_unlock(&g_leaders_lock);
+        if (fd < 0)
+            return; /* nothing pending, or a limit: the ones waiting time out and their ranks ask the root */
+        if (!admitted)
+            close(fd);
+    }
+}
+
+/* The TCP listener other hosts' leaders may be sent to, on the address this
+ * leader reaches the root from.  Best effort: without it (L->myaddr empty)
+ * nobody sends a leader here. */
+static void open_tcp(struct leader *L)
+{
+    struct sockaddr_storage ss;
+    socklen_t sl = sizeof(ss);
+    if (getsockname(L->rfd, (struct sockaddr *)&ss, &sl) != 0)
+        return;
+    if (ss.ss_family == AF_INET)
+        ((struct sockaddr_in *)&ss)->sin_port = 0;
+    else if (ss.ss_family == AF_INET6)
+        ((struct sockaddr_in6 *)&ss)->sin6_port = 0;
+    else
+        return;
+    pthread_mutex_lock(&g_leaders_lock);
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd >= 0 && (bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, 4096) != 0 ||
+                    getsockname(fd, (struct sockaddr *)&ss, &sl) != 0)) {
+        close(fd);
+        fd = -1;
+    }
+    L->tfd = fd;
+    pthread_mutex_unlock(&g_leaders_lock);
+    if (fd >= 0)
+        rv_addr_str((struct sockaddr *)&ss, L->myaddr, sizeof(L->myaddr));
+}
+
 /* Connects to the root: 0, or -1 having given up (its ranks told why). */
 static int connect_root(struct leader *L)
 {
@@ -435,7 +599,7 @@ static int connect_root(struct leader *L)
     return -1;
 }
 
-/* What to wait on: the root (idx -2), the listener while it admits (-1),
+/* What to wait on: the root (idx -2), the listeners while they admit (-1; TCP -3),
  * each member still connected (its index).  Returns how many. */
 static int watch_set(const struct leader *L, struct pollfd *pfd, int *idx)
 {
@@ -445,6 +609,10 @@ static int watch_set(const struct leader *L, struct pollfd *pfd, int *idx)
     if (!L->paused) {
         pfd[k] = (struct pollfd){ L->lfd, POLLIN, 0 };
         idx[k++] = -1;
+    }
+    if (!L->paused && L->tfd >= 0) {
+        pfd[k] = (struct pollfd){ L->tfd, POLLIN, 0 };
+        idx[k++] = -3;
     }
     for (int i = 0; i < L->nm; i++)
         if (L->m[i].fd >= 0) {
@@ -480,6 +648,7 @@ static int read_ready(struct leader *L, int who)
             free(frame);
             if (done)
                 return 1;
+            fd = L->rfd; /* a REDIRECT replaced it */
             continue;
         }
         struct member *mb = &L->m[who];
@@ -513,6 +682,8 @@ static void leader_free(struct leader *L)
         close(L->lfd);
     if (L->rfd >= 0)
         close(L->rfd);
+    if (L->tfd >= 0)
+        close(L->tfd);
     for (struct leader **pp = &g_leaders; *pp; pp = &(*pp)->next)
         if (*pp == L) {
             *pp = L->next;
@@ -520,6 +691,7 @@ static void leader_free(struct leader *L)
         }
     pthread_mutex_unlock(&g_leaders_lock);
     free(L->rrd.buf);
+    free(L->sent);
     free(L->m);
     free(L->msg);
     free(L->frame);
@@ -531,8 +703,8 @@ static void *lead(void *arg)
     struct leader *L = arg;
     char why[RV_REASON_LEN];
     uint64_t deadline = L->start_us + (uint64_t)L->timeout_ms * 1000 + LEADER_GRACE_US;
-    struct pollfd *pfd = calloc((size_t)L->cap + 2, sizeof(*pfd));
-    int *idx = calloc((size_t)L->cap + 2, sizeof(*idx));
+    struct pollfd *pfd = calloc((size_t)L->cap + 3, sizeof(*pfd));
+    int *idx = calloc((size_t)L->cap + 3, sizeof(*idx));
     if (!pfd || !idx) {
         rv_limit_reason(ENOMEM, "a host's leader", "starting", why, sizeof(why));
         give_up(L, why);
@@ -540,6 +712,7 @@ static void *lead(void *arg)
     }
     if (connect_root(L) != 0)
         goto out;
+    open_tcp(L);
     for (;;) {
         uint64_t now = shim_mono_us();
         if (now >= deadline && !L->aborted) {
@@ -568,6 +741,8 @@ static void *lead(void *arg)
                 continue;
             if (idx[j] == -1)
                 accept_members(L);
+            else if (idx[j] == -3)
+                accept_kids(L);
             else if (read_ready(L, idx[j]))
                 goto out;
         }
@@ -611,6 +786,7 @@ static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen,
         goto nomem;
     L->lfd = lfd;
     L->rfd = -1;
+    L->tfd = -1;
     L->slot = slot;
     memcpy(L->token, mark->token, RV_TOKEN_LEN);
     memcpy(&L->root, root, rootlen);
@@ -860,6 +1036,8 @@ void rv_leader_after_fork_child(void)
             close(L->lfd);
         if (L->rfd >= 0)
             close(L->rfd);
+        if (L->tfd >= 0)
+            close(L->tfd);
         /* The rest (buffers) is left: the thread may have been using it. */
     }
     pthread_mutex_init(&g_leaders_lock, NULL);

@@ -64,6 +64,8 @@ void rv_record_decision(struct rv_session *s, const char *stage)
     jw_int(&w, "rejected_connections", s->rejected);
     record_rejected_by(&w, s);
     jw_int(&w, "leaders", s->leaders);
+    /* Hosts' leaders sent on to another leader (the tree below the root). */
+    jw_int(&w, "redirected", s->redirected);
     jw_u64(&w, "wait_us", s->first_us ? shim_mono_us() - s->first_us : 0);
     /* What the decision itself costs, the ranks' arrival aside. */
     jw_u64(&w, "after_last_arrival_us", s->last_us ? shim_mono_us() - s->last_us : 0);

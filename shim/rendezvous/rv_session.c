@@ -82,6 +82,17 @@ void rv_settle(struct rv_session *s)
     s->answer_until = shim_mono_us() + RV_LINGER_US;
 }
 
+void rv_drop_quietly(struct rv_session *s, struct rv_conn *c)
+{
+    rv_anon_remove(s, c);
+    rv_close_conn(c);
+    c->rank = -1;
+    c->leader_pid = 0;
+    c->told = 0;
+    c->next_free = s->free_head;
+    s->free_head = (int)(c - s->conns);
+}
+
 void rv_close_conn(struct rv_conn *c)
 {
     if (c->fd >= 0)

@@ -59,6 +59,16 @@ _Static_assert(MAX_ANONYMOUS <= MAX_ANONYMOUS_HARD, "the hard cap is above the c
  * (rv_client.c ASK_US), so this only has to outlast those. */
 #define RV_LINGER_US 15000000ull
 #define ACCEPT_BURST 64
+/*
+ * The tree (docs/design.md, "Rendezvous at scale"): the root holds at most
+ * RV_ROOT_LEADERS hosts' leaders; the next ones are sent (REDIRECT) to one of
+ * them, round robin, each of which holds at most RV_LEADER_KIDS other
+ * leaders and sends the next ones on in turn (rv_leader.c).  So the root's
+ * descriptors stay under 256 (its leaders, MAX_ANONYMOUS_HARD strangers, the
+ * listener) whatever the job, and 120 + 120 * 128 hosts fit in two levels.
+ */
+#define RV_ROOT_LEADERS 120
+#define RV_LEADER_KIDS 128
 /* accept() failing for another reason than "nothing pending" (out of
  * descriptors with nobody to evict): the listener is left alone this long,
  * instead of being found readable again at once. */
@@ -93,6 +103,8 @@ struct rv_conn {
     uint64_t accepted_us;
     int anon_slot;                      /* index in the session's anon[] while anonymous, else -1 */
     int next_free;                      /* a free slot: the next one in the free list */
+    char leader_addr[RV_ADDR_LEN];      /* a leader's: where it takes other leaders ("": it does not) */
+    int kids;                           /* a leader's: leaders sent to it */
 };
 
 struct rv_session {
@@ -112,6 +124,8 @@ struct rv_session {
     int *conn_of_rank;                  /* index into conns, -1 if absent (a leader's: many ranks) */
     unsigned char *voted;               /* nranks, by rank: voted in this round */
     int leaders;                        /* connections of hosts' leaders */
+    int next_parent;                    /* where the search for a leader to send a new one to starts */
+    int redirected;                     /* leaders sent to another */
     /* Someone may ask after the verdict (ST_ANSWER): hosts' leaders took part
      * (their ranks ask if a leader dies), or a send of a verdict failed. */
     int askers;
@@ -150,6 +164,9 @@ void rv_reject(struct rv_session *s, struct rv_conn *c, enum rej cause, const ch
  * nobody else may join. */
 void rv_reject_strangers(struct rv_session *s);
 void rv_close_conn(struct rv_conn *c);
+/* Closes `c`, which never spoke for a rank, without counting it as rejected
+ * (a leader sent to another): its slot is free again. */
+void rv_drop_quietly(struct rv_session *s, struct rv_conn *c);
 void rv_session_free(struct rv_session *s);
 /* The arrays by rank (facts, conn_of_rank, voted), NULL again. */
 void rv_session_free_ranks(struct rv_session *s);

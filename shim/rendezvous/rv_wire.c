@@ -53,6 +53,8 @@
  *     31   full_api              i32        no   0..1: 1, this rank's creator needs NCCL's whole
  *                                                API on the communicator (it never gets ipc)
  *     32   full_api_why          string     no   < FACTS_SOCKET_WHY_LEN bytes
+ *     33   leader_addr           string     no   < RV_ADDR_LEN bytes: on a leader's connection, where it
+ *                                                accepts other hosts' leaders (issue 34)
  *     Tags 23-30 came with auto across hosts (issue 25), 31-32 with issue 32.  The frame version stays 1:
  *     a root from before skips them and decides as it did (socket), a rank from before
  *     sends none and counts as a host whose fabric cannot be judged (socket); a new
@@ -92,6 +94,10 @@
  *   ABORT
  *      1   token                 16 bytes   yes
  *      2   reason                string     no   < RV_REASON_LEN bytes
+ *
+ *   REDIRECT (type 7, issue 34: a root from before never sends it)
+ *      1   token                 16 bytes   yes
+ *      2   to                    string     yes  < RV_ADDR_LEN bytes: "ip:port" of the leader to join
  *
  * Unknown tags are skipped.  rv_encode omits optional strings that are empty
  * and optional numbers that are 0, and rejects (returns 0) a message rv_decode would reject, so that whatever
@@ -193,6 +199,7 @@ static const struct field hello_fields[] = {
     { 30, K_STR, 0, "fabric_why", offsetof(struct rv_msg, u.hello.fabric.why), MSIZE(u.hello.fabric.why), 0, 0 },
     F_I32(31, u.hello.full_api, 0, 0, 1),
     F_STR(32, u.hello.full_api_why, 0),
+    F_STR(33, leader_addr, 0),
 };
 
 static const struct field verdict_fields[] = {
@@ -218,6 +225,11 @@ static const struct field vote_fields[] = {
     F_I32(5, u.vote.rank, 0, 0, FACTS_MAX_RANKS - 1),
 };
 
+static const struct field redirect_fields[] = {
+    F_TOKEN,
+    F_STR(2, u.to, REQ),
+};
+
 static const struct field abort_fields[] = {
     F_TOKEN,
     F_STR(2, u.reason, 0),
@@ -229,10 +241,10 @@ static const struct field peers_fields[] = {
 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
-/* Tags seen are tracked in a 32-bit mask, by index in the table. */
-_Static_assert(COUNT(hello_fields) <= 32 && COUNT(verdict_fields) <= 32 && COUNT(vote_fields) <= 32 &&
-                   COUNT(peers_fields) <= 32 && COUNT(abort_fields) <= 32,
-               "field tables fit a 32-bit mask");
+/* Tags seen are tracked in a 64-bit mask, by index in the table. */
+_Static_assert(COUNT(hello_fields) <= 64 && COUNT(verdict_fields) <= 64 && COUNT(vote_fields) <= 64 &&
+                   COUNT(peers_fields) <= 64 && COUNT(abort_fields) <= 64 && COUNT(redirect_fields) <= 64,
+               "field tables fit a 64-bit mask");
 
 struct msg_desc {
     const char *name;
@@ -249,6 +261,7 @@ static const struct msg_desc *desc_of(unsigned type)
         [RV_COMMIT] = { "COMMIT", verdict_fields, COUNT(verdict_fields) },
         [RV_PEERS] = { "PEERS", peers_fields, COUNT(peers_fields) },
         [RV_ABORT] = { "ABORT", abort_fields, COUNT(abort_fields) },
+        [RV_REDIRECT] = { "REDIRECT", redirect_fields, COUNT(redirect_fields) },
     };
     if (type >= COUNT(descs) || !descs[type].name)
         return NULL;
@@ -483,7 +496,7 @@ int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_
 
     const uint8_t *p = buf + RV_HEADER_LEN;
     size_t pos = 0;
-    uint32_t seen = 0;
+    uint64_t seen = 0;
     while (pos < plen) {
         if (plen - pos < TLV_HDR)
             return fail(err, errlen, "%s: %zu trailing bytes at payload offset %zu, shorter than a TLV header",
@@ -505,7 +518,7 @@ int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_
         const char *fname = short_name(f);
         if (f->kind != K_FRAME && f->kind != K_PEER && (seen >> i & 1u))
             return fail(err, errlen, "%s: tag %u (%s) appears twice", d->name, tag, fname);
-        seen |= 1u << i;
+        seen |= (uint64_t)1 << i;
 
         if (check_value(d, f, tag, tl, v, err, errlen) < 0 || store_value(m, d, f, tag, tl, v, err, errlen) < 0)
             return -1;

@@ -29,7 +29,11 @@
 /* ABORT: a leader or a rank that hit a limit (descriptors, memory, threads),
  * or lost a rank it speaks for, tells the root, which then falls back for all
  * at once; a host's leader also sends it to its ranks when it gives up. */
-enum rv_type { RV_HELLO = 1, RV_DECISION = 2, RV_VOTE = 3, RV_COMMIT = 4, RV_PEERS = 5, RV_ABORT = 6 };
+/* REDIRECT: the root (or a leader) that holds as many hosts' leaders as it
+ * takes answers a new leader's first HELLO with the address of one of its
+ * leaders, which that leader joins instead (the tree, rv_leader.h). */
+enum rv_type { RV_HELLO = 1, RV_DECISION = 2, RV_VOTE = 3, RV_COMMIT = 4, RV_PEERS = 5, RV_ABORT = 6, RV_REDIRECT = 7 };
+#define RV_ADDR_LEN 80
 
 /* What a rank exports when it sets a transport up (ipc: its memory handle),
  * and how many ranks such a transport serves. */
@@ -78,8 +82,12 @@ struct rv_msg {
     /* HELLO: non-zero on a host leader's connection, which carries the HELLOs
      * of several ranks: the leader's pid (the root answers it once for all). */
     uint32_t leader_pid;
+    /* HELLO on a leader's connection: where it accepts other hosts' leaders
+     * (TCP "ip:port"), so that whoever it joins may send new leaders to it. */
+    char leader_addr[RV_ADDR_LEN];
     union {
         char reason[RV_REASON_LEN];     /* RV_ABORT */
+        char to[RV_ADDR_LEN];           /* RV_REDIRECT: "ip:port" of the leader to join */
         struct rank_facts hello;
         struct rv_verdict verdict;      /* RV_DECISION and RV_COMMIT */
         struct rv_vote vote;

@@ -38,7 +38,7 @@ static void one_frame(const uint8_t *buf, size_t len)
         return;
     }
     check(rv_frame_length(buf, len, err, sizeof(err)) == (long)len, "frame length agrees with an accepted frame");
-    check(m1.type >= RV_HELLO && m1.type <= RV_ABORT, "accepted type is known");
+    check(m1.type >= RV_HELLO && m1.type <= RV_REDIRECT, "accepted type is known");
     check(m1.type != RV_HELLO || (m1.u.hello.rank >= 0 && m1.u.hello.rank < m1.u.hello.nranks &&
                                   m1.u.hello.nframes >= 0 && m1.u.hello.nframes <= EVIDENCE_MAX_FRAMES),
           "accepted HELLO is in range");

@@ -73,6 +73,7 @@ static void hello_max(struct rv_msg *m)
     h->full_api = 1;
     FILL_MAX(h->full_api_why, 20);
     m->leader_pid = 0xfffffffdu;
+    FILL_MAX(m->leader_addr, 21);
 }
 
 /* Required fields only, every one at its smallest. */
@@ -359,7 +360,7 @@ static size_t hello_max_payload(void)
            (t + sizeof(h.fabric.why) - 1) + (t + sizeof(h.full_api_why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
            (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(h.caller_lib) - 1) +
            (t + sizeof(h.title) - 1) + (t + sizeof(h.role_reason) - 1) + (t + sizeof(h.local_purpose_reason) - 1) +
-           EVIDENCE_MAX_FRAMES * (t + sizeof(h.frames[0]) - 1);
+           EVIDENCE_MAX_FRAMES * (t + sizeof(h.frames[0]) - 1) + (t + RV_ADDR_LEN - 1);
 }
 
 /* Tags 23-30 (issue 25): frugal readiness and the host's fabric. */
@@ -451,6 +452,11 @@ int main(int argc, char **argv)
     round_trip(&in, "ABORT, the longest reason");
     in.u.reason[0] = '\0';
     round_trip(&in, "ABORT without a reason");
+    memset(&in, 0, sizeof(in));
+    in.type = RV_REDIRECT;
+    memset(in.token, 0x5a, RV_TOKEN_LEN);
+    FILL_MAX(in.u.to, 22);
+    round_trip(&in, "REDIRECT, the longest address");
     hello_min(&in);
     in.u.hello.nframes = 3;
     strcpy(in.u.hello.frames[0], "a.py:1 f");
@@ -529,7 +535,7 @@ int main(int argc, char **argv)
         case 2: memset(in.u.hello.host, 'x', sizeof(in.u.hello.host)); break;
         case 3: in.u.hello.nframes = EVIDENCE_MAX_FRAMES + 1; break;
         case 4: in.u.hello.nframes = -1; break;
-        case 5: in.type = (enum rv_type)7; break;
+        case 5: in.type = (enum rv_type)8; break;
         case 6: in.u.hello.nframes = 1; memset(in.u.hello.frames[0], 'x', EVIDENCE_FRAME_LEN); break;
         case 7: verdict_min(&in, RV_DECISION); in.u.verdict.action = ACTION_COUNT; break;
         case 8: vote_min(&in); in.u.vote.ok = 2; break;
@@ -600,7 +606,7 @@ int main(int argc, char **argv)
     rejects((int)rv_frame_length(buf2, len, err, sizeof(err)), err, "protocol version 2", "frame length: bad version");
     rejects(rv_decode(buf2, len, &out, err, sizeof(err)), err, "protocol version 2, this shim speaks 1",
             "decode: bad version");
-    for (unsigned t = 0; t < 8; t += 7) { /* 0 and 7 */
+    for (unsigned t = 0; t < 9; t += 8) { /* 0 and 8 */
         memcpy(buf2, buf, len);
         put16(buf2 + 6, t);
         char want[64];

@@ -23,7 +23,8 @@ static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
             a->leader_pid != b->leader_pid || x->socket_ready != y->socket_ready ||
             x->frugal_ready != y->frugal_ready || x->fabric.state != y->fabric.state ||
             x->fabric.kind != y->fabric.kind || x->fabric.devices != y->fabric.devices ||
-            x->fabric.gpus != y->fabric.gpus || x->fabric.budget != y->fabric.budget || x->full_api != y->full_api)
+            x->fabric.gpus != y->fabric.gpus || x->fabric.budget != y->fabric.budget || x->full_api != y->full_api ||
+            strcmp(a->leader_addr, b->leader_addr))
             return 0;
         if (strcmp(x->socket_why, y->socket_why) || strcmp(x->frugal_why, y->frugal_why) ||
             strcmp(x->fabric.why, y->fabric.why) || strcmp(x->full_api_why, y->full_api_why))
@@ -61,6 +62,8 @@ static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
         return 1;
     case RV_ABORT:
         return !strcmp(a->u.reason, b->u.reason);
+    case RV_REDIRECT:
+        return !strcmp(a->u.to, b->u.to);
     }
     return 0;
 }
