@@ -71,8 +71,11 @@ static void say_fallback(const struct rank_facts *facts, struct rv_result *out)
     if (!out->fallback_kind[0])
         return;
     const char *why = out->via_root ? out->v.action_reason : out->fallback;
-    shim_warn("rendezvous-fallback", "rank %d of %d: the weight-update rendezvous fell back to passthrough (%s): "
-              "%.600s; fix: %s", facts->rank, facts->nranks, out->fallback_kind, why, fix_of(out->fallback_kind));
+    /* On stderr only: the comm record carries it (decision.fallback_kind, and
+     * inspect --check reports it once per communicator); a warning record per
+     * rank would list thousands of lines for one cause. */
+    fprintf(stderr, "ncclshim: warning: rank %d of %d: the weight-update rendezvous fell back to passthrough (%s): "
+            "%.600s; fix: %s\n", facts->rank, facts->nranks, out->fallback_kind, why, fix_of(out->fallback_kind));
 }
 
 /* Asks the root the verdict after this rank's path broke (`why`): 0 with it, else fallen back alone. */
