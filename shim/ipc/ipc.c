@@ -1,7 +1,16 @@
-/* The CUDA IPC transport: set-up, host waits, failure and destroy (see ipc_internal.h). */
+/*
+ * The CUDA IPC transport's set-up and teardown (the protocol: ipc_proto.h):
+ * the communicator allocated and exported (prepare), the peers' pages and
+ * counters opened (connect), and destroy.  Host waits and failure are
+ * ipc_core.c's; the operations ipc_ops.c's.
+ */
 #define _GNU_SOURCE
 #include "ipc.h"
-#include "ipc_internal.h"
+#include "ipc_core.h"
+#include "ipc_kernel.h"
+#include "ipc_reaper.h"
+#include "ipc_suspend.h"
+#include "ipc_vmm.h"
 
 #include "clock.h"
 #include "config.h"
@@ -102,7 +111,7 @@ static int open_shared(struct ipc_comm *c, int r, const char *name, char *why, s
 
 /* Rank r's counters (the head of its shared page, mapped here) pinned and
  * mapped into this context, where the streams address them as c->peer[r]
- * (ipc_internal.h, "Counters in host memory").  PORTABLE: the reaper and
+ * (ipc_proto.h, "Counters in host memory").  PORTABLE: the reaper and
  * the application's threads may have other contexts current. */
 static int register_counters(struct ipc_comm *c, int r, char *why, size_t whylen)
 {

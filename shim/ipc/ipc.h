@@ -6,7 +6,7 @@
  * into every peer's context.  Operations only enqueue work on the caller's
  * stream (copies on copy engines, waits and writes of counters with
  * cuStreamWaitValue64 / cuStreamWriteValue64), except small all-reduces,
- * which synchronise the host.  The protocol: ipc_internal.h.
+ * which synchronise the host.  The protocol: ipc_proto.h.
  *
  * This header is what shim/comm/ and shim/interpose/ call: set-up and
  * teardown (ipc.c), the operations (ipc_ops.c), and through the headers it

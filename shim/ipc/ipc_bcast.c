@@ -1,12 +1,17 @@
 /*
- * One broadcast of an ipc communicator (the protocol: ipc_internal.h): where
+ * One broadcast of an ipc communicator (the protocol: ipc_proto.h): where
  * each rank's buffer is (the descriptors in the shared pages), which rank of
  * each hop came first and so how the hop moves the data (PUSH, PULL or
  * STAGED), and the copies and counter operations that do it, all enqueued on
  * the caller's stream.
  */
 #define _GNU_SOURCE
-#include "ipc_internal.h"
+#include "ipc_bcast.h"
+#include "ipc_core.h"
+#include "ipc_kernel.h"
+#include "ipc_maps.h"
+#include "ipc_suspend.h"
+#include "ipc_vmm_export.h"
 
 #include "clock.h"
 
@@ -19,18 +24,28 @@
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
+#include <uthash.h>
+
+/* Allocations of this rank whose IPC handle is remembered (then forgotten all
+ * at once: an id is never reused, a forgotten one costs its driver calls again). */
+#define EXPORT_CACHE 32768
+
+/* An allocation of this rank and its IPC handle (as the map cache keeps a peer's: ipc_maps.c). */
+struct ipc_exported {
+    uint64_t buffer_id;                 /* the key (c->exported) */
+    UT_hash_handle hh;
+    CUdeviceptr start;
+    size_t size;                        /* the range of start (cuMemCreate memory: the whole reservation) */
+    CUipcMemHandle handle;
+    uint64_t last_b;
+    int not_ipc;                        /* cuIpcGetMemHandle refused it (cuMemCreate memory): see ipc_vmm.c */
+    int not_vmm;                        /* nor can it be shared as file descriptors */
+    /* cuMemCreate memory: the mapping buffer_id names (ids are per mapping
+     * and never reused, so it stays what it was), or size 0 */
+    struct ipc_vmm_piece piece;
+};
 
 enum hop { HOP_NONE = IPC_HOP_NONE, HOP_PUSH = IPC_HOP_PUSH, HOP_PULL = IPC_HOP_PULL, HOP_STAGED = IPC_HOP_STAGED };
-
-static int pred_of(const struct ipc_comm *c)
-{
-    return (c->rank - 1 + c->nranks) % c->nranks;
-}
-
-static int succ_of(const struct ipc_comm *c)
-{
-    return (c->rank + 1) % c->nranks;
-}
 
 /* Whether a host wait for rank r must end (only a rank DRING broadcasts
  * ahead of a neighbour waits): the communicator failed, or r has not moved
@@ -477,7 +492,7 @@ static size_t step_of(const struct ipc_comm *c, enum hop h, size_t bytes)
 }
 
 /* Whether broadcast j may copy before the one before it is over ("Senders
- * overlap", ipc_internal.h): two ranks, this one the root pushing in place,
+ * overlap", ipc_proto.h): two ranks, this one the root pushing in place,
  * after a broadcast that did the same into memory this one does not touch.
  * Remembers this one for the next. */
 static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
@@ -499,7 +514,7 @@ static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, c
 /* The wait that orders broadcast j after the operation before (on another
  * stream): its fence; or, for the last receiver of a pushed broadcast after
  * another, only that one's TAKEN write ("Receivers run ahead",
- * ipc_internal.h): TAKEN_MINE, or on one GPU the TAKEN itself ("One GPU"). */
+ * ipc_proto.h): TAKEN_MINE, or on one GPU the TAKEN itself ("One GPU"). */
 static int order_wait(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p, struct memops *m,
                       char *why, size_t whylen)
 {

@@ -5,7 +5,7 @@
  * futex words of the shared pages (suspend), and the trace.  Nothing here calls another ipc file but the driver table.
  */
 #define _GNU_SOURCE
-#include "ipc_internal.h"
+#include "ipc_core.h"
 
 #include "clock.h"
 #include "record.h"
@@ -65,7 +65,7 @@ void ipc_wake(const struct ipc_comm *c, int r)
     ipc_wake_word(w);
 }
 
-/* Counters are host memory (ipc_internal.h, "Counters in host memory"):
+/* Counters are host memory (ipc_proto.h, "Counters in host memory"):
  * the host reads and writes them without the driver. */
 uint64_t ipc_read_flag(const struct ipc_comm *c, int r, int off)
 {
@@ -133,7 +133,7 @@ int ipc_same_gpu(const struct ipc_comm *c, int r)
 }
 
 /* Stores RELEASE into every counter this rank's streams may be waiting on:
- * on its own page, and on one GPU two of its neighbours' (ipc_internal.h,
+ * on its own page, and on one GPU two of its neighbours' (ipc_proto.h,
  * "One GPU": the successor's AVAIL, the predecessor's TAKEN; their own waits
  * are released by their failure).  Plain stores into host memory, which the
  * waiting streams poll: no stream is needed, so none can be in the way. */

@@ -11,7 +11,7 @@
  * is slower than the copy engines between two processes (0.81x against
  * 0.89-0.90x): while the two processes time-share the GPU, a kernel needs the
  * SMs of its own context, a copy engine does not.  The time had gone to
- * round trips between the two processes (ipc_internal.h, "Receivers run
+ * round trips between the two processes (ipc_proto.h, "Receivers run
  * ahead").  So NCCLSHIM_IPC_COPY=auto keeps copy engines; =sm selects this,
  * for GPUs or drivers where a copy engine is slow on such memory.
  *
@@ -21,7 +21,7 @@
  * for any later GPU by any driver since CUDA 11.
  */
 #define _GNU_SOURCE
-#include "ipc_internal.h"
+#include "ipc_kernel.h"
 
 #include <stdio.h>
 #include <string.h>

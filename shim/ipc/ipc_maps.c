@@ -5,13 +5,30 @@
  * too many, and by suspend.  Every use is under qlock.
  */
 #define _GNU_SOURCE
-#include "ipc_internal.h"
+#include "ipc_maps.h"
+#include "ipc_core.h"
+#include "ipc_vmm_import.h"
 
 #include "clock.h"
+#include "record.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <uthash.h>
+
+/* A neighbour's allocation as mapped here. */
+struct ipc_map_key {
+    int32_t rank, pad;                  /* pad 0: the key is its bytes */
+    uint64_t buffer_id;
+};
+struct ipc_map {
+    struct ipc_map_key key;
+    UT_hash_handle hh;
+    CUipcMemHandle handle;
+    CUdeviceptr base;
+    uint64_t last_b;                    /* the last broadcast that used it */
+};
 
 /* Least recently used first. */
 static int by_use(const void *x, const void *y)
@@ -20,7 +37,8 @@ static int by_use(const void *x, const void *y)
     return (a->last_b > b->last_b) - (a->last_b < b->last_b);
 }
 
-void ipc_close_map(struct ipc_comm *c, struct ipc_map *m)
+/* Closes mapping m and forgets it (the last operation over). */
+static void close_map(struct ipc_comm *c, struct ipc_map *m)
 {
     c->cu->cuIpcCloseMemHandle(m->base);
     HASH_DEL(c->map, m);
@@ -47,7 +65,7 @@ void ipc_trim_maps(struct ipc_comm *c, int keep)
     HASH_ITER(hh, c->map, m, tmp) {
         if (c->nmap <= keep)
             break;
-        ipc_close_map(c, m);
+        close_map(c, m);
     }
 }
 
@@ -114,4 +132,42 @@ int ipc_map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d
     c->map_used_us = shim_mono_us();
     *at = m->base + d->offset;
     return 0;
+}
+
+int ipc_maps_hold_rank(const struct ipc_comm *c, int r)
+{
+    for (const struct ipc_map *m = c->map; m; m = m->hh.next)
+        if (m->key.rank == r)
+            return 1;
+    return 0;
+}
+
+void ipc_maps_drop_rank(struct ipc_comm *c, int r)
+{
+    struct ipc_map *m, *tmp;
+    HASH_ITER(hh, c->map, m, tmp)
+        if (m->key.rank == r)
+            close_map(c, m);
+}
+
+long ipc_maps_reap(struct ipc_comm *c)
+{
+    if (c->nmap > MAP_CACHE)
+        ipc_trim_maps(c, MAP_CACHE);
+    if (!c->nmap)
+        return -1;
+    uint64_t now = shim_mono_us(), due = c->map_used_us + MAP_IDLE_MS * 1000ull;
+    if (now >= due) {
+        ipc_trim_maps(c, 0);
+        due = now + MAP_IDLE_MS * 1000ull; /* if the last operation is not over: later */
+    }
+    return c->nmap ? (long)((due - now + 999) / 1000) : -1;
+}
+
+void ipc_maps_close(struct ipc_comm *c)
+{
+    ipc_trim_maps(c, 0);
+    if (c->nmap)
+        shim_warn("ipc", "ipc communicator %s (rank %d): %d mappings of peers' buffers stay open: its last operation "
+                  "did not finish", c->group, c->rank, c->nmap);
 }

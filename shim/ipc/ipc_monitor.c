@@ -1,10 +1,10 @@
 /*
- * Watching for a lost peer (see ipc_internal.h): one thread per process, alive
+ * Watching for a lost peer (see ipc_proto.h): one thread per process, alive
  * while some ipc communicator runs, polls their root connections.
  */
 #define _GNU_SOURCE
 #include "ipc_monitor.h"
-#include "ipc_internal.h"
+#include "ipc_core.h"
 
 #include "record.h"
 #include "worker.h"

@@ -1,6 +1,7 @@
 /*
- * Watching for a lost peer (shim/ipc/ipc_monitor.c): the root's connection
- * closing means a rank is gone, and the communicator fails on every survivor.
+ * What shim/ipc/ipc_monitor.c offers: watching for a lost peer (the root's
+ * connection closing means a rank is gone, and the communicator fails on
+ * every survivor).
  */
 #ifndef NCCLSHIM_IPC_MONITOR_H
 #define NCCLSHIM_IPC_MONITOR_H
@@ -10,6 +11,9 @@
 /* From creation on: `fd` (the root's connection, owned from now on) closing
  * means a rank is gone.  -1 if it cannot be watched (then nothing is). */
 int ipc_watch(struct ipc_comm *c, int fd);
+
+/* Stops watching `c` and closes its connection. */
+void ipc_unwatch(struct ipc_comm *c);
 
 /* After fork, in the child: the lost-peer monitor starts from nothing. */
 void ipc_monitor_after_fork_child(void);

@@ -1,7 +1,10 @@
-/* The operations of an ipc communicator (the protocol: ipc_internal.h). */
+/* The operations of an ipc communicator (the protocol: ipc_proto.h). */
 #define _GNU_SOURCE
 #include "ipc.h"
-#include "ipc_internal.h"
+#include "ipc_bcast.h"
+#include "ipc_core.h"
+#include "ipc_maps.h"
+#include "ipc_suspend.h"
 
 #include "dtype.h"
 #include "reduce.h"

@@ -1,5 +1,5 @@
 /*
- * The reaper thread of an ipc communicator (the protocol: ipc_internal.h),
+ * The reaper thread of an ipc communicator (the protocol: ipc_proto.h),
  * started at connect.  A mapping of a neighbour's buffer keeps that memory
  * allocated even after its owner freed it, so mappings unused for
  * MAP_IDLE_MS are given back (and beyond MAP_CACHE at once).  A peer that
@@ -13,7 +13,12 @@
  * thread when it maps or stops.
  */
 #define _GNU_SOURCE
-#include "ipc_internal.h"
+#include "ipc_reaper.h"
+#include "ipc_bcast.h"
+#include "ipc_core.h"
+#include "ipc_maps.h"
+#include "ipc_suspend.h"
+#include "ipc_vmm.h"
 
 #include "clock.h"
 #include "record.h"
@@ -61,18 +66,9 @@ static void *reaper_main(void *arg)
         long vmm_ms = ipc_vmm_reap(c);
         if (vmm_ms >= 0 && (sleep_ms < 0 || vmm_ms < sleep_ms))
             sleep_ms = vmm_ms;
-        if (c->nmap > MAP_CACHE)
-            ipc_trim_maps(c, MAP_CACHE);
-        if (c->nmap) {
-            uint64_t now = shim_mono_us(), due = c->map_used_us + MAP_IDLE_MS * 1000ull;
-            if (now >= due) {
-                ipc_trim_maps(c, 0);
-                due = now + MAP_IDLE_MS * 1000ull; /* if the last operation is not over: later */
-            }
-            long ms = c->nmap ? (long)((due - now + 999) / 1000) : -1;
-            if (ms >= 0 && (sleep_ms < 0 || ms < sleep_ms))
-                sleep_ms = ms;
-        }
+        long maps_ms = ipc_maps_reap(c);
+        if (maps_ms >= 0 && (sleep_ms < 0 || maps_ms < sleep_ms))
+            sleep_ms = maps_ms;
         pthread_mutex_unlock(&c->qlock);
         ipc_wait_word(word, seen, sleep_ms);
         pthread_mutex_lock(&c->qlock);
@@ -112,10 +108,7 @@ void ipc_reaper_stop(struct ipc_comm *c)
      * still mapped stays so (until the process exits) rather than be taken
      * from under a copy. */
     pthread_mutex_lock(&c->qlock);
-    ipc_trim_maps(c, 0);
+    ipc_maps_close(c);
     pthread_mutex_unlock(&c->qlock);
-    if (c->nmap)
-        shim_warn("ipc", "ipc communicator %s (rank %d): %d mappings of peers' buffers stay open: its last operation "
-                  "did not finish", c->group, c->rank, c->nmap);
     ipc_forget_exports(c);
 }

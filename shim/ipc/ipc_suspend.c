@@ -13,7 +13,7 @@
  * CUDA IPC, and freeing memory another process maps is undefined behaviour
  * (the driver keeps it allocated until the last mapping goes), so the free
  * waits until every peer has closed its mapping and said so (the protocol:
- * "Suspend" in ipc_internal.h).  Peers' reapers answer within milliseconds
+ * "Suspend" in ipc_proto.h).  Peers' reapers answer within milliseconds
  * when their own last operation is over; a peer whose stream still has an
  * operation queued (it may be waiting for this very rank) holds it, and the
  * release finishes in the background once it lets go.  A resume allocates
@@ -27,8 +27,9 @@
  */
 #define _GNU_SOURCE
 #include "ipc_suspend.h"
+#include "ipc_core.h"
+#include "ipc_maps.h"
 #include "clock.h"
-#include "ipc_internal.h"
 
 #include "record.h"
 
@@ -174,10 +175,7 @@ int ipc_data_reap(struct ipc_comm *c)
         uint64_t v = ipc_data_state(c, r);
         if (DATA_ST(v) == DATA_ACTIVE)
             continue;
-        int has_maps = 0;
-        struct ipc_map *m, *tmp;
-        HASH_ITER(hh, c->map, m, tmp)
-            has_maps |= m->key.rank == r;
+        int has_maps = ipc_maps_hold_rank(c, r);
         int acked = DATA_ST(v) != DATA_RELEASING || atomic_load(&c->shared[r]->acked[c->rank]) == DATA_EPOCH(v);
         if (!c->data[r] && !has_maps && acked)
             continue;
@@ -192,9 +190,7 @@ int ipc_data_reap(struct ipc_comm *c)
         if (c->data[r])
             close_data(c, r);
         /* Its buffers too: a suspended rank's application frees them next. */
-        HASH_ITER(hh, c->map, m, tmp)
-            if (m->key.rank == r)
-                ipc_close_map(c, m);
+        ipc_maps_drop_rank(c, r);
         if (DATA_ST(v) == DATA_RELEASING) {
             atomic_store(&c->shared[r]->acked[c->rank], DATA_EPOCH(v));
             ipc_wake(c, r);

@@ -1,7 +1,8 @@
 /*
- * ncclCommSuspend, ncclCommResume and ncclCommMemStats of an ipc
- * communicator (shim/ipc/ipc_suspend.c; the protocol: ipc_internal.h,
- * "Suspend").
+ * What shim/ipc/ipc_suspend.c offers: ncclCommSuspend, ncclCommResume and
+ * ncclCommMemStats of an ipc communicator (for shim/comm/, through ipc.h),
+ * and the peers' staging as the other files of the transport map it and
+ * let go of it (the protocol: ipc_proto.h, "Suspend").
  */
 #ifndef NCCLSHIM_IPC_SUSPEND_H
 #define NCCLSHIM_IPC_SUSPEND_H
@@ -20,5 +21,20 @@
 int ipc_suspend(struct ipc_comm *c, int release, char *why, size_t whylen);
 int ipc_resume(struct ipc_comm *c, char *why, size_t whylen);
 void ipc_mem_stats(const struct ipc_comm *c, int suspended, uint64_t out[4]);
+
+/* Peers' staging.  ipc_data_get (qlock held): rank r's staging mapped here
+ * in c->data[r]: 0; 1 if r has given it back (or is giving it back) and
+ * this rank holds no mapping (wait: ipc_data_wait, without qlock); -1 with
+ * the reason.  ipc_data_wait: 0 once r's staging is there again, -1 past
+ * NCCLSHIM_IPC_RESUME_WAIT_MS with a reason that says r is suspended.
+ * ipc_data_reap (reaper, qlock held): lets go of the staging of peers that
+ * release it; ipc_release_step (qlock held) frees this rank's once nobody
+ * holds it; both return 1 while something is left to do later.
+ * ipc_data_close (destroy): closes every peer's staging. */
+int ipc_data_get(struct ipc_comm *c, int r, char *why, size_t whylen);
+int ipc_data_wait(struct ipc_comm *c, int r, char *why, size_t whylen);
+int ipc_data_reap(struct ipc_comm *c);
+int ipc_release_step(struct ipc_comm *c);
+void ipc_data_close(struct ipc_comm *c);
 
 #endif

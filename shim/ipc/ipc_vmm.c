@@ -1,6 +1,6 @@
 /*
  * Memory of cuMemCreate shared between ring neighbours (the protocol:
- * ipc_internal.h).
+ * ipc_proto.h).
  *
  * PyTorch's expandable segments (PYTORCH_CUDA_ALLOC_CONF=expandable_segments,
  * common in RL trainers) allocate with cuMemCreate and map the pieces (20 MiB
@@ -49,13 +49,19 @@
  * ipc_vmm_link.c holds the sockets (messages with their descriptors, the
  * predecessor's connection accepted); ipc_vmm_export.c the exporter
  * (ipc_vmm_describe, the pieces sent and forgotten); ipc_vmm_import.c the
- * importer (the mirrors, ipc_vmm_map); ipc_vmm_internal.h what they share;
- * ipc_vmm_wire.c the messages' check.  The calls go one way (this file ->
+ * importer (the mirrors, ipc_vmm_map); ipc_vmm_state.h the state they
+ * share (each file's own header says what it offers); ipc_vmm_wire.c the
+ * messages' check.  The calls go one way (this file ->
  * the exporter and the importer -> the sockets), so that each can be read
  * and changed without the ones that call it.
  */
 #define _GNU_SOURCE
-#include "ipc_vmm_internal.h"
+#include "ipc_vmm.h"
+#include "ipc_core.h"
+#include "ipc_vmm_export.h"
+#include "ipc_vmm_import.h"
+#include "ipc_vmm_link.h"
+#include "ipc_vmm_state.h"
 
 #include "clock.h"
 #include "config.h"

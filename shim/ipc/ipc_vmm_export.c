@@ -6,7 +6,10 @@
  * since the two ends share only the links and the wire format.
  */
 #define _GNU_SOURCE
-#include "ipc_vmm_internal.h"
+#include "ipc_vmm_export.h"
+#include "ipc_core.h"
+#include "ipc_vmm_link.h"
+#include "ipc_vmm_state.h"
 
 #include "clock.h"
 

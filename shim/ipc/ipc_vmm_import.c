@@ -7,7 +7,9 @@
  * share only the links and the wire format.
  */
 #define _GNU_SOURCE
-#include "ipc_vmm_internal.h"
+#include "ipc_vmm_import.h"
+#include "ipc_core.h"
+#include "ipc_vmm_link.h"
 
 #include "clock.h"
 

@@ -7,7 +7,8 @@
  * those back.
  */
 #define _GNU_SOURCE
-#include "ipc_vmm_internal.h"
+#include "ipc_vmm_link.h"
+#include "ipc_core.h"
 
 #include "clock.h"
 #include "record.h"

@@ -1,15 +1,16 @@
 /*
- * What the files of the VMM sharing (cuMemCreate memory passed to the ring
- * neighbours as file descriptors: the protocol at the top of ipc_vmm.c)
- * share, and nothing else includes: their state, the links, the pieces sent
- * and mapped, and the calls between them.  Definitions only, no .c of its
- * own: the files call down ipc_vmm.c -> ipc_vmm_export.c, ipc_vmm_import.c
- * -> ipc_vmm_link.c, never back.
+ * The state of the VMM sharing (cuMemCreate memory passed to the ring
+ * neighbours as file descriptors: the protocol at the top of ipc_vmm.c),
+ * which its four files share and nothing else includes: the links, the
+ * pieces sent and mapped, the mirrors.  Definitions only, no .c of its own
+ * (what each file offers is in its own header): the files call down
+ * ipc_vmm.c -> ipc_vmm_export.c, ipc_vmm_import.c -> ipc_vmm_link.c, never
+ * back.
  */
-#ifndef NCCLSHIM_IPC_VMM_INTERNAL_H
-#define NCCLSHIM_IPC_VMM_INTERNAL_H
+#ifndef NCCLSHIM_IPC_VMM_STATE_H
+#define NCCLSHIM_IPC_VMM_STATE_H
 
-#include "ipc_internal.h"
+#include "ipc_comm.h"
 #include "ipc_vmm_wire.h"
 
 #include <stdint.h>
@@ -93,16 +94,6 @@ struct ipc_vmm {
     int capscratch;
 };
 
-static inline int pred_of(const struct ipc_comm *c)
-{
-    return (c->rank - 1 + c->nranks) % c->nranks;
-}
-
-static inline int succ_of(const struct ipc_comm *c)
-{
-    return (c->rank + 1) % c->nranks;
-}
-
 /* Where this rank sends to (reads from) neighbour r: two ranks have a socket each way. */
 static inline struct link *out_link(struct ipc_vmm *v, const struct ipc_comm *c, int r)
 {
@@ -113,21 +104,5 @@ static inline struct link *in_link(struct ipc_vmm *v, const struct ipc_comm *c, 
 {
     return r == pred_of(c) ? &v->link[1] : &v->link[0];
 }
-
-/* ipc_vmm_link.c: the sockets. */
-void vmm_note(struct ipc_comm *c, int warn, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-void vmm_link_close(struct link *l);
-void vmm_close_fds(const int *fds, int n);
-int vmm_send_msg(int fd, const struct vmm_msg *m, const int *fds, int nfds);
-ssize_t vmm_recv_msg(int fd, struct vmm_msg *m, int *fds, int *nfds, int *truncated);
-void vmm_stop_listening(struct ipc_vmm *v);
-void vmm_try_accept(struct ipc_comm *c);
-
-/* ipc_vmm_export.c: the reaper's turn of the exporter. */
-void vmm_check_sent(struct ipc_comm *c);
-
-/* ipc_vmm_import.c: the reaper's turn of the importer, and destroy's. */
-int vmm_read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, size_t whylen);
-void vmm_unmap_piece(struct ipc_comm *c, struct piece *p);
 
 #endif

@@ -1,0 +1,181 @@
+/*
+ * What one process keeps of an ipc communicator (struct ipc_comm), and the
+ * small reads of it that every file of shim/ipc/ makes on the broadcast's
+ * path (inline: no call).  No code of its own: the protocol it keeps state
+ * for is ipc_proto.h; what each file offers is that file's header.
+ */
+#ifndef NCCLSHIM_IPC_COMM_H
+#define NCCLSHIM_IPC_COMM_H
+
+#include "ipc_proto.h"
+#include "ipc_types.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct ipc_map;
+struct ipc_exported;
+struct ipc_vmm;
+
+struct ipc_comm {
+    const struct shim_cuda *cu;
+    int rank, nranks, device;
+    CUcontext ctx;
+    size_t chunk;
+    int nslots;
+    size_t step_fixed;                  /* NCCLSHIM_IPC_STEP_BYTES: a chain's step (0: step_of chooses) */
+    int push_wait_us;                   /* NCCLSHIM_IPC_PUSH_WAIT_US: see await_receiver */
+    int resume_wait_ms;                 /* NCCLSHIM_IPC_RESUME_WAIT_MS: see ipc_data_wait */
+    CUstream stream;                    /* the communicator's own (non-blocking, highest priority) */
+    /* Every rank's counters as this context's streams address them (its
+     * shared page's, registered here: 0 until then); the host reads and
+     * writes them through shared[r]->counters. */
+    CUdeviceptr *peer;
+    /* Every rank's staging as mapped here (0: not now); data[rank]: this
+     * rank's (0 while given back).  Under qlock, but data[rank], which the
+     * application's thread also reads in its operations (never while
+     * suspended, when alone it changes). */
+    CUdeviceptr *data;
+    size_t data_bytes;                  /* the size of a staging allocation */
+    /* Host shared pages of every rank (this rank's at shared[rank]). */
+    struct ipc_shared **shared;
+    char shm_name[48];                  /* this rank's, until unlinked at commit */
+    /* Host counters, the same on every rank (ops are issued in the same order
+     * everywhere) but ops.  NCCL allows one thread per communicator at a
+     * time: only that thread touches them. */
+    uint64_t ops;
+    uint64_t bcasts, bbytes;            /* broadcasts issued, and their bytes */
+    uint64_t allreduces;                /* all-reduces issued: the AR/AR2 values (every rank takes part) */
+    size_t p2p_chunk;                   /* Send/Recv slot size */
+    uint64_t *sent, *recvd;             /* Send/Recv chunks per peer, as the counters will say */
+    /* Set once a peer is gone (shim/ipc/ipc.c's monitor): every later operation
+     * fails at once, waits are released, destroy skips its barrier. */
+    atomic_int failed;
+    atomic_int failing;                 /* claimed by the one ipc_fail that writes `failure` */
+    char failure[256];                  /* written before `failed` is set, never after */
+    _Atomic uint64_t failed_us;         /* shim_mono_us() of the failure, once its waits were first released */
+    int monitor_fd;                     /* the root's connection, watched; -1 if none */
+    /* Set by ipc_free before its barrier: a connection closing from then on
+     * is the others' teardown, not a loss (peer_closed records it, quietly). */
+    atomic_int closing, peer_closed;
+    char group[160];                    /* the communicator's name in the records, for messages */
+    /* The stream of the operation before (cuStreamGetId: ids are never
+     * reused, unlike handles), if known: an operation on the same stream
+     * needs no fence.  The application's thread's. */
+    unsigned long long last_sid;
+    int last_sid_known;
+    /* The operation before was a broadcast that this rank's stream only
+     * pushed out of its own buffer into its successor's, there at
+     * [push_to, push_to + push_len): "Senders overlap".  The application's thread's. */
+    int last_push_only;
+    CUdeviceptr push_to;
+    size_t push_len;
+    /* The reaper thread, started at connect: it gives back mappings nobody
+     * used for MAP_IDLE_MS, and peers' staging they release; it finishes
+     * this rank's releases.  `stop` and the fence are under qlock;
+     * `reaper_started` is the application's thread's.  It waits on this
+     * rank's shared word (ipc_wake). */
+    pthread_t reaper;
+    int reaper_started;
+    pthread_mutex_t qlock;
+    int stop;
+    /* The last operation is over once rank fence_rank's counter at
+     * fence_off reaches fence_val (0: nothing to wait for); fence_rank is
+     * this rank, or a neighbour on its GPU ("One GPU"). */
+    int fence_rank, fence_off;
+    uint64_t fence_val;
+    /* Under qlock: the application's thread enqueues broadcasts, and the
+     * reaper gives mappings back, holding it (and ipc_free once the reaper
+     * has stopped). */
+    struct ipc_map *map;                /* by (rank, buffer id): uthash */
+    int nmap;
+    uint64_t map_used_us;               /* shim_mono_us() when a mapping was last used */
+    /* How the broadcasts went (ipc_get_stats), counted as they are enqueued. */
+    atomic_ullong stat_first, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
+    /* Hops (in and out) whose copies ran on the SMs (the copy kernel) or on
+     * copy engines. */
+    atomic_ullong stat_sm, stat_ce;
+    /* Every rank's device, from its export (NULL until connected). */
+    int *peer_dev;
+    /* The copy kernel (shim/ipc/ipc_kernel.c), loaded at connect when a peer
+     * shares this rank's device and NCCLSHIM_IPC_COPY=sm; else NULL, and
+     * copy_note says why if it was asked for and did not load. */
+    CUmodule kmod;
+    CUfunction kfn;
+    int sms;
+    char copy_note[200];
+    struct ipc_exported *exported;      /* by buffer id: uthash; the application's thread's */
+    int nexported;
+    /* shim/ipc/ipc_vmm.c's state (NULL: no VMM sharing), under qlock;
+     * vmm_note says why VMM memory is staged, if it is (written under
+     * qlock, read by the records once the communicator is done). */
+    struct ipc_vmm *vmm;
+    char vmm_note[200];
+    atomic_ullong stat_vmm_sent, stat_vmm_mapped;   /* pieces sent to neighbours, and mapped from them */
+    /* The driver refused cuStreamBatchMemOp (or lacks it): memops go one by
+     * one.  Atomic: every thread of the communicator's operations reads it. */
+    atomic_int memops_single;
+};
+
+/* This rank's neighbours on the ring. */
+static inline int pred_of(const struct ipc_comm *c)
+{
+    return (c->rank - 1 + c->nranks) % c->nranks;
+}
+
+static inline int succ_of(const struct ipc_comm *c)
+{
+    return (c->rank + 1) % c->nranks;
+}
+
+/* Rank r's data_state, from its shared page ("Suspend"). */
+static inline uint64_t ipc_data_state(const struct ipc_comm *c, int r)
+{
+    return atomic_load_explicit(&c->shared[r]->data_state, memory_order_acquire);
+}
+
+static inline CUdeviceptr flag(const struct ipc_comm *c, int r, int off)
+{
+    return c->peer[r] + (CUdeviceptr)off;
+}
+
+/* The same counter, as the host reads and writes it. */
+static inline _Atomic uint64_t *host_flag(const struct ipc_comm *c, int r, int off)
+{
+    return &c->shared[r]->counters[off / 8];
+}
+
+/* Staging slot of rank r that carries its chunk k of a broadcast (r's
+ * staging mapped here: ipc_data_get). */
+static inline CUdeviceptr slot(const struct ipc_comm *c, int r, uint64_t k)
+{
+    return c->data[r] + (CUdeviceptr)((k % (uint64_t)c->nslots) * c->chunk);
+}
+
+/* 0 if `r` is CUDA_SUCCESS; else -1 with the reason (`fn` failed: the
+ * driver's error) in `why`.  Callers say where it goes next:
+ *     if (cu_check(cu->cuMemAlloc(&p, n), "cuMemAlloc", why, whylen) != 0)
+ *         goto fail; */
+static inline int cu_check(CUresult r, const char *fn, char *why, size_t whylen)
+{
+    if (r == CUDA_SUCCESS)
+        return 0;
+    shim_cuda_error(fn, r, why, whylen);
+    return -1;
+}
+
+static inline size_t p2p_offset(const struct ipc_comm *c)
+{
+    return c->chunk * (size_t)c->nslots;
+}
+
+/* Where `from` sends its k-th chunk to `to`, in `from`'s staging as mapped here. */
+static inline CUdeviceptr p2p_slot(const struct ipc_comm *c, int from, int to, uint64_t k)
+{
+    return c->data[from] + p2p_offset(c) + ((size_t)to * P2P_SLOTS + (size_t)(k % P2P_SLOTS)) * c->p2p_chunk;
+}
+
+
+#endif
