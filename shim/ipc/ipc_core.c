@@ -17,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
-#include <sys/socket.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,13 +84,13 @@ int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64
         uint64_t v = ipc_read_flag(c, r, off);
         if ((int64_t)(v - want) >= 0)
             return 0;
-        if (atomic_load(&c->peer_closed) && shim_mono_us() + HOST_WAIT_US - 1000000 > deadline) {
+        if (atomic_load(&c->watch.peer_closed) && shim_mono_us() + HOST_WAIT_US - 1000000 > deadline) {
             /* A peer closed during destroy and a second has passed: it will not come. */
             snprintf(why, whylen, "rank %d left during destroy", r);
             return -1;
         }
-        if (atomic_load(&c->failed)) {
-            snprintf(why, whylen, "%s", c->failure);
+        if (atomic_load(&c->fail.failed)) {
+            snprintf(why, whylen, "%s", c->fail.why);
             return -1;
         }
         if (shim_mono_us() > deadline) {
@@ -121,8 +120,8 @@ int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, si
 int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whylen)
 {
     pthread_mutex_lock(&c->qlock);
-    int r = c->fence_rank, off = c->fence_off;
-    uint64_t val = c->fence_val;
+    int r = c->is.fence_rank, off = c->is.fence_off;
+    uint64_t val = c->is.fence_val;
     pthread_mutex_unlock(&c->qlock);
     return val ? ipc_wait_one(c, r, off, val, deadline, why, whylen) : 0;
 }
@@ -168,12 +167,12 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     /* One failure wins and writes its reason, then says `failed` (a release):
      * whoever sees it reads the whole reason, never one that a second failure
      * (the monitor's, beside the application's abort) is writing over. */
-    if (!atomic_compare_exchange_strong(&c->failing, &expected, 1))
+    if (!atomic_compare_exchange_strong(&c->fail.failing, &expected, 1))
         return;
-    snprintf(c->failure, sizeof(c->failure), "%s", why);
-    atomic_store_explicit(&c->failed, 1, memory_order_release);
+    snprintf(c->fail.why, sizeof(c->fail.why), "%s", why);
+    atomic_store_explicit(&c->fail.failed, 1, memory_order_release);
     ipc_release_waits(c);
-    atomic_store(&c->failed_us, shim_mono_us());
+    atomic_store(&c->fail.since_us, shim_mono_us());
     if (lost)
         shim_warn("ipc-peer-lost", "ipc communicator %s (rank %d of %d): %s; its operations now fail with "
                   "ncclRemoteError, and the streams waiting on the peer are released (a stream synchronisation "
@@ -182,15 +181,6 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
     /* The reaper repeats the release; a host wait looks at `failed` as it polls. */
     if (c->shared && c->shared[c->rank])
         ipc_wake(c, c->rank);
-}
-
-void ipc_fail_everywhere(struct ipc_comm *c, const char *why)
-{
-    shim_warn("ipc", "ipc communicator %s (rank %d of %d): %s; it fails here and at every peer (ncclRemoteError)",
-              c->group, c->rank, c->nranks, why);
-    ipc_fail(c, why, 0);
-    if (c->monitor_fd >= 0)
-        shutdown(c->monitor_fd, SHUT_RDWR);
 }
 
 /*
@@ -257,7 +247,7 @@ int memops_flush(struct memops *m, char *why, size_t whylen)
     int n = m->n, rc;
     if (!n)
         return 0;
-    if (n > 1 && c->cu->cuStreamBatchMemOp && !atomic_load_explicit(&c->memops_single, memory_order_relaxed)) {
+    if (n > 1 && c->cu->cuStreamBatchMemOp && !atomic_load_explicit(&c->memops.single, memory_order_relaxed)) {
         CUresult r = c->cu->cuStreamBatchMemOp(m->s, (unsigned)n, m->op, 0);
         if (r == CUDA_SUCCESS) {
             m->n = 0;
@@ -268,7 +258,7 @@ int memops_flush(struct memops *m, char *why, size_t whylen)
             return cu_check(r, "cuStreamBatchMemOp", why, whylen);
         }
         /* Refused as a whole, nothing enqueued: one by one from now on. */
-        atomic_store_explicit(&c->memops_single, 1, memory_order_relaxed);
+        atomic_store_explicit(&c->memops.single, 1, memory_order_relaxed);
         ipc_trace(c, "cuStreamBatchMemOp not supported: stream memory operations one by one");
     }
     rc = memops_singly(m, 0, why, whylen);
@@ -312,5 +302,5 @@ uint64_t ipc_trace_clock(void)
  * communicator failed (its waits released).  qlock held. */
 int ipc_fence_passed(const struct ipc_comm *c)
 {
-    return atomic_load(&c->failed) || !c->fence_val || ipc_read_flag(c, c->fence_rank, c->fence_off) >= c->fence_val;
+    return atomic_load(&c->fail.failed) || !c->is.fence_val || ipc_read_flag(c, c->is.fence_rank, c->is.fence_off) >= c->is.fence_val;
 }

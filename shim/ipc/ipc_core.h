@@ -33,11 +33,6 @@ void ipc_release_waits(struct ipc_comm *c);
  * a peer is gone (warned), else an abort. */
 void ipc_fail(struct ipc_comm *c, const char *why, int lost);
 
-/* ipc_fail, and the peers are told: this rank's connection to the root is
- * shut, the root closes every other, and their monitors fail them too (a
- * rank that cannot go on must not leave its peers waiting on it). */
-void ipc_fail_everywhere(struct ipc_comm *c, const char *why);
-
 /* At commit every neighbour has mapped this rank's shared page: its name goes. */
 void ipc_unlink_shared(struct ipc_comm *c);
 
@@ -48,7 +43,7 @@ CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, si
  * Stream waits and writes queued and enqueued together: one
  * cuStreamBatchMemOp where the driver has it (in the array's order, as
  * the single calls would be), each alone where it has not or refuses it
- * (CUDA_ERROR_NOT_SUPPORTED: c->memops_single, for good).  Every driver
+ * (CUDA_ERROR_NOT_SUPPORTED: c->memops.single, for good).  Every driver
  * call costs the application's thread a microsecond or more, and a
  * broadcast's counter operations come in runs (a receiver's TAKEN write and
  * AVAIL wait; a root's fence and TAKEN waits): docs/benchmarks.md, "Host

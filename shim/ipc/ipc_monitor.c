@@ -12,6 +12,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* --- The monitor: one thread per process watches the root connection of
@@ -71,7 +72,7 @@ static void *monitor(void *arg)
             pfd[k] = (struct pollfd){ g_mon_wake[0], POLLIN, 0 };
             who[k++] = NULL;
             for (struct mon_entry *e = g_mon; e && k < cap; e = e->next) {
-                pfd[k] = (struct pollfd){ e->c->monitor_fd, POLLIN, 0 };
+                pfd[k] = (struct pollfd){ e->c->watch.fd, POLLIN, 0 };
                 who[k++] = e->c;
             }
         }
@@ -95,13 +96,13 @@ static void *monitor(void *arg)
             struct mon_entry *e = *pp;
             *pp = e->next;
             free(e);
-            if (atomic_load(&who[j]->closing))
-                atomic_store(&who[j]->peer_closed, 1); /* the others are destroying it too */
+            if (atomic_load(&who[j]->watch.closing))
+                atomic_store(&who[j]->watch.peer_closed, 1); /* the others are destroying it too */
             else
                 ipc_fail(who[j], "a rank of this communicator is gone (the root's shim closed the connection: a "
                                  "process exited or was killed)", 1);
-            close(who[j]->monitor_fd);
-            who[j]->monitor_fd = -1;
+            close(who[j]->watch.fd);
+            who[j]->watch.fd = -1;
         }
         pthread_mutex_unlock(&g_mon_lock);
     }
@@ -111,7 +112,7 @@ int ipc_watch(struct ipc_comm *c, int fd)
 {
     /* Called at commit, when every rank has connected. */
     ipc_unlink_shared(c);
-    c->monitor_fd = fd;
+    c->watch.fd = fd;
     if (fd < 0)
         return -1;
     struct mon_entry *e = calloc(1, sizeof(*e));
@@ -150,11 +151,20 @@ void ipc_unwatch(struct ipc_comm *c)
         }
     }
     pthread_mutex_unlock(&g_mon_lock);
-    if (c->monitor_fd >= 0)
-        close(c->monitor_fd);
-    c->monitor_fd = -1;
+    if (c->watch.fd >= 0)
+        close(c->watch.fd);
+    c->watch.fd = -1;
 }
 
+
+void ipc_fail_everywhere(struct ipc_comm *c, const char *why)
+{
+    shim_warn("ipc", "ipc communicator %s (rank %d of %d): %s; it fails here and at every peer (ncclRemoteError)",
+              c->group, c->rank, c->nranks, why);
+    ipc_fail(c, why, 0);
+    if (c->watch.fd >= 0)
+        shutdown(c->watch.fd, SHUT_RDWR);
+}
 
 void ipc_monitor_lock_for_fork(void)
 {

@@ -4,6 +4,7 @@
 #include "ipc_bcast.h"
 #include "ipc_core.h"
 #include "ipc_maps.h"
+#include "ipc_monitor.h"
 #include "ipc_suspend.h"
 
 #include "dtype.h"
@@ -36,9 +37,9 @@ static void ctx_leave(const struct ipc_comm *c, struct ctx_guard *g)
 /* A communicator that lost a peer (or was aborted) fails every operation at once. */
 static int failed(struct ipc_comm *c, char *why, size_t whylen)
 {
-    if (!atomic_load(&c->failed))
+    if (!atomic_load(&c->fail.failed))
         return 0;
-    snprintf(why, whylen, "%s", c->failure);
+    snprintf(why, whylen, "%s", c->fail.why);
     return 1;
 }
 
@@ -59,11 +60,11 @@ static int needs_fence(struct ipc_comm *c, CUstream s, unsigned long long *sid, 
     *sid = 0;
     *known = cu->cuStreamGetId && cu->cuStreamGetId(s, sid) == CUDA_SUCCESS;
     ipc_trace(c, "op %llu stream %llu (known %d) last %llu (known %d) fence rank %d %d>=%llu",
-              (unsigned long long)c->ops, *sid, *known, c->last_sid, c->last_sid_known, c->fence_rank, c->fence_off,
-              (unsigned long long)c->fence_val);
-    if (*known && c->last_sid_known && *sid == c->last_sid)
+              (unsigned long long)c->is.ops, *sid, *known, c->is.last_sid, c->is.last_sid_known, c->is.fence_rank, c->is.fence_off,
+              (unsigned long long)c->is.fence_val);
+    if (*known && c->is.last_sid_known && *sid == c->is.last_sid)
         return 0;
-    return c->fence_val != 0; /* read without qlock: only this thread writes it */
+    return c->is.fence_val != 0; /* read without qlock: only this thread writes it */
 }
 
 /*
@@ -88,7 +89,7 @@ static ncclResult_t lock_with_data(struct ipc_comm *c, uint64_t need, char *why,
         if (rc < 0)
             return ncclUnhandledCudaError;
         if (ipc_data_wait(c, r, why, whylen) != 0)
-            return atomic_load(&c->failed) ? ncclRemoteError : ncclInvalidUsage;
+            return atomic_load(&c->fail.failed) ? ncclRemoteError : ncclInvalidUsage;
     }
 }
 
@@ -97,7 +98,7 @@ static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *
 {
     if (!needs_fence(c, s, sid, known))
         return CUDA_SUCCESS;
-    return c->cu->cuStreamWaitValue64(s, flag(c, c->fence_rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+    return c->cu->cuStreamWaitValue64(s, flag(c, c->is.fence_rank, c->is.fence_off), c->is.fence_val, CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 /* The operation just enqueued on stream `sid` is over once this rank's
@@ -105,14 +106,14 @@ static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *
  * before it stands). */
 static void set_fence(struct ipc_comm *c, unsigned long long sid, int known, int off, uint64_t val)
 {
-    c->last_sid = sid;
-    c->last_sid_known = known;
+    c->is.last_sid = sid;
+    c->is.last_sid_known = known;
     if (off < 0)
         return;
     pthread_mutex_lock(&c->qlock); /* the reaper reads it (ipc_trim_maps) */
-    c->fence_rank = c->rank;
-    c->fence_off = off;
-    c->fence_val = val;
+    c->is.fence_rank = c->rank;
+    c->is.fence_off = off;
+    c->is.fence_val = val;
     pthread_mutex_unlock(&c->qlock);
 }
 
@@ -139,7 +140,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     }
     struct ctx_guard g;
     ctx_enter(c, &g);
-    uint64_t op = c->ops;
+    uint64_t op = c->is.ops;
     int me = c->rank, locked = 0, off = -1, frank = me;
     uint64_t val = 0;
     unsigned long long sid;
@@ -149,7 +150,7 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
      * less than the fence). */
     int fence = needs_fence(c, s, &sid, &known);
     if (c->nranks == 1 && fence) {
-        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->fence_rank, c->fence_off), c->fence_val,
+        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->is.fence_rank, c->is.fence_off), c->is.fence_val,
                                              CU_STREAM_WAIT_VALUE_GEQ),
                      "cuStreamWaitValue64", why, whylen) != 0)
             goto fail;
@@ -165,8 +166,8 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
             val = op + 1;
         }
     } else {
-        struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv,
-                                    fence ? c->fence_rank : me, fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
+        struct ipc_bcast_args j = { c->is.bcasts + 1, op, c->is.bbytes, bytes, root, send, recv,
+                                    fence ? c->is.fence_rank : me, fence ? c->is.fence_off : 0, fence ? c->is.fence_val : 0 };
         /* A receiver may copy out of its predecessor's staging (a staged hop). */
         int pred = (me - 1 + c->nranks) % c->nranks;
         uint64_t t0 = ipc_trace_clock();
@@ -178,27 +179,27 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
             return res;
         }
         locked = 1;
-        int had = c->nmap;
+        int had = c->maps.n;
         if (ipc_chain_bcast(c, &j, s, &frank, &off, &val, why, whylen) != 0)
             goto fail;
         if (off >= 0) {
             /* Under the lock that covered the enqueue: the reaper must not
              * judge the mappings idle by the fence before this one. */
-            c->fence_rank = frank;
-            c->fence_off = off;
-            c->fence_val = val;
+            c->is.fence_rank = frank;
+            c->is.fence_off = off;
+            c->is.fence_val = val;
             off = -1;
         }
-        int mapped = !had && c->nmap;
+        int mapped = !had && c->maps.n;
         pthread_mutex_unlock(&c->qlock);
         locked = 0;
         if (mapped) /* the reaper sleeps without a bound while nothing is mapped */
             ipc_wake(c, me);
-        c->bcasts++;
-        c->bbytes += bytes;
+        c->is.bcasts++;
+        c->is.bbytes += bytes;
     }
     set_fence(c, sid, known, off, val);
-    c->ops = op + 1;
+    c->is.ops = op + 1;
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
@@ -348,7 +349,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
         return ready;
     }
     pthread_mutex_unlock(&c->qlock);
-    uint64_t opn = c->ops;
+    uint64_t opn = c->is.ops;
     ncclResult_t res = ncclUnhandledCudaError;
     unsigned long long sid;
     int known;
@@ -357,7 +358,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
     if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
         goto fail;
-    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
+    ipc_bcast_after_other(c);
     if (bytes) {
         if (cu_check(ipc_copy(c, slot(c, c->rank, 0), (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
                      "cuMemcpyDtoDAsync", why, whylen) != 0)
@@ -365,13 +366,13 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     }
     if (cu_check(cu->cuStreamSynchronize(s), "cuStreamSynchronize", why, whylen) != 0)
         goto fail;
-    uint64_t arn = c->allreduces + 1;
+    uint64_t arn = c->is.allreduces + 1;
     if ((res = allreduce_on_host(c, recvbuff, count, dtype, op, bytes, arn, why, whylen)) != ncclSuccess)
         goto fail;
     ipc_write_flag(c, F_DONE, opn + 1);
     set_fence(c, sid, known, F_DONE, opn + 1);
-    c->ops = opn + 1;
-    c->allreduces = arn;
+    c->is.ops = opn + 1;
+    c->is.allreduces = arn;
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
@@ -413,7 +414,7 @@ static int p2p_send_chunk(struct ipc_comm *c, int q, CUdeviceptr user, size_t le
 {
     const struct shim_cuda *cu = c->cu;
     int me = c->rank;
-    uint64_t pc = c->sent[q]++;
+    uint64_t pc = c->is.sent[q]++;
     if (pc + 1 > P2P_SLOTS && cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P2P_SLOTS,
                                                                CU_STREAM_WAIT_VALUE_GEQ),
                                        "cuStreamWaitValue64", why, whylen) != 0)
@@ -431,7 +432,7 @@ static int p2p_recv_chunk(struct ipc_comm *c, int q, CUdeviceptr user, size_t le
 {
     const struct shim_cuda *cu = c->cu;
     int me = c->rank;
-    uint64_t pc = c->recvd[q]++;
+    uint64_t pc = c->is.recvd[q]++;
     if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
                  "cuStreamWaitValue64", why, whylen) != 0)
         return -1;
@@ -459,7 +460,7 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     }
     struct ctx_guard g;
     ctx_enter(c, &g);
-    uint64_t op = c->ops;
+    uint64_t op = c->is.ops;
     int me = c->rank, locked = 0;
     unsigned long long sid;
     int known;
@@ -477,7 +478,7 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     locked = 1;
     if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
         goto fail;
-    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
+    ipc_bcast_after_other(c);
     /* One chunk of each operation in turn: a group's sends and receives
      * between two ranks progress together, so neither waits on the other's
      * full slots for ever. */
@@ -502,12 +503,12 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
         goto fail;
     /* Under the lock that covered the enqueue (the reaper judges the
      * mappings by the fence). */
-    c->fence_rank = me;
-    c->fence_off = F_DONE;
-    c->fence_val = op + 1;
+    c->is.fence_rank = me;
+    c->is.fence_off = F_DONE;
+    c->is.fence_val = op + 1;
     pthread_mutex_unlock(&c->qlock);
     set_fence(c, sid, known, -1, 0);
-    c->ops = op + 1;
+    c->is.ops = op + 1;
     free(done);
     ctx_leave(c, &g);
     return ncclSuccess;

@@ -121,7 +121,7 @@ void ipc_vmm_listen(struct ipc_comm *c)
     if (shim_random(&token, sizeof(token)) != 0 || !token) /* unguessable if it can be; never 0 */
         token = (shim_mono_us() << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)v ^ 1;
     atomic_store(&c->shared[c->rank]->vmm_token, token);
-    c->vmm = v;
+    c->vmm.st = v;
     atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_ON);
 }
 
@@ -130,7 +130,7 @@ void ipc_vmm_listen(struct ipc_comm *c)
 static int make_probe(struct ipc_comm *c, int *fd, size_t *size, char *why, size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof(prop));
     prop.type = 1; /* CU_MEM_ALLOCATION_TYPE_PINNED */
@@ -159,7 +159,7 @@ static int make_probe(struct ipc_comm *c, int *fd, size_t *size, char *why, size
 
 static void drop_probe(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (v->has_probe)
         c->cu->cuMemRelease(v->probe);
     v->has_probe = 0;
@@ -167,7 +167,7 @@ static void drop_probe(struct ipc_comm *c)
 
 void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (!v)
         return;
     int succ = succ_of(c), pred = pred_of(c);
@@ -249,7 +249,7 @@ void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
 
 long ipc_vmm_reap(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (!v)
         return -1;
     uint64_t now = shim_mono_us();
@@ -300,7 +300,7 @@ long ipc_vmm_reap(struct ipc_comm *c)
 
 void ipc_vmm_close(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (!v)
         return;
     /* As ipc_reaper_stop: what a copy may still use stays mapped. */
@@ -322,5 +322,5 @@ void ipc_vmm_close(struct ipc_comm *c)
         free(v->mirrors);
         free(v);
     }
-    c->vmm = NULL;
+    c->vmm.st = NULL;
 }
