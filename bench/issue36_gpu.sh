@@ -6,6 +6,10 @@
 #   trace   the new library's bucketed single broadcasts with NCCLSHIM_IPC_TRACE=1
 #   gpu     tests/gpu/run.sh (the one-GPU tests) with the new library
 # Usage: OUT=dir bench/issue36_gpu.sh host coloc trace gpu
+# Built first, here: make; cc -O2 -I. -Ishim/ipc -Ishim/base -Ishim/nccl -Ishim/rendezvous \
+#   -o build/ipc_host_cost bench/ipc_host_cost.c -ldl; and main's library:
+#   git -C <main> archive <commit> | tar -x -C /tmp/old && make -C /tmp/old build/libncclshim.so &&
+#   cp /tmp/old/build/libncclshim.so build/libncclshim-main.so
 set -u
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1 PYTHONUNBUFFERED=1
 OUT=${OUT:-/tmp/issue36}
