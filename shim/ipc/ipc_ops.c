@@ -117,11 +117,11 @@ static void set_fence(struct ipc_comm *c, unsigned long long sid, int known, int
     pthread_mutex_unlock(&c->qlock);
 }
 
-ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
-                           cudaStream_t stream, char *why, size_t whylen)
+/* A broadcast's arguments, and whether it may be enqueued at all:
+ * ncclSuccess, or the error with the reason. */
+static ncclResult_t bcast_check(struct ipc_comm *c, const void *sendbuff, const void *recvbuff, size_t bytes, int root,
+                                CUstream s, char *why, size_t whylen)
 {
-    const struct shim_cuda *cu = c->cu;
-    CUstream s = (CUstream)stream;
     if (failed(c, why, whylen))
         return ncclRemoteError;
     if (root < 0 || root >= c->nranks) {
@@ -138,10 +138,76 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
                  "(NCCLSHIM_WEIGHT_UPDATE=passthrough) to capture it");
         return ncclInvalidUsage;
     }
+    return ncclSuccess;
+}
+
+/* A broadcast of a communicator of one rank: the copy, if any, after the
+ * fence (`fence`: the operation before ran on another stream), and its DONE
+ * (the new fence in *off and *val).  0, or -1 with the reason. */
+static int bcast_alone(struct ipc_comm *c, CUstream s, CUdeviceptr recv, CUdeviceptr send, size_t bytes, int fence,
+                       uint64_t op, int *off, uint64_t *val, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    if (fence && cu_check(cu->cuStreamWaitValue64(s, flag(c, c->is.fence_rank, c->is.fence_off), c->is.fence_val,
+                                                  CU_STREAM_WAIT_VALUE_GEQ),
+                          "cuStreamWaitValue64", why, whylen) != 0)
+        return -1;
+    if (recv == send || !bytes)
+        return 0;
+    if (cu_check(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+        return -1;
+    if (cu_check(cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue64", why, whylen) != 0)
+        return -1;
+    *off = F_DONE;
+    *val = op + 1;
+    return 0;
+}
+
+/* A broadcast between ranks: the chain enqueued under qlock, with the
+ * staging it may copy out of mapped (a receiver's, from its predecessor: a
+ * staged hop), and its fence set under the same lock (the reaper must not
+ * judge the mappings idle by the fence before this one).  0; 1 if nothing
+ * was enqueued, with lock_with_data's error in *res; -1 with the reason if
+ * part of it may be. */
+static int bcast_chain(struct ipc_comm *c, CUstream s, const struct ipc_bcast_args *j, ncclResult_t *res, char *why,
+                       size_t whylen)
+{
+    int me = c->rank, frank = me, off = -1;
+    uint64_t val = 0;
+    uint64_t t0 = ipc_trace_clock();
+    *res = lock_with_data(c, me != j->root && j->bytes ? 1ull << pred_of(c) : 0, why, whylen);
+    ipc_trace(c, "b %llu: locked in %llu us", (unsigned long long)j->b, (unsigned long long)(ipc_trace_clock() - t0));
+    if (*res != ncclSuccess)
+        return 1;
+    int had = c->maps.n;
+    if (ipc_chain_bcast(c, j, s, &frank, &off, &val, why, whylen) != 0) {
+        pthread_mutex_unlock(&c->qlock);
+        return -1;
+    }
+    if (off >= 0) {
+        c->is.fence_rank = frank;
+        c->is.fence_off = off;
+        c->is.fence_val = val;
+    }
+    int mapped = !had && c->maps.n;
+    pthread_mutex_unlock(&c->qlock);
+    if (mapped) /* the reaper sleeps without a bound while nothing is mapped */
+        ipc_wake(c, me);
+    return 0;
+}
+
+ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
+                           cudaStream_t stream, char *why, size_t whylen)
+{
+    CUstream s = (CUstream)stream;
+    ncclResult_t res = bcast_check(c, sendbuff, recvbuff, bytes, root, s, why, whylen);
+    if (res != ncclSuccess)
+        return res;
     struct ctx_guard g;
     ctx_enter(c, &g);
     uint64_t op = c->is.ops;
-    int me = c->rank, locked = 0, off = -1, frank = me;
+    int off = -1;
     uint64_t val = 0;
     unsigned long long sid;
     int known;
@@ -149,52 +215,21 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     /* A broadcast between ranks orders itself (ipc_chain_bcast: it may wait for
      * less than the fence). */
     int fence = needs_fence(c, s, &sid, &known);
-    if (c->nranks == 1 && fence) {
-        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->is.fence_rank, c->is.fence_off), c->is.fence_val,
-                                             CU_STREAM_WAIT_VALUE_GEQ),
-                     "cuStreamWaitValue64", why, whylen) != 0)
-            goto fail;
-    }
     if (c->nranks == 1) {
-        if (recv != send && bytes) {
-            if (cu_check(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
-                goto fail;
-            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-                         "cuStreamWriteValue64", why, whylen) != 0)
-                goto fail;
-            off = F_DONE;
-            val = op + 1;
-        }
+        if (bcast_alone(c, s, recv, send, bytes, fence, op, &off, &val, why, whylen) != 0)
+            goto fail;
     } else {
         struct ipc_bcast_args j = { c->is.bcasts + 1, op, c->is.bbytes, bytes, root, send, recv,
-                                    fence ? c->is.fence_rank : me, fence ? c->is.fence_off : 0, fence ? c->is.fence_val : 0 };
-        /* A receiver may copy out of its predecessor's staging (a staged hop). */
-        int pred = (me - 1 + c->nranks) % c->nranks;
-        uint64_t t0 = ipc_trace_clock();
-        ncclResult_t res = lock_with_data(c, me != root && bytes ? 1ull << pred : 0, why, whylen);
-        ipc_trace(c, "b %llu: locked in %llu us", (unsigned long long)j.b, (unsigned long long)(ipc_trace_clock() - t0));
-        if (res != ncclSuccess) {
+                                    fence ? c->is.fence_rank : c->rank, fence ? c->is.fence_off : 0,
+                                    fence ? c->is.fence_val : 0 };
+        int rc = bcast_chain(c, s, &j, &res, why, whylen);
+        if (rc > 0) {
             /* Nothing enqueued: the communicator stays as it was. */
             ctx_leave(c, &g);
             return res;
         }
-        locked = 1;
-        int had = c->maps.n;
-        if (ipc_chain_bcast(c, &j, s, &frank, &off, &val, why, whylen) != 0)
+        if (rc < 0)
             goto fail;
-        if (off >= 0) {
-            /* Under the lock that covered the enqueue: the reaper must not
-             * judge the mappings idle by the fence before this one. */
-            c->is.fence_rank = frank;
-            c->is.fence_off = off;
-            c->is.fence_val = val;
-            off = -1;
-        }
-        int mapped = !had && c->maps.n;
-        pthread_mutex_unlock(&c->qlock);
-        locked = 0;
-        if (mapped) /* the reaper sleeps without a bound while nothing is mapped */
-            ipc_wake(c, me);
         c->is.bcasts++;
         c->is.bbytes += bytes;
     }
@@ -203,8 +238,6 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
-    if (locked)
-        pthread_mutex_unlock(&c->qlock);
     /* Part of the operation may be enqueued: the counters no longer agree
      * with the peers', who must not wait for this rank. */
     if (c->nranks > 1)
