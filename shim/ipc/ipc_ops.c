@@ -475,6 +475,32 @@ static int p2p_recv_chunk(struct ipc_comm *c, int q, CUdeviceptr user, size_t le
                     "cuStreamWriteValue64", why, whylen);
 }
 
+/* One chunk of each operation in turn, `done` counting each one's: a
+ * group's sends and receives between two ranks progress together, so
+ * neither waits on the other's full slots for ever.  0, or -1 with the
+ * reason. */
+static int p2p_chunks(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, uint64_t *done, CUstream s, char *why,
+                      size_t whylen)
+{
+    for (int more = 1; more;) {
+        more = 0;
+        for (int i = 0; i < nops; i++) {
+            const struct ipc_p2p *o = &ops[i];
+            uint64_t nch = o->bytes ? (o->bytes + c->p2p_chunk - 1) / c->p2p_chunk : 0;
+            if (done[i] >= nch)
+                continue;
+            size_t off = (size_t)(done[i] * c->p2p_chunk);
+            size_t len = o->bytes - off < c->p2p_chunk ? o->bytes - off : c->p2p_chunk;
+            CUdeviceptr user = (CUdeviceptr)(uintptr_t)o->buf + off;
+            if ((o->send ? p2p_send_chunk : p2p_recv_chunk)(c, o->peer, user, len, s, why, whylen) != 0)
+                return -1;
+            done[i]++;
+            more |= done[i] < nch;
+        }
+    }
+    return 0;
+}
+
 ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
@@ -512,25 +538,8 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
         goto fail;
     ipc_bcast_after_other(c);
-    /* One chunk of each operation in turn: a group's sends and receives
-     * between two ranks progress together, so neither waits on the other's
-     * full slots for ever. */
-    for (int more = 1; more;) {
-        more = 0;
-        for (int i = 0; i < nops; i++) {
-            const struct ipc_p2p *o = &ops[i];
-            uint64_t nch = o->bytes ? (o->bytes + c->p2p_chunk - 1) / c->p2p_chunk : 0;
-            if (done[i] >= nch)
-                continue;
-            size_t off = (size_t)(done[i] * c->p2p_chunk);
-            size_t len = o->bytes - off < c->p2p_chunk ? o->bytes - off : c->p2p_chunk;
-            CUdeviceptr user = (CUdeviceptr)(uintptr_t)o->buf + off;
-            if ((o->send ? p2p_send_chunk : p2p_recv_chunk)(c, o->peer, user, len, s, why, whylen) != 0)
-                goto fail;
-            done[i]++;
-            more |= done[i] < nch;
-        }
-    }
+    if (p2p_chunks(c, ops, nops, done, s, why, whylen) != 0)
+        goto fail;
     if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
                  "cuStreamWriteValue64", why, whylen) != 0)
         goto fail;

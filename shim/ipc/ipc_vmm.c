@@ -165,66 +165,56 @@ static void drop_probe(struct ipc_comm *c)
     v->has_probe = 0;
 }
 
-void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
+/* Connects to the successor's socket and says HELLO, lending it the probe
+ * piece to try; failing only notes why cuMemCreate buffers are staged. */
+static void connect_succ(struct ipc_comm *c, struct ipc_vmm *v, int succ, const char *succ_shm)
 {
-    struct ipc_vmm *v = c->vmm.st;
-    if (!v)
-        return;
-    int succ = succ_of(c), pred = pred_of(c);
-    if (!(atomic_load(&c->shared[succ]->vmm_links) & VMM_ON)) {
-        vmm_note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or an "
-                 "older shim): such buffers are staged", succ);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/shm%s.sock", succ_shm);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    /* Its token (in its shared page, which only the communicator's ranks
+     * can open) says who connects; not the process id, which differs
+     * between containers that share /dev/shm but not a PID namespace. */
+    struct vmm_msg hello = { .magic = VMM_MAGIC, .kind = VMM_HELLO, .rank = c->rank,
+                             .seq = atomic_load(&c->shared[c->rank]->vmm_token), .n = 1 };
+    int probe_fd = -1;
+    size_t probe_size = 0;
+    char why[200];
+    if (make_probe(c, &probe_fd, &probe_size, why, sizeof(why)) != 0) {
+        vmm_note(c, 1, "a piece of cuMemCreate memory with a file descriptor handle for rank %d to try: %s; such "
+                 "buffers are staged", succ, why);
+        if (fd >= 0)
+            close(fd);
+        fd = -2;
+    }
+    hello.p[0] = (struct vmm_wire_piece){ .size = probe_size, .range_size = probe_size };
+    /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
+    if (fd == -2) {
+        drop_probe(c);
+    } else if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+               vmm_send_msg(fd, &hello, &probe_fd, 1) != 0) {
+        vmm_note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ, sa.sun_path,
+                 strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        drop_probe(c);
     } else {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/shm%s.sock", succ_shm);
-        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        /* Its token (in its shared page, which only the communicator's ranks
-         * can open) says who connects; not the process id, which differs
-         * between containers that share /dev/shm but not a PID namespace. */
-        struct vmm_msg hello = { .magic = VMM_MAGIC, .kind = VMM_HELLO, .rank = c->rank,
-                                 .seq = atomic_load(&c->shared[c->rank]->vmm_token), .n = 1 };
-        int probe_fd = -1;
-        size_t probe_size = 0;
-        char why[200];
-        if (make_probe(c, &probe_fd, &probe_size, why, sizeof(why)) != 0) {
-            vmm_note(c, 1, "a piece of cuMemCreate memory with a file descriptor handle for rank %d to try: %s; such "
-                     "buffers are staged", succ, why);
-            if (fd >= 0)
-                close(fd);
-            fd = -2;
-        }
-        hello.p[0] = (struct vmm_wire_piece){ .size = probe_size, .range_size = probe_size };
-        /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
-        if (fd == -2) {
-            drop_probe(c);
-        } else if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-                   vmm_send_msg(fd, &hello, &probe_fd, 1) != 0) {
-            vmm_note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ, sa.sun_path,
-                     strerror(errno));
-            if (fd >= 0)
-                close(fd);
-            drop_probe(c);
-        } else {
-            v->link[0].fd = fd;
-            v->link[0].peer = succ;
-            atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_TO_SUCC);
-            ipc_wake(c, succ); /* its reaper accepts, if it is past its own connect */
-        }
-        if (probe_fd >= 0)
-            close(probe_fd); /* the message in flight holds it */
+        v->link[0].fd = fd;
+        v->link[0].peer = succ;
+        atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_TO_SUCC);
+        ipc_wake(c, succ); /* its reaper accepts, if it is past its own connect */
     }
-    if (!(atomic_load(&c->shared[pred]->vmm_links) & VMM_ON)) {
-        if (pred != succ)
-            vmm_note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or "
-                     "an older shim): such buffers are staged", pred);
-        vmm_stop_listening(v);
-        return;
-    }
-    /* The predecessor connects in its own connect, and the successor
-     * accepts (and tries the probe) in its own, at about the same time:
-     * both waited for here (bounded), so that the first broadcast finds the
-     * sockets up and the probe is given back before the application counts
-     * its memory; later, the reaper still accepts. */
+    if (probe_fd >= 0)
+        close(probe_fd); /* the message in flight holds it */
+}
+
+/* The predecessor connects in its own connect, and the successor
+ * accepts (and tries the probe) in its own, at about the same time: both
+ * waited for here (bounded), so that the first broadcast finds the sockets
+ * up and the probe is given back before the application counts its memory;
+ * later, the reaper still accepts. */
+static void await_links(struct ipc_comm *c, struct ipc_vmm *v, int succ)
+{
     uint64_t until = shim_mono_us() + VMM_SETUP_MS * 1000ull;
     for (;;) {
         vmm_try_accept(c);
@@ -243,6 +233,27 @@ void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
     }
     if (atomic_load(&c->shared[succ]->vmm_links) & VMM_FROM_PRED)
         drop_probe(c);
+}
+
+void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
+{
+    struct ipc_vmm *v = c->vmm.st;
+    if (!v)
+        return;
+    int succ = succ_of(c), pred = pred_of(c);
+    if (!(atomic_load(&c->shared[succ]->vmm_links) & VMM_ON))
+        vmm_note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or an "
+                 "older shim): such buffers are staged", succ);
+    else
+        connect_succ(c, v, succ, succ_shm);
+    if (!(atomic_load(&c->shared[pred]->vmm_links) & VMM_ON)) {
+        if (pred != succ)
+            vmm_note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or "
+                     "an older shim): such buffers are staged", pred);
+        vmm_stop_listening(v);
+        return;
+    }
+    await_links(c, v, succ);
 }
 
 /* ---- the reaper, and destroy ---- */
