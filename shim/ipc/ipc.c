@@ -11,6 +11,7 @@
 #include "ipc_reaper.h"
 #include "ipc_suspend.h"
 #include "ipc_vmm.h"
+#include "ipc_fail.h"
 
 #include "clock.h"
 #include "config.h"

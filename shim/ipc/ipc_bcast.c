@@ -12,6 +12,7 @@
 #include "ipc_maps.h"
 #include "ipc_suspend.h"
 #include "ipc_vmm_export.h"
+#include "ipc_stream.h"
 
 #include "clock.h"
 

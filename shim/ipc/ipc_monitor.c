@@ -5,6 +5,7 @@
 #define _GNU_SOURCE
 #include "ipc_monitor.h"
 #include "ipc_core.h"
+#include "ipc_fail.h"
 
 #include "record.h"
 #include "worker.h"

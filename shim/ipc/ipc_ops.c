@@ -6,6 +6,7 @@
 #include "ipc_maps.h"
 #include "ipc_monitor.h"
 #include "ipc_suspend.h"
+#include "ipc_stream.h"
 
 #include "dtype.h"
 #include "reduce.h"

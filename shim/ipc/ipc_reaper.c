@@ -19,6 +19,7 @@
 #include "ipc_maps.h"
 #include "ipc_suspend.h"
 #include "ipc_vmm.h"
+#include "ipc_fail.h"
 
 #include "clock.h"
 #include "record.h"
