@@ -1,8 +1,8 @@
 /*
  * The CUDA IPC transport's set-up and teardown (the protocol: ipc_proto.h):
  * the communicator allocated and exported (prepare), the peers' pages and
- * counters opened (connect), and destroy.  Host waits and failure are
- * ipc_core.c's; the operations ipc_ops.c's.
+ * counters opened (connect), and destroy.  Host waits are ipc_core.c's,
+ * failure ipc_fail.c's, the operations ipc_ops.c's.
  */
 #define _GNU_SOURCE
 #include "ipc.h"

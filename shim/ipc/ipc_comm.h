@@ -3,6 +3,23 @@
  * small reads of it that every file of shim/ipc/ makes on the broadcast's
  * path (inline: no call).  No code of its own: the protocol it keeps state
  * for is ipc_proto.h; what each file offers is that file's header.
+ *
+ * Files, each with a header of its own for what it offers: ipc.h (what
+ * shim/comm/ calls, with ipc_types.h, ipc_monitor.h and ipc_suspend.h),
+ * ipc.c (set-up, destroy), ipc_ops.c (the operations as the application
+ * calls them), ipc_bcast.c (the broadcast, this rank's exported
+ * allocations), ipc_maps.c (peers' allocations mapped here, the map cache),
+ * ipc_suspend.c (suspend, resume; this rank's staging and peers'),
+ * ipc_reaper.c (the thread that gives back idle mappings and released
+ * staging), ipc_monitor.c (watching for a lost peer), ipc_fail.c (failure),
+ * ipc_stream.c (the copy call, the batched counter operations), ipc_core.c
+ * (host access and waits on the counters, the futex words, the trace),
+ * ipc_kernel.c (the copy kernel, hops within one GPU), ipc_vmm.c with
+ * ipc_vmm_link.c, ipc_vmm_export.c and ipc_vmm_import.c (cuMemCreate memory
+ * shared as file descriptors; their state in ipc_vmm_state.h, their
+ * messages checked in ipc_vmm_wire.c), cuda.c (the driver API, loaded at
+ * run time), reduce.c (host reductions).  No two of them call each other
+ * in a loop (docs/design.md, "Layers"; tests/t/23-layers.t).
  */
 #ifndef NCCLSHIM_IPC_COMM_H
 #define NCCLSHIM_IPC_COMM_H
@@ -23,7 +40,8 @@ struct ipc_vmm;
  * Each part of the communicator's state below has one owner, the file that
  * writes it: the others read it, and change it only through the owner's
  * functions (its header).  The set-up fields are ipc.c's, written at
- * prepare and connect and only read after.
+ * prepare and connect and only read after (but shm_name, which
+ * ipc_unlink_shared clears once the name is gone).
  */
 
 /* ipc_ops.c: the operations as the application's thread issues them.  The
@@ -48,7 +66,7 @@ struct ipc_issued {
     uint64_t fence_val;
 };
 
-/* ipc_core.c: failure.  Set once a peer is gone (ipc_monitor.c) or the
+/* ipc_fail.c: failure.  Set once a peer is gone (ipc_monitor.c) or the
  * communicator was aborted: every later operation fails at once, waits are
  * released, destroy skips its barrier. */
 struct ipc_failure {
@@ -58,7 +76,7 @@ struct ipc_failure {
     _Atomic uint64_t since_us;          /* shim_mono_us() of the failure, once its waits were first released */
 };
 
-/* ipc_core.c: how stream memory operations go.  `single`: the driver
+/* ipc_stream.c: how stream memory operations go.  `single`: the driver
  * refused cuStreamBatchMemOp (or lacks it), they go one by one.  Atomic:
  * every thread of the communicator's operations reads it. */
 struct ipc_memops_mode {

@@ -1,6 +1,9 @@
 /*
  * Watching for a lost peer (see ipc_proto.h): one thread per process, alive
- * while some ipc communicator runs, polls their root connections.
+ * while some ipc communicator runs, polls their root connections, and a
+ * connection that closes fails the communicator (ipc_fail).  The other way
+ * too: ipc_fail_everywhere shuts this rank's connection, so that every peer's
+ * monitor fails it as well.  It owns struct ipc_watch.
  */
 #define _GNU_SOURCE
 #include "ipc_monitor.h"

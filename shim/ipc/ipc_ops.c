@@ -1,4 +1,10 @@
-/* The operations of an ipc communicator (the protocol: ipc_proto.h). */
+/*
+ * The operations of an ipc communicator as the application calls them
+ * (through shim/comm/): their arguments checked, their order across streams
+ * (each waits for the one before unless on the same stream), qlock taken with
+ * the staging they copy out of mapped, and the broadcast (ipc_bcast.c),
+ * all-gather, all-reduce and Send/Recv enqueued; the protocol: ipc_proto.h.
+ */
 #define _GNU_SOURCE
 #include "ipc.h"
 #include "ipc_bcast.h"
