@@ -23,10 +23,16 @@ Per configuration (median of REPS runs):
 and the root's peak descriptors and RSS.  With --baseline LIB, the 16-rank rows are run with that
 build too (the code before issue 19), in the same run, and the ratio printed.
 
+Since issue 34 (the tree of leaders), --grid HOSTSxRANKS,... runs one process per simulated host
+(its ranks threads of it), every process and the root under `ulimit -n 1024`, and prints the root's
+leaders, the leaders it sent on (redirected), and its descriptors and memory; the harness waits on
+the processes with epoll (selectors), not select(), so it is not bounded by FD_SETSIZE.
+
 Usage: bench/rv_scale.py [--reps N] [--baseline /path/libncclshim.so [--baseline-max RANKS]]
                         [--sizes 16,128,1024,4096] [--big 8192]
+       bench/rv_scale.py --grid 1024x1,4096x1,8192x1,4096x8,8192x8 [--reps N] [--baseline LIB]
 """
-import argparse, glob, json, os, resource, select, statistics, subprocess, sys, tempfile, time
+import argparse, glob, json, os, resource, select, selectors, statistics, subprocess, sys, tempfile, time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
@@ -49,20 +55,26 @@ def hold_until_created(procs, deadline):
     """Reads each process's stdout up to its CREATED line (or its end), then closes every stdin:
     the processes then destroy their communicators and exit.  Returns what was read, by process."""
     bufs = {p.stdout.fileno(): b"" for p in procs}
+    sel = selectors.DefaultSelector()  # epoll: thousands of processes, past select()'s FD_SETSIZE
+    for fd in bufs:
+        sel.register(fd, selectors.EVENT_READ)
     waiting = set(bufs)
     while waiting and time.monotonic() < deadline:
-        for fd in select.select(list(waiting), [], [], max(0, deadline - time.monotonic()))[0]:
+        for key, _ in sel.select(max(0, deadline - time.monotonic())):
+            fd = key.fd
             chunk = os.read(fd, 4096)
             bufs[fd] += chunk
             if not chunk or b"CREATED\n" in bufs[fd]:
                 waiting.discard(fd)
+                sel.unregister(fd)
+    sel.close()
     for p in procs:
         p.stdin.close()
         p.stdin = None
     return [bufs[p.stdout.fileno()].decode(errors="replace") for p in procs]
 
 
-def one(lib, nranks, hosts, d, extra=None):
+def one(lib, nranks, hosts, d, extra=None, per_host=False):
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "LD_PRELOAD": lib,
             "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "60000"}
     base.update(extra or {})
@@ -76,7 +88,7 @@ def one(lib, nranks, hosts, d, extra=None):
         buf += os.read(fd, 4096)
     hid = buf.split()[1].decode()
     # Two processes at least: rank 0's trains, the others run inference.
-    nproc = max(2, hosts, -(-nranks // PER_PROC))
+    nproc = hosts if per_host else max(2, hosts, -(-nranks // PER_PROC))
     procs = []
     for p in range(nproc):
         first = p * nranks // nproc
@@ -106,7 +118,7 @@ def one(lib, nranks, hosts, d, extra=None):
                 t0max = max(t0max, int(kv["t0max"]) / 1e9)
                 t1max = max(t1max, int(kv["t1max"]) / 1e9)
                 t0min = min(t0min, int(kv["t0min"]) / 1e9)
-    acts, dts, last, commit_ms, relayed = {}, [], None, None, []
+    acts, dts, last, commit_ms, relayed, leaders, redirected = {}, [], None, None, [], None, None
     for f in glob.glob(d + "/rec/*"):
         for line in open(f, errors="replace"):
             try:
@@ -122,6 +134,7 @@ def one(lib, nranks, hosts, d, extra=None):
             elif r.get("type") == "decision" and "after_last_arrival_us" in r:
                 last = r["ts"] - r["after_last_arrival_us"] / 1e6
                 commit_ms = r["after_last_arrival_us"] / 1e3
+                leaders, redirected = r.get("leaders"), r.get("redirected")
     root_stats = {}
     for line in rout.splitlines():
         if line.startswith("ROOT "):
@@ -137,6 +150,8 @@ def one(lib, nranks, hosts, d, extra=None):
         "root_fds": root_stats.get("maxfds"),
         "root_rss_mib": root_stats.get("hwm_kb", 0) / 1024,
         "procs": nproc,
+        "leaders": leaders,
+        "redirected": redirected,
     }
 
 
@@ -149,6 +164,42 @@ def fmt(x, w=8, p=1):
     return ("%*.*f" % (w, p, x)) if x is not None else "%*s" % (w, "-")
 
 
+def grid(a):
+    """One process per host, every process and the root under ulimit -n 1024 (issue 34)."""
+    tmp = tempfile.mkdtemp(prefix="rv_scale.")
+    print("machine: %d cores, %s, %s; one process per host, every process under ulimit -n 1024" % (
+        os.cpu_count(), open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
+        time.strftime("%Y-%m-%d", time.gmtime())))
+    print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    print("%-5s %6s %5s %5s %4s %9s %9s %9s %9s %8s %8s %8s %6s" % (
+        "build", "ranks", "hosts", "r/h", "ok", "commit_ms", "decide_ms", "deliv_ms", "group_ms", "root_fd",
+        "rss_MiB", "leaders", "redir"))
+    n = 0
+    for cfg in a.grid.split(","):
+        hosts, per = (int(x) for x in cfg.split("x"))
+        builds = [("new", SHIM)] + ([("base", a.baseline)] if a.baseline else [])
+        res = {}
+        for name, lib in builds:
+            runs = []
+            for _ in range(a.reps):
+                n += 1
+                d = os.path.join(tmp, str(n))
+                os.makedirs(d)
+                runs.append(one(lib, hosts * per, hosts, d, per_host=True))
+            res[name] = runs
+            print("%-5s %6d %5d %5d %4s %s %s %s %s %8s %8s %8s %6s" % (
+                name, hosts * per, hosts, per, "yes" if all(r["ok"] for r in runs) else "NO %s" % runs[0]["acts"],
+                fmt(med(runs, "commit_ms"), 9), fmt(med(runs, "decide_ms"), 9), fmt(med(runs, "delivered_ms"), 9),
+                fmt(med(runs, "group_ms"), 9), max(r["root_fds"] or 0 for r in runs),
+                fmt(max(r["root_rss_mib"] for r in runs), 8), runs[0]["leaders"], runs[0]["redirected"]))
+            sys.stdout.flush()
+        if "base" in res:
+            gn, gb = med(res["new"], "group_ms"), med(res["base"], "group_ms")
+            print("      ratio new/base at %dx%d: group %s" % (hosts, per, "%.2f" % (gn / gb) if gn and gb else "-"))
+    print("load average after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    subprocess.run(["rm", "-rf", tmp])
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--reps", type=int, default=3)
@@ -157,7 +208,14 @@ def main():
                     help="run the baseline up to this many ranks (a baseline with leaders runs any size)")
     ap.add_argument("--sizes", default="16,128,1024,4096")
     ap.add_argument("--big", type=int, default=8192, help="the correctness and root-footprint run (0: none)")
+    ap.add_argument("--grid", help="HOSTSxRANKS_PER_HOST,...: one process per host (issue 34)")
     a = ap.parse_args()
+    # This harness holds 3 pipes per process: its own limit up to the hard one
+    # (the processes it starts get 1024, preexec_fn=nofile).
+    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+    if a.grid:
+        return grid(a)
     tmp = tempfile.mkdtemp(prefix="rv_scale.")
     print("machine: %d cores, %s, %s; every process under ulimit -n 1024; ranks are threads (<= %d a process)" % (
         os.cpu_count(), open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),

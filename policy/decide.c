@@ -237,8 +237,10 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
     unsigned char *flags = malloc((size_t)(nranks > 0 ? nranks : 1));
     int first = -1, frame = -1, count = 0;
     char pat[256] = "";
-    for (int i = 0; i < nranks; i++) {
-        int k = callsite_frame(sites, &facts[i], first < 0 ? pat : NULL, first < 0 ? sizeof(pat) : 0);
+    for (int i = 0, k = -1; i < nranks; i++) {
+        /* The same frames as the rank before: the same frame matches (or none). */
+        if (i == 0 || !facts_same_frames(&facts[i], &facts[i - 1]))
+            k = callsite_frame(sites, &facts[i], first < 0 ? pat : NULL, first < 0 ? sizeof(pat) : 0);
         if (k >= 0 && first < 0) {
             first = i;
             frame = k;

@@ -9,6 +9,7 @@
 #include "evidence.h"
 
 #include <stdint.h>
+#include <string.h>
 
 #define FACTS_HOST_LEN 128
 #define FACTS_PATH_LEN 512
@@ -81,5 +82,21 @@ struct rank_facts {
     char full_api_why[FACTS_SOCKET_WHY_LEN];
     struct fabric_facts fabric;
 };
+
+/*
+ * 1 if ranks a and b have the same Python frames (and as many): a rank's
+ * frames are matched against patterns once per distinct set, not once per
+ * rank (thousands of ranks of one job share a few sets).
+ */
+static inline int facts_same_frames(const struct rank_facts *a, const struct rank_facts *b)
+{
+    if (a->nframes != b->nframes)
+        return 0;
+    int n = a->nframes < 0 ? 0 : a->nframes > EVIDENCE_MAX_FRAMES ? EVIDENCE_MAX_FRAMES : a->nframes;
+    for (int k = 0; k < n; k++)
+        if (strncmp(a->frames[k], b->frames[k], EVIDENCE_FRAME_LEN) != 0)
+            return 0;
+    return 1;
+}
 
 #endif

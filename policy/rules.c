@@ -487,6 +487,8 @@ static int any_title(const struct rank_facts *facts, int nranks, const char *glo
 static int any_callsite(const struct rank_facts *facts, int nranks, const char *glob)
 {
     for (int i = 0; i < nranks; i++) {
+        if (i > 0 && facts_same_frames(&facts[i], &facts[i - 1]))
+            continue; /* matched nothing as rank i-1 */
         int nf = facts[i].nframes < 0 ? 0 : facts[i].nframes > EVIDENCE_MAX_FRAMES ? EVIDENCE_MAX_FRAMES
                                                                                       : facts[i].nframes;
         for (int f = 0; f < nf; f++)

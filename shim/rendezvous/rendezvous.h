@@ -19,10 +19,23 @@
  *    then COMMIT as above)
  *                                         carry out the COMMIT
  *
- * A DECISION of passthrough (or fail) is final: no vote round.  A rank that
- * cannot reach the root, or hears nothing before its deadline, passes
- * through; the root makes sure that this is then what every rank does
- * (missing ranks make it decide passthrough after the timeout).
+ * A DECISION of passthrough (or fail) is final: no vote round.
+ *
+ * All or nothing (docs/design.md): only the root decides, once.  A rank that
+ * cannot hand its HELLO on passes through alone (the root, missing it, can
+ * only decide passthrough).  Once handed on, the rank's own deadline only
+ * makes it send ABORT and wait for the root's word (the commit, if that came
+ * first); a rank whose leader dies or whose connection breaks asks the root
+ * on a new connection (rv_ask.c): ABORT before the verdict makes the root
+ * fall back for all, after it the listener (kept RV_LINGER_US) answers the
+ * verdict.  Deadlines that end anything are the root's (the first HELLO +
+ * the timeout).  Only a root that is gone or frozen leaves a rank alone.
+ *
+ * Above NCCLSHIM_RENDEZVOUS_FANIN ranks a host's ranks meet at a leader
+ * (rv_leader.h), and leaders form a tree: the root holds RV_ROOT_LEADERS of
+ * them and answers the next ones' first HELLO with REDIRECT (one of its
+ * leaders' TCP address); a leader holds RV_LEADER_KIDS and sends further
+ * ones on.  A leader forwards HELLOs and VOTEs up, answers down, unchanged.
  */
 #ifndef NCCLSHIM_RENDEZVOUS_H
 #define NCCLSHIM_RENDEZVOUS_H

@@ -72,8 +72,11 @@ static void say_fallback(const struct rank_facts *facts, struct rv_result *out)
     if (!out->fallback_kind[0])
         return;
     const char *why = out->via_root ? out->v.action_reason : out->fallback;
-    shim_warn("rendezvous-fallback", "rank %d of %d: the weight-update rendezvous fell back to passthrough (%s): "
-              "%.600s; fix: %s", facts->rank, facts->nranks, out->fallback_kind, why, fix_of(out->fallback_kind));
+    /* On stderr only: the comm record carries it (decision.fallback_kind, and
+     * inspect --check reports it once per communicator); a warning record per
+     * rank would list thousands of lines for one cause. */
+    fprintf(stderr, "ncclshim: warning: rank %d of %d: the weight-update rendezvous fell back to passthrough (%s): "
+            "%.600s; fix: %s\n", facts->rank, facts->nranks, out->fallback_kind, why, fix_of(out->fallback_kind));
 }
 
 /* Asks the root the verdict after this rank's path broke (`why`): 0 with it, else fallen back alone. */
@@ -280,59 +283,43 @@ static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const str
     return fd;
 }
 
-void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const struct rank_facts *facts,
-                   int timeout_ms, const struct rv_setup *setup, struct rv_result *out)
+/*
+ * Round 1: connect (through this host's leader above NCCLSHIM_RENDEZVOUS_FANIN
+ * ranks), HELLO, and the root's first answer in *m.  Returns the connection,
+ * or -1 with *out fallen back (or answered by asking the root).
+ */
+static int hello_round(const struct rv_ctx *x, char *where, size_t wherelen, int timeout_ms, uint64_t t0,
+                       uint64_t deadline, struct rv_msg *m, struct rv_result *out)
 {
-    memset(out, 0, sizeof(*out));
-    out->monitor_fd = -1;
-    uint64_t t0 = shim_mono_us();
-    uint64_t deadline = t0 + (uint64_t)timeout_ms * 1000 + GRACE_US;
+    const struct uid_mark *mark = x->mark;
+    const struct rank_facts *facts = x->facts;
     char err[400]; /* leaves room in a reason for the words around it */
-    struct rv_msg *m = calloc(1, sizeof(*m));
-    int fd = -1;
-    if (!m) {
-        snprintf(out->fallback_kind, sizeof(out->fallback_kind), "limit");
-        fall_back(out, "out of memory for the rendezvous%s%s: passthrough", "", "");
-        goto done;
-    }
-    out->rounds = 1;
-
-    struct sockaddr_storage ss;
-    socklen_t sl = uid_nccl_addr(id, &ss);
-    if (!sl) {
-        fall_back(out, "the marked unique ID holds no IPv4/IPv6 root address%s%s: passthrough", "", "");
-        goto done;
-    }
-    ((struct sockaddr_in *)&ss)->sin_port = htons(mark->port); /* same offset in sockaddr_in6 */
-    rv_addr_str((struct sockaddr *)&ss, out->root, sizeof(out->root));
     /* A root behind a firewall that drops packets would hold every rank for
      * the whole timeout; giving up earlier is safe: the root, missing this
      * rank, decides passthrough for all. */
     uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
     char closed[400] = ""; /* why the first connection ended, when it is tried again */
     const char *via = "";
-    char where[sizeof(out->root) + 40]; /* the root, and how this rank reaches it */
-    snprintf(where, sizeof(where), "%s", out->root);
-    struct rv_ctx x = { (struct sockaddr *)&ss, sl, mark, facts, where };
+    int fd = -1;
     int use_leader = rv_fanin(facts->nranks);
     for (int attempt = 1;; attempt++) {
         rv_fault("connect");
-        fd = use_leader ? join_leader((struct sockaddr *)&ss, sl, mark, facts, timeout_ms, connect_deadline, out,
+        fd = use_leader ? join_leader(x->root, x->rootlen, mark, facts, timeout_ms, connect_deadline, out,
                                       &use_leader)
                         : -1;
         if (fd == -2)
-            goto done;
+            return -1;
         if (fd >= 0) {
             via = " (through this host's leader)";
-            snprintf(where, sizeof(where), "%s%s", out->root, via);
+            snprintf(where, wherelen, "%s%s", out->root, via);
         }
         if (fd < 0)
-            fd = rv_connect((struct sockaddr *)&ss, sl, connect_deadline, err, sizeof(err));
+            fd = rv_connect(x->root, x->rootlen, connect_deadline, err, sizeof(err));
         if (fd < 0) {
             if (rv_is_limit(errno))
                 snprintf(out->fallback_kind, sizeof(out->fallback_kind), "limit");
             unreached(out, closed, err, errno);
-            goto done;
+            return -1;
         }
         /* The answer is read by a thread asleep in recv(): woken with its
          * bytes, not by poll() and then read (on a host's thousands of ranks,
@@ -349,7 +336,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
          * (below): its HELLO on a new connection is asking. */
         int r = sent ? await(fd, mark, RV_DECISION, deadline, 1, m, err, sizeof(err), out) : ALONE;
         if (r == WORD)
-            break;
+            return fd;
         int e = errno;
         close(fd);
         fd = -1;
@@ -370,12 +357,44 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
         if (r == ASK) {
             char how[600];
             snprintf(how, sizeof(how), "rendezvous with %s: %s", where, err);
-            (void)ask(x.root, x.rootlen, mark, facts->rank, how, out);
-            goto done;
+            (void)ask(x->root, x->rootlen, mark, facts->rank, how, out);
+            return -1;
         }
         fall_back(out, "rendezvous with %s: %s: passthrough", where, err);
+        return -1;
+    }
+}
+
+void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const struct rank_facts *facts,
+                   int timeout_ms, const struct rv_setup *setup, struct rv_result *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->monitor_fd = -1;
+    uint64_t t0 = shim_mono_us();
+    uint64_t deadline = t0 + (uint64_t)timeout_ms * 1000 + GRACE_US;
+    struct rv_msg *m = calloc(1, sizeof(*m));
+    int fd = -1;
+    if (!m) {
+        snprintf(out->fallback_kind, sizeof(out->fallback_kind), "limit");
+        fall_back(out, "out of memory for the rendezvous%s%s: passthrough", "", "");
         goto done;
     }
+    out->rounds = 1;
+
+    struct sockaddr_storage ss;
+    socklen_t sl = uid_nccl_addr(id, &ss);
+    if (!sl) {
+        fall_back(out, "the marked unique ID holds no IPv4/IPv6 root address%s%s: passthrough", "", "");
+        goto done;
+    }
+    ((struct sockaddr_in *)&ss)->sin_port = htons(mark->port); /* same offset in sockaddr_in6 */
+    rv_addr_str((struct sockaddr *)&ss, out->root, sizeof(out->root));
+    char where[sizeof(out->root) + 40]; /* the root, and how this rank reaches it */
+    snprintf(where, sizeof(where), "%s", out->root);
+    struct rv_ctx x = { (struct sockaddr *)&ss, sl, mark, facts, where };
+    fd = hello_round(&x, where, sizeof(where), timeout_ms, t0, deadline, m, out);
+    if (fd < 0)
+        goto done;
     out->v = m->u.verdict;
     out->via_root = 1;
     if (m->type == RV_COMMIT)

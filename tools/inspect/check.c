@@ -318,7 +318,39 @@ static void root_gave_up(communicator *c)
     add(c, msg);
 }
 
+static void rule_decision_fell_back_explained(inspect_state *st, communicator *c);
+
+/* Ranks whose records say they fell back (decision.fallback_kind) when
+ * nothing above explained it: every fallback that is not the policy's choice
+ * is a problem (issue 34). */
+static void kinds_unexplained(communicator *c)
+{
+    list_buf ranks = {0};
+    const rank_rec *first = NULL;
+    for (size_t i = 0; i < c->nranks_rec; i++)
+        if (c->ranks[i]->dec_fallback_kind) {
+            lb_add_ll(&ranks, c->ranks[i]->rank);
+            if (!first)
+                first = c->ranks[i];
+        }
+    if (!first)
+        return;
+    char *why = str_cut(first->dec_fallback ? first->dec_fallback : first->action_reason ? first->action_reason
+                                                                                          : "no reason recorded", 400);
+    add(c, xasprintf("decision fell back to passthrough on rank%s %s (%s; first: %s pid %lld): %s",
+                     ranks.items > 1 ? "s" : "", ranks.s, first->dec_fallback_kind, first->host, first->pid, why));
+    free(why);
+}
+
 static void rule_decision_fell_back(inspect_state *st, communicator *c)
+{
+    size_t before = c->problems.n;
+    rule_decision_fell_back_explained(st, c);
+    if (c->problems.n == before)
+        kinds_unexplained(c);
+}
+
+static void rule_decision_fell_back_explained(inspect_state *st, communicator *c)
 {
     const decision_rec *d = c->decision;
     int gave_up = inspect_root_gave_up(c);

@@ -129,6 +129,7 @@ typedef struct rank_rec {
     /* the record's `decision` object (marked unique IDs only) */
     int has_decision, dec_via_root;
     char *dec_by, *dec_id, *dec_id_norm, *dec_root, *dec_fallback;
+    char *dec_fallback_kind; /* decision.fallback_kind: why a passthrough was not the policy's (issue 34) */
     long long dec_rounds, dec_wait_us, dec_hosts;
     char *file;
     long line;

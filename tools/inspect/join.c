@@ -376,7 +376,7 @@ static void join_decisions(inspect_state *st)
             c->root = c->decision->listen;
         c->fell_back = inspect_root_gave_up(c) || inspect_vote_undone(c);
         for (size_t i = 0; i < c->nranks_rec; i++)
-            if (c->ranks[i]->dec_fallback)
+            if (c->ranks[i]->dec_fallback || c->ranks[i]->dec_fallback_kind)
                 c->fell_back = 1;
     }
 }

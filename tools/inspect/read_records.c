@@ -245,6 +245,7 @@ static void parse_comm_decision(ctx *c, json_t *d, rank_rec *r)
     r->dec_id = get_str(c, d, "id", 0);
     r->dec_root = get_str(c, d, "root", 0);
     r->dec_fallback = get_str(c, d, "fallback", 0);
+    r->dec_fallback_kind = get_str(c, d, "fallback_kind", 0);
     r->dec_rounds = get_int(c, d, "rounds", 0, 0, NULL);
     r->dec_wait_us = get_int(c, d, "wait_us", 0, 0, NULL);
     r->dec_hosts = get_int(c, d, "hosts", 0, 0, NULL);
