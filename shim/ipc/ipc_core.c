@@ -168,5 +168,6 @@ uint64_t ipc_trace_clock(void)
  * communicator failed (its waits released).  qlock held. */
 int ipc_fence_passed(const struct ipc_comm *c)
 {
-    return atomic_load(&c->fail.failed) || !c->is.fence_val || ipc_read_flag(c, c->is.fence_rank, c->is.fence_off) >= c->is.fence_val;
+    return atomic_load(&c->fail.failed) || !c->is.fence_val ||
+           ipc_read_flag(c, c->is.fence_rank, c->is.fence_off) >= c->is.fence_val;
 }

@@ -67,8 +67,8 @@ static int needs_fence(struct ipc_comm *c, CUstream s, unsigned long long *sid, 
     *sid = 0;
     *known = cu->cuStreamGetId && cu->cuStreamGetId(s, sid) == CUDA_SUCCESS;
     ipc_trace(c, "op %llu stream %llu (known %d) last %llu (known %d) fence rank %d %d>=%llu",
-              (unsigned long long)c->is.ops, *sid, *known, c->is.last_sid, c->is.last_sid_known, c->is.fence_rank, c->is.fence_off,
-              (unsigned long long)c->is.fence_val);
+              (unsigned long long)c->is.ops, *sid, *known, c->is.last_sid, c->is.last_sid_known, c->is.fence_rank,
+              c->is.fence_off, (unsigned long long)c->is.fence_val);
     if (*known && c->is.last_sid_known && *sid == c->is.last_sid)
         return 0;
     return c->is.fence_val != 0; /* read without qlock: only this thread writes it */
@@ -105,7 +105,8 @@ static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *
 {
     if (!needs_fence(c, s, sid, known))
         return CUDA_SUCCESS;
-    return c->cu->cuStreamWaitValue64(s, flag(c, c->is.fence_rank, c->is.fence_off), c->is.fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+    return c->cu->cuStreamWaitValue64(s, flag(c, c->is.fence_rank, c->is.fence_off), c->is.fence_val,
+                                      CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 /* The operation just enqueued on stream `sid` is over once this rank's
