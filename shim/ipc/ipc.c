@@ -39,11 +39,6 @@ int ipc_device(const struct ipc_comm *c)
     return c->device;
 }
 
-size_t ipc_host_reduce_max(const struct ipc_comm *c)
-{
-    return c->chunk * (size_t)c->nslots;
-}
-
 /* This rank's shared page: created here, found by the neighbours through
  * the export, unlinked once they have it (at commit) or at free. */
 static int create_shared(struct ipc_comm *c, char *why, size_t whylen)

@@ -7,6 +7,7 @@
  */
 #define _GNU_SOURCE
 #include "ipc_monitor.h"
+#include "ipc_comm.h"
 #include "ipc_core.h"
 #include "ipc_fail.h"
 
@@ -110,6 +111,16 @@ static void *monitor(void *arg)
         }
         pthread_mutex_unlock(&g_mon_lock);
     }
+}
+
+void ipc_watch_none(struct ipc_comm *c)
+{
+    c->watch.fd = -1;
+}
+
+void ipc_watch_closing(struct ipc_comm *c)
+{
+    atomic_store(&c->watch.closing, 1);
 }
 
 int ipc_watch(struct ipc_comm *c, int fd)

@@ -6,10 +6,7 @@
 #ifndef NCCLSHIM_IPC_MONITOR_H
 #define NCCLSHIM_IPC_MONITOR_H
 
-#include "ipc_comm.h"
 #include "ipc_types.h"
-
-#include <stdatomic.h>
 
 /* From creation on: `fd` (the root's connection, owned from now on) closing
  * means a rank is gone.  -1 if it cannot be watched (then nothing is). */
@@ -18,15 +15,8 @@ int ipc_watch(struct ipc_comm *c, int fd);
 /* Before it is watched: no connection (at prepare); ipc_watch_closing:
  * from now on a connection closing is the others' teardown, not a loss (at
  * destroy, before its barrier). */
-static inline void ipc_watch_none(struct ipc_comm *c)
-{
-    c->watch.fd = -1;
-}
-
-static inline void ipc_watch_closing(struct ipc_comm *c)
-{
-    atomic_store(&c->watch.closing, 1);
-}
+void ipc_watch_none(struct ipc_comm *c);
+void ipc_watch_closing(struct ipc_comm *c);
 
 /* ipc_fail, and the peers are told: this rank's connection to the root is
  * shut, the root closes every other, and their monitors fail them too (a

@@ -6,7 +6,7 @@
  * all-gather, all-reduce and Send/Recv enqueued; the protocol: ipc_proto.h.
  */
 #define _GNU_SOURCE
-#include "ipc.h"
+#include "ipc_ops.h"
 #include "ipc_bcast.h"
 #include "ipc_core.h"
 #include "ipc_maps.h"
@@ -20,6 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+size_t ipc_host_reduce_max(const struct ipc_comm *c)
+{
+    return c->chunk * (size_t)c->nslots;
+}
 
 /* Runs with the communicator's context current; restores the caller's. */
 struct ctx_guard {
