@@ -154,7 +154,7 @@ struct shim_cuda {
     /* Optional: streams the GPU schedules ahead of the application's
      * kernels; a stream's id (CUDA 12.0+), unique in the context for its
      * life and never reused; several stream waits and writes in one call
-     * (shim/ipc/ipc_core.c, memops).  Each loaded alone. */
+     * (shim/ipc/ipc_stream.c, memops).  Each loaded alone. */
     SHIM_CUDA_OPTIONAL(SHIM_CUDA_FIELD)
     /* Optional: the ipc transport's copy kernel (shim/ipc/ipc_kernel.c), for
      * copies between processes on one GPU.  All, or none. */

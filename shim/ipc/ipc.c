@@ -1,8 +1,8 @@
 /*
  * The CUDA IPC transport's set-up and teardown (the protocol: ipc_proto.h):
  * the communicator allocated and exported (prepare), the peers' pages and
- * counters opened (connect), and destroy.  Host waits and failure are
- * ipc_core.c's; the operations ipc_ops.c's.
+ * counters opened (connect), and destroy.  Host waits are ipc_core.c's,
+ * failure ipc_fail.c's, the operations ipc_ops.c's.
  */
 #define _GNU_SOURCE
 #include "ipc.h"
@@ -11,6 +11,7 @@
 #include "ipc_reaper.h"
 #include "ipc_suspend.h"
 #include "ipc_vmm.h"
+#include "ipc_fail.h"
 
 #include "clock.h"
 #include "config.h"
@@ -36,11 +37,6 @@ void ipc_set_group(struct ipc_comm *c, const char *group)
 int ipc_device(const struct ipc_comm *c)
 {
     return c->device;
-}
-
-size_t ipc_host_reduce_max(const struct ipc_comm *c)
-{
-    return c->chunk * (size_t)c->nslots;
 }
 
 /* This rank's shared page: created here, found by the neighbours through
@@ -144,7 +140,7 @@ static void free_resources(struct ipc_comm *c)
      * still write a counter.  Its pages stay pinned and mapped until the
      * process ends (4 KiB of counters and a shared page per rank), rather
      * than a late write fault on memory given back. */
-    int keep = atomic_load(&c->failed);
+    int keep = atomic_load(&c->fail.failed);
     for (int r = 0; c->shared && r < c->nranks && !keep; r++) {
         if (c->peer[r])
             c->cu->cuMemHostUnregister(c->shared[r]->counters);
@@ -158,11 +154,9 @@ static void free_resources(struct ipc_comm *c)
 /* The host memory of a communicator, once its device memory is given back. */
 static void free_host(struct ipc_comm *c)
 {
-    free(c->sent);
-    free(c->recvd);
     free(c->peer);
     free(c->peer_dev);
-    free(c->data);
+    ipc_staging_free(c);
     free(c);
 }
 
@@ -225,7 +219,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     if (!c || !(c->peer = calloc((size_t)nranks, sizeof(*c->peer))) ||
         !(c->shared = calloc((size_t)nranks, sizeof(*c->shared))) ||
         !(c->peer_dev = calloc((size_t)nranks, sizeof(*c->peer_dev))) ||
-        !(c->data = calloc((size_t)nranks, sizeof(*c->data)))) {
+        ipc_staging_init(c, nranks) != 0) {
         if (c) {
             free(c->shared);
             free_host(c);
@@ -236,7 +230,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
     pthread_mutex_init(&c->qlock, NULL);
     const struct shim_config *cfg = shim_config();
     c->cu = cu;
-    c->monitor_fd = -1;
+    ipc_watch_none(c);
     c->rank = rank;
     c->nranks = nranks;
     c->chunk = cfg->ipc_chunk_bytes;
@@ -257,21 +251,11 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
         c->p2p_chunk = c->chunk;
     if (c->p2p_chunk < 4096)
         c->p2p_chunk = 4096;
-    c->sent = calloc((size_t)nranks, sizeof(*c->sent));
-    c->recvd = calloc((size_t)nranks, sizeof(*c->recvd));
-    if (!c->sent || !c->recvd) {
-        snprintf(why, whylen, "out of memory");
-        goto fail;
-    }
     c->data_bytes = p2p_offset(c) + (size_t)nranks * P2P_SLOTS * c->p2p_chunk;
     if (register_counters(c, c->rank, why, whylen) != 0)
         goto fail;
-    if (cu_check(cu->cuMemAlloc(&c->data[rank], c->data_bytes), "cuMemAlloc", why, whylen) != 0)
+    if (ipc_staging_create(c, why, whylen) != 0)
         goto fail;
-    if (cu_check(cu->cuIpcGetMemHandle(&c->shared[rank]->data_handle, c->data[rank]),
-                 "cuIpcGetMemHandle", why, whylen) != 0)
-        goto fail;
-    atomic_store(&c->shared[rank]->data_state, DATA_STATE(0, DATA_ACTIVE));
     write_export(c, blob, bloblen);
     ipc_vmm_listen(c);
     c->peer_dev[rank] = c->device;
@@ -280,8 +264,7 @@ int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int 
 fail:
     ipc_vmm_close(c);
     free_resources(c);
-    if (c->data[rank])
-        cu->cuMemFree(c->data[rank]);
+    ipc_staging_destroy(c);
     free_host(c);
     return -1;
 }
@@ -298,7 +281,6 @@ static void load_kernel(struct ipc_comm *c)
         return;
     char why[160];
     if (ipc_kernel_load(c, why, sizeof(why)) != 0) {
-        snprintf(c->copy_note, sizeof(c->copy_note), "no copy kernel: %s", why);
         shim_warn("ipc-copy", "ipc communicator (rank %d of %d): ranks share GPU %d but the shim's copy kernel "
                   "did not load (%s): those hops use copy engines (NCCLSHIM_IPC_COPY=sm asked for it)", c->rank, c->nranks,
                   c->device, why);
@@ -356,7 +338,7 @@ int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, siz
 
 ncclResult_t ipc_async_error(struct ipc_comm *c)
 {
-    return atomic_load(&c->failed) ? ncclRemoteError : ncclSuccess;
+    return atomic_load(&c->fail.failed) ? ncclRemoteError : ncclSuccess;
 }
 
 void ipc_abort(struct ipc_comm *c)
@@ -383,8 +365,8 @@ void ipc_free(struct ipc_comm *c)
      * (and a setup undone in the vote round had none): it only says EXIT for
      * the others; nor is there a barrier once a peer is gone (or the
      * application aborts): nobody would answer. */
-    atomic_store(&c->closing, 1);
-    if (c->nranks > 1 && c->peer && !atomic_load(&c->failed)) {
+    ipc_watch_closing(c);
+    if (c->nranks > 1 && c->peer && !atomic_load(&c->fail.failed)) {
         int connected = 1;
         for (int r = 0; r < c->nranks; r++)
             connected &= c->peer[r] != 0;
@@ -393,7 +375,7 @@ void ipc_free(struct ipc_comm *c)
             ok = ipc_wait_fence(c, deadline, why, sizeof(why)) == 0;
             if (ok)
                 ipc_write_flag(c, F_EXIT, 1);
-            ok = ok && (c->ops == 0 || ipc_wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0);
+            ok = ok && (c->is.ops == 0 || ipc_wait_all(c, F_EXIT, 1, why, sizeof(why)) == 0);
             if (!ok)
                 shim_warn("ipc", "destroying an ipc communicator (rank %d of %d): %s; freeing its memory anyway",
                           c->rank, c->nranks, why);
@@ -405,8 +387,7 @@ void ipc_free(struct ipc_comm *c)
     ipc_data_close(c);
     ipc_vmm_close(c);
     free_resources(c);
-    if (c->data[c->rank])
-        cu->cuMemFree(c->data[c->rank]);
+    ipc_staging_destroy(c);
     if (cur != c->ctx)
         cu->cuCtxSetCurrent(cur);
     free_host(c);

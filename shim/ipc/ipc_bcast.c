@@ -12,6 +12,7 @@
 #include "ipc_maps.h"
 #include "ipc_suspend.h"
 #include "ipc_vmm_export.h"
+#include "ipc_stream.h"
 
 #include "clock.h"
 
@@ -32,7 +33,7 @@
 
 /* An allocation of this rank and its IPC handle (as the map cache keeps a peer's: ipc_maps.c). */
 struct ipc_exported {
-    uint64_t buffer_id;                 /* the key (c->exported) */
+    uint64_t buffer_id;                 /* the key (c->bc.exported) */
     UT_hash_handle hh;
     CUdeviceptr start;
     size_t size;                        /* the range of start (cuMemCreate memory: the whole reservation) */
@@ -53,8 +54,8 @@ enum hop { HOP_NONE = IPC_HOP_NONE, HOP_PUSH = IPC_HOP_PUSH, HOP_PULL = IPC_HOP_
  * calling NCCL). */
 static int give_up(struct ipc_comm *c, uint64_t deadline, int r, const char *what, char *why, size_t whylen)
 {
-    if (atomic_load(&c->failed)) {
-        snprintf(why, whylen, "%s", c->failure);
+    if (atomic_load(&c->fail.failed)) {
+        snprintf(why, whylen, "%s", c->fail.why);
         return 1;
     }
     if (shim_mono_us() > deadline) {
@@ -190,7 +191,7 @@ static void await_receiver(struct ipc_comm *c, uint64_t b)
         return;
     uint64_t t0 = shim_mono_us(), until = t0 + (uint64_t)c->push_wait_us;
     while (atomic_load(w) >> 2 != b) {
-        if (atomic_load(&c->failed) || shim_mono_us() > until) {
+        if (atomic_load(&c->fail.failed) || shim_mono_us() > until) {
             ipc_trace(c, "b %llu: rank %d not in after %d us", (unsigned long long)b, r, c->push_wait_us);
             return;
         }
@@ -205,30 +206,30 @@ static void await_receiver(struct ipc_comm *c, uint64_t b)
 static struct ipc_exported *new_export(struct ipc_comm *c, uint64_t id)
 {
     struct ipc_exported *e = NULL;
-    HASH_FIND(hh, c->exported, &id, sizeof(id), e);
+    HASH_FIND(hh, c->bc.exported, &id, sizeof(id), e);
     if (e) {
-        HASH_DEL(c->exported, e);
+        HASH_DEL(c->bc.exported, e);
         free(e);
-        c->nexported--;
+        c->bc.nexported--;
     }
-    if (c->nexported >= EXPORT_CACHE)
+    if (c->bc.nexported >= EXPORT_CACHE)
         ipc_forget_exports(c);
     if (!(e = calloc(1, sizeof(*e))))
         return NULL;
     e->buffer_id = id;
-    HASH_ADD(hh, c->exported, buffer_id, sizeof(e->buffer_id), e);
-    c->nexported++;
+    HASH_ADD(hh, c->bc.exported, buffer_id, sizeof(e->buffer_id), e);
+    c->bc.nexported++;
     return e;
 }
 
 void ipc_forget_exports(struct ipc_comm *c)
 {
     struct ipc_exported *e, *tmp;
-    HASH_ITER(hh, c->exported, e, tmp) {
-        HASH_DEL(c->exported, e);
+    HASH_ITER(hh, c->bc.exported, e, tmp) {
+        HASH_DEL(c->bc.exported, e);
         free(e);
     }
-    c->nexported = 0;
+    c->bc.nexported = 0;
 }
 
 /* Whether `bytes` at `buf` can be reached by a neighbour where they are: an
@@ -248,7 +249,7 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
      * the handle's export saved on each broadcast of a buffer used before. */
     struct ipc_exported *e = NULL;
     uint64_t key = id;
-    HASH_FIND(hh, c->exported, &key, sizeof(key), e);
+    HASH_FIND(hh, c->bc.exported, &key, sizeof(key), e);
     if (e && !(buf >= e->start && buf - e->start < e->size))
         e = NULL; /* not possible for one id: described anew below */
     if (e) {
@@ -321,8 +322,8 @@ static void plan_copies(struct ipc_comm *c, const struct ipc_bcast_args *j, stru
         copies++;
     }
     unsigned sm = (unsigned)p->sm_in + (unsigned)p->sm_out;
-    atomic_fetch_add_explicit(&c->stat_sm, sm, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->stat_ce, (unsigned)copies - sm, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->bc.stat_sm, sm, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->bc.stat_ce, (unsigned)copies - sm, memory_order_relaxed);
 }
 
 /* Whether the other rank of hop `r` (the claim word in rank r's ring slot)
@@ -501,12 +502,12 @@ static int senders_overlap(struct ipc_comm *c, const struct ipc_bcast_args *j, c
     /* The fence such a broadcast leaves: DONE, or on one GPU the AVAIL it wrote. */
     int after_push = (j->fence_rank == c->rank && j->fence_off == F_DONE) ||
                      (j->fence_rank == succ_of(c) && j->fence_off == F_AVAIL);
-    int ok = push_only && c->last_push_only && j->fence_val && after_push &&
-             (p->to + j->bytes <= c->push_to || c->push_to + c->push_len <= p->to);
+    int ok = push_only && c->bc.last_push_only && j->fence_val && after_push &&
+             (p->to + j->bytes <= c->bc.push_to || c->bc.push_to + c->bc.push_len <= p->to);
     if (j->bytes) {
-        c->last_push_only = push_only;
-        c->push_to = p->to;
-        c->push_len = j->bytes;
+        c->bc.last_push_only = push_only;
+        c->bc.push_to = p->to;
+        c->bc.push_len = j->bytes;
     }
     return ok;
 }
@@ -617,17 +618,17 @@ const char *const ipc_hop_names[IPC_HOPS] = { "none", "push", "pull", "staged" }
 
 void ipc_get_stats(struct ipc_comm *c, struct ipc_stats *st)
 {
-    st->first = atomic_load_explicit(&c->stat_first, memory_order_relaxed);
+    st->first = atomic_load_explicit(&c->bc.stat_first, memory_order_relaxed);
     for (int h = 0; h < IPC_HOPS; h++) {
-        st->in[h] = atomic_load_explicit(&c->stat_in[h], memory_order_relaxed);
-        st->out[h] = atomic_load_explicit(&c->stat_out[h], memory_order_relaxed);
+        st->in[h] = atomic_load_explicit(&c->bc.stat_in[h], memory_order_relaxed);
+        st->out[h] = atomic_load_explicit(&c->bc.stat_out[h], memory_order_relaxed);
     }
-    st->sm = atomic_load_explicit(&c->stat_sm, memory_order_relaxed);
-    st->ce = atomic_load_explicit(&c->stat_ce, memory_order_relaxed);
-    st->copy_note = c->copy_note;
-    st->vmm_sent = atomic_load_explicit(&c->stat_vmm_sent, memory_order_relaxed);
-    st->vmm_mapped = atomic_load_explicit(&c->stat_vmm_mapped, memory_order_relaxed);
-    st->vmm_note = c->vmm_note;
+    st->sm = atomic_load_explicit(&c->bc.stat_sm, memory_order_relaxed);
+    st->ce = atomic_load_explicit(&c->bc.stat_ce, memory_order_relaxed);
+    st->copy_note = c->kern.note;
+    st->vmm_sent = atomic_load_explicit(&c->vmm.sent, memory_order_relaxed);
+    st->vmm_mapped = atomic_load_explicit(&c->vmm.mapped, memory_order_relaxed);
+    st->vmm_note = c->vmm.note;
 }
 
 static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const struct hop_plan *p)
@@ -637,9 +638,9 @@ static void count(struct ipc_comm *c, const struct ipc_bcast_args *j, const stru
               p->first_in ? " (first)" : "", ipc_hop_names[p->out], p->first_out ? " (first)" : "");
     if (!j->bytes)
         return;
-    atomic_fetch_add_explicit(&c->stat_in[p->in], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->stat_out[p->out], 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&c->stat_first, (unsigned)p->first_in + (unsigned)p->first_out, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->bc.stat_in[p->in], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->bc.stat_out[p->out], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->bc.stat_first, (unsigned)p->first_in + (unsigned)p->first_out, memory_order_relaxed);
 }
 
 int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *rank, int *off, uint64_t *val,

@@ -30,6 +30,13 @@ struct ipc_bcast_args {
 int ipc_chain_bcast(struct ipc_comm *c, const struct ipc_bcast_args *j, CUstream s, int *rank, int *off, uint64_t *val,
                     char *why, size_t whylen);
 
+/* An operation other than a broadcast was enqueued: the next broadcast
+ * waits for it ("Senders overlap" does not apply). */
+static inline void ipc_bcast_after_other(struct ipc_comm *c)
+{
+    c->bc.last_push_only = 0;
+}
+
 /* Forgets this rank's exported allocations (destroy). */
 void ipc_forget_exports(struct ipc_comm *c);
 

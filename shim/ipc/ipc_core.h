@@ -1,9 +1,7 @@
 /*
  * What shim/ipc/ipc_core.c offers the other files of the transport: the
- * counters as the host reads, writes and waits on them, failure (marking a
- * communicator failed and releasing its streams' waits), the copy call, the
- * stream memory operations queued together, futex waits on shared words,
- * and the trace.
+ * counters as the host reads, writes and waits on them, futex waits on the
+ * shared pages' words, and the trace.
  */
 #ifndef NCCLSHIM_IPC_CORE_H
 #define NCCLSHIM_IPC_CORE_H
@@ -24,55 +22,8 @@ int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64
                  size_t whylen);
 int ipc_wait_all(const struct ipc_comm *c, int off, uint64_t want, char *why, size_t whylen);
 
-/* Stores RELEASE into every counter this rank's streams may wait on. */
-void ipc_release_waits(struct ipc_comm *c);
-/* After a failure, the reaper releases the waits again for this long. */
-#define RELEASE_REPEAT_US (5ull * 1000 * 1000)
-
-/* Marks `c` failed (once) and releases every wait of its streams; `lost`:
- * a peer is gone (warned), else an abort. */
-void ipc_fail(struct ipc_comm *c, const char *why, int lost);
-
-/* ipc_fail, and the peers are told: this rank's connection to the root is
- * shut, the root closes every other, and their monitors fail them too (a
- * rank that cannot go on must not leave its peers waiting on it). */
-void ipc_fail_everywhere(struct ipc_comm *c, const char *why);
-
 /* At commit every neighbour has mapped this rank's shared page: its name goes. */
 void ipc_unlink_shared(struct ipc_comm *c);
-
-/* A copy on `stream` (copy engines where the driver lets us ask). */
-CUresult ipc_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream stream);
-
-/*
- * Stream waits and writes queued and enqueued together: one
- * cuStreamBatchMemOp where the driver has it (in the array's order, as
- * the single calls would be), each alone where it has not or refuses it
- * (CUDA_ERROR_NOT_SUPPORTED: c->memops_single, for good).  Every driver
- * call costs the application's thread a microsecond or more, and a
- * broadcast's counter operations come in runs (a receiver's TAKEN write and
- * AVAIL wait; a root's fence and TAKEN waits): docs/benchmarks.md, "Host
- * time per broadcast".  A queue is flushed before anything else goes on
- * its stream (a copy, a launch) and before the operation returns.
- * memops_wait, memops_write: 0, or -1 with the reason (a full queue is
- * flushed); memops_flush: the same.
- */
-#define MEMOPS_MAX 8
-struct memops {
-    struct ipc_comm *c;
-    CUstream s;
-    int n;
-    CUstreamBatchMemOpParams op[MEMOPS_MAX];
-};
-static inline void memops_init(struct memops *m, struct ipc_comm *c, CUstream s)
-{
-    m->c = c;
-    m->s = s;
-    m->n = 0;
-}
-int memops_wait(struct memops *m, CUdeviceptr at, uint64_t v, char *why, size_t whylen);
-int memops_write(struct memops *m, CUdeviceptr at, uint64_t v, char *why, size_t whylen);
-int memops_flush(struct memops *m, char *why, size_t whylen);
 
 /* Whether rank r shares this rank's GPU ("One GPU"; r's page is mapped). */
 int ipc_same_gpu(const struct ipc_comm *c, int r);

@@ -125,7 +125,7 @@ int ipc_kernel_load(struct ipc_comm *c, char *why, size_t whylen)
     if (!cu->cuModuleLoadData) {
         snprintf(why, whylen, "the driver lacks cuModuleLoadData, cuModuleGetFunction, cuModuleUnload or "
                  "cuLaunchKernel");
-        return -1;
+        goto fail;
     }
     CUmodule mod = NULL;
     CUfunction fn = NULL;
@@ -137,27 +137,28 @@ int ipc_kernel_load(struct ipc_comm *c, char *why, size_t whylen)
         goto fail;
     if (cu_check(cu->cuModuleGetFunction(&fn, mod, "ncclshim_copy"), "cuModuleGetFunction", why, whylen) != 0)
         goto fail;
-    c->kmod = mod;
-    c->kfn = fn;
-    c->sms = sms > 0 ? sms : 1;
+    c->kern.mod = mod;
+    c->kern.fn = fn;
+    c->kern.sms = sms > 0 ? sms : 1;
     return 0;
 fail:
     if (mod)
         cu->cuModuleUnload(mod);
+    snprintf(c->kern.note, sizeof(c->kern.note), "no copy kernel: %s", why);
     return -1;
 }
 
 void ipc_kernel_unload(struct ipc_comm *c)
 {
-    if (c->kmod)
-        c->cu->cuModuleUnload(c->kmod);
-    c->kmod = NULL;
-    c->kfn = NULL;
+    if (c->kern.mod)
+        c->cu->cuModuleUnload(c->kern.mod);
+    c->kern.mod = NULL;
+    c->kern.fn = NULL;
 }
 
 int ipc_kernel_usable(const struct ipc_comm *c, int r, CUdeviceptr dst, CUdeviceptr src)
 {
-    return c->kfn && c->peer_dev && c->peer_dev[r] == c->device && !((dst | src) & 15);
+    return c->kern.fn && c->peer_dev && c->peer_dev[r] == c->device && !((dst | src) & 15);
 }
 
 CUresult ipc_kernel_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s)
@@ -165,11 +166,11 @@ CUresult ipc_kernel_copy(const struct ipc_comm *c, CUdeviceptr dst, CUdeviceptr 
     unsigned long long n16 = len / 16, tail = len % 16;
     unsigned long long per_block = (unsigned long long)THREADS * 4;
     unsigned long long blocks = (n16 + per_block - 1) / per_block;
-    unsigned long long cap = (unsigned long long)c->sms * BLOCKS_PER_SM;
+    unsigned long long cap = (unsigned long long)c->kern.sms * BLOCKS_PER_SM;
     if (blocks > cap)
         blocks = cap;
     if (!blocks)
         blocks = 1; /* the tail alone */
     void *params[] = { &dst, &src, &n16, &tail };
-    return c->cu->cuLaunchKernel(c->kfn, (unsigned)blocks, 1, 1, THREADS, 1, 1, 0, s, params, NULL);
+    return c->cu->cuLaunchKernel(c->kern.fn, (unsigned)blocks, 1, 1, THREADS, 1, 1, 0, s, params, NULL);
 }

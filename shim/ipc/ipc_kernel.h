@@ -9,10 +9,11 @@
 
 #include <stddef.h>
 
-/* ipc_kernel_load: 0, or -1 with the reason (copies then stay on copy
- * engines); ipc_kernel_usable: whether a copy between this rank and rank r
- * at dst and src goes to the kernel (same device, kernel loaded, both
- * 16-byte aligned); ipc_kernel_copy enqueues it on s. */
+/* ipc_kernel_load: 0, or -1 with the reason, also kept for the records
+ * (ipc_get_stats' copy_note: copies then stay on copy engines);
+ * ipc_kernel_usable: whether a copy between this rank and rank r at dst and
+ * src goes to the kernel (same device, kernel loaded, both 16-byte
+ * aligned); ipc_kernel_copy enqueues it on s. */
 int ipc_kernel_load(struct ipc_comm *c, char *why, size_t whylen);
 void ipc_kernel_unload(struct ipc_comm *c);
 int ipc_kernel_usable(const struct ipc_comm *c, int r, CUdeviceptr dst, CUdeviceptr src);

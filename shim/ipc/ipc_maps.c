@@ -41,9 +41,9 @@ static int by_use(const void *x, const void *y)
 static void close_map(struct ipc_comm *c, struct ipc_map *m)
 {
     c->cu->cuIpcCloseMemHandle(m->base);
-    HASH_DEL(c->map, m);
+    HASH_DEL(c->maps.map, m);
     free(m);
-    c->nmap--;
+    c->maps.n--;
 }
 
 /*
@@ -55,15 +55,15 @@ static void close_map(struct ipc_comm *c, struct ipc_map *m)
  */
 void ipc_trim_maps(struct ipc_comm *c, int keep)
 {
-    if (c->nmap <= keep)
+    if (c->maps.n <= keep)
         return;
-    ipc_trace(c, "trim to %d of %d", keep, c->nmap);
+    ipc_trace(c, "trim to %d of %d", keep, c->maps.n);
     if (!ipc_fence_passed(c))
         return;
-    HASH_SRT(hh, c->map, by_use);
+    HASH_SRT(hh, c->maps.map, by_use);
     struct ipc_map *m, *tmp;
-    HASH_ITER(hh, c->map, m, tmp) {
-        if (c->nmap <= keep)
+    HASH_ITER(hh, c->maps.map, m, tmp) {
+        if (c->maps.n <= keep)
             break;
         close_map(c, m);
     }
@@ -93,8 +93,8 @@ static struct ipc_map *open_map(struct ipc_comm *c, int r, uint64_t b, const str
     }
     m->key = *key;
     m->handle = d->handle;
-    HASH_ADD(hh, c->map, key, sizeof(m->key), m);
-    c->nmap++;
+    HASH_ADD(hh, c->maps.map, key, sizeof(m->key), m);
+    c->maps.n++;
     return m;
 }
 
@@ -114,12 +114,12 @@ int ipc_map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d
             return -1;
         ipc_trace(c, "b %llu: mapped rank %d's cuMemCreate buffer (%zu bytes) in %llu us", (unsigned long long)b, r,
                   bytes, (unsigned long long)(ipc_trace_clock() - t0));
-        c->map_used_us = shim_mono_us();
+        c->maps.used_us = shim_mono_us();
         return 0;
     }
     struct ipc_map_key key = { r, 0, d->buffer_id };
     struct ipc_map *m = NULL;
-    HASH_FIND(hh, c->map, &key, sizeof(key), m);
+    HASH_FIND(hh, c->maps.map, &key, sizeof(key), m);
     if (m && memcmp(&m->handle, &d->handle, sizeof(d->handle)) != 0) {
         /* An allocation's id is never reused and its handle never changes. */
         snprintf(why, whylen, "rank %d's buffer %llu came with another IPC handle than before",
@@ -129,14 +129,14 @@ int ipc_map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d
     if (!m && !(m = open_map(c, r, b, d, &key, why, whylen)))
         return -1;
     m->last_b = b;
-    c->map_used_us = shim_mono_us();
+    c->maps.used_us = shim_mono_us();
     *at = m->base + d->offset;
     return 0;
 }
 
 int ipc_maps_hold_rank(const struct ipc_comm *c, int r)
 {
-    for (const struct ipc_map *m = c->map; m; m = m->hh.next)
+    for (const struct ipc_map *m = c->maps.map; m; m = m->hh.next)
         if (m->key.rank == r)
             return 1;
     return 0;
@@ -145,29 +145,29 @@ int ipc_maps_hold_rank(const struct ipc_comm *c, int r)
 void ipc_maps_drop_rank(struct ipc_comm *c, int r)
 {
     struct ipc_map *m, *tmp;
-    HASH_ITER(hh, c->map, m, tmp)
+    HASH_ITER(hh, c->maps.map, m, tmp)
         if (m->key.rank == r)
             close_map(c, m);
 }
 
 long ipc_maps_reap(struct ipc_comm *c)
 {
-    if (c->nmap > MAP_CACHE)
+    if (c->maps.n > MAP_CACHE)
         ipc_trim_maps(c, MAP_CACHE);
-    if (!c->nmap)
+    if (!c->maps.n)
         return -1;
-    uint64_t now = shim_mono_us(), due = c->map_used_us + MAP_IDLE_MS * 1000ull;
+    uint64_t now = shim_mono_us(), due = c->maps.used_us + MAP_IDLE_MS * 1000ull;
     if (now >= due) {
         ipc_trim_maps(c, 0);
         due = now + MAP_IDLE_MS * 1000ull; /* if the last operation is not over: later */
     }
-    return c->nmap ? (long)((due - now + 999) / 1000) : -1;
+    return c->maps.n ? (long)((due - now + 999) / 1000) : -1;
 }
 
 void ipc_maps_close(struct ipc_comm *c)
 {
     ipc_trim_maps(c, 0);
-    if (c->nmap)
+    if (c->maps.n)
         shim_warn("ipc", "ipc communicator %s (rank %d): %d mappings of peers' buffers stay open: its last operation "
-                  "did not finish", c->group, c->rank, c->nmap);
+                  "did not finish", c->group, c->rank, c->maps.n);
 }

@@ -1,10 +1,15 @@
 /*
  * Watching for a lost peer (see ipc_proto.h): one thread per process, alive
- * while some ipc communicator runs, polls their root connections.
+ * while some ipc communicator runs, polls their root connections, and a
+ * connection that closes fails the communicator (ipc_fail).  The other way
+ * too: ipc_fail_everywhere shuts this rank's connection, so that every peer's
+ * monitor fails it as well.  It owns struct ipc_watch.
  */
 #define _GNU_SOURCE
 #include "ipc_monitor.h"
+#include "ipc_comm.h"
 #include "ipc_core.h"
+#include "ipc_fail.h"
 
 #include "record.h"
 #include "worker.h"
@@ -12,6 +17,7 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 /* --- The monitor: one thread per process watches the root connection of
@@ -71,7 +77,7 @@ static void *monitor(void *arg)
             pfd[k] = (struct pollfd){ g_mon_wake[0], POLLIN, 0 };
             who[k++] = NULL;
             for (struct mon_entry *e = g_mon; e && k < cap; e = e->next) {
-                pfd[k] = (struct pollfd){ e->c->monitor_fd, POLLIN, 0 };
+                pfd[k] = (struct pollfd){ e->c->watch.fd, POLLIN, 0 };
                 who[k++] = e->c;
             }
         }
@@ -95,23 +101,33 @@ static void *monitor(void *arg)
             struct mon_entry *e = *pp;
             *pp = e->next;
             free(e);
-            if (atomic_load(&who[j]->closing))
-                atomic_store(&who[j]->peer_closed, 1); /* the others are destroying it too */
+            if (atomic_load(&who[j]->watch.closing))
+                atomic_store(&who[j]->watch.peer_closed, 1); /* the others are destroying it too */
             else
                 ipc_fail(who[j], "a rank of this communicator is gone (the root's shim closed the connection: a "
                                  "process exited or was killed)", 1);
-            close(who[j]->monitor_fd);
-            who[j]->monitor_fd = -1;
+            close(who[j]->watch.fd);
+            who[j]->watch.fd = -1;
         }
         pthread_mutex_unlock(&g_mon_lock);
     }
+}
+
+void ipc_watch_none(struct ipc_comm *c)
+{
+    c->watch.fd = -1;
+}
+
+void ipc_watch_closing(struct ipc_comm *c)
+{
+    atomic_store(&c->watch.closing, 1);
 }
 
 int ipc_watch(struct ipc_comm *c, int fd)
 {
     /* Called at commit, when every rank has connected. */
     ipc_unlink_shared(c);
-    c->monitor_fd = fd;
+    c->watch.fd = fd;
     if (fd < 0)
         return -1;
     struct mon_entry *e = calloc(1, sizeof(*e));
@@ -150,11 +166,20 @@ void ipc_unwatch(struct ipc_comm *c)
         }
     }
     pthread_mutex_unlock(&g_mon_lock);
-    if (c->monitor_fd >= 0)
-        close(c->monitor_fd);
-    c->monitor_fd = -1;
+    if (c->watch.fd >= 0)
+        close(c->watch.fd);
+    c->watch.fd = -1;
 }
 
+
+void ipc_fail_everywhere(struct ipc_comm *c, const char *why)
+{
+    shim_warn("ipc", "ipc communicator %s (rank %d of %d): %s; it fails here and at every peer (ncclRemoteError)",
+              c->group, c->rank, c->nranks, why);
+    ipc_fail(c, why, 0);
+    if (c->watch.fd >= 0)
+        shutdown(c->watch.fd, SHUT_RDWR);
+}
 
 void ipc_monitor_lock_for_fork(void)
 {

@@ -1,10 +1,18 @@
-/* The operations of an ipc communicator (the protocol: ipc_proto.h). */
+/*
+ * The operations of an ipc communicator as the application calls them
+ * (through shim/comm/): their arguments checked, their order across streams
+ * (each waits for the one before unless on the same stream), qlock taken with
+ * the staging they copy out of mapped, and the broadcast (ipc_bcast.c),
+ * all-gather, all-reduce and Send/Recv enqueued; the protocol: ipc_proto.h.
+ */
 #define _GNU_SOURCE
-#include "ipc.h"
+#include "ipc_ops.h"
 #include "ipc_bcast.h"
 #include "ipc_core.h"
 #include "ipc_maps.h"
+#include "ipc_monitor.h"
 #include "ipc_suspend.h"
+#include "ipc_stream.h"
 
 #include "dtype.h"
 #include "reduce.h"
@@ -12,6 +20,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+size_t ipc_host_reduce_max(const struct ipc_comm *c)
+{
+    return c->chunk * (size_t)c->nslots;
+}
 
 /* Runs with the communicator's context current; restores the caller's. */
 struct ctx_guard {
@@ -36,9 +49,9 @@ static void ctx_leave(const struct ipc_comm *c, struct ctx_guard *g)
 /* A communicator that lost a peer (or was aborted) fails every operation at once. */
 static int failed(struct ipc_comm *c, char *why, size_t whylen)
 {
-    if (!atomic_load(&c->failed))
+    if (!atomic_load(&c->fail.failed))
         return 0;
-    snprintf(why, whylen, "%s", c->failure);
+    snprintf(why, whylen, "%s", c->fail.why);
     return 1;
 }
 
@@ -59,11 +72,11 @@ static int needs_fence(struct ipc_comm *c, CUstream s, unsigned long long *sid, 
     *sid = 0;
     *known = cu->cuStreamGetId && cu->cuStreamGetId(s, sid) == CUDA_SUCCESS;
     ipc_trace(c, "op %llu stream %llu (known %d) last %llu (known %d) fence rank %d %d>=%llu",
-              (unsigned long long)c->ops, *sid, *known, c->last_sid, c->last_sid_known, c->fence_rank, c->fence_off,
-              (unsigned long long)c->fence_val);
-    if (*known && c->last_sid_known && *sid == c->last_sid)
+              (unsigned long long)c->is.ops, *sid, *known, c->is.last_sid, c->is.last_sid_known, c->is.fence_rank,
+              c->is.fence_off, (unsigned long long)c->is.fence_val);
+    if (*known && c->is.last_sid_known && *sid == c->is.last_sid)
         return 0;
-    return c->fence_val != 0; /* read without qlock: only this thread writes it */
+    return c->is.fence_val != 0; /* read without qlock: only this thread writes it */
 }
 
 /*
@@ -88,7 +101,7 @@ static ncclResult_t lock_with_data(struct ipc_comm *c, uint64_t need, char *why,
         if (rc < 0)
             return ncclUnhandledCudaError;
         if (ipc_data_wait(c, r, why, whylen) != 0)
-            return atomic_load(&c->failed) ? ncclRemoteError : ncclInvalidUsage;
+            return atomic_load(&c->fail.failed) ? ncclRemoteError : ncclInvalidUsage;
     }
 }
 
@@ -97,7 +110,8 @@ static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *
 {
     if (!needs_fence(c, s, sid, known))
         return CUDA_SUCCESS;
-    return c->cu->cuStreamWaitValue64(s, flag(c, c->fence_rank, c->fence_off), c->fence_val, CU_STREAM_WAIT_VALUE_GEQ);
+    return c->cu->cuStreamWaitValue64(s, flag(c, c->is.fence_rank, c->is.fence_off), c->is.fence_val,
+                                      CU_STREAM_WAIT_VALUE_GEQ);
 }
 
 /* The operation just enqueued on stream `sid` is over once this rank's
@@ -105,22 +119,22 @@ static CUresult order_after(struct ipc_comm *c, CUstream s, unsigned long long *
  * before it stands). */
 static void set_fence(struct ipc_comm *c, unsigned long long sid, int known, int off, uint64_t val)
 {
-    c->last_sid = sid;
-    c->last_sid_known = known;
+    c->is.last_sid = sid;
+    c->is.last_sid_known = known;
     if (off < 0)
         return;
     pthread_mutex_lock(&c->qlock); /* the reaper reads it (ipc_trim_maps) */
-    c->fence_rank = c->rank;
-    c->fence_off = off;
-    c->fence_val = val;
+    c->is.fence_rank = c->rank;
+    c->is.fence_off = off;
+    c->is.fence_val = val;
     pthread_mutex_unlock(&c->qlock);
 }
 
-ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
-                           cudaStream_t stream, char *why, size_t whylen)
+/* A broadcast's arguments, and whether it may be enqueued at all:
+ * ncclSuccess, or the error with the reason. */
+static ncclResult_t bcast_check(struct ipc_comm *c, const void *sendbuff, const void *recvbuff, size_t bytes, int root,
+                                CUstream s, char *why, size_t whylen)
 {
-    const struct shim_cuda *cu = c->cu;
-    CUstream s = (CUstream)stream;
     if (failed(c, why, whylen))
         return ncclRemoteError;
     if (root < 0 || root >= c->nranks) {
@@ -137,10 +151,76 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
                  "(NCCLSHIM_WEIGHT_UPDATE=passthrough) to capture it");
         return ncclInvalidUsage;
     }
+    return ncclSuccess;
+}
+
+/* A broadcast of a communicator of one rank: the copy, if any, after the
+ * fence (`fence`: the operation before ran on another stream), and its DONE
+ * (the new fence in *off and *val).  0, or -1 with the reason. */
+static int bcast_alone(struct ipc_comm *c, CUstream s, CUdeviceptr recv, CUdeviceptr send, size_t bytes, int fence,
+                       uint64_t op, int *off, uint64_t *val, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    if (fence && cu_check(cu->cuStreamWaitValue64(s, flag(c, c->is.fence_rank, c->is.fence_off), c->is.fence_val,
+                                                  CU_STREAM_WAIT_VALUE_GEQ),
+                          "cuStreamWaitValue64", why, whylen) != 0)
+        return -1;
+    if (recv == send || !bytes)
+        return 0;
+    if (cu_check(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+        return -1;
+    if (cu_check(cu->cuStreamWriteValue64(s, flag(c, c->rank, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
+                 "cuStreamWriteValue64", why, whylen) != 0)
+        return -1;
+    *off = F_DONE;
+    *val = op + 1;
+    return 0;
+}
+
+/* A broadcast between ranks: the chain enqueued under qlock, with the
+ * staging it may copy out of mapped (a receiver's, from its predecessor: a
+ * staged hop), and its fence set under the same lock (the reaper must not
+ * judge the mappings idle by the fence before this one).  0; 1 if nothing
+ * was enqueued, with lock_with_data's error in *res; -1 with the reason if
+ * part of it may be. */
+static int bcast_chain(struct ipc_comm *c, CUstream s, const struct ipc_bcast_args *j, ncclResult_t *res, char *why,
+                       size_t whylen)
+{
+    int me = c->rank, frank = me, off = -1;
+    uint64_t val = 0;
+    uint64_t t0 = ipc_trace_clock();
+    *res = lock_with_data(c, me != j->root && j->bytes ? 1ull << pred_of(c) : 0, why, whylen);
+    ipc_trace(c, "b %llu: locked in %llu us", (unsigned long long)j->b, (unsigned long long)(ipc_trace_clock() - t0));
+    if (*res != ncclSuccess)
+        return 1;
+    int had = c->maps.n;
+    if (ipc_chain_bcast(c, j, s, &frank, &off, &val, why, whylen) != 0) {
+        pthread_mutex_unlock(&c->qlock);
+        return -1;
+    }
+    if (off >= 0) {
+        c->is.fence_rank = frank;
+        c->is.fence_off = off;
+        c->is.fence_val = val;
+    }
+    int mapped = !had && c->maps.n;
+    pthread_mutex_unlock(&c->qlock);
+    if (mapped) /* the reaper sleeps without a bound while nothing is mapped */
+        ipc_wake(c, me);
+    return 0;
+}
+
+ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvbuff, size_t bytes, int root,
+                           cudaStream_t stream, char *why, size_t whylen)
+{
+    CUstream s = (CUstream)stream;
+    ncclResult_t res = bcast_check(c, sendbuff, recvbuff, bytes, root, s, why, whylen);
+    if (res != ncclSuccess)
+        return res;
     struct ctx_guard g;
     ctx_enter(c, &g);
-    uint64_t op = c->ops;
-    int me = c->rank, locked = 0, off = -1, frank = me;
+    uint64_t op = c->is.ops;
+    int off = -1;
     uint64_t val = 0;
     unsigned long long sid;
     int known;
@@ -148,62 +228,29 @@ ncclResult_t ipc_broadcast(struct ipc_comm *c, const void *sendbuff, void *recvb
     /* A broadcast between ranks orders itself (ipc_chain_bcast: it may wait for
      * less than the fence). */
     int fence = needs_fence(c, s, &sid, &known);
-    if (c->nranks == 1 && fence) {
-        if (cu_check(cu->cuStreamWaitValue64(s, flag(c, c->fence_rank, c->fence_off), c->fence_val,
-                                             CU_STREAM_WAIT_VALUE_GEQ),
-                     "cuStreamWaitValue64", why, whylen) != 0)
-            goto fail;
-    }
     if (c->nranks == 1) {
-        if (recv != send && bytes) {
-            if (cu_check(ipc_copy(c, recv, send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
-                goto fail;
-            if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
-                         "cuStreamWriteValue64", why, whylen) != 0)
-                goto fail;
-            off = F_DONE;
-            val = op + 1;
-        }
+        if (bcast_alone(c, s, recv, send, bytes, fence, op, &off, &val, why, whylen) != 0)
+            goto fail;
     } else {
-        struct ipc_bcast_args j = { c->bcasts + 1, op, c->bbytes, bytes, root, send, recv,
-                                    fence ? c->fence_rank : me, fence ? c->fence_off : 0, fence ? c->fence_val : 0 };
-        /* A receiver may copy out of its predecessor's staging (a staged hop). */
-        int pred = (me - 1 + c->nranks) % c->nranks;
-        uint64_t t0 = ipc_trace_clock();
-        ncclResult_t res = lock_with_data(c, me != root && bytes ? 1ull << pred : 0, why, whylen);
-        ipc_trace(c, "b %llu: locked in %llu us", (unsigned long long)j.b, (unsigned long long)(ipc_trace_clock() - t0));
-        if (res != ncclSuccess) {
+        struct ipc_bcast_args j = { c->is.bcasts + 1, op, c->is.bbytes, bytes, root, send, recv,
+                                    fence ? c->is.fence_rank : c->rank, fence ? c->is.fence_off : 0,
+                                    fence ? c->is.fence_val : 0 };
+        int rc = bcast_chain(c, s, &j, &res, why, whylen);
+        if (rc > 0) {
             /* Nothing enqueued: the communicator stays as it was. */
             ctx_leave(c, &g);
             return res;
         }
-        locked = 1;
-        int had = c->nmap;
-        if (ipc_chain_bcast(c, &j, s, &frank, &off, &val, why, whylen) != 0)
+        if (rc < 0)
             goto fail;
-        if (off >= 0) {
-            /* Under the lock that covered the enqueue: the reaper must not
-             * judge the mappings idle by the fence before this one. */
-            c->fence_rank = frank;
-            c->fence_off = off;
-            c->fence_val = val;
-            off = -1;
-        }
-        int mapped = !had && c->nmap;
-        pthread_mutex_unlock(&c->qlock);
-        locked = 0;
-        if (mapped) /* the reaper sleeps without a bound while nothing is mapped */
-            ipc_wake(c, me);
-        c->bcasts++;
-        c->bbytes += bytes;
+        c->is.bcasts++;
+        c->is.bbytes += bytes;
     }
     set_fence(c, sid, known, off, val);
-    c->ops = op + 1;
+    c->is.ops = op + 1;
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
-    if (locked)
-        pthread_mutex_unlock(&c->qlock);
     /* Part of the operation may be enqueued: the counters no longer agree
      * with the peers', who must not wait for this rank. */
     if (c->nranks > 1)
@@ -348,7 +395,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
         return ready;
     }
     pthread_mutex_unlock(&c->qlock);
-    uint64_t opn = c->ops;
+    uint64_t opn = c->is.ops;
     ncclResult_t res = ncclUnhandledCudaError;
     unsigned long long sid;
     int known;
@@ -357,7 +404,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
      * all-reduce is over everywhere), with this rank's data in its slot 0. */
     if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
         goto fail;
-    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
+    ipc_bcast_after_other(c);
     if (bytes) {
         if (cu_check(ipc_copy(c, slot(c, c->rank, 0), (CUdeviceptr)(uintptr_t)sendbuff, bytes, s),
                      "cuMemcpyDtoDAsync", why, whylen) != 0)
@@ -365,13 +412,13 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
     }
     if (cu_check(cu->cuStreamSynchronize(s), "cuStreamSynchronize", why, whylen) != 0)
         goto fail;
-    uint64_t arn = c->allreduces + 1;
+    uint64_t arn = c->is.allreduces + 1;
     if ((res = allreduce_on_host(c, recvbuff, count, dtype, op, bytes, arn, why, whylen)) != ncclSuccess)
         goto fail;
     ipc_write_flag(c, F_DONE, opn + 1);
     set_fence(c, sid, known, F_DONE, opn + 1);
-    c->ops = opn + 1;
-    c->allreduces = arn;
+    c->is.ops = opn + 1;
+    c->is.allreduces = arn;
     ctx_leave(c, &g);
     return ncclSuccess;
 fail:
@@ -413,7 +460,7 @@ static int p2p_send_chunk(struct ipc_comm *c, int q, CUdeviceptr user, size_t le
 {
     const struct shim_cuda *cu = c->cu;
     int me = c->rank;
-    uint64_t pc = c->sent[q]++;
+    uint64_t pc = c->is.sent[q]++;
     if (pc + 1 > P2P_SLOTS && cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_RECVD + 8 * q), pc + 1 - P2P_SLOTS,
                                                                CU_STREAM_WAIT_VALUE_GEQ),
                                        "cuStreamWaitValue64", why, whylen) != 0)
@@ -431,7 +478,7 @@ static int p2p_recv_chunk(struct ipc_comm *c, int q, CUdeviceptr user, size_t le
 {
     const struct shim_cuda *cu = c->cu;
     int me = c->rank;
-    uint64_t pc = c->recvd[q]++;
+    uint64_t pc = c->is.recvd[q]++;
     if (cu_check(cu->cuStreamWaitValue64(s, flag(c, me, F_SENT + 8 * q), pc + 1, CU_STREAM_WAIT_VALUE_GEQ),
                  "cuStreamWaitValue64", why, whylen) != 0)
         return -1;
@@ -439,6 +486,32 @@ static int p2p_recv_chunk(struct ipc_comm *c, int q, CUdeviceptr user, size_t le
         return -1;
     return cu_check(cu->cuStreamWriteValue64(s, flag(c, q, F_RECVD + 8 * me), pc + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
                     "cuStreamWriteValue64", why, whylen);
+}
+
+/* One chunk of each operation in turn, `done` counting each one's: a
+ * group's sends and receives between two ranks progress together, so
+ * neither waits on the other's full slots for ever.  0, or -1 with the
+ * reason. */
+static int p2p_chunks(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, uint64_t *done, CUstream s, char *why,
+                      size_t whylen)
+{
+    for (int more = 1; more;) {
+        more = 0;
+        for (int i = 0; i < nops; i++) {
+            const struct ipc_p2p *o = &ops[i];
+            uint64_t nch = o->bytes ? (o->bytes + c->p2p_chunk - 1) / c->p2p_chunk : 0;
+            if (done[i] >= nch)
+                continue;
+            size_t off = (size_t)(done[i] * c->p2p_chunk);
+            size_t len = o->bytes - off < c->p2p_chunk ? o->bytes - off : c->p2p_chunk;
+            CUdeviceptr user = (CUdeviceptr)(uintptr_t)o->buf + off;
+            if ((o->send ? p2p_send_chunk : p2p_recv_chunk)(c, o->peer, user, len, s, why, whylen) != 0)
+                return -1;
+            done[i]++;
+            more |= done[i] < nch;
+        }
+    }
+    return 0;
 }
 
 ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
@@ -459,7 +532,7 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     }
     struct ctx_guard g;
     ctx_enter(c, &g);
-    uint64_t op = c->ops;
+    uint64_t op = c->is.ops;
     int me = c->rank, locked = 0;
     unsigned long long sid;
     int known;
@@ -477,37 +550,20 @@ ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, ch
     locked = 1;
     if (cu_check(order_after(c, s, &sid, &known), "cuStreamWaitValue64", why, whylen) != 0)
         goto fail;
-    c->last_push_only = 0; /* a broadcast after it waits for it ("Senders overlap") */
-    /* One chunk of each operation in turn: a group's sends and receives
-     * between two ranks progress together, so neither waits on the other's
-     * full slots for ever. */
-    for (int more = 1; more;) {
-        more = 0;
-        for (int i = 0; i < nops; i++) {
-            const struct ipc_p2p *o = &ops[i];
-            uint64_t nch = o->bytes ? (o->bytes + c->p2p_chunk - 1) / c->p2p_chunk : 0;
-            if (done[i] >= nch)
-                continue;
-            size_t off = (size_t)(done[i] * c->p2p_chunk);
-            size_t len = o->bytes - off < c->p2p_chunk ? o->bytes - off : c->p2p_chunk;
-            CUdeviceptr user = (CUdeviceptr)(uintptr_t)o->buf + off;
-            if ((o->send ? p2p_send_chunk : p2p_recv_chunk)(c, o->peer, user, len, s, why, whylen) != 0)
-                goto fail;
-            done[i]++;
-            more |= done[i] < nch;
-        }
-    }
+    ipc_bcast_after_other(c);
+    if (p2p_chunks(c, ops, nops, done, s, why, whylen) != 0)
+        goto fail;
     if (cu_check(cu->cuStreamWriteValue64(s, flag(c, me, F_DONE), op + 1, CU_STREAM_WRITE_VALUE_DEFAULT),
                  "cuStreamWriteValue64", why, whylen) != 0)
         goto fail;
     /* Under the lock that covered the enqueue (the reaper judges the
      * mappings by the fence). */
-    c->fence_rank = me;
-    c->fence_off = F_DONE;
-    c->fence_val = op + 1;
+    c->is.fence_rank = me;
+    c->is.fence_off = F_DONE;
+    c->is.fence_val = op + 1;
     pthread_mutex_unlock(&c->qlock);
     set_fence(c, sid, known, -1, 0);
-    c->ops = op + 1;
+    c->is.ops = op + 1;
     free(done);
     ctx_leave(c, &g);
     return ncclSuccess;

@@ -19,6 +19,7 @@
 #include "ipc_maps.h"
 #include "ipc_suspend.h"
 #include "ipc_vmm.h"
+#include "ipc_fail.h"
 
 #include "clock.h"
 #include "record.h"
@@ -40,7 +41,7 @@
  * enqueued further down a stream would then hold.  1 while it repeats. */
 static int repeat_release(struct ipc_comm *c)
 {
-    uint64_t since = atomic_load(&c->failed_us);
+    uint64_t since = atomic_load(&c->fail.since_us);
     if (!since || shim_mono_us() - since > RELEASE_REPEAT_US)
         return 0;
     ipc_release_waits(c);
@@ -53,7 +54,7 @@ static void *reaper_main(void *arg)
     _Atomic uint32_t *word = &c->shared[c->rank]->word;
     c->cu->cuCtxSetCurrent(c->ctx);
     pthread_mutex_lock(&c->qlock);
-    while (!c->stop) {
+    while (!c->reaper.stop) {
         /* Read before looking: a bump from now on cuts the sleep short. */
         uint32_t seen = atomic_load(word);
         long sleep_ms = -1;
@@ -79,30 +80,30 @@ static void *reaper_main(void *arg)
 
 int ipc_reaper_start(struct ipc_comm *c, char *why, size_t whylen)
 {
-    if (c->reaper_started)
+    if (c->reaper.started)
         return 0;
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old); /* the thread takes none of the application's signals */
-    int rc = pthread_create(&c->reaper, NULL, reaper_main, c);
+    int rc = pthread_create(&c->reaper.thread, NULL, reaper_main, c);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     if (rc != 0) {
         snprintf(why, whylen, "starting the ipc reaper thread: %s", strerror(rc));
         return -1;
     }
-    c->reaper_started = 1;
+    c->reaper.started = 1;
     return 0;
 }
 
 void ipc_reaper_stop(struct ipc_comm *c)
 {
-    if (c->reaper_started) {
+    if (c->reaper.started) {
         pthread_mutex_lock(&c->qlock);
-        c->stop = 1;
+        c->reaper.stop = 1;
         pthread_mutex_unlock(&c->qlock);
         ipc_wake(c, c->rank);
-        pthread_join(c->reaper, NULL);
-        c->reaper_started = 0;
+        pthread_join(c->reaper.thread, NULL);
+        c->reaper.started = 0;
     }
     /* ipc_free waited for the last operation; if it could not, what is
      * still mapped stays so (until the process exits) rather than be taken

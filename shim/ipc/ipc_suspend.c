@@ -34,6 +34,7 @@
 #include "record.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,19 +63,49 @@ static void set_state(struct ipc_comm *c, uint64_t epoch, int st)
 
 static void close_data(struct ipc_comm *c, int r)
 {
-    c->cu->cuIpcCloseMemHandle(c->data[r]);
-    c->data[r] = 0;
+    c->cu->cuIpcCloseMemHandle(c->staging.at[r]);
+    c->staging.at[r] = 0;
     ipc_trace(c, "closed rank %d's staging", r);
+}
+
+int ipc_staging_init(struct ipc_comm *c, int nranks)
+{
+    c->staging.at = calloc((size_t)nranks, sizeof(*c->staging.at));
+    return c->staging.at ? 0 : -1;
+}
+
+int ipc_staging_create(struct ipc_comm *c, char *why, size_t whylen)
+{
+    const struct shim_cuda *cu = c->cu;
+    if (cu_check(cu->cuMemAlloc(&c->staging.at[c->rank], c->data_bytes), "cuMemAlloc", why, whylen) != 0)
+        return -1;
+    if (cu_check(cu->cuIpcGetMemHandle(&c->shared[c->rank]->data_handle, c->staging.at[c->rank]),
+                 "cuIpcGetMemHandle", why, whylen) != 0)
+        return -1;
+    atomic_store(&c->shared[c->rank]->data_state, DATA_STATE(0, DATA_ACTIVE));
+    return 0;
+}
+
+void ipc_staging_destroy(struct ipc_comm *c)
+{
+    if (c->staging.at && c->staging.at[c->rank])
+        c->cu->cuMemFree(c->staging.at[c->rank]);
+}
+
+void ipc_staging_free(struct ipc_comm *c)
+{
+    free(c->staging.at);
+    c->staging.at = NULL;
 }
 
 int ipc_data_get(struct ipc_comm *c, int r, char *why, size_t whylen)
 {
     if (r == c->rank)
-        return c->data[r] ? 0 : 1;
+        return c->staging.at[r] ? 0 : 1;
     uint64_t v = ipc_data_state(c, r);
     /* A mapping this rank holds was not acknowledged: its owner keeps the
      * memory (RELEASING) until the reaper closes it under qlock. */
-    if (c->data[r])
+    if (c->staging.at[r])
         return 0;
     if (DATA_ST(v) != DATA_ACTIVE)
         return 1;
@@ -95,7 +126,7 @@ int ipc_data_get(struct ipc_comm *c, int r, char *why, size_t whylen)
                  c->peer_dev[r], c->device, shim_cuda_error("cuIpcOpenMemHandle", res, err, sizeof(err)));
         return -1;
     }
-    c->data[r] = p;
+    c->staging.at[r] = p;
     ipc_trace(c, "opened rank %d's staging (epoch %llu)", r, (unsigned long long)DATA_EPOCH(v));
     return 0;
 }
@@ -108,8 +139,8 @@ int ipc_data_wait(struct ipc_comm *c, int r, char *why, size_t whylen)
         uint32_t seen = atomic_load(word);
         if (DATA_ST(ipc_data_state(c, r)) == DATA_ACTIVE)
             return 0;
-        if (atomic_load(&c->failed)) {
-            snprintf(why, whylen, "%s", c->failure);
+        if (atomic_load(&c->fail.failed)) {
+            snprintf(why, whylen, "%s", c->fail.why);
             return -1;
         }
         uint64_t now = shim_mono_us();
@@ -131,11 +162,11 @@ static int sends_taken(const struct ipc_comm *c)
 {
     int any = 0;
     for (int q = 0; q < c->nranks; q++)
-        any |= c->sent[q] != 0;
-    if (!any || atomic_load(&c->failed))
+        any |= c->is.sent[q] != 0;
+    if (!any || atomic_load(&c->fail.failed))
         return 1;
     for (int q = 0; q < c->nranks; q++)
-        if (ipc_read_flag(c, c->rank, F_RECVD + 8 * q) < c->sent[q])
+        if (ipc_read_flag(c, c->rank, F_RECVD + 8 * q) < c->is.sent[q])
             return 0;
     return 1;
 }
@@ -151,7 +182,7 @@ int ipc_release_step(struct ipc_comm *c)
             return 1;
     if (!sends_taken(c))
         return 1;
-    CUresult r = c->cu->cuMemFree(c->data[c->rank]);
+    CUresult r = c->cu->cuMemFree(c->staging.at[c->rank]);
     if (r != CUDA_SUCCESS) {
         char err[160];
         shim_warn("ipc", "ipc communicator %s (rank %d of %d): giving its staging back: %s; it stays allocated",
@@ -159,7 +190,7 @@ int ipc_release_step(struct ipc_comm *c)
         set_state(c, DATA_EPOCH(v), DATA_ACTIVE);
         return 0;
     }
-    c->data[c->rank] = 0;
+    c->staging.at[c->rank] = 0;
     ipc_trace(c, "staging released (epoch %llu)", (unsigned long long)DATA_EPOCH(v));
     atomic_store_explicit(&own->data_state, DATA_STATE(DATA_EPOCH(v), DATA_RELEASED), memory_order_release);
     ipc_wake(c, c->rank);
@@ -177,17 +208,17 @@ int ipc_data_reap(struct ipc_comm *c)
             continue;
         int has_maps = ipc_maps_hold_rank(c, r);
         int acked = DATA_ST(v) != DATA_RELEASING || atomic_load(&c->shared[r]->acked[c->rank]) == DATA_EPOCH(v);
-        if (!c->data[r] && !has_maps && acked)
+        if (!c->staging.at[r] && !has_maps && acked)
             continue;
         /* A copy through these mappings may still be queued: only once this
          * rank's last operation is over. */
-        if ((c->data[r] || has_maps) && passed < 0)
+        if ((c->staging.at[r] || has_maps) && passed < 0)
             passed = ipc_fence_passed(c);
-        if ((c->data[r] || has_maps) && !passed) {
+        if ((c->staging.at[r] || has_maps) && !passed) {
             pending = 1;
             continue;
         }
-        if (c->data[r])
+        if (c->staging.at[r])
             close_data(c, r);
         /* Its buffers too: a suspended rank's application frees them next. */
         ipc_maps_drop_rank(c, r);
@@ -201,10 +232,10 @@ int ipc_data_reap(struct ipc_comm *c)
 
 void ipc_data_close(struct ipc_comm *c)
 {
-    for (int r = 0; c->data && r < c->nranks; r++) {
+    for (int r = 0; c->staging.at && r < c->nranks; r++) {
         if (r == c->rank)
             continue;
-        if (c->data[r])
+        if (c->staging.at[r])
             close_data(c, r);
         /* Nothing of this rank touches r's staging any more: r's releases,
          * now or later, need not wait for this rank. */
@@ -308,7 +339,7 @@ int ipc_resume(struct ipc_comm *c, char *why, size_t whylen)
                      c->data_bytes, c->device, shim_cuda_error(fn, r, err, sizeof(err)));
             rc = -1;
         } else {
-            c->data[c->rank] = p;
+            c->staging.at[c->rank] = p;
             memcpy(&c->shared[c->rank]->data_handle, &h, sizeof(h));
             set_state(c, DATA_EPOCH(v), DATA_ACTIVE);
             ipc_trace(c, "staging allocated again (epoch %llu)", (unsigned long long)DATA_EPOCH(v));

@@ -22,8 +22,18 @@ int ipc_suspend(struct ipc_comm *c, int release, char *why, size_t whylen);
 int ipc_resume(struct ipc_comm *c, char *why, size_t whylen);
 void ipc_mem_stats(const struct ipc_comm *c, int suspended, uint64_t out[4]);
 
+/* This rank's staging: ipc_staging_init (prepare) sizes the table of every
+ * rank's (0, or -1: out of memory); ipc_staging_create allocates this
+ * rank's and publishes its handle (0, or -1 with the reason);
+ * ipc_staging_destroy frees it (destroy, after ipc_data_close), and
+ * ipc_staging_free the table. */
+int ipc_staging_init(struct ipc_comm *c, int nranks);
+int ipc_staging_create(struct ipc_comm *c, char *why, size_t whylen);
+void ipc_staging_destroy(struct ipc_comm *c);
+void ipc_staging_free(struct ipc_comm *c);
+
 /* Peers' staging.  ipc_data_get (qlock held): rank r's staging mapped here
- * in c->data[r]: 0; 1 if r has given it back (or is giving it back) and
+ * in c->staging.at[r]: 0; 1 if r has given it back (or is giving it back) and
  * this rank holds no mapping (wait: ipc_data_wait, without qlock); -1 with
  * the reason.  ipc_data_wait: 0 once r's staging is there again, -1 past
  * NCCLSHIM_IPC_RESUME_WAIT_MS with a reason that says r is suspended.

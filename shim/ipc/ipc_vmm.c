@@ -121,7 +121,7 @@ void ipc_vmm_listen(struct ipc_comm *c)
     if (shim_random(&token, sizeof(token)) != 0 || !token) /* unguessable if it can be; never 0 */
         token = (shim_mono_us() << 20) ^ (uint64_t)getpid() ^ (uint64_t)(uintptr_t)v ^ 1;
     atomic_store(&c->shared[c->rank]->vmm_token, token);
-    c->vmm = v;
+    c->vmm.st = v;
     atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_ON);
 }
 
@@ -130,7 +130,7 @@ void ipc_vmm_listen(struct ipc_comm *c)
 static int make_probe(struct ipc_comm *c, int *fd, size_t *size, char *why, size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     CUmemAllocationProp prop;
     memset(&prop, 0, sizeof(prop));
     prop.type = 1; /* CU_MEM_ALLOCATION_TYPE_PINNED */
@@ -159,72 +159,62 @@ static int make_probe(struct ipc_comm *c, int *fd, size_t *size, char *why, size
 
 static void drop_probe(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (v->has_probe)
         c->cu->cuMemRelease(v->probe);
     v->has_probe = 0;
 }
 
-void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
+/* Connects to the successor's socket and says HELLO, lending it the probe
+ * piece to try; failing only notes why cuMemCreate buffers are staged. */
+static void connect_succ(struct ipc_comm *c, struct ipc_vmm *v, int succ, const char *succ_shm)
 {
-    struct ipc_vmm *v = c->vmm;
-    if (!v)
-        return;
-    int succ = succ_of(c), pred = pred_of(c);
-    if (!(atomic_load(&c->shared[succ]->vmm_links) & VMM_ON)) {
-        vmm_note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or an "
-                 "older shim): such buffers are staged", succ);
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/shm%s.sock", succ_shm);
+    int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    /* Its token (in its shared page, which only the communicator's ranks
+     * can open) says who connects; not the process id, which differs
+     * between containers that share /dev/shm but not a PID namespace. */
+    struct vmm_msg hello = { .magic = VMM_MAGIC, .kind = VMM_HELLO, .rank = c->rank,
+                             .seq = atomic_load(&c->shared[c->rank]->vmm_token), .n = 1 };
+    int probe_fd = -1;
+    size_t probe_size = 0;
+    char why[200];
+    if (make_probe(c, &probe_fd, &probe_size, why, sizeof(why)) != 0) {
+        vmm_note(c, 1, "a piece of cuMemCreate memory with a file descriptor handle for rank %d to try: %s; such "
+                 "buffers are staged", succ, why);
+        if (fd >= 0)
+            close(fd);
+        fd = -2;
+    }
+    hello.p[0] = (struct vmm_wire_piece){ .size = probe_size, .range_size = probe_size };
+    /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
+    if (fd == -2) {
+        drop_probe(c);
+    } else if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
+               vmm_send_msg(fd, &hello, &probe_fd, 1) != 0) {
+        vmm_note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ, sa.sun_path,
+                 strerror(errno));
+        if (fd >= 0)
+            close(fd);
+        drop_probe(c);
     } else {
-        struct sockaddr_un sa = { .sun_family = AF_UNIX };
-        snprintf(sa.sun_path, sizeof(sa.sun_path), "/dev/shm%s.sock", succ_shm);
-        int fd = socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        /* Its token (in its shared page, which only the communicator's ranks
-         * can open) says who connects; not the process id, which differs
-         * between containers that share /dev/shm but not a PID namespace. */
-        struct vmm_msg hello = { .magic = VMM_MAGIC, .kind = VMM_HELLO, .rank = c->rank,
-                                 .seq = atomic_load(&c->shared[c->rank]->vmm_token), .n = 1 };
-        int probe_fd = -1;
-        size_t probe_size = 0;
-        char why[200];
-        if (make_probe(c, &probe_fd, &probe_size, why, sizeof(why)) != 0) {
-            vmm_note(c, 1, "a piece of cuMemCreate memory with a file descriptor handle for rank %d to try: %s; such "
-                     "buffers are staged", succ, why);
-            if (fd >= 0)
-                close(fd);
-            fd = -2;
-        }
-        hello.p[0] = (struct vmm_wire_piece){ .size = probe_size, .range_size = probe_size };
-        /* A Unix connect completes at once, or says EAGAIN (the backlog is full: a stranger at work). */
-        if (fd == -2) {
-            drop_probe(c);
-        } else if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
-                   vmm_send_msg(fd, &hello, &probe_fd, 1) != 0) {
-            vmm_note(c, 1, "connecting to rank %d's socket %s: %s; cuMemCreate buffers are staged", succ, sa.sun_path,
-                     strerror(errno));
-            if (fd >= 0)
-                close(fd);
-            drop_probe(c);
-        } else {
-            v->link[0].fd = fd;
-            v->link[0].peer = succ;
-            atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_TO_SUCC);
-            ipc_wake(c, succ); /* its reaper accepts, if it is past its own connect */
-        }
-        if (probe_fd >= 0)
-            close(probe_fd); /* the message in flight holds it */
+        v->link[0].fd = fd;
+        v->link[0].peer = succ;
+        atomic_fetch_or(&c->shared[c->rank]->vmm_links, VMM_TO_SUCC);
+        ipc_wake(c, succ); /* its reaper accepts, if it is past its own connect */
     }
-    if (!(atomic_load(&c->shared[pred]->vmm_links) & VMM_ON)) {
-        if (pred != succ)
-            vmm_note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or "
-                     "an older shim): such buffers are staged", pred);
-        vmm_stop_listening(v);
-        return;
-    }
-    /* The predecessor connects in its own connect, and the successor
-     * accepts (and tries the probe) in its own, at about the same time:
-     * both waited for here (bounded), so that the first broadcast finds the
-     * sockets up and the probe is given back before the application counts
-     * its memory; later, the reaper still accepts. */
+    if (probe_fd >= 0)
+        close(probe_fd); /* the message in flight holds it */
+}
+
+/* The predecessor connects in its own connect, and the successor
+ * accepts (and tries the probe) in its own, at about the same time: both
+ * waited for here (bounded), so that the first broadcast finds the sockets
+ * up and the probe is given back before the application counts its memory;
+ * later, the reaper still accepts. */
+static void await_links(struct ipc_comm *c, struct ipc_vmm *v, int succ)
+{
     uint64_t until = shim_mono_us() + VMM_SETUP_MS * 1000ull;
     for (;;) {
         vmm_try_accept(c);
@@ -245,11 +235,32 @@ void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
         drop_probe(c);
 }
 
+void ipc_vmm_connect(struct ipc_comm *c, const char *succ_shm)
+{
+    struct ipc_vmm *v = c->vmm.st;
+    if (!v)
+        return;
+    int succ = succ_of(c), pred = pred_of(c);
+    if (!(atomic_load(&c->shared[succ]->vmm_links) & VMM_ON))
+        vmm_note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or an "
+                 "older shim): such buffers are staged", succ);
+    else
+        connect_succ(c, v, succ, succ_shm);
+    if (!(atomic_load(&c->shared[pred]->vmm_links) & VMM_ON)) {
+        if (pred != succ)
+            vmm_note(c, 1, "rank %d does not share cuMemCreate memory (NCCLSHIM_IPC_VMM=0 there, its socket failed, or "
+                     "an older shim): such buffers are staged", pred);
+        vmm_stop_listening(v);
+        return;
+    }
+    await_links(c, v, succ);
+}
+
 /* ---- the reaper, and destroy ---- */
 
 long ipc_vmm_reap(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (!v)
         return -1;
     uint64_t now = shim_mono_us();
@@ -300,7 +311,7 @@ long ipc_vmm_reap(struct ipc_comm *c)
 
 void ipc_vmm_close(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (!v)
         return;
     /* As ipc_reaper_stop: what a copy may still use stays mapped. */
@@ -322,5 +333,5 @@ void ipc_vmm_close(struct ipc_comm *c)
         free(v->mirrors);
         free(v);
     }
-    c->vmm = NULL;
+    c->vmm.st = NULL;
 }

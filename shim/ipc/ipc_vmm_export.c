@@ -32,7 +32,7 @@ static int links_up(const struct ipc_comm *c)
  * and this rank's own ends are not given up on. */
 static int links_coming(const struct ipc_comm *c)
 {
-    const struct ipc_vmm *v = c->vmm;
+    const struct ipc_vmm *v = c->vmm.st;
     return (atomic_load(&c->shared[succ_of(c)]->vmm_links) & VMM_ON) &&
            (atomic_load(&c->shared[pred_of(c)]->vmm_links) & VMM_ON) && v->link[0].fd >= 0 &&
            (v->link[1].fd >= 0 || v->listen_fd >= 0);
@@ -118,7 +118,7 @@ static int send_pieces(struct ipc_comm *c, struct link *l, const struct vmm_wire
         vmm_close_fds(fds, (int)m.n); /* the message in flight holds them */
         l->out_seq++;
         *sent = 1;
-        atomic_fetch_add_explicit(&c->stat_vmm_sent, m.n, memory_order_relaxed);
+        atomic_fetch_add_explicit(&c->vmm.sent, m.n, memory_order_relaxed);
         for (uint32_t k = 0; k < m.n; k++) {
             struct sent *s = malloc(sizeof(*s));
             if (!s) /* the peer holds it; forgetting it here only sends it again */
@@ -162,7 +162,7 @@ static int repeats_block(struct ipc_vmm *v, int n)
 /* Whether the sockets are up for this broadcast to count on them. */
 static int links_ready(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (links_up(c))
         return 1;
     /* Once: the neighbours may still be in their connect (the sockets
@@ -176,7 +176,7 @@ static int links_ready(struct ipc_comm *c)
         vmm_try_accept(c);
         if (links_up(c))
             return 1;
-        if (!links_coming(c) || shim_mono_us() >= until || atomic_load(&c->failed)) {
+        if (!links_coming(c) || shim_mono_us() >= until || atomic_load(&c->fail.failed)) {
             char who[48];
             if (pred_of(c) == succ_of(c))
                 snprintf(who, sizeof(who), "rank %d", succ_of(c));
@@ -243,7 +243,7 @@ static int grow_scratch(struct ipc_vmm *v)
 static int walk_pieces(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
                        struct ipc_vmm_piece *first, int *count)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     int n = 0;
     for (CUdeviceptr at = buf; at < buf + bytes;) {
         struct vmm_wire_piece w = { .range = start, .range_size = size };
@@ -266,7 +266,7 @@ static int walk_pieces(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevi
 int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdeviceptr start, size_t size,
                      struct ipc_vmm_piece *first, struct ipc_desc *d)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (!v || !links_ready(c))
         return 0;
     int n = 0;
@@ -309,7 +309,7 @@ int ipc_vmm_describe(struct ipc_comm *c, CUdeviceptr buf, size_t bytes, CUdevice
  * memory given back, or another piece in their place) are forgotten. */
 void vmm_check_sent(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     uint64_t t0 = shim_mono_us();
     for (int i = 0; i < 2; i++) {
         struct link *l = &v->link[i];

@@ -44,7 +44,7 @@ static int mirror_index(const struct mirror *m, uint64_t addr) /* first piece en
 /* An emptied mirror goes, its range too: no address space kept for buffers given back. */
 static void drop_if_empty(struct ipc_comm *c, struct mirror *m)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (m->n)
         return;
     c->cu->cuMemAddressFree(m->at, m->size);
@@ -57,7 +57,7 @@ static void drop_if_empty(struct ipc_comm *c, struct mirror *m)
 
 void vmm_unmap_piece(struct ipc_comm *c, struct piece *p)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     struct mirror *m = p->m;
     c->cu->cuMemUnmap(m->at + (p->base - m->range), p->size);
     c->cu->cuMemRelease(p->h);
@@ -78,7 +78,7 @@ void vmm_unmap_piece(struct ipc_comm *c, struct piece *p)
  * place in another reservation is unmapped: `w` is a new one there. */
 static int already_mapped(struct ipc_comm *c, const struct piece_key *key, const struct vmm_wire_piece *w, int fd)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     struct piece *p;
     HASH_FIND(hh, v->pieces, key, sizeof(*key), p);
     if (p && (p->size != w->size || p->m->range != w->range || p->m->size != w->range_size))
@@ -100,7 +100,7 @@ static int already_mapped(struct ipc_comm *c, const struct piece_key *key, const
 static struct mirror *clear_place(struct ipc_comm *c, int r, const struct vmm_wire_piece *w)
 {
     /* What was mapped there before was given back by its owner: replaced. */
-    struct mirror *m = mirror_of(c->vmm, r, w->range, w->range_size);
+    struct mirror *m = mirror_of(c->vmm.st, r, w->range, w->range_size);
     while (m) {
         int i = mirror_index(m, w->base);
         if (i >= m->n || m->p[i]->base >= w->base + w->size)
@@ -117,7 +117,7 @@ static struct mirror *clear_place(struct ipc_comm *c, int r, const struct vmm_wi
  * with the reason if it cannot be. */
 static struct mirror *new_mirror(struct ipc_comm *c, int r, const struct vmm_wire_piece *w, char *why, size_t whylen)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     if (v->nmirrors == v->capmirrors) {
         /* Kept at once: realloc has freed the old list (before, a failed calloc
          * below left v->mirrors pointing at it, and the next call grew freed memory). */
@@ -195,7 +195,7 @@ static int import_piece(struct ipc_comm *c, int r, const struct vmm_wire_piece *
 static void add_piece(struct ipc_comm *c, struct mirror *m, struct piece *p, const struct piece_key *key,
                       const struct vmm_wire_piece *w, CUmemGenericAllocationHandle h)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     p->key = *key;
     p->m = m;
     p->base = w->base;
@@ -206,7 +206,7 @@ static void add_piece(struct ipc_comm *c, struct mirror *m, struct piece *p, con
     m->p[i] = p;
     m->n++;
     HASH_ADD(hh, v->pieces, key, sizeof(p->key), p);
-    atomic_fetch_add_explicit(&c->stat_vmm_mapped, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&c->vmm.mapped, 1, memory_order_relaxed);
 }
 
 /* Maps piece `w` of rank r (its descriptor `fd`, consumed), not yet
@@ -313,7 +313,7 @@ int vmm_read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, siz
         return k == 0 ? -2 : -1;
     }
     l->in_seq++;
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     struct piece *added[VMM_MSG_PIECES];
     int nadded = 0;
     ipc_trace(c, "vmm: a message of %u pieces (%s) from rank %d", m.n, m.kind == VMM_PIECES ? "map" : "forget",
@@ -343,11 +343,11 @@ int vmm_read_msg(struct ipc_comm *c, struct link *l, int wait_ms, char *why, siz
 int ipc_vmm_map(struct ipc_comm *c, int r, const struct ipc_desc *d, size_t bytes, CUdeviceptr *at, char *why,
                 size_t whylen)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     struct link *l = v ? in_link(v, c, r) : NULL;
     if (!l || l->fd < 0) {
         snprintf(why, whylen, "rank %d described a cuMemCreate buffer, but this rank has no socket from it%s%s", r,
-                 c->vmm_note[0] ? ": " : "", c->vmm_note);
+                 c->vmm.note[0] ? ": " : "", c->vmm.note);
         return -1;
     }
     uint64_t want = d->vmm_seq[r == pred_of(c) ? 1 : 0];
@@ -357,7 +357,7 @@ int ipc_vmm_map(struct ipc_comm *c, int r, const struct ipc_desc *d, size_t byte
         int got = vmm_read_msg(c, l, VMM_RETRY_MS, why, whylen);
         if (got < 0)
             return -1;
-        if (!got && (atomic_load(&c->failed) || shim_mono_us() > deadline)) {
+        if (!got && (atomic_load(&c->fail.failed) || shim_mono_us() > deadline)) {
             snprintf(why, whylen, "rank %d's pieces of a cuMemCreate buffer did not arrive within %d s", r,
                      VMM_IO_MS / 1000);
             return -1;

@@ -26,14 +26,14 @@
  * records; and once on stderr, since a user can usually fix it. */
 void vmm_note(struct ipc_comm *c, int warn, const char *fmt, ...)
 {
-    if (c->vmm_note[0])
+    if (c->vmm.note[0])
         return;
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(c->vmm_note, sizeof(c->vmm_note), fmt, ap);
+    vsnprintf(c->vmm.note, sizeof(c->vmm.note), fmt, ap);
     va_end(ap);
     if (warn)
-        shim_warn("ipc-vmm", "ipc communicator %s (rank %d of %d): %s", c->group, c->rank, c->nranks, c->vmm_note);
+        shim_warn("ipc-vmm", "ipc communicator %s (rank %d of %d): %s", c->group, c->rank, c->nranks, c->vmm.note);
 }
 
 void vmm_link_close(struct link *l)
@@ -178,7 +178,7 @@ static int try_probe(struct ipc_comm *c, int fd, size_t size, char *why, size_t 
  * token (anyone of this user could connect to the path). */
 void vmm_try_accept(struct ipc_comm *c)
 {
-    struct ipc_vmm *v = c->vmm;
+    struct ipc_vmm *v = c->vmm.st;
     while (v->listen_fd >= 0 && v->link[1].fd < 0) {
         int fd = accept4(v->listen_fd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK);
         if (fd < 0) {

@@ -1,4 +1,9 @@
-/* The check of ipc_vmm.c's messages (see ipc_vmm_wire.h). */
+/*
+ * The check of ipc_vmm.c's messages (see ipc_vmm_wire.h): what a neighbour
+ * sends is input, checked whole before anything acts on it; a file of its
+ * own, with no driver call, so that tests/unit/test_vmm_wire.c (t/31) can
+ * feed it hostile messages alone.
+ */
 #include "ipc_vmm_wire.h"
 
 /* Inside its range, without overflow: base - range < range_size and
