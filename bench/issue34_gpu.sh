@@ -22,6 +22,6 @@ run() { # name timeout args...
     echo "rc=$?" >> "$out/$name.txt"
 }
 base=build/libncclshim-base.so
-run base1024 150 --grid 1024x1 --reps 1 --baseline "$base"
-run grid 300 --grid 1024x1,4096x1,8192x1,4096x8,8192x8 --reps 1
-run reps 200 --grid 4096x8 --reps 3
+run base1024 110 --grid 1024x1 --reps 1 --baseline "$base"
+run grid 270 --grid 1024x1,4096x1,8192x1,4096x8,8192x8 --reps 1
+run reps 190 --grid 4096x8 --reps 3
