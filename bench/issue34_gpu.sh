@@ -31,3 +31,4 @@ base=build/libncclshim-base.so
 run base1024 110 --grid 1024x1 --reps 1 --baseline "$base"
 run grid 250 --grid 4096x1,8192x1 --reps 1
 run big 210 --grid $big --reps 3
+run huge 200 --grid 8192x8 --reps 1 # 65,536 ranks: in a call of its own if the time is short
