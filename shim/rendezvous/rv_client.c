@@ -17,6 +17,7 @@
 #include "rv_fault.h"
 #include "rv_io.h"
 #include "rv_leader.h"
+#include "rv_limits.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
