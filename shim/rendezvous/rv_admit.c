@@ -12,7 +12,7 @@
 #include "record.h"
 #include "rv_decide.h"
 #include "rv_io.h"
-#include "rv_leader.h"
+#include "rv_limits.h"
 #include "rv_server_record.h"
 
 #include <errno.h>
@@ -121,7 +121,7 @@ void rv_on_acceptable(struct rv_session *s)
                 continue;
             }
             if (e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS) {
-                /* Nothing to give back: the ranks waiting cannot all be held (rv_leader.h). */
+                /* Nothing to give back: the ranks waiting cannot all be held (rv_limits.h). */
                 char who[64], why[RV_REASON_LEN];
                 snprintf(who, sizeof(who), "the root's process (pid %u)", (unsigned)getpid());
                 rv_limit_reason(e, who, "accepting the ranks' connections", why, sizeof(why));

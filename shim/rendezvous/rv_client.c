@@ -17,6 +17,7 @@
 #include "rv_fault.h"
 #include "rv_io.h"
 #include "rv_leader.h"
+#include "rv_limits.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -284,6 +285,37 @@ static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const str
 }
 
 /*
+ * Says this rank's HELLO on `fd` and waits for the root's first answer in *m
+ * (await): WORD, ALONE or ASK, with the reason in err and errno.  *deadline
+ * moves to the rank's own deadline counted from the HELLO.
+ */
+static int say_hello(int fd, const struct rv_ctx *x, int timeout_ms, uint64_t *deadline, struct rv_msg *m, char *err,
+                     size_t errlen, struct rv_result *out)
+{
+    /* The answer is read by a thread asleep in recv(): woken with its
+     * bytes, not by poll() and then read (on a host's thousands of ranks,
+     * a cost that each rank pays after the decision).  If the socket
+     * cannot be made so, the same calls wait in poll(). */
+    (void)rv_block_until(fd, *deadline);
+    m->type = RV_HELLO;
+    memcpy(m->token, x->mark->token, RV_TOKEN_LEN);
+    m->u.hello = *x->facts;
+    rv_fault("hello");
+    int sent = rv_send_msg(fd, m, *deadline, err, errlen) == 0;
+    /* From the HELLO, not from this rank's init: a rank whose connect took
+     * long (up to CONNECT_MAX_MS) may be the first, whose HELLO starts the
+     * root's clock; asking it to give up before its own deadline would end
+     * a rendezvous that was on time. */
+    uint64_t heard_by = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
+    if (heard_by > *deadline)
+        *deadline = heard_by;
+    /* Handed on: only the root's word counts now (await).  A rank
+     * talking to the root itself whose connection closes connects again
+     * (hello_round): its HELLO on a new connection is asking. */
+    return sent ? await(fd, x->mark, RV_DECISION, *deadline, 1, m, err, errlen, out) : ALONE;
+}
+
+/*
  * Round 1: connect (through this host's leader above NCCLSHIM_RENDEZVOUS_FANIN
  * ranks), HELLO, and the root's first answer in *m.  Returns the connection,
  * or -1 with *out fallen back (or answered by asking the root).
@@ -321,27 +353,7 @@ static int hello_round(const struct rv_ctx *x, char *where, size_t wherelen, int
             unreached(out, closed, err, errno);
             return -1;
         }
-        /* The answer is read by a thread asleep in recv(): woken with its
-         * bytes, not by poll() and then read (on a host's thousands of ranks,
-         * a cost that each rank pays after the decision).  If the socket
-         * cannot be made so, the same calls wait in poll(). */
-        (void)rv_block_until(fd, deadline);
-        m->type = RV_HELLO;
-        memcpy(m->token, mark->token, RV_TOKEN_LEN);
-        m->u.hello = *facts;
-        rv_fault("hello");
-        int sent = rv_send_msg(fd, m, deadline, err, sizeof(err)) == 0;
-        /* From the HELLO, not from this rank's init: a rank whose connect took
-         * long (up to CONNECT_MAX_MS) may be the first, whose HELLO starts the
-         * root's clock; asking it to give up before its own deadline would end
-         * a rendezvous that was on time. */
-        uint64_t heard_by = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
-        if (heard_by > deadline)
-            deadline = heard_by;
-        /* Handed on: only the root's word counts now (await).  A rank
-         * talking to the root itself whose connection closes connects again
-         * (below): its HELLO on a new connection is asking. */
-        int r = sent ? await(fd, mark, RV_DECISION, deadline, 1, m, err, sizeof(err), out) : ALONE;
+        int r = say_hello(fd, x, timeout_ms, &deadline, m, err, sizeof(err), out);
         if (r == WORD)
             return fd;
         int e = errno;

@@ -12,7 +12,7 @@
 #include "rv_fault.h"
 #include "config.h"
 #include "rv_io.h"
-#include "rv_leader.h"
+#include "rv_limits.h"
 #include "rv_server_record.h"
 
 #include <errno.h>

@@ -1,3 +1,8 @@
+/*
+ * Bounded socket I/O for the rendezvous (rv_io.h): addresses as text, connect
+ * with resent SYNs, whole frames sent and received, every call under a
+ * deadline, so that no rank, leader or root waits on a peer past its own.
+ */
 #define _GNU_SOURCE
 #include "rv_io.h"
 

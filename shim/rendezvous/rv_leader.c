@@ -1,5 +1,5 @@
 /*
- * A host's leader in the two-level rendezvous (shim/rv_leader.h).
+ * A host's leader in the two-level rendezvous (rv_leader.h).
  *
  * Joining: a rank connects to the abstract Unix socket of slot 0 of its
  * (ID, host); nobody there (ECONNREFUSED) means it binds the name itself and
@@ -26,6 +26,7 @@
 #include "record.h"
 #include "rv_fault.h"
 #include "rv_io.h"
+#include "rv_limits.h"
 #include "rv_session.h"
 #include "worker.h"
 
@@ -37,13 +38,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
 
-/* Ranks one leader takes: its process holds a descriptor for each. */
-#define LEADER_MAX_RANKS 256
 /* Names per (ID, host): enough for FACTS_MAX_RANKS ranks on one host at the smallest group. */
 #define LEADER_SLOTS (2 + FACTS_MAX_RANKS / 4 + 64)
 /* A leader waits this long past the rendezvous timeout for the root's verdict
@@ -57,39 +55,6 @@
 int rv_fanin(int nranks)
 {
     return nranks > shim_config()->rendezvous_fanin;
-}
-
-int rv_is_limit(int e)
-{
-    return e == EMFILE || e == ENFILE || e == ENOMEM || e == ENOBUFS || e == EAGAIN;
-}
-
-void rv_limit_reason(int e, const char *who, const char *doing, char *buf, size_t len)
-{
-    struct rlimit rl = { 0, 0 };
-    switch (e) {
-    case EMFILE:
-        (void)getrlimit(RLIMIT_NOFILE, &rl);
-        snprintf(buf, len,
-                 "%s ran out of file descriptors %s (EMFILE: RLIMIT_NOFILE is %llu; raise it with `ulimit -n` "
-                 "where the job is launched: the root holds a descriptor per host's leader, a leader one per rank "
-                 "of its host, at most %d)",
-                 who, doing, (unsigned long long)rl.rlim_cur, LEADER_MAX_RANKS);
-        break;
-    case ENFILE:
-        snprintf(buf, len, "%s: the system's file table is full %s (ENFILE: raise the sysctl fs.file-max)", who,
-                 doing);
-        break;
-    case EAGAIN:
-        snprintf(buf, len,
-                 "%s could not start a thread %s (EAGAIN: RLIMIT_NPROC, the sysctl kernel.threads-max or the "
-                 "container's pids.max; raise the one that is reached)", who, doing);
-        break;
-    default:
-        snprintf(buf, len, "%s ran out of memory %s (%s: the container's memory limit or RLIMIT_AS)", who, doing,
-                 e == ENOBUFS ? "ENOBUFS" : "ENOMEM");
-        break;
-    }
 }
 
 /* A frame read bit by bit from a non-blocking socket. */
@@ -196,22 +161,13 @@ static size_t encode(struct leader *L, const struct rv_msg *m)
     return rv_encode(m, L->frame, RV_MAX_FRAME);
 }
 
-/* An ABORT of the ID `token`, saying why. */
-static void make_abort(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *why)
-{
-    memset(m, 0, sizeof(*m));
-    m->type = RV_ABORT;
-    memcpy(m->token, token, RV_TOKEN_LEN);
-    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
-}
-
 /* Tells the root (once) that this host's ranks cannot go on: it falls back for all. */
 static void abort_root(struct leader *L, const char *why)
 {
     if (L->rfd < 0 || L->aborted)
         return;
     L->aborted = 1;
-    make_abort(L->msg, L->token, why);
+    rv_make_abort(L->msg, L->token, why);
     size_t n = encode(L, L->msg);
     if (n)
         (void)rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US);
@@ -265,7 +221,7 @@ static void answer_the_rest(struct leader *L, const struct rv_msg *m)
         }
         close_member(mb);
     }
-    (void)rv_answer_waiting(L->lfd, fds, k, L->token, m, LEADER_MAX_RANKS, 1000);
+    (void)rv_answer_waiting(L->lfd, fds, k, L->token, m, RV_LEADER_MAX_RANKS, 1000);
     free(fds);
 }
 
@@ -275,7 +231,7 @@ static void give_up(struct leader *L, const char *why)
     shim_warn("rendezvous", "%s", why);
     abort_root(L, why);
     struct rv_msg *m = L->msg;
-    make_abort(m, L->token, why);
+    rv_make_abort(m, L->token, why);
     size_t n = encode(L, m);
     if (n) {
         relay_to(L, n, 0);
@@ -775,15 +731,12 @@ static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen,
                         int timeout_ms, int slot)
 {
     struct leader *L = calloc(1, sizeof(*L));
-    struct rlimit rl;
+    int rc = ENOMEM;
     if (!L || !(L->msg = malloc(sizeof(*L->msg))) || !(L->frame = malloc(RV_MAX_FRAME)))
-        goto nomem;
-    L->cap = LEADER_MAX_RANKS;
-    /* A quarter of the process's descriptors at most: the application has its own. */
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur / 4 < (rlim_t)L->cap)
-        L->cap = rl.rlim_cur / 4 < 4 ? 4 : (int)(rl.rlim_cur / 4);
+        goto fail;
+    L->cap = rv_leader_cap();
     if (!(L->m = calloc((size_t)L->cap, sizeof(*L->m))))
-        goto nomem;
+        goto fail;
     L->lfd = lfd;
     L->rfd = -1;
     L->tfd = -1;
@@ -800,26 +753,20 @@ static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen,
     L->next = g_leaders;
     g_leaders = L;
     pthread_mutex_unlock(&g_leaders_lock);
-    int rc = shim_thread_start(lead, L);
+    rc = shim_thread_start(lead, L);
     if (rc == 0)
         return 0;
     pthread_mutex_lock(&g_leaders_lock);
     g_leaders = L->next; /* still first: only its thread would have unlisted it */
     pthread_mutex_unlock(&g_leaders_lock);
-    free(L->m);
-    free(L->msg);
-    free(L->frame);
-    free(L);
-    errno = rc;
-    return -1;
-nomem:
+fail:
     if (L) {
         free(L->m);
         free(L->msg);
         free(L->frame);
     }
     free(L);
-    errno = ENOMEM;
+    errno = rc;
     return -1;
 }
 
@@ -843,6 +790,36 @@ static int admit_byte(int fd, uint64_t deadline_us)
     }
 }
 
+/*
+ * Binds the name of `slot` and starts its leader in this process: 0 (started,
+ * or another rank bound it first: either way the caller joins it now), or -1
+ * with the reason in err (*limit: rv_limit_or_error).
+ */
+static int lead_slot(const struct sockaddr_un *sun, socklen_t sl, const struct sockaddr *root, socklen_t rootlen,
+                     const struct uid_mark *mark, int timeout_ms, int slot, char *err, size_t errlen, int *limit)
+{
+    int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (lfd < 0) {
+        *limit = rv_limit_or_error(errno, "becoming its host's leader", "socket(AF_UNIX)", err, errlen);
+        return -1;
+    }
+    if (bind(lfd, (const struct sockaddr *)sun, sl) != 0) {
+        int e = errno;
+        close(lfd);
+        if (e == EADDRINUSE)
+            return 0; /* another rank won: join it */
+        snprintf(err, errlen, "bind the leader's socket: %s", strerror(e));
+        return -1;
+    }
+    if (listen(lfd, SOMAXCONN) != 0 || start_leader(lfd, root, rootlen, mark, timeout_ms, slot) != 0) {
+        int e = errno;
+        close(lfd);
+        *limit = rv_limit_or_error(e, "starting its host's leader", "start the host's leader", err, errlen);
+        return -1;
+    }
+    return 0;
+}
+
 int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
                    const char *host_id, int facts_rank, int timeout_ms, uint64_t deadline_us, char *err,
                    size_t errlen, int *limit)
@@ -864,12 +841,7 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
         socklen_t sl = leader_name(&sun, mark->token, host_id, slot);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
-            int e = errno;
-            *limit = rv_is_limit(e);
-            if (*limit)
-                rv_limit_reason(e, "this rank's process", "reaching its host's leader", err, errlen);
-            else
-                snprintf(err, errlen, "socket(AF_UNIX): %s", strerror(e));
+            *limit = rv_limit_or_error(errno, "reaching its host's leader", "socket(AF_UNIX)", err, errlen);
             return -1;
         }
         if (connect(fd, (struct sockaddr *)&sun, sl) == 0) {
@@ -889,7 +861,7 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
                 /* Slot 0 takes a host's ranks as they come (8 GPUs: all of
                  * them); past it, ranks go by blocks of their rank numbers, so
                  * that a join costs two tries, not one per leader. */
-                slot = slot == 0 ? 1 + rank / LEADER_MAX_RANKS : slot + 1;
+                slot = slot == 0 ? 1 + rank / RV_LEADER_MAX_RANKS : slot + 1;
             } else if (b < 0) {
                 *limit = 1;
                 snprintf(err, errlen, "no word from this host's leader (slot %d) in time: the host is overloaded, or "
@@ -903,113 +875,13 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
         if (e == EAGAIN || e == EINTR)
             continue; /* its backlog is full: it is accepting */
         if (e != ECONNREFUSED && e != ENOENT) {
-            *limit = rv_is_limit(e);
-            if (*limit)
-                rv_limit_reason(e, "this rank's process", "reaching its host's leader", err, errlen);
-            else
-                snprintf(err, errlen, "connect to this host's leader: %s", strerror(e));
+            *limit = rv_limit_or_error(e, "reaching its host's leader", "connect to this host's leader", err, errlen);
             return -1;
         }
-        /* Nobody leads this slot: lead it. */
-        int lfd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-        if (lfd < 0) {
-            e = errno;
-            *limit = rv_is_limit(e);
-            if (*limit)
-                rv_limit_reason(e, "this rank's process", "becoming its host's leader", err, errlen);
-            else
-                snprintf(err, errlen, "socket(AF_UNIX): %s", strerror(e));
+        /* Nobody leads this slot: lead it, then join it like any other rank. */
+        if (lead_slot(&sun, sl, root, rootlen, mark, timeout_ms, slot, err, errlen, limit) != 0)
             return -1;
-        }
-        if (bind(lfd, (struct sockaddr *)&sun, sl) != 0) {
-            e = errno;
-            close(lfd);
-            if (e == EADDRINUSE)
-                continue; /* another rank won: join it */
-            snprintf(err, errlen, "bind the leader's socket: %s", strerror(e));
-            return -1;
-        }
-        if (listen(lfd, SOMAXCONN) != 0 || start_leader(lfd, root, rootlen, mark, timeout_ms, slot) != 0) {
-            e = errno;
-            close(lfd);
-            *limit = rv_is_limit(e);
-            if (*limit)
-                rv_limit_reason(e, "this rank's process", "starting its host's leader", err, errlen);
-            else
-                snprintf(err, errlen, "start the host's leader: %s", strerror(e));
-            return -1;
-        }
     }
-}
-
-void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t token[RV_TOKEN_LEN],
-                   const char *reason, uint64_t deadline_us)
-{
-    char err[256];
-    int fd = rv_connect(root, rootlen, deadline_us, err, sizeof(err));
-    if (fd < 0)
-        return;
-    struct rv_msg *m = calloc(1, sizeof(*m));
-    if (m) {
-        make_abort(m, token, reason);
-        (void)rv_send_msg(fd, m, deadline_us, err, sizeof(err));
-        free(m);
-    }
-    close(fd);
-}
-
-int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
-                      int max, int wait_ms)
-{
-    uint8_t *out = malloc(RV_MAX_FRAME);
-    struct rv_msg *in = malloc(sizeof(*in));
-    struct pollfd *pfd = calloc((size_t)(max + nfds) + 1, sizeof(*pfd));
-    size_t n = out ? rv_encode(m, out, RV_MAX_FRAME) : 0;
-    int answered = 0, k = 0;
-    for (int i = 0; i < nfds; i++) {
-        if (pfd)
-            pfd[k++] = (struct pollfd){ fds[i], POLLIN, 0 };
-        else
-            close(fds[i]);
-    }
-    /* All of them first, then their first messages, under one deadline: a
-     * rank whose thread is not scheduled at once still gets its answer. */
-    while (lfd >= 0 && n && in && pfd && k < max + nfds) {
-        struct sockaddr_storage ss;
-        socklen_t sl = sizeof(ss);
-        int fd = accept4(lfd, (struct sockaddr *)&ss, &sl, SOCK_CLOEXEC | SOCK_NONBLOCK);
-        if (fd < 0)
-            break;
-        /* A rank waiting at a leader's door expects its admit byte first. */
-        if (ss.ss_family == AF_UNIX)
-            (void)send(fd, "A", 1, MSG_NOSIGNAL);
-        pfd[k++] = (struct pollfd){ fd, POLLIN, 0 };
-    }
-    uint64_t deadline = shim_mono_us() + (uint64_t)wait_ms * 1000;
-    for (int left = n && in ? k : 0; left > 0;) {
-        uint64_t now = shim_mono_us();
-        if (now >= deadline || poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000)) <= 0)
-            break;
-        for (int i = 0; i < k; i++) {
-            if (pfd[i].fd < 0 || !pfd[i].revents)
-                continue;
-            char err[256];
-            /* Its whole HELLO follows its first bytes at once. */
-            if (rv_recv_msg(pfd[i].fd, in, shim_mono_us() + 50000, err, sizeof(err)) == 0 &&
-                rv_token_equal(in->token, token) && rv_send_bytes(pfd[i].fd, out, n, shim_mono_us() + RV_SEND_US) == 0)
-                answered++;
-            close(pfd[i].fd);
-            pfd[i].fd = -1; /* poll() skips it */
-            left--;
-        }
-    }
-    for (int i = 0; i < k; i++)
-        if (pfd[i].fd >= 0)
-            close(pfd[i].fd);
-    free(pfd);
-    free(out);
-    free(in);
-    return answered;
 }
 
 void rv_leader_lock_for_fork(void)

@@ -41,36 +41,9 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
                    const char *host_id, int rank, int timeout_ms, uint64_t deadline_us, char *err,
                    size_t errlen, int *limit);
 
-/* 1 if errno value `e` is a process or system limit (EMFILE, ENFILE, ENOMEM, ENOBUFS, EAGAIN). */
-int rv_is_limit(int e);
-
-/*
- * "<who> ran out of file descriptors <doing> (EMFILE: RLIMIT_NOFILE is N; ...)":
- * the limit that errno `e` means and the setting that fixes it.
- */
-void rv_limit_reason(int e, const char *who, const char *doing, char *buf, size_t len);
-
-/*
- * Best effort, bounded: tells the root (a direct connection) that this rank
- * hit a limit, so that the root falls back for every rank at once.
- */
-void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t token[RV_TOKEN_LEN],
-                   const char *reason, uint64_t deadline_us);
-
-/*
- * Answers the connections waiting on listener `lfd` (-1: none), up to `max`,
- * and `fds` (already accepted and admitted; closed here), once a rendezvous
- * is over: reads each one's first message and, if it carries `token`, sends
- * it `m` (the final verdict).  Waits at most `wait_ms` in all for their
- * messages; returns how many were answered.
- */
-int rv_answer_waiting(int lfd, const int *fds, int nfds, const uint8_t token[RV_TOKEN_LEN], const struct rv_msg *m,
-                      int max, int wait_ms);
-
 /* Around fork(): the child closes the descriptors of its parent's leaders. */
 void rv_leader_lock_for_fork(void);
 void rv_leader_unlock_after_fork(void);
 void rv_leader_after_fork_child(void);
-
 
 #endif

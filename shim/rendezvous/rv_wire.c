@@ -553,6 +553,93 @@ static void put_tlv(struct writer *w, unsigned tag, const void *data, size_t n)
     w->pos += TLV_HDR + n;
 }
 
+/* One field that is one TLV (or none, when 0 and optional): 0, or -1 if its value is out of range. */
+static int put_scalar(struct writer *w, const struct rv_msg *m, const struct field *f)
+{
+    const uint8_t *base = (const uint8_t *)m;
+    uint8_t tmp[8];
+    switch (f->kind) {
+    case K_TOKEN:
+        put_tlv(w, f->tag, m->token, RV_TOKEN_LEN);
+        break;
+    case K_I32: {
+        int32_t x = get_i32(base, f->off);
+        if (x < f->min || x > f->max)
+            return -1;
+        uint32_t u;
+        memcpy(&u, &x, sizeof(u));
+        put32(tmp, u);
+        if (x || (f->flags & REQ))
+            put_tlv(w, f->tag, tmp, 4);
+        break;
+    }
+    case K_U32: {
+        uint32_t u;
+        memcpy(&u, base + f->off, sizeof(u));
+        put32(tmp, u);
+        if (u || (f->flags & REQ))
+            put_tlv(w, f->tag, tmp, 4);
+        break;
+    }
+    case K_U64: {
+        uint64_t u;
+        memcpy(&u, base + f->off, sizeof(u));
+        put64(tmp, u);
+        put_tlv(w, f->tag, tmp, 8);
+        break;
+    }
+    case K_STR: {
+        const char *s = (const char *)(base + f->off);
+        size_t n = strnlen(s, f->size);
+        if (n == f->size)
+            return -1; /* not terminated */
+        if (n || (f->flags & REQ))
+            put_tlv(w, f->tag, s, n);
+        break;
+    }
+    case K_BLOB:
+        if (m->u.vote.bloblen < 0 || m->u.vote.bloblen > RV_BLOB_LEN)
+            return -1;
+        if (m->u.vote.bloblen)
+            put_tlv(w, f->tag, m->u.vote.blob, (size_t)m->u.vote.bloblen);
+        break;
+    default:
+        break;
+    }
+    return 0;
+}
+
+/* PEERS' list: a TLV per peer (its rank, then its blob): 0, or -1 if one is out of range. */
+static int put_peers(struct writer *w, const struct rv_msg *m, const struct field *f)
+{
+    if (m->u.peers.npeers < 0 || m->u.peers.npeers > RV_MAX_PEERS)
+        return -1;
+    for (int k = 0; k < m->u.peers.npeers; k++) {
+        const struct rv_peer *pe = &m->u.peers.peer[k];
+        uint8_t one[4 + RV_BLOB_LEN];
+        if (pe->rank < 0 || pe->rank >= FACTS_MAX_RANKS || pe->bloblen < 0 || pe->bloblen > RV_BLOB_LEN)
+            return -1;
+        put32(one, (uint32_t)pe->rank);
+        memcpy(one + 4, pe->blob, (size_t)pe->bloblen);
+        put_tlv(w, f->tag, one, 4 + (size_t)pe->bloblen);
+    }
+    return 0;
+}
+
+/* HELLO's call stack: a TLV per frame: 0, or -1 if there are too many or one is not terminated. */
+static int put_frames(struct writer *w, const struct rv_msg *m, const struct field *f)
+{
+    if (m->u.hello.nframes < 0 || m->u.hello.nframes > EVIDENCE_MAX_FRAMES)
+        return -1;
+    for (int k = 0; k < m->u.hello.nframes; k++) {
+        size_t n = strnlen(m->u.hello.frames[k], EVIDENCE_FRAME_LEN);
+        if (n == EVIDENCE_FRAME_LEN)
+            return -1;
+        put_tlv(w, f->tag, m->u.hello.frames[k], n);
+    }
+    return 0;
+}
+
 size_t rv_encode(const struct rv_msg *m, uint8_t *buf, size_t cap)
 {
     const struct msg_desc *d = desc_of((unsigned)m->type);
@@ -560,82 +647,16 @@ size_t rv_encode(const struct rv_msg *m, uint8_t *buf, size_t cap)
         return 0;
     if (check_message(m, d->name, NULL, 0) < 0)
         return 0;
-    const uint8_t *base = (const uint8_t *)m;
     struct writer w = { buf, cap, RV_HEADER_LEN, 0 };
     for (size_t i = 0; i < d->nfields && !w.bad; i++) {
         const struct field *f = &d->fields[i];
         if (!in_type(f, (unsigned)m->type))
             continue;
-        uint8_t tmp[8];
-        switch (f->kind) {
-        case K_TOKEN:
-            put_tlv(&w, f->tag, m->token, RV_TOKEN_LEN);
-            break;
-        case K_I32: {
-            int32_t x = get_i32(base, f->off);
-            if (x < f->min || x > f->max)
-                return 0;
-            uint32_t u;
-            memcpy(&u, &x, sizeof(u));
-            put32(tmp, u);
-            if (x || (f->flags & REQ))
-                put_tlv(&w, f->tag, tmp, 4);
-            break;
-        }
-        case K_U32: {
-            uint32_t u;
-            memcpy(&u, base + f->off, sizeof(u));
-            put32(tmp, u);
-            if (u || (f->flags & REQ))
-                put_tlv(&w, f->tag, tmp, 4);
-            break;
-        }
-        case K_U64: {
-            uint64_t u;
-            memcpy(&u, base + f->off, sizeof(u));
-            put64(tmp, u);
-            put_tlv(&w, f->tag, tmp, 8);
-            break;
-        }
-        case K_STR: {
-            const char *s = (const char *)(base + f->off);
-            size_t n = strnlen(s, f->size);
-            if (n == f->size)
-                return 0; /* not terminated */
-            if (n || (f->flags & REQ))
-                put_tlv(&w, f->tag, s, n);
-            break;
-        }
-        case K_BLOB:
-            if (m->u.vote.bloblen < 0 || m->u.vote.bloblen > RV_BLOB_LEN)
-                return 0;
-            if (m->u.vote.bloblen)
-                put_tlv(&w, f->tag, m->u.vote.blob, (size_t)m->u.vote.bloblen);
-            break;
-        case K_PEER:
-            if (m->u.peers.npeers < 0 || m->u.peers.npeers > RV_MAX_PEERS)
-                return 0;
-            for (int k = 0; k < m->u.peers.npeers; k++) {
-                const struct rv_peer *pe = &m->u.peers.peer[k];
-                uint8_t one[4 + RV_BLOB_LEN];
-                if (pe->rank < 0 || pe->rank >= FACTS_MAX_RANKS || pe->bloblen < 0 || pe->bloblen > RV_BLOB_LEN)
-                    return 0;
-                put32(one, (uint32_t)pe->rank);
-                memcpy(one + 4, pe->blob, (size_t)pe->bloblen);
-                put_tlv(&w, f->tag, one, 4 + (size_t)pe->bloblen);
-            }
-            break;
-        case K_FRAME:
-            if (m->u.hello.nframes < 0 || m->u.hello.nframes > EVIDENCE_MAX_FRAMES)
-                return 0;
-            for (int k = 0; k < m->u.hello.nframes; k++) {
-                size_t n = strnlen(m->u.hello.frames[k], EVIDENCE_FRAME_LEN);
-                if (n == EVIDENCE_FRAME_LEN)
-                    return 0;
-                put_tlv(&w, f->tag, m->u.hello.frames[k], n);
-            }
-            break;
-        }
+        int rc = f->kind == K_PEER    ? put_peers(&w, m, f)
+                 : f->kind == K_FRAME ? put_frames(&w, m, f)
+                                      : put_scalar(&w, m, f);
+        if (rc != 0)
+            return 0;
     }
     if (w.bad || w.pos - RV_HEADER_LEN > RV_MAX_PAYLOAD)
         return 0;

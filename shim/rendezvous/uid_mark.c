@@ -1,3 +1,9 @@
+/*
+ * Writing and reading the shim's marks in an ncclUniqueId (uid_mark.h): the
+ * rendezvous mark, and the grow mark an ID made by ncclCommGetUniqueId from a
+ * redirected communicator carries, each checked so that bytes another tool
+ * put there do not pass for one; and NCCL's own bootstrap address in it.
+ */
 #include "uid_mark.h"
 
 #include <netinet/in.h>
