@@ -54,10 +54,8 @@ enum hop { HOP_NONE = IPC_HOP_NONE, HOP_PUSH = IPC_HOP_PUSH, HOP_PULL = IPC_HOP_
  * calling NCCL). */
 static int give_up(struct ipc_comm *c, uint64_t deadline, int r, const char *what, char *why, size_t whylen)
 {
-    if (atomic_load(&c->fail.failed)) {
-        snprintf(why, whylen, "%s", c->fail.why);
+    if (ipc_failed(c, why, whylen))
         return 1;
-    }
     if (shim_mono_us() > deadline) {
         snprintf(why, whylen, "rank %d did not %s within %llu s (it died, or stopped calling NCCL)", r, what,
                  (unsigned long long)(HOST_WAIT_US / 1000000));

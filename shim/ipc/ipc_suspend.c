@@ -139,10 +139,8 @@ int ipc_data_wait(struct ipc_comm *c, int r, char *why, size_t whylen)
         uint32_t seen = atomic_load(word);
         if (DATA_ST(ipc_data_state(c, r)) == DATA_ACTIVE)
             return 0;
-        if (atomic_load(&c->fail.failed)) {
-            snprintf(why, whylen, "%s", c->fail.why);
+        if (ipc_failed(c, why, whylen))
             return -1;
-        }
         uint64_t now = shim_mono_us();
         if (now >= deadline) {
             snprintf(why, whylen, "rank %d is suspended (ncclCommSuspend gave its staging back) and was not resumed "
