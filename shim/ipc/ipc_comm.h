@@ -5,9 +5,9 @@
  * for is ipc_proto.h; what each file offers is that file's header.
  *
  * Files, each with a header of its own for what it offers: ipc.h (what
- * shim/comm/ calls, with ipc_types.h, ipc_monitor.h and ipc_suspend.h),
- * ipc.c (set-up, destroy), ipc_ops.c (the operations as the application
- * calls them), ipc_bcast.c (the broadcast, this rank's exported
+ * shim/comm/ calls, with ipc_ops.h, ipc_types.h, ipc_monitor.h and
+ * ipc_suspend.h), ipc.c (set-up, destroy), ipc_ops.c (the operations as
+ * the application calls them), ipc_bcast.c (the broadcast, this rank's exported
  * allocations), ipc_maps.c (peers' allocations mapped here, the map cache),
  * ipc_suspend.c (suspend, resume; this rank's staging and peers'),
  * ipc_reaper.c (the thread that gives back idle mappings and released
