@@ -1,7 +1,10 @@
 /*
  * ncclCommSuspend / ncclCommResume / ncclCommMemStats (NCCL 2.29) on an ipc
  * communicator, and the peers' side of it: mapping a peer's staging when an
- * operation needs it, letting go of it when the peer gives it back.
+ * operation needs it, letting go of it when the peer gives it back.  It owns
+ * the staging (struct ipc_staging): this rank's is allocated here at set-up
+ * too (ipc_staging_create), so that one file allocates, gives back and
+ * frees it.
  * Colocated RL puts the inference engine to sleep between refits and gives
  * its GPU memory back; these are the calls it makes.
  *
