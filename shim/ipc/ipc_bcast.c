@@ -3,7 +3,10 @@
  * each rank's buffer is (the descriptors in the shared pages), which rank of
  * each hop came first and so how the hop moves the data (PUSH, PULL or
  * STAGED), and the copies and counter operations that do it, all enqueued on
- * the caller's stream.
+ * the caller's stream.  It owns struct ipc_bcasts: the broadcasts' counts,
+ * "Senders overlap", and the cache of this rank's exported allocations its
+ * descriptors name (here, not in a file of its own, since every broadcast
+ * looks it up: no call more on the broadcast's path).
  */
 #define _GNU_SOURCE
 #include "ipc_bcast.h"
