@@ -51,9 +51,10 @@ def env_of(base, **kw):
     return e
 
 
-def hold_until_created(procs, deadline):
-    """Reads each process's stdout up to its CREATED line (or its end), then closes every stdin:
-    the processes then destroy their communicators and exit.  Returns what was read, by process."""
+def hold_until_created(procs, hold_w, deadline):
+    """Reads each process's stdout up to its CREATED line (or its end), then closes the write end
+    of the one pipe every process holds as stdin: the processes then destroy their communicators
+    and exit.  Returns what was read, by process."""
     bufs = {p.stdout.fileno(): b"" for p in procs}
     sel = selectors.DefaultSelector()  # epoll: thousands of processes, past select()'s FD_SETSIZE
     for fd in bufs:
@@ -68,9 +69,7 @@ def hold_until_created(procs, deadline):
                 waiting.discard(fd)
                 sel.unregister(fd)
     sel.close()
-    for p in procs:
-        p.stdin.close()
-        p.stdin = None
+    os.close(hold_w)
     return [bufs[p.stdout.fileno()].decode(errors="replace") for p in procs]
 
 
@@ -89,6 +88,11 @@ def one(lib, nranks, hosts, d, extra=None, per_host=False):
     hid = buf.split()[1].decode()
     # Two processes at least: rank 0's trains, the others run inference.
     nproc = hosts if per_host else max(2, hosts, -(-nranks // PER_PROC))
+    # The harness holds one descriptor per process (its stdout): every process's stdin is the read
+    # end of one pipe, closed for all at once, and their stderr one file; 8192 processes then fit
+    # a hard limit of 16384 (three pipes each did not).
+    hold_r, hold_w = os.pipe()
+    errf = open(os.path.join(d, "stderr"), "ab")
     procs = []
     for p in range(nproc):
         first = p * nranks // nproc
@@ -97,7 +101,9 @@ def one(lib, nranks, hosts, d, extra=None, per_host=False):
             [MANY, "ranks", hid, str(nranks), str(first), str(count)],
             env=env_of(base, NCCLSHIM_HOSTNAME="h%d" % (p % hosts), NCCLSHIM_ROLE="training" if p == 0 else "inference",
                        MANY_RANKS_HOLD="1", MANY_RANKS_WARM_STACK_KIB="64"),
-            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, preexec_fn=nofile))
+            stdin=hold_r, stdout=subprocess.PIPE, stderr=errf, text=True, preexec_fn=nofile))
+    os.close(hold_r)
+    errf.close()
     # MANY_RANKS_WARM_STACK_KIB: a rank's init runs, in a job, on a process's main thread, whose stack
     # pages were touched long before; a fresh thread faults on each on first touch, the record's
     # buffer's after the decision (docs/benchmarks.md, "Rendezvous at scale").
@@ -105,9 +111,9 @@ def one(lib, nranks, hosts, d, extra=None, per_host=False):
     # until all have their communicators: it is no part of the decision, and on
     # this machine it would take the cores from ranks of other processes still
     # deciding (with a core per rank, as in a job, it would not).
-    early = hold_until_created(procs, time.monotonic() + 120)
+    early = hold_until_created(procs, hold_w, time.monotonic() + 120)
     outs = [p.communicate(timeout=120) for p in procs]
-    outs = [(e + o, err) for e, (o, err) in zip(early, outs)]
+    outs = [(e + o, "") for e, (o, _) in zip(early, outs)]
     rout, _ = root.communicate("", timeout=60)
     t0max = t1max = 0
     t0min = float("inf")

@@ -331,6 +331,13 @@ static int hello_round(const struct rv_ctx *x, char *where, size_t wherelen, int
         m->u.hello = *facts;
         rv_fault("hello");
         int sent = rv_send_msg(fd, m, deadline, err, sizeof(err)) == 0;
+        /* From the HELLO, not from this rank's init: a rank whose connect took
+         * long (up to CONNECT_MAX_MS) may be the first, whose HELLO starts the
+         * root's clock; asking it to give up before its own deadline would end
+         * a rendezvous that was on time. */
+        uint64_t heard_by = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
+        if (heard_by > deadline)
+            deadline = heard_by;
         /* Handed on: only the root's word counts now (await).  A rank
          * talking to the root itself whose connection closes connects again
          * (below): its HELLO on a new connection is asking. */
