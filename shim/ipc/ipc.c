@@ -212,6 +212,12 @@ static void write_export(const struct ipc_comm *c, uint8_t *blob, int *bloblen)
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
 {
     *out = NULL;
+    /* The rendezvous decides ipc for at most RV_MAX_PEERS ranks (<=
+     * MAX_PEERS): the counters and the Send/Recv counts have that many. */
+    if (nranks < 1 || nranks > MAX_PEERS || rank < 0 || rank >= nranks) {
+        snprintf(why, whylen, "rank %d of %d: the ipc transport takes 1 to %d ranks", rank, nranks, MAX_PEERS);
+        return -1;
+    }
     const struct shim_cuda *cu = shim_cuda(why, whylen);
     if (!cu)
         return -1;

@@ -3,7 +3,10 @@
  * each rank's buffer is (the descriptors in the shared pages), which rank of
  * each hop came first and so how the hop moves the data (PUSH, PULL or
  * STAGED), and the copies and counter operations that do it, all enqueued on
- * the caller's stream.
+ * the caller's stream.  It owns struct ipc_bcasts: the broadcasts' counts,
+ * "Senders overlap", and the cache of this rank's exported allocations its
+ * descriptors name (here, not in a file of its own, since every broadcast
+ * looks it up: no call more on the broadcast's path).
  */
 #define _GNU_SOURCE
 #include "ipc_bcast.h"
@@ -54,10 +57,8 @@ enum hop { HOP_NONE = IPC_HOP_NONE, HOP_PUSH = IPC_HOP_PUSH, HOP_PULL = IPC_HOP_
  * calling NCCL). */
 static int give_up(struct ipc_comm *c, uint64_t deadline, int r, const char *what, char *why, size_t whylen)
 {
-    if (atomic_load(&c->fail.failed)) {
-        snprintf(why, whylen, "%s", c->fail.why);
+    if (ipc_failed(c, why, whylen))
         return 1;
-    }
     if (shim_mono_us() > deadline) {
         snprintf(why, whylen, "rank %d did not %s within %llu s (it died, or stopped calling NCCL)", r, what,
                  (unsigned long long)(HOST_WAIT_US / 1000000));

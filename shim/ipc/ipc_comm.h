@@ -5,9 +5,9 @@
  * for is ipc_proto.h; what each file offers is that file's header.
  *
  * Files, each with a header of its own for what it offers: ipc.h (what
- * shim/comm/ calls, with ipc_types.h, ipc_monitor.h and ipc_suspend.h),
- * ipc.c (set-up, destroy), ipc_ops.c (the operations as the application
- * calls them), ipc_bcast.c (the broadcast, this rank's exported
+ * shim/comm/ calls, with ipc_ops.h, ipc_types.h, ipc_monitor.h and
+ * ipc_suspend.h), ipc.c (set-up, destroy), ipc_ops.c (the operations as
+ * the application calls them), ipc_bcast.c (the broadcast, this rank's exported
  * allocations), ipc_maps.c (peers' allocations mapped here, the map cache),
  * ipc_suspend.c (suspend, resume; this rank's staging and peers'),
  * ipc_reaper.c (the thread that gives back idle mappings and released
@@ -31,6 +31,7 @@
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 struct ipc_map;
 struct ipc_exported;
@@ -200,6 +201,18 @@ static inline int pred_of(const struct ipc_comm *c)
 static inline int succ_of(const struct ipc_comm *c)
 {
     return (c->rank + 1) % c->nranks;
+}
+
+/* Whether the communicator failed (ipc_fail.c): a communicator that lost a
+ * peer (or was aborted) fails every operation at once, and every host wait;
+ * 1 with the failure's reason in `why` (written before `failed` was set,
+ * never after), else 0. */
+static inline int ipc_failed(const struct ipc_comm *c, char *why, size_t whylen)
+{
+    if (!atomic_load(&c->fail.failed))
+        return 0;
+    snprintf(why, whylen, "%s", c->fail.why);
+    return 1;
 }
 
 /* Rank r's data_state, from its shared page ("Suspend"). */

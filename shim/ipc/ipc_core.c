@@ -90,10 +90,8 @@ int ipc_wait_one(const struct ipc_comm *c, int r, int off, uint64_t want, uint64
             snprintf(why, whylen, "rank %d left during destroy", r);
             return -1;
         }
-        if (atomic_load(&c->fail.failed)) {
-            snprintf(why, whylen, "%s", c->fail.why);
+        if (ipc_failed(c, why, whylen))
             return -1;
-        }
         if (shim_mono_us() > deadline) {
             if (r != c->rank && DATA_ST(ipc_data_state(c, r)) != DATA_ACTIVE)
                 snprintf(why, whylen, "rank %d did not arrive within %llu s: it is suspended (ncclCommSuspend); "

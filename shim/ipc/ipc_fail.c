@@ -14,12 +14,15 @@
 
 #include <stdio.h>
 
+/* After a failure, the reaper releases the waits again for this long. */
+#define RELEASE_REPEAT_US (5ull * 1000 * 1000)
+
 /* Stores RELEASE into every counter this rank's streams may be waiting on:
  * on its own page, and on one GPU two of its neighbours' (ipc_proto.h,
  * "One GPU": the successor's AVAIL, the predecessor's TAKEN; their own waits
  * are released by their failure).  Plain stores into host memory, which the
  * waiting streams poll: no stream is needed, so none can be in the way. */
-void ipc_release_waits(struct ipc_comm *c)
+static void release_waits(struct ipc_comm *c)
 {
     if (!c->shared || !c->shared[c->rank])
         return;
@@ -39,8 +42,22 @@ void ipc_release_waits(struct ipc_comm *c)
     }
 }
 
+/* A failed communicator's waits are released again and again for
+ * RELEASE_REPEAT_US: a neighbour whose own release came a moment later may
+ * have written its lower value over this rank's RELEASE, and a wait
+ * enqueued further down a stream would then hold (the reaper calls this on
+ * each of its turns).  1 while it repeats. */
+int ipc_release_again(struct ipc_comm *c)
+{
+    uint64_t since = atomic_load(&c->fail.since_us);
+    if (!since || shim_mono_us() - since > RELEASE_REPEAT_US)
+        return 0;
+    release_waits(c);
+    return 1;
+}
+
 /* A peer is gone: no operation may wait for it any more.  The waits are
- * released at once (ipc_release_waits), and again by the reaper for a while
+ * released at once (release_waits), and again by the reaper for a while
  * (ipc_reaper.c): a neighbour's stream, released a moment later, may still
  * write its own lower value over a RELEASE of this rank's page.
  * The data moved after this point is garbage; the error says so. */
@@ -54,7 +71,7 @@ void ipc_fail(struct ipc_comm *c, const char *why, int lost)
         return;
     snprintf(c->fail.why, sizeof(c->fail.why), "%s", why);
     atomic_store_explicit(&c->fail.failed, 1, memory_order_release);
-    ipc_release_waits(c);
+    release_waits(c);
     atomic_store(&c->fail.since_us, shim_mono_us());
     if (lost)
         shim_warn("ipc-peer-lost", "ipc communicator %s (rank %d of %d): %s; its operations now fail with "

@@ -7,10 +7,10 @@
 
 #include "ipc_comm.h"
 
-/* Stores RELEASE into every counter this rank's streams may wait on. */
-void ipc_release_waits(struct ipc_comm *c);
-/* After a failure, the reaper releases the waits again for this long. */
-#define RELEASE_REPEAT_US (5ull * 1000 * 1000)
+/* For a few seconds after a failure (the reaper's turn): the release again,
+ * since a neighbour's stream released a moment later may have written over
+ * it.  1 while it repeats, then 0. */
+int ipc_release_again(struct ipc_comm *c);
 
 /* Marks `c` failed (once) and releases every wait of its streams; `lost`:
  * a peer is gone (warned), else an abort. */

@@ -39,6 +39,67 @@ static int g_mon_wake[2] = { -1, -1 };
 static struct pollfd *g_mon_pfd;
 static struct ipc_comm **g_mon_who;
 
+/* The poll set for n - 1 watched connections, under g_mon_lock: the wake
+ * pipe first, then each connection (the arrays grown to n; where they could
+ * not grow, none: the caller polls nothing for 10 ms and tries again).  The
+ * entries in *pfd and *who. */
+static size_t mon_poll_set(size_t n, struct pollfd **pfd, struct ipc_comm ***who, size_t *cap)
+{
+    if (n > *cap) {
+        struct pollfd *p = realloc(*pfd, n * sizeof(*p));
+        if (p)
+            *pfd = p;
+        struct ipc_comm **w = realloc(*who, n * sizeof(*w));
+        if (w)
+            *who = w;
+        if (p && w)
+            *cap = n;
+        g_mon_pfd = *pfd;
+        g_mon_who = *who;
+    }
+    size_t k = 0;
+    if (*cap) {
+        (*pfd)[k] = (struct pollfd){ g_mon_wake[0], POLLIN, 0 };
+        (*who)[k++] = NULL;
+        for (struct mon_entry *e = g_mon; e && k < *cap; e = e->next) {
+            (*pfd)[k] = (struct pollfd){ e->c->watch.fd, POLLIN, 0 };
+            (*who)[k++] = e->c;
+        }
+    }
+    return k;
+}
+
+/* What poll said, under g_mon_lock: a closed connection of a communicator
+ * still watched fails it (a peer is gone), or, once it is being destroyed,
+ * is only the others' teardown; either way it is watched no more. */
+static void mon_events(const struct pollfd *pfd, struct ipc_comm **who, size_t k)
+{
+    for (size_t j = 0; j < k; j++) {
+        if (!pfd[j].revents)
+            continue;
+        if (!who[j]) {
+            shim_worker_drain(g_mon_wake);
+            continue;
+        }
+        /* Still registered?  (Removed entries are not touched.) */
+        struct mon_entry **pp = &g_mon;
+        while (*pp && (*pp)->c != who[j])
+            pp = &(*pp)->next;
+        if (!*pp)
+            continue;
+        struct mon_entry *e = *pp;
+        *pp = e->next;
+        free(e);
+        if (atomic_load(&who[j]->watch.closing))
+            atomic_store(&who[j]->watch.peer_closed, 1); /* the others are destroying it too */
+        else
+            ipc_fail(who[j], "a rank of this communicator is gone (the root's shim closed the connection: a "
+                             "process exited or was killed)", 1);
+        close(who[j]->watch.fd);
+        who[j]->watch.fd = -1;
+    }
+}
+
 static void *monitor(void *arg)
 {
     (void)arg;
@@ -60,55 +121,12 @@ static void *monitor(void *arg)
             free(who);
             return NULL;
         }
-        if (n > cap) {
-            struct pollfd *p = realloc(pfd, n * sizeof(*p));
-            if (p)
-                pfd = p;
-            struct ipc_comm **w = realloc(who, n * sizeof(*w));
-            if (w)
-                who = w;
-            if (p && w)
-                cap = n;
-            g_mon_pfd = pfd;
-            g_mon_who = who;
-        }
-        size_t k = 0;
-        if (cap) {
-            pfd[k] = (struct pollfd){ g_mon_wake[0], POLLIN, 0 };
-            who[k++] = NULL;
-            for (struct mon_entry *e = g_mon; e && k < cap; e = e->next) {
-                pfd[k] = (struct pollfd){ e->c->watch.fd, POLLIN, 0 };
-                who[k++] = e->c;
-            }
-        }
+        size_t k = mon_poll_set(n, &pfd, &who, &cap);
         pthread_mutex_unlock(&g_mon_lock);
         if (poll(pfd, k, cap ? -1 : 10) < 0)
             continue;
         pthread_mutex_lock(&g_mon_lock);
-        for (size_t j = 0; j < k; j++) {
-            if (!pfd[j].revents)
-                continue;
-            if (!who[j]) {
-                shim_worker_drain(g_mon_wake);
-                continue;
-            }
-            /* Still registered?  (Removed entries are not touched.) */
-            struct mon_entry **pp = &g_mon;
-            while (*pp && (*pp)->c != who[j])
-                pp = &(*pp)->next;
-            if (!*pp)
-                continue;
-            struct mon_entry *e = *pp;
-            *pp = e->next;
-            free(e);
-            if (atomic_load(&who[j]->watch.closing))
-                atomic_store(&who[j]->watch.peer_closed, 1); /* the others are destroying it too */
-            else
-                ipc_fail(who[j], "a rank of this communicator is gone (the root's shim closed the connection: a "
-                                 "process exited or was killed)", 1);
-            close(who[j]->watch.fd);
-            who[j]->watch.fd = -1;
-        }
+        mon_events(pfd, who, k);
         pthread_mutex_unlock(&g_mon_lock);
     }
 }

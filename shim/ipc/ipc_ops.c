@@ -46,15 +46,6 @@ static void ctx_leave(const struct ipc_comm *c, struct ctx_guard *g)
         c->cu->cuCtxSetCurrent(g->saved);
 }
 
-/* A communicator that lost a peer (or was aborted) fails every operation at once. */
-static int failed(struct ipc_comm *c, char *why, size_t whylen)
-{
-    if (!atomic_load(&c->fail.failed))
-        return 0;
-    snprintf(why, whylen, "%s", c->fail.why);
-    return 1;
-}
-
 static int capturing(const struct ipc_comm *c, CUstream s)
 {
     int status = 0;
@@ -135,7 +126,7 @@ static void set_fence(struct ipc_comm *c, unsigned long long sid, int known, int
 static ncclResult_t bcast_check(struct ipc_comm *c, const void *sendbuff, const void *recvbuff, size_t bytes, int root,
                                 CUstream s, char *why, size_t whylen)
 {
-    if (failed(c, why, whylen))
+    if (ipc_failed(c, why, whylen))
         return ncclRemoteError;
     if (root < 0 || root >= c->nranks) {
         snprintf(why, whylen, "root %d outside 0..%d", root, c->nranks - 1);
@@ -376,7 +367,7 @@ ncclResult_t ipc_allreduce(struct ipc_comm *c, const void *sendbuff, void *recvb
 {
     const struct shim_cuda *cu = c->cu;
     CUstream s = (CUstream)stream;
-    if (failed(c, why, whylen))
+    if (ipc_failed(c, why, whylen))
         return ncclRemoteError;
     size_t bytes = 0;
     ncclResult_t bad = allreduce_args(c, sendbuff, recvbuff, count, dtype, op, s, &bytes, why, whylen);
@@ -517,7 +508,7 @@ static int p2p_chunks(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, u
 ncclResult_t ipc_p2p(struct ipc_comm *c, const struct ipc_p2p *ops, int nops, char *why, size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
-    if (failed(c, why, whylen))
+    if (ipc_failed(c, why, whylen))
         return ncclRemoteError;
     if (nops <= 0)
         return ncclSuccess;

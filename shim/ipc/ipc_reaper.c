@@ -35,19 +35,6 @@
  * then), it looks again this often. */
 #define RETRY_MS 10
 
-/* A failed communicator's waits are released again and again for
- * RELEASE_REPEAT_US: a neighbour whose own release came a moment later may
- * have written its lower value over this rank's RELEASE, and a wait
- * enqueued further down a stream would then hold.  1 while it repeats. */
-static int repeat_release(struct ipc_comm *c)
-{
-    uint64_t since = atomic_load(&c->fail.since_us);
-    if (!since || shim_mono_us() - since > RELEASE_REPEAT_US)
-        return 0;
-    ipc_release_waits(c);
-    return 1;
-}
-
 static void *reaper_main(void *arg)
 {
     struct ipc_comm *c = arg;
@@ -58,7 +45,7 @@ static void *reaper_main(void *arg)
         /* Read before looking: a bump from now on cuts the sleep short. */
         uint32_t seen = atomic_load(word);
         long sleep_ms = -1;
-        if (repeat_release(c))
+        if (ipc_release_again(c))
             sleep_ms = RETRY_MS;
         int later = ipc_data_reap(c);
         later |= ipc_release_step(c);

@@ -1,7 +1,10 @@
 /*
  * ncclCommSuspend / ncclCommResume / ncclCommMemStats (NCCL 2.29) on an ipc
  * communicator, and the peers' side of it: mapping a peer's staging when an
- * operation needs it, letting go of it when the peer gives it back.
+ * operation needs it, letting go of it when the peer gives it back.  It owns
+ * the staging (struct ipc_staging): this rank's is allocated here at set-up
+ * too (ipc_staging_create), so that one file allocates, gives back and
+ * frees it.
  * Colocated RL puts the inference engine to sleep between refits and gives
  * its GPU memory back; these are the calls it makes.
  *
@@ -139,10 +142,8 @@ int ipc_data_wait(struct ipc_comm *c, int r, char *why, size_t whylen)
         uint32_t seen = atomic_load(word);
         if (DATA_ST(ipc_data_state(c, r)) == DATA_ACTIVE)
             return 0;
-        if (atomic_load(&c->fail.failed)) {
-            snprintf(why, whylen, "%s", c->fail.why);
+        if (ipc_failed(c, why, whylen))
             return -1;
-        }
         uint64_t now = shim_mono_us();
         if (now >= deadline) {
             snprintf(why, whylen, "rank %d is suspended (ncclCommSuspend gave its staging back) and was not resumed "

@@ -59,81 +59,103 @@ static int send_forget(struct ipc_comm *c, struct link *l, struct sent **list, i
     return 0;
 }
 
+/* Fills m with the next pieces of p (from *i on) that l's peer was not
+ * sent, each exported as a file descriptor into fds (a piece it holds
+ * becomes its newest).  0; 1 if a piece cannot be exported (noted, nothing
+ * left open). */
+static int fill_pieces(struct ipc_comm *c, struct link *l, const struct vmm_wire_piece *p, int n, int *i,
+                       struct vmm_msg *m, int *fds)
+{
+    const struct shim_cuda *cu = c->cu;
+    m->n = 0;
+    for (; *i < n && m->n < VMM_MSG_PIECES; (*i)++) {
+        struct sent *s;
+        struct place at = { p[*i].block, p[*i].base };
+        HASH_FIND(hh, l->sent, &at, sizeof(at), s);
+        if (s) {
+            /* Still mapped where it was: the peer holds it (re-inserted: newest). */
+            HASH_DEL(l->sent, s);
+            HASH_ADD(hh, l->sent, key, sizeof(s->key), s);
+            continue;
+        }
+        CUmemGenericAllocationHandle h = 0;
+        int fd = -1;
+        CUresult r = cu->cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p[*i].base);
+        if (r == CUDA_SUCCESS) {
+            r = cu->cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+            cu->cuMemRelease(h);
+        }
+        if (r != CUDA_SUCCESS) {
+            vmm_close_fds(fds, (int)m->n);
+            char err[120];
+            vmm_note(c, 1, "a buffer at %#llx is cuMemCreate memory that cannot be exported (%s; made without "
+                     "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, as vLLM's sleep-mode allocator does): its "
+                     "broadcasts are staged, at a fraction of the copy rate; PyTorch's allocator (expandable "
+                     "segments too) can be shared", (unsigned long long)p[*i].base,
+                     shim_cuda_error("cuMemExportToShareableHandle", r, err, sizeof(err)));
+            return 1;
+        }
+        fds[m->n] = fd;
+        m->p[m->n++] = p[*i];
+    }
+    return 0;
+}
+
+/* Sends m and its descriptors fds to l's peer (first making it forget its
+ * oldest pieces where it would hold more than VMM_MAX_SENT), closes them
+ * here (the message in flight holds them) and remembers the pieces as
+ * sent: 0, or -1 with errno (the descriptors still open). */
+static int send_filled(struct ipc_comm *c, struct link *l, struct vmm_msg *m, const int *fds)
+{
+    if (l->nsent + m->n > VMM_MAX_SENT) {
+        struct sent *old[VMM_MSG_PIECES], *s, *tmp;
+        int k = 0;
+        HASH_ITER(hh, l->sent, s, tmp) {
+            if (k == (int)m->n)
+                break;
+            old[k++] = s;
+        }
+        if (send_forget(c, l, old, k) != 0)
+            return -1;
+    }
+    m->seq = l->out_seq + 1;
+    if (vmm_send_msg(l->fd, m, fds, (int)m->n) != 0)
+        return -1;
+    vmm_close_fds(fds, (int)m->n);
+    l->out_seq++;
+    atomic_fetch_add_explicit(&c->vmm.sent, m->n, memory_order_relaxed);
+    for (uint32_t k = 0; k < m->n; k++) {
+        struct sent *s = malloc(sizeof(*s));
+        if (!s) /* the peer holds it; forgetting it here only sends it again */
+            continue;
+        s->key = (struct place){ m->p[k].block, m->p[k].base };
+        HASH_ADD(hh, l->sent, key, sizeof(s->key), s);
+        l->nsent++;
+    }
+    return 0;
+}
+
 /* Sends the peer of `l` the pieces of `p` it was not sent: 0, and *sent
  * set if there were any; 1 if a piece cannot be exported (made without a
  * shareable handle type); -1 if the sending failed. */
 static int send_pieces(struct ipc_comm *c, struct link *l, const struct vmm_wire_piece *p, int n, int *sent)
 {
-    const struct shim_cuda *cu = c->cu;
     struct vmm_msg m = { .magic = VMM_MAGIC, .kind = VMM_PIECES, .rank = c->rank };
     int fds[VMM_MSG_PIECES];
     for (int i = 0; i < n;) {
-        m.n = 0;
-        for (; i < n && m.n < VMM_MSG_PIECES; i++) {
-            struct sent *s;
-            struct place at = { p[i].block, p[i].base };
-            HASH_FIND(hh, l->sent, &at, sizeof(at), s);
-            if (s) {
-                /* Still mapped where it was: the peer holds it (re-inserted: newest). */
-                HASH_DEL(l->sent, s);
-                HASH_ADD(hh, l->sent, key, sizeof(s->key), s);
-                continue;
-            }
-            CUmemGenericAllocationHandle h = 0;
-            int fd = -1;
-            CUresult r = cu->cuMemRetainAllocationHandle(&h, (void *)(uintptr_t)p[i].base);
-            if (r == CUDA_SUCCESS) {
-                r = cu->cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
-                cu->cuMemRelease(h);
-            }
-            if (r != CUDA_SUCCESS) {
-                vmm_close_fds(fds, (int)m.n);
-                char err[120];
-                vmm_note(c, 1, "a buffer at %#llx is cuMemCreate memory that cannot be exported (%s; made without "
-                         "CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, as vLLM's sleep-mode allocator does): its "
-                         "broadcasts are staged, at a fraction of the copy rate; PyTorch's allocator (expandable "
-                         "segments too) can be shared", (unsigned long long)p[i].base,
-                         shim_cuda_error("cuMemExportToShareableHandle", r, err, sizeof(err)));
-                return 1;
-            }
-            fds[m.n] = fd;
-            m.p[m.n++] = p[i];
-        }
+        if (fill_pieces(c, l, p, n, &i, &m, fds) != 0)
+            return 1;
         if (!m.n)
             continue;
-        if (l->nsent + m.n > VMM_MAX_SENT) {
-            struct sent *old[VMM_MSG_PIECES], *s, *tmp;
-            int k = 0;
-            HASH_ITER(hh, l->sent, s, tmp) {
-                if (k == (int)m.n)
-                    break;
-                old[k++] = s;
-            }
-            if (send_forget(c, l, old, k) != 0)
-                goto fail;
+        if (send_filled(c, l, &m, fds) != 0) {
+            vmm_close_fds(fds, (int)m.n);
+            vmm_note(c, 1, "sending rank %d the pieces of a cuMemCreate buffer: %s; that buffer is staged", l->peer,
+                     strerror(errno));
+            return -1;
         }
-        m.seq = l->out_seq + 1;
-        if (vmm_send_msg(l->fd, &m, fds, (int)m.n) != 0)
-            goto fail;
-        vmm_close_fds(fds, (int)m.n); /* the message in flight holds them */
-        l->out_seq++;
         *sent = 1;
-        atomic_fetch_add_explicit(&c->vmm.sent, m.n, memory_order_relaxed);
-        for (uint32_t k = 0; k < m.n; k++) {
-            struct sent *s = malloc(sizeof(*s));
-            if (!s) /* the peer holds it; forgetting it here only sends it again */
-                continue;
-            s->key = (struct place){ m.p[k].block, m.p[k].base };
-            HASH_ADD(hh, l->sent, key, sizeof(s->key), s);
-            l->nsent++;
-        }
     }
     return 0;
-fail:
-    vmm_close_fds(fds, (int)m.n);
-    vmm_note(c, 1, "sending rank %d the pieces of a cuMemCreate buffer: %s; that buffer is staged", l->peer,
-             strerror(errno));
-    return -1;
 }
 
 static int by_value(const void *a, const void *b)
