@@ -161,6 +161,14 @@ def one(lib, nranks, hosts, d, extra=None, per_host=False):
     }
 
 
+def repeat(reps, tmp, run):
+    """`reps` runs of run(dir), each in a fresh folder of tmp."""
+    runs = []
+    for _ in range(reps):
+        runs.append(run(tempfile.mkdtemp(dir=tmp)))
+    return runs
+
+
 def med(runs, k):
     v = [r[k] for r in runs if r[k] is not None]
     return statistics.median(v) if v else None
@@ -180,18 +188,12 @@ def grid(a):
     print("%-5s %6s %5s %5s %4s %9s %9s %9s %9s %8s %8s %8s %6s" % (
         "build", "ranks", "hosts", "r/h", "ok", "commit_ms", "decide_ms", "deliv_ms", "group_ms", "root_fd",
         "rss_MiB", "leaders", "redir"))
-    n = 0
     for cfg in a.grid.split(","):
         hosts, per = (int(x) for x in cfg.split("x"))
         builds = [("new", SHIM)] + ([("base", a.baseline)] if a.baseline else [])
         res = {}
         for name, lib in builds:
-            runs = []
-            for _ in range(a.reps):
-                n += 1
-                d = os.path.join(tmp, str(n))
-                os.makedirs(d)
-                runs.append(one(lib, hosts * per, hosts, d, per_host=True))
+            runs = repeat(a.reps, tmp, lambda d: one(lib, hosts * per, hosts, d, per_host=True))
             res[name] = runs
             print("%-5s %6d %5d %5d %4s %s %s %s %s %8s %8s %8s %6s" % (
                 name, hosts * per, hosts, per, "yes" if all(r["ok"] for r in runs) else "NO %s" % runs[0]["acts"],
@@ -230,7 +232,6 @@ def main():
     print("%-7s %5s %5s %-8s %4s %9s %9s %9s %9s %9s %8s %8s %6s" % (
         "build", "ranks", "hosts", "goal_ms", "ok", "decide_ms", "commit_ms", "deliv_ms", "calls_ms", "group_ms",
         "root_fd", "rss_MiB", "procs"))
-    n = 0
     rows = {}
     for size in [int(x) for x in a.sizes.split(",")]:
         for hosts in (1, 8, 64):
@@ -238,12 +239,7 @@ def main():
                 continue
             builds = [("new", SHIM)] + ([("base", a.baseline)] if a.baseline and size <= a.baseline_max else [])
             for name, lib in builds:
-                runs = []
-                for _ in range(a.reps):
-                    n += 1
-                    d = os.path.join(tmp, str(n))
-                    os.makedirs(d)
-                    runs.append(one(lib, size, hosts, d))
+                runs = repeat(a.reps, tmp, lambda d: one(lib, size, hosts, d))
                 rows[(name, size, hosts)] = runs
                 print("%-7s %5d %5d %-8s %4s %s %s %s %s %s %8s %8s %6d" % (
                     name, size, hosts, "%d" % (50 + hosts), "yes" if all(r["ok"] for r in runs) else "NO",

@@ -4,8 +4,10 @@ failure, which prove shows without -v), the plan at the end, and the paths every
 test uses.  A test imports it with `sys.path.insert(0, <tests/>)`."""
 import json
 import os
+import select
 import subprocess
 import sys
+import time
 
 ROOT = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 BIN = os.path.join(ROOT, "tests", "bin")
@@ -77,3 +79,61 @@ def skip_emulated(why):
     """skip_all, where the programs under test run under an emulator (make test-aarch64)."""
     if EMULATOR:
         skip_all("under %s: %s" % (EMULATOR, why))
+
+
+def read_first_id(p, bound):
+    """The ID a process prints first ("ID <hex>" or "UID <hex>"), read within `bound` seconds
+    (raw reads of its stdout: the process goes on running)."""
+    fd, buf = p.stdout.fileno(), b""
+    deadline = time.monotonic() + bound
+    while b"\n" not in buf:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([fd], [], [], left)[0]:
+            raise RuntimeError("no ID within %ds" % bound)
+        chunk = os.read(fd, 4096)
+        if not chunk:
+            raise RuntimeError("the ID's process exited: %s" % p.stderr.read())
+        buf += chunk
+    return buf.split(b"\n", 1)[0].decode().split()[1]
+
+
+def collect_bounded(procs, head, deadline, bound):
+    """Each process's (returncode, stdout, stderr) by `deadline`; one that runs past it is killed
+    and its stderr says so.  `head`: what was already read of the first one's stdout."""
+    res = []
+    for k, p in enumerate(procs):
+        try:
+            out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            out, err = p.communicate()
+            err += b"\nKILLED: ran past the bound of %ds (a hang)" % bound
+        res.append((p.returncode, ((head if k == 0 else b"") + out).decode(errors="replace"),
+                    err.decode(errors="replace")))
+    return res
+
+
+def read_until(p, word, deadline):
+    """What a process printed up to `word` (rank 0's "UID ", said once the ID file is whole),
+    or up to its end or the deadline; the process goes on running."""
+    head = b""
+    while word not in head:
+        left = deadline - time.monotonic()
+        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
+            break
+        chunk = os.read(p.stdout.fileno(), 65536)
+        if not chunk:
+            break
+        head += chunk
+    return head
+
+
+def wait_bounded(p, start, bound):
+    """A process's (stdout, stderr), killed once it has lived `bound` seconds since `start`
+    (its stderr then says so)."""
+    try:
+        return p.communicate(timeout=max(1, bound - (time.monotonic() - start)))
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        return out, err + "\nKILLED: ran past %ds (a hang)" % bound

@@ -10,7 +10,7 @@
 import os, select, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import CUDA, PRELOAD, ROOT, done, ok, records, skip_emulated  # noqa: E402
+from tap import CUDA, PRELOAD, ROOT, collect_bounded, done, ok, read_until, records, skip_emulated  # noqa: E402
 
 skip_emulated("its ranks are Python ctypes clients, and the host's python3 cannot load the aarch64 "
               "library and fakes; t/13 runs the ipc chain and the socket redirect from C")
@@ -49,27 +49,10 @@ def group(name, roles, hosts=None, extra=None):
     os.makedirs(d)
     deadline = time.monotonic() + BOUND
     procs = [start(d, 0, roles, hosts, extra or {})]
-    head = b""
-    while b"UID " not in head:  # rank 0 says when the ID file is complete
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([procs[0].stdout], [], [], left)[0]:
-            break
-        chunk = os.read(procs[0].stdout.fileno(), 65536)
-        if not chunk:
-            break
-        head += chunk
+    head = read_until(procs[0], b"UID ", deadline)  # rank 0 says when the ID file is complete
     if b"UID " in head:
         procs += [start(d, r, roles, hosts, extra or {}) for r in range(1, len(roles))]
-    res = []
-    for k, p in enumerate(procs):
-        try:
-            out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-            err += b"\nKILLED: ran past the bound of %ds (a hang)" % BOUND
-        res.append((p.returncode, ((head if k == 0 else b"") + out).decode(errors="replace"),
-                    err.decode(errors="replace")))
+    res = collect_bounded(procs, head, deadline, BOUND)
     if len(res) < len(roles):
         res += [(None, "", "never started: rank 0 wrote no ID")] * (len(roles) - len(res))
     return d, res

@@ -11,7 +11,8 @@
 import glob, json, os, select, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import BIN, CUDA, PRELOAD, ROOT, done, is_, ok, records, skip_emulated  # noqa: E402
+from tap import (BIN, CUDA, PRELOAD, ROOT, collect_bounded, done, is_, ok, read_until, records,  # noqa: E402
+                 skip_emulated)
 
 skip_emulated("its ranks are Python ctypes clients, and the host's python3 cannot load the aarch64 "
               "library and fakes")
@@ -64,27 +65,10 @@ def group(name, envs, uts=(None, None)):
     os.makedirs(d)
     deadline = time.monotonic() + BOUND
     procs = [start(d, 0, envs[0], uts[0])]
-    head = b""
-    while b"UID " not in head:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([procs[0].stdout], [], [], left)[0]:
-            break
-        chunk = os.read(procs[0].stdout.fileno(), 65536)
-        if not chunk:
-            break
-        head += chunk
+    head = read_until(procs[0], b"UID ", deadline)  # rank 0 says when the ID file is complete
     if b"UID " in head:
         procs.append(start(d, 1, envs[1], uts[1]))
-    res = []
-    for k, p in enumerate(procs):
-        try:
-            out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-            err += b"\nKILLED: ran past the bound of %ds (a hang)" % BOUND
-        res.append((p.returncode, ((head if k == 0 else b"") + out).decode(errors="replace"),
-                    err.decode(errors="replace")))
+    res = collect_bounded(procs, head, deadline, BOUND)
     while len(res) < 2:
         res.append((None, "", "never started: rank 0 wrote no ID"))
     return d, res

@@ -10,7 +10,7 @@
 import os, resource, select, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import PRELOAD, ROOT, done, ok, records  # noqa: E402
+from tap import PRELOAD, ROOT, done, ok, read_first_id, records, wait_bounded  # noqa: E402
 
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
 BOUND = 40
@@ -30,26 +30,11 @@ class Proc:
         self.out = None
 
     def read_id(self):
-        fd, buf = self.p.stdout.fileno(), b""
-        deadline = time.monotonic() + BOUND
-        while b"\n" not in buf:
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise RuntimeError("no ID within %ds" % BOUND)
-            chunk = os.read(fd, 4096)
-            if not chunk:
-                raise RuntimeError("the ID's process exited: %s" % self.p.stderr.read())
-            buf += chunk
-        return buf.split(b"\n", 1)[0].decode().split()[1]
+        return read_first_id(self.p, BOUND)
 
     def wait(self):
         if self.out is None:
-            try:
-                self.out, self.err = self.p.communicate(timeout=max(1, BOUND - (time.monotonic() - self.start)))
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                self.out, self.err = self.p.communicate()
-                self.err += "\nKILLED: ran past %ds (a hang)" % BOUND
+            self.out, self.err = wait_bounded(self.p, self.start, BOUND)
         return self.out
 
 
