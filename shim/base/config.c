@@ -201,7 +201,7 @@ static void read_rendezvous(struct shim_config *c)
     /* Up to the ipc chain's size every rank talks to the root itself (one
      * hop less; ipc's monitor needs the direct connection); above it the
      * root would hold a descriptor per rank: the ranks of a host meet at a
-     * leader there (shim/rv_leader.c). */
+     * leader there (shim/rendezvous/rv_leader.c). */
     c->rendezvous_fanin = (int)config_number("NCCLSHIM_RENDEZVOUS_FANIN", 64, 0, FACTS_MAX_RANKS, 1);
     /* 0 makes a rank speak as a shim before issue 19 did (no socket_ready in
      * its HELLO): the root then takes the vote round; for comparison and as a
