@@ -700,7 +700,7 @@ for n, name, mem, extra in ((2, "ipc-direct2", lambda r: "cuda", {}), (4, "ipc-d
        [(e["rank"], e.get("ipc")) for e in ends])
 
 # 25b'. The chain's own steps (no NCCLSHIM_IPC_STEP_BYTES: 8 MiB up to 32 MiB, 46 MiB above),
-#       4 ranks pushing and pulling 20 and 100 MiB from every root: several steps a hop, exact.
+#       4 ranks pushing and pulling 20 and 60 MiB from every root: several steps a hop, exact.
 log = os.path.join(TMP, "ipc-steps4.cuda")
 env = {k: v for k, v in IPC_ENV.items() if k != "NCCLSHIM_IPC_STEP_BYTES"}
 d, procs, ids = scenario("ipc-steps4", 4, dict(env, FAKE_CUDA_LOG=log),
@@ -710,7 +710,7 @@ xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
 ends = ipc_ends(d)
 ok(len(xfer) == 4 and all(" ok" in l for l in xfer) and len(ends) == 4 and counted_all(ends) and
    all(set(hops(e, w)) <= {"push", "pull"} for e in ends for w in ("in", "out")),
-   "ipc-steps4: broadcasts of 20 and 100 MiB in the chain's own steps, pushed or pulled, exact on every rank",
+   "ipc-steps4: broadcasts of 20 and 60 MiB in the chain's own steps, pushed or pulled, exact on every rank",
    xfer + [(e["rank"], e.get("ipc")) for e in ends] + [p.err[-300:] for p in procs if p.err])
 
 # 25c. A sender that finds its successor one broadcast behind waits for it (up to
