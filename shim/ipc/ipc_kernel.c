@@ -122,14 +122,15 @@ enum { THREADS = 512, BLOCKS_PER_SM = 4 };
 int ipc_kernel_load(struct ipc_comm *c, char *why, size_t whylen)
 {
     const struct shim_cuda *cu = c->cu;
+    /* Before the first goto: the fail path reads mod. */
+    CUmodule mod = NULL;
+    CUfunction fn = NULL;
+    int sms = 0;
     if (!cu->cuModuleLoadData) {
         snprintf(why, whylen, "the driver lacks cuModuleLoadData, cuModuleGetFunction, cuModuleUnload or "
                  "cuLaunchKernel");
         goto fail;
     }
-    CUmodule mod = NULL;
-    CUfunction fn = NULL;
-    int sms = 0;
     if (cu_check(cu->cuDeviceGetAttribute(&sms, CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT, c->device),
                  "cuDeviceGetAttribute", why, whylen) != 0)
         goto fail;
