@@ -179,8 +179,7 @@ static void read_place(struct shim_config *c)
     if (dot && !(v && *v))
         *dot = '\0';
 
-    host_identity_read(&c->ident, whole, "/proc/sys/kernel/random/boot_id");
-    snprintf(c->host_id, sizeof(c->host_id), "%s", c->ident.id);
+    snprintf(c->hostname, sizeof(c->hostname), "%s", whole);
 }
 
 /* Which unique IDs are marked, and how the rendezvous runs. */
@@ -304,4 +303,19 @@ int shim_config_warning_count(void)
 const char *shim_config_warning(int i)
 {
     return i >= 0 && i < shim_config_warning_count() ? g_config_warnings[i] : "";
+}
+
+/* Written once under g_ident_once, read only after it. */
+static pthread_once_t g_ident_once = PTHREAD_ONCE_INIT;
+static struct host_identity g_ident;
+
+static void ident_read(void)
+{
+    host_identity_read(&g_ident, shim_config()->hostname, "/proc/sys/kernel/random/boot_id");
+}
+
+const struct host_identity *shim_host_identity(void)
+{
+    pthread_once(&g_ident_once, ident_read);
+    return &g_ident;
 }

@@ -18,9 +18,8 @@ struct shim_config {
     char log_dir[PATH_MAX];             /* NCCLSHIM_LOG_DIR, default /tmp/ncclshim-<uid> */
     int log_dir_default;                /* log_dir is the default (must be private: record_file.c) */
     char host[256];                     /* NCCLSHIM_HOSTNAME or gethostname, cut at '.' like NCCL */
-    char host_id[HOST_ID_LEN];          /* the host identity ranks compare, NCCL's: NCCL_HOSTID if set, else the
-                                         * whole host name (or NCCLSHIM_HOSTNAME) and the kernel's boot_id */
-    struct host_identity ident;         /* what host_id is made of, for the records (host_id.c) */
+    char hostname[256];                 /* the whole host name (or NCCLSHIM_HOSTNAME): what the host identity
+                                         * is made of with the boot id (shim_host_identity) */
     enum shim_tag tag;                  /* NCCLSHIM_TAG, default bindings (IDs not made by torch) */
     int rendezvous_timeout_ms;          /* NCCLSHIM_RENDEZVOUS_TIMEOUT_MS: first rank's arrival to decision */
     int rendezvous_idle_ms;             /* NCCLSHIM_RENDEZVOUS_IDLE_MS: an ID's listener waits this long for a rank */
@@ -41,6 +40,14 @@ struct shim_config {
 
 /* The settings, read on first use (thread-safe, never changes afterwards: no lock needed to read). */
 const struct shim_config *shim_config(void);
+
+/*
+ * This host's identity as NCCL's (host_id.c), read at its first use, not at load: a
+ * process that never calls NCCL (a shell, a launcher under the same LD_PRELOAD) reads
+ * no password database or NCCL config file, and an NCCL_HOSTID the program sets before
+ * its first NCCL call is seen, as NCCL sees it.  The same for the process's life.
+ */
+const struct host_identity *shim_host_identity(void);
 
 /* Names of every variable the shim reads, NULL-terminated (for the load record). */
 extern const char *const shim_setting_names[];

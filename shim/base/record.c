@@ -51,7 +51,7 @@ static int open_record_file(void)
     if (c->mode == MODE_OFF)
         return -2;
     char path[PATH_MAX], boot8[9];
-    host_identity_boot8(&c->ident, boot8);
+    host_identity_boot8(shim_host_identity(), boot8);
     int fd = record_file_open(c->log_dir, c->log_dir_default, c->host, boot8, (int)getpid(), path, sizeof(path),
                               g_open_note, sizeof(g_open_note));
     if (fd < 0)

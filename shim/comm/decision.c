@@ -69,7 +69,7 @@ static void fill_facts(const struct plan_input *in, const struct plan *p, struct
     f->nranks = in->nranks;
     f->pid = (uint32_t)getpid();
     snprintf(f->host, sizeof(f->host), "%.*s", (int)sizeof(f->host) - 1, cfg->host);
-    snprintf(f->host_id, sizeof(f->host_id), "%.*s", (int)sizeof(f->host_id) - 1, cfg->host_id);
+    snprintf(f->host_id, sizeof(f->host_id), "%.*s", (int)sizeof(f->host_id) - 1, shim_host_identity()->id);
     f->cuda_device = p->cuda_device;
     snprintf(f->fn, sizeof(f->fn), "%s", in->fn);
     f->nccl_version = in->slot->version;

@@ -46,12 +46,13 @@ static void write_load_record(void)
     /* With host_identity and pid, which process this is (the record file's name holds it too). */
     jw_u64(&w, "start_ticks", record_file_start_ticks());
     /* Why ranks are one host or not: what the identity is made of (host_id.c). */
+    const struct host_identity *id = shim_host_identity();
     jw_open(&w, "host_identity", '{');
-    jw_str(&w, "id", c->host_id);
-    jw_str(&w, "hostname", c->ident.hostname);
-    jw_str(&w, "boot_id", c->ident.boot_id);
-    jw_str(&w, "nccl_hostid", c->ident.hostid_set ? c->ident.hostid : NULL);
-    jw_str(&w, "nccl_hostid_from", c->ident.hostid_set ? c->ident.hostid_from : NULL);
+    jw_str(&w, "id", id->id);
+    jw_str(&w, "hostname", id->hostname);
+    jw_str(&w, "boot_id", id->boot_id);
+    jw_str(&w, "nccl_hostid", id->hostid_set ? id->hostid : NULL);
+    jw_str(&w, "nccl_hostid_from", id->hostid_set ? id->hostid_from : NULL);
     jw_close(&w, '}');
     jw_open(&w, "settings", '{');
     for (const char *const *s = shim_setting_names; *s; s++)

@@ -26,7 +26,6 @@ static int send_all(struct rv_session *s, const struct rv_msg *m)
 {
     int failed = 0;
     uint64_t deadline = shim_mono_us() + RV_SEND_US;
-    const struct shim_config *cfg = shim_config();
     uint32_t me = (uint32_t)getpid();
     /* Other processes first, this process's own ranks last: once its own
      * rank has the answer, this process may exit (and this thread with it),
@@ -40,7 +39,7 @@ static int send_all(struct rv_session *s, const struct rv_msg *m)
             if (c->fd < 0 || (c->rank < 0 && !c->told))
                 continue;
             uint32_t pid = c->leader_pid ? c->leader_pid : c->rank >= 0 && s->facts ? s->facts[c->rank].pid : 0;
-            int own = pid == me && (c->rank < 0 || !s->facts || strcmp(s->facts[c->rank].host_id, cfg->host_id) == 0);
+            int own = pid == me && (c->rank < 0 || !s->facts || strcmp(s->facts[c->rank].host_id, shim_host_identity()->id) == 0);
             if (own != pass)
                 continue;
             if (!len || rv_send_bytes(c->fd, frame, len, deadline) != 0) {
