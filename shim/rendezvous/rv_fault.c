@@ -3,14 +3,34 @@
 #include "rv_fault.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+/* The setting, read once: rv_fault runs for every HELLO a leader forwards.
+ * Written under g_once, read only after it. */
+static pthread_once_t g_once = PTHREAD_ONCE_INIT;
+static char g_spec[256];
+
+static void read_spec(void)
+{
+    const char *v = getenv("NCCLSHIM_TEST_RV_FAULT");
+    if (v)
+        snprintf(g_spec, sizeof(g_spec), "%s", v);
+}
+
+static const char *fault_spec(void)
+{
+    pthread_once(&g_once, read_spec);
+    return g_spec;
+}
+
 void rv_fault(const char *point)
 {
-    const char *spec = getenv("NCCLSHIM_TEST_RV_FAULT");
+    const char *spec = fault_spec();
     size_t plen = strlen(point);
     for (const char *p = spec; p && *p;) {
         const char *end = strchr(p, ',');
@@ -33,8 +53,8 @@ void rv_fault(const char *point)
 
 int rv_test_fanout(int dflt)
 {
-    const char *spec = getenv("NCCLSHIM_TEST_RV_FAULT");
-    const char *p = spec ? strstr(spec, "fanout=") : NULL;
+    const char *spec = fault_spec();
+    const char *p = strstr(spec, "fanout=");
     if (!p || (p != spec && p[-1] != ','))
         return dflt;
     long n = strtol(p + 7, NULL, 10);

@@ -3,8 +3,8 @@
  * compiled into every build and documented as test-only (docs/operations.md,
  * "Settings for tests only"): NCCLSHIM_TEST_RV_FAULT="<point>=<what>[,...]",
  * <what> a delay in ms or "kill" (SIGKILL to this process).  A test-only build
- * would test other bytes than the ones users run; unset, a point costs one
- * getenv() per step of a rendezvous (a handful per communicator).
+ * would test other bytes than the ones users run; the setting is read once per
+ * process, and a point then costs a scan of that string (empty when unset).
  *
  * Points, in protocol order:
  *   connect        a rank, before it connects (to its leader or the root)
