@@ -41,7 +41,6 @@ struct ipc_exported {
     CUdeviceptr start;
     size_t size;                        /* the range of start (cuMemCreate memory: the whole reservation) */
     CUipcMemHandle handle;
-    uint64_t last_b;
     int not_ipc;                        /* cuIpcGetMemHandle refused it (cuMemCreate memory): see ipc_vmm.c */
     int not_vmm;                        /* nor can it be shared as file descriptors */
     /* cuMemCreate memory: the mapping buffer_id names (ids are per mapping
@@ -272,7 +271,6 @@ static void describe(struct ipc_comm *c, uint64_t b, CUdeviceptr buf, size_t byt
          * cannot be shared so whatever the buffer: remembered. */
         e->not_ipc = cu->cuIpcGetMemHandle(&e->handle, start) != CUDA_SUCCESS;
     }
-    e->last_b = b;
     if (e->not_ipc) {
         /* Of cuMemCreate: its id is the mapping's (a piece), and the range
          * the whole reservation.  -1: never (not exportable), 0: not now. */

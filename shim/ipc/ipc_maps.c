@@ -60,7 +60,8 @@ void ipc_trim_maps(struct ipc_comm *c, int keep)
     ipc_trace(c, "trim to %d of %d", keep, c->maps.n);
     if (!ipc_fence_passed(c))
         return;
-    HASH_SRT(hh, c->maps.map, by_use);
+    if (keep) /* all go otherwise: their order does not matter */
+        HASH_SRT(hh, c->maps.map, by_use);
     struct ipc_map *m, *tmp;
     HASH_ITER(hh, c->maps.map, m, tmp) {
         if (c->maps.n <= keep)
