@@ -214,7 +214,6 @@ static int redirect_leader(struct rv_session *s, struct rv_conn *c)
         free(m);
         if (!sent)
             return 0; /* then it is taken here, over the cap, rather than lost */
-        p->kids++;
         s->redirected++;
         s->next_parent = (i + 1) % s->nconns;
         rv_drop_quietly(s, c);

@@ -343,9 +343,6 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
     }
 }
 
-/* Gives up on a parent that is not the root: its ranks then ask the root themselves. */
-static void give_up(struct leader *L, const char *why);
-
 /*
  * The root (or the leader it was sent to) holds as many leaders as it takes
  * and names another to join: this leader connects there and says every HELLO

@@ -104,7 +104,6 @@ struct rv_conn {
     int anon_slot;                      /* index in the session's anon[] while anonymous, else -1 */
     int next_free;                      /* a free slot: the next one in the free list */
     char leader_addr[RV_ADDR_LEN];      /* a leader's: where it takes other leaders ("": it does not) */
-    int kids;                           /* a leader's: leaders sent to it */
 };
 
 struct rv_session {
