@@ -6,10 +6,10 @@
 # several levels deep: every rank takes the root's one decision, the root
 # holds 2 leaders, and a leader killed or delayed at any level leaves every
 # surviving rank with the same action.  Bounded: a process past BOUND is killed.
-import os, select, subprocess, sys, tempfile, time
+import os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import PRELOAD, ROOT, done, ok, records  # noqa: E402
+from tap import PRELOAD, ROOT, done, ok, read_first_id, records, wait_bounded  # noqa: E402
 
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
 BOUND = 40
@@ -25,16 +25,6 @@ def proc(args, env, stdin=False):
                             stdin=subprocess.PIPE if stdin else subprocess.DEVNULL)
 
 
-def finish(p, start):
-    try:
-        out, err = p.communicate(timeout=max(1, BOUND - (time.monotonic() - start)))
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        err += "\nKILLED: ran past %ds (a hang)" % BOUND
-    return out, err
-
-
 def tree(name, faults=None, env=None, want=None):
     """faults: {host: NCCLSHIM_TEST_RV_FAULT extra}.  Returns (actions by host, decision records, root's stats)."""
     d = os.path.join(TMP, name)
@@ -44,20 +34,17 @@ def tree(name, faults=None, env=None, want=None):
     base.update(env or {})
     start = time.monotonic()
     root = proc(["id"], dict(base, NCCLSHIM_ROLE="training"), stdin=True)
-    fd, buf = root.stdout.fileno(), b""
-    while b"\n" not in buf and select.select([fd], [], [], BOUND)[0]:
-        buf += os.read(fd, 4096) or b"\n"
-    hid = buf.decode().split()[1]
+    hid = read_first_id(root, BOUND)
     ps = {}
     for h in range(HOSTS):
         e = dict(base, NCCLSHIM_HOSTNAME="h%d" % h, NCCLSHIM_ROLE="training" if h == 0 else "inference")
         if faults and h in faults:
             e["NCCLSHIM_TEST_RV_FAULT"] += "," + faults[h]
         ps[h] = proc(["ranks", hid, str(HOSTS * PER), str(h * PER), str(PER)], e)
-    res = {h: finish(p, start) for h, p in ps.items()}
+    res = {h: wait_bounded(p, start, BOUND) for h, p in ps.items()}
     root.stdin.close()
     root.stdin = None
-    rout, _ = finish(root, start)
+    rout, _ = wait_bounded(root, start, BOUND)
     stats = {}
     for line in rout.splitlines():
         if line.startswith("ROOT "):
