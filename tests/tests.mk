@@ -140,6 +140,12 @@ $(REPLAY_BIN)/cupy.so: tests/replay/stubs/cupy.c $(REPLAY_HDRS) tests/fake/a/lib
 	@mkdir -p $(@D)
 	$(CC) $(REPLAY_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../../../nvidia/nccl/lib'
 
+# The shared pages' futex words with wake marks (tests/t/41-futex.t runs it).
+tests-bin: tests/bin/test_futex
+tests/bin/test_futex: tests/unit/test_futex.c shim/ipc/ipc_futex.c shim/ipc/ipc_futex.h tests/unit/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_futex.c shim/ipc/ipc_futex.c -ldl -lpthread
+
 # The host identity, NCCL's, from its parts (tests/t/38-host-identity.t runs it).
 tests-bin: tests/bin/test_host_id
 tests/bin/test_host_id: tests/unit/test_host_id.c shim/base/host_id.c shim/base/host_id.h

@@ -79,7 +79,7 @@ static int published(const struct ipc_comm *c, int r, uint64_t b)
     return atomic_load_explicit(&c->shared[r]->ring[b % DRING].seq, memory_order_acquire) == b;
 }
 
-/* What publish and fetch wait for, as ipc_wait_word_counted asks it. */
+/* What publish and fetch wait for, as ipc_futex_sleep asks it. */
 struct awaited {
     const struct ipc_comm *c;
     int r;
@@ -98,44 +98,56 @@ static int published_ready(const void *arg)
     return published(a->c, a->r, a->b);
 }
 
+/* A rank out of room sleeps until its late neighbour is this many
+ * broadcasts past the room it needs (fewer than DRING: the neighbour gets
+ * there without this rank, whose earlier descriptors are all published), so
+ * that the neighbour wakes it once for as many broadcasts, not for each. */
+#define ROOM_AHEAD (DRING / 4)
+
 static int publish(struct ipc_comm *c, uint64_t b, const struct ipc_desc *d, char *why, size_t whylen)
 {
     uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
     for (;;) {
-        /* Waits on one neighbour's word at a time, in 50 ms slices. */
-        int late = atomic_load(&c->shared[succ_of(c)]->read_pred_upto) + DRING >= b ? pred_of(c) : succ_of(c);
-        uint32_t seen = atomic_load(&c->shared[late]->readc);
+        /* Waits on one neighbour's word at a time, in 50 ms slices: the
+         * successor's (this rank its predecessor: side 0) while it is short. */
+        int side = atomic_load(&c->shared[succ_of(c)]->read_pred_upto) + DRING >= b;
+        int late = side ? pred_of(c) : succ_of(c);
+        uint32_t seen = atomic_load(&c->shared[late]->readc.word);
         if (ring_room(c, b))
             break;
         if (give_up(c, deadline, late, "finish this rank's earlier broadcasts", why, whylen))
             return -1;
         struct awaited a = { c, late, b };
-        ipc_wait_word_counted(&c->shared[late]->readc, &c->shared[late]->sleepers, seen, 50, room_ready, &a);
+        /* No room: b > DRING. */
+        ipc_futex_sleep(&c->shared[late]->readc, side, b - DRING + ROOM_AHEAD, seen, 50, room_ready, &a);
     }
     struct ipc_shared *own = c->shared[c->rank];
     struct ipc_ring_slot *slot = &own->ring[b % DRING];
     slot->desc = *d;
     atomic_store_explicit(&slot->seq, b, memory_order_release);
-    ipc_wake_counted(&own->pub, &own->sleepers);
+    ipc_futex_progress(&own->pub, b);
     return 0;
 }
 
-/* Reads rank r's descriptor of broadcast b: published before r counted
- * itself in on the hop, so there when this rank came second.  It stays put
- * until this rank says it is done with it (mark_done). */
-static int fetch(struct ipc_comm *c, int r, uint64_t b, struct ipc_desc *d, char *why, size_t whylen)
+/* Reads the descriptor of broadcast b of this rank's neighbour on `side`
+ * (0: the successor, 1: the predecessor; this rank is then its predecessor or
+ * successor, the side of ipc_futex_sleep): published before the neighbour
+ * counted itself in on the hop, so there when this rank came second.  It
+ * stays put until this rank says it is done with it (mark_done). */
+static int fetch(struct ipc_comm *c, int side, uint64_t b, struct ipc_desc *d, char *why, size_t whylen)
 {
+    int r = side ? pred_of(c) : succ_of(c);
     struct ipc_shared *page = c->shared[r];
     const struct ipc_ring_slot *slot = &page->ring[b % DRING];
     uint64_t deadline = shim_mono_us() + HOST_WAIT_US;
     for (;;) {
-        uint32_t seen = atomic_load(&page->pub);
+        uint32_t seen = atomic_load(&page->pub.word);
         if (published(c, r, b))
             break;
         if (give_up(c, deadline, r, "enqueue the same broadcast", why, whylen))
             return -1;
         struct awaited a = { c, r, b };
-        ipc_wait_word_counted(&page->pub, &page->sleepers, seen, 50, published_ready, &a);
+        ipc_futex_sleep(&page->pub, side, b, seen, 50, published_ready, &a);
     }
     *d = slot->desc;
     return 0;
@@ -146,7 +158,7 @@ static void mark_done(struct ipc_comm *c, uint64_t b)
     struct ipc_shared *own = c->shared[c->rank];
     atomic_store(&own->read_pred_upto, b);
     atomic_store(&own->read_succ_upto, b);
-    ipc_wake_counted(&own->readc, &own->sleepers);
+    ipc_futex_progress(&own->readc, b);
 }
 
 /* Counts this rank in on the hop into rank r for broadcast b (the word is
@@ -391,7 +403,7 @@ static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct 
         p->first_in = claim_first(c, c->rank, j->b);
         if (p->first_in)
             p->in = dm.direct ? HOP_PUSH : HOP_STAGED;
-        else if (fetch(c, pred, j->b, &other, why, whylen) != 0)
+        else if (fetch(c, 1, j->b, &other, why, whylen) != 0)
             return -1;
         else
             p->in = other.direct ? HOP_PULL : HOP_STAGED;
@@ -404,7 +416,7 @@ static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct 
         p->first_out = claim_first(c, succ, j->b);
         if (p->first_out)
             p->out = dm.direct ? HOP_PULL : HOP_STAGED;
-        else if (fetch(c, succ, j->b, &other, why, whylen) != 0)
+        else if (fetch(c, 0, j->b, &other, why, whylen) != 0)
             return -1;
         else
             p->out = other.direct ? HOP_PUSH : HOP_STAGED;

@@ -1,9 +1,9 @@
 /*
  * The primitives every other file of the transport uses, below all of them:
  * the counters read, written and waited for from the host (bounded: a peer
- * that stopped answering must not hang the application), the futex words of
- * the shared pages (the reaper's sleep, a wait for a peer's resume or for
- * room in its ring), and the trace.  Nothing here calls another ipc file.
+ * that stopped answering must not hang the application), a rank's own
+ * futex word woken, and the trace.  Nothing here calls another ipc file but
+ * ipc_futex.c, the futex words themselves.
  */
 #define _GNU_SOURCE
 #include "ipc_core.h"
@@ -12,7 +12,6 @@
 #include "record.h"
 
 #include <limits.h>
-#include <linux/futex.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,34 +27,6 @@ void ipc_unlink_shared(struct ipc_comm *c)
         shm_unlink(c->shm_name);
         c->shm_name[0] = '\0';
     }
-}
-
-/* Reads a peer's (or this rank's) counter from the host. */
-void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms)
-{
-    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAIT, seen, ms < 0 ? NULL : &ts, NULL, 0);
-}
-
-void ipc_wake_word(_Atomic uint32_t *word)
-{
-    syscall(SYS_futex, (uint32_t *)word, FUTEX_WAKE, INT_MAX, NULL, NULL, 0);
-}
-
-void ipc_wait_word_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t seen, long ms,
-                           int (*ready)(const void *), const void *arg)
-{
-    atomic_fetch_add(sleepers, 1);
-    if (!ready(arg))
-        ipc_wait_word(word, seen, ms);
-    atomic_fetch_sub(sleepers, 1);
-}
-
-void ipc_wake_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers)
-{
-    atomic_fetch_add(word, 1);
-    if (atomic_load(sleepers))
-        ipc_wake_word(word);
 }
 
 void ipc_wake(const struct ipc_comm *c, int r)

@@ -1,12 +1,13 @@
 /*
  * What shim/ipc/ipc_core.c offers the other files of the transport: the
- * counters as the host reads, writes and waits on them, futex waits on the
- * shared pages' words, and the trace.
+ * counters as the host reads, writes and waits on them, a rank's futex word
+ * woken (the words themselves: ipc_futex.h, included), and the trace.
  */
 #ifndef NCCLSHIM_IPC_CORE_H
 #define NCCLSHIM_IPC_CORE_H
 
 #include "ipc_comm.h"
+#include "ipc_futex.h"
 
 #include <stddef.h>
 #include <stdint.h>
@@ -31,21 +32,6 @@ int ipc_same_gpu(const struct ipc_comm *c, int r);
  * `deadline`: 0, or -1 with the reason. */
 int ipc_wait_fence(struct ipc_comm *c, uint64_t deadline, char *why, size_t whylen);
 
-/* Futex waits and wakes on a shared page's word (shared, not private: the
- * word is in shared memory); ipc_wait_word: up to `ms` (< 0: no bound). */
-void ipc_wait_word(_Atomic uint32_t *word, uint32_t seen, long ms);
-/* Wakes every waiter on `word` (the caller has changed it). */
-void ipc_wake_word(_Atomic uint32_t *word);
-/* The same where the waiters count themselves in `sleepers`, a word of the
- * same page: ipc_wait_word_counted sleeps on `word` (if `ready` still says
- * no once counted: `ready(arg)`), ipc_wake_counted wakes only if somebody
- * sleeps.  Sequentially consistent on both sides (the waker changes `word`,
- * then reads `sleepers`; the waiter counts itself, then reads `word` in the
- * futex call): a waiter the waker missed sees the new value and does not
- * sleep. */
-void ipc_wait_word_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers, uint32_t seen, long ms,
-                           int (*ready)(const void *), const void *arg);
-void ipc_wake_counted(_Atomic uint32_t *word, _Atomic uint32_t *sleepers);
 /* Bumps rank r's word and wakes its waiters. */
 void ipc_wake(const struct ipc_comm *c, int r);
 /* Whether the last operation is over (qlock held). */

@@ -163,6 +163,7 @@
 #define NCCLSHIM_IPC_PROTO_H
 
 #include "cuda.h"
+#include "ipc_futex.h"
 #include "rv_wire.h"
 
 #include <stdatomic.h>
@@ -195,7 +196,7 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define DRING 64
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 7 /* 7: the shared page's sleepers */
+#define EXPORT_VERSION 8 /* 8: the futex words' wake marks (struct ipc_futex) */
 
 /* What a rank exports (the rendezvous blob).  Same host, same build: plain bytes. */
 struct ipc_export {
@@ -243,13 +244,9 @@ struct ipc_shared {
     /* The rank's counters (F_*), first and page-aligned (the mapping is):
      * registered with the driver in every process (ipc.c). */
     _Alignas(4096) _Atomic uint64_t counters[FLAGS_BYTES / 8];
-    uint32_t magic;
-    _Atomic uint32_t pub;               /* futex: bumped after each descriptor */
-    _Atomic uint32_t readc;             /* futex: bumped after the read marks move */
-    /* Threads of the neighbours asleep on pub or readc (ipc_wait_word_counted):
-     * a rank wakes them only when one sleeps, sparing its broadcast two
-     * futex system calls (docs/benchmarks.md, "Host time per broadcast"). */
-    _Atomic uint32_t sleepers;
+    uint32_t magic, pad1;
+    struct ipc_futex pub;               /* bumped after each descriptor; progress: the broadcast published */
+    struct ipc_futex readc;             /* bumped after the read marks move; progress: the new mark */
     /* Broadcasts this rank is done with its predecessor's (successor's)
      * descriptors of: their places in those rings may be reused. */
     _Atomic uint64_t read_pred_upto, read_succ_upto;
