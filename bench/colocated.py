@@ -16,6 +16,8 @@ In one run (each case a fresh pair of processes):
             descriptors over Unix sockets: shim/ipc/ipc_vmm.c)
   staged-N  the same with NCCLSHIM_IPC_VMM=0 (the staged path, as before),
             NCCLSHIM_IPC_CHUNK_BYTES=N MiB pieces
+  vmm-root  expandable segments on rank 0 (the trainer) only, the receiver's buffers
+            cuMemAlloc memory (vLLM's sleep mode refuses expandable segments)
   nccl-4py, shim-4py, vmm-4py
             nccl, shim and vmm through nccl4py (it must import: pip install nccl4py,
             or build NCCL's bindings/nccl4py)
@@ -387,9 +389,13 @@ def worker_torch_ipc(args, W, D, streams, barrier, res):
 
 
 def worker(args):
+    rank = args["rank"]
+    # vmm-root: expandable segments on the trainer only (vLLM's sleep mode refuses them), set
+    # before torch's allocator reads it.
+    if os.environ.get("COLOCATED_CASE") == "vmm-root" and rank == 0:
+        os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     import torch
     torch.cuda.set_device(DEV)  # both ranks on one GPU
-    rank = args["rank"]
     res = {"gpu": torch.cuda.get_device_name(DEV), "case": os.environ.get("COLOCATED_CASE")}
     res["shape"] = SHAPE
     streams = [torch.cuda.Stream() for _ in range(2)]
@@ -426,7 +432,7 @@ def run_case(out, preload, case, shape):
         env["NCCLSHIM_IPC_COPY"] = "ce"
     if case == "shim-sm":
         env["NCCLSHIM_IPC_COPY"] = "sm"
-    if case.startswith(("staged-", "vmm")):
+    if case.startswith(("staged-", "vmm")) and case != "vmm-root":
         env["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     if case.startswith("staged-"):
         env["NCCLSHIM_IPC_VMM"] = "0"
