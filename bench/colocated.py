@@ -93,6 +93,8 @@ SIZES = [4096, MiB, 16 * MiB, 64 * MiB, 256 * MiB]
 # COLOCATED_REFITS: more refits show the steady state of expandable segments, whose
 # pieces a rank exports only when it comes first on a hop (docs/benchmarks.md).
 REFITS = int(os.environ.get("COLOCATED_REFITS", "6"))
+# COLOCATED_PAUSE_S: seconds between refits (a training step; 0: back to back).
+PAUSE_S = float(os.environ.get("COLOCATED_PAUSE_S", "0"))
 CASES = ["nccl", "shim", "shim-ce", "vmm", "staged-64", "torch-ipc"]
 DEV = int(os.environ.get("COLOCATED_DEVICE", "0"))
 
@@ -231,6 +233,7 @@ def worker_nccl_like(args, whole, bufs, streams, barrier, res):
 
     def refit():
         torch.cuda.synchronize()
+        time.sleep(PAUSE_S)  # the training step between two refits
         barrier()
         t0 = time.perf_counter()
         for op in refit_ops:
