@@ -7,6 +7,8 @@ dlsym), roles from the process titles, NCCLSHIM_WEIGHT_UPDATE=auto.
 Warm-up all-reduce of one float, broadcasts of seeded random bytes from each
 root (odd sizes, 3 streams in turn, no synchronisation in between), then a
 refit: packed buffers on 2 streams in turn.  Every buffer against its hash.
+Then the inference process frees the refit's buffers while the trainer keeps
+its communicator: the GPU's free memory rises by them within 10 s.
 
     python3 tests/gpu/colocated.py --outdir DIR [--preload SHIM]
     python3 tests/gpu/colocated.py --check DIR noshim|shim|sm|vmm|staged   (CHECK lines)
@@ -16,6 +18,7 @@ Both ranks use GPU $COLOCATED_DEVICE (default 0): it runs wherever there is one 
 """
 import os
 import sys
+import time
 
 import clients
 import common
@@ -74,6 +77,26 @@ def worker(args):
         client.bcast(b, 0, streams[i % 2])
     torch.cuda.synchronize()
     res["refit_ok"] = all(common.sha256_tensor(b) == common.sha256_tensor(s) for b, s in zip(bufs, srcs))
+    # The inference process frees its refit buffers (cudaFree, through empty_cache) while the
+    # trainer still holds the communicator and its mappings of them ("Mappings kept",
+    # shim/ipc/ipc_proto.h): the GPU's free memory must rise by them all the same, within 10 s.
+    done = os.path.join(os.path.abspath(args["outdir"]), "freed.done")
+    if rank == 1:
+        free0 = torch.cuda.mem_get_info(DEV)[0]
+        del bufs, b  # b: the loop's last
+        torch.cuda.empty_cache()
+        # All but one buffer's worth: the allocator may keep a segment.
+        want, t0 = free0 + (REFIT_BUFFERS - 1) * REFIT_BYTES, time.monotonic()
+        res["freed_back_s"] = None
+        while time.monotonic() - t0 < 10:
+            if torch.cuda.mem_get_info(DEV)[0] >= want:
+                res["freed_back_s"] = round(time.monotonic() - t0, 3)
+                break
+            time.sleep(0.01)
+        res["freed_mib"] = (torch.cuda.mem_get_info(DEV)[0] - free0) >> 20
+        common.put_file(done, b"1")
+    else:
+        common.wait_file(done, 60)
     client.destroy()
     return res
 
@@ -96,6 +119,9 @@ def check(outdir, mode):
                                                                                         for r in ranks]))
     chk(all(r.get("refit_ok") for r in ranks), "refit: %d packed buffers of %d MiB on 2 streams in turn, bit-exact"
         % (REFIT_BUFFERS, REFIT_BYTES >> 20))
+    back = ranks[1].get("freed_back_s") if len(ranks) > 1 else None
+    chk(back is not None, "the inference process's refit buffers, freed while the trainer kept its communicator, went "
+        "back to the GPU within 10 s (%s s; %s MiB back)" % (back, ranks[1].get("freed_mib") if len(ranks) > 1 else "?"))
     recs = common.read_records(outdir)
     comms = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == CLIENT]
     chk(len(comms) == 2 and all(c["action"] == "ipc" and c["comm"] is None for c in comms),
