@@ -7,8 +7,8 @@ dlsym), roles from the process titles, NCCLSHIM_WEIGHT_UPDATE=auto.
 Warm-up all-reduce of one float, broadcasts of seeded random bytes from each
 root (odd sizes, 3 streams in turn, no synchronisation in between), then a
 refit: packed buffers on 2 streams in turn.  Every buffer against its hash.
-Then the inference process frees the refit's buffers while the trainer keeps
-its communicator: the GPU's free memory rises by them within 10 s.
+Then both free the refit's buffers while each keeps its communicator: the
+GPU's free memory rises by them within 10 s.
 
     python3 tests/gpu/colocated.py --outdir DIR [--preload SHIM]
     python3 tests/gpu/colocated.py --check DIR noshim|shim|sm|vmm|staged   (CHECK lines)
@@ -77,16 +77,26 @@ def worker(args):
         client.bcast(b, 0, streams[i % 2])
     torch.cuda.synchronize()
     res["refit_ok"] = all(common.sha256_tensor(b) == common.sha256_tensor(s) for b, s in zip(bufs, srcs))
-    # The inference process frees its refit buffers (cudaFree, through empty_cache) while the
-    # trainer still holds the communicator and its mappings of them ("Mappings kept",
-    # shim/ipc/ipc_proto.h): the GPU's free memory must rise by them all the same, within 10 s.
-    done = os.path.join(os.path.abspath(args["outdir"]), "freed.done")
+    # Both processes free their refit buffers (cudaFree, through empty_cache) while each keeps
+    # its communicator, and so its mappings of the other's ("Mappings kept",
+    # shim/ipc/ipc_proto.h): the GPU's free memory must rise by them all the same, within 10 s,
+    # whichever way the hops went (pushed: the trainer maps the inference buffers; pulled: the
+    # other way).
+    out = os.path.abspath(args["outdir"])
     if rank == 1:
         free0 = torch.cuda.mem_get_info(DEV)[0]
-        del bufs, b  # b: the loop's last
-        torch.cuda.empty_cache()
-        # All but one buffer's worth: the allocator may keep a segment.
-        want, t0 = free0 + (REFIT_BUFFERS - 1) * REFIT_BYTES, time.monotonic()
+        common.put_file(os.path.join(out, "freed.base"), b"1")
+        common.wait_file(os.path.join(out, "freed.0"), 60)
+    else:
+        common.wait_file(os.path.join(out, "freed.base"), 60)
+    del bufs, b  # b: the loop's last
+    torch.cuda.empty_cache()
+    if rank == 0:
+        common.put_file(os.path.join(out, "freed.0"), b"1")
+        common.wait_file(os.path.join(out, "freed.done"), 60)
+    else:
+        # All but two buffers' worth: an allocator may keep a segment.
+        want, t0 = free0 + (2 * REFIT_BUFFERS - 2) * REFIT_BYTES, time.monotonic()
         res["freed_back_s"] = None
         while time.monotonic() - t0 < 10:
             if torch.cuda.mem_get_info(DEV)[0] >= want:
@@ -94,9 +104,7 @@ def worker(args):
                 break
             time.sleep(0.01)
         res["freed_mib"] = (torch.cuda.mem_get_info(DEV)[0] - free0) >> 20
-        common.put_file(done, b"1")
-    else:
-        common.wait_file(done, 60)
+        common.put_file(os.path.join(out, "freed.done"), b"1")
     client.destroy()
     return res
 
@@ -120,8 +128,9 @@ def check(outdir, mode):
     chk(all(r.get("refit_ok") for r in ranks), "refit: %d packed buffers of %d MiB on 2 streams in turn, bit-exact"
         % (REFIT_BUFFERS, REFIT_BYTES >> 20))
     back = ranks[1].get("freed_back_s") if len(ranks) > 1 else None
-    chk(back is not None, "the inference process's refit buffers, freed while the trainer kept its communicator, went "
-        "back to the GPU within 10 s (%s s; %s MiB back)" % (back, ranks[1].get("freed_mib") if len(ranks) > 1 else "?"))
+    chk(back is not None, "both processes' refit buffers (%d MiB), freed while each kept its communicator, went back "
+        "to the GPU within 10 s (%s s; %s MiB back)" % (2 * REFIT_BUFFERS * REFIT_BYTES >> 20, back,
+                                                       ranks[1].get("freed_mib") if len(ranks) > 1 else "?"))
     recs = common.read_records(outdir)
     comms = [c for c in recs if c["type"] == "comm" and c["caller"]["api"] == CLIENT]
     chk(len(comms) == 2 and all(c["action"] == "ipc" and c["comm"] is None for c in comms),
