@@ -25,9 +25,7 @@ int rv_ask_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t to
         errno = ENOMEM;
         goto out;
     }
-    m->type = RV_ABORT;
-    memcpy(m->token, token, RV_TOKEN_LEN);
-    snprintf(m->u.reason, sizeof(m->u.reason), "%s", reason);
+    rv_make_abort(m, token, reason);
     if (rv_send_msg(fd, m, deadline, err, errlen) != 0 || rv_recv_msg(fd, m, deadline, err, errlen) != 0)
         goto out;
     if (!rv_token_equal(m->token, token) || (m->type != RV_COMMIT && m->type != RV_DECISION)) {

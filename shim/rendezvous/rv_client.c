@@ -110,12 +110,11 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
     int rc = rv_recv_msg(fd, m, deadline, err, errlen);
     if (rc != 0 && errno == ETIMEDOUT && handed) {
         struct rv_msg *a = calloc(1, sizeof(*a));
-        char e2[200];
+        char e2[200], why[RV_REASON_LEN];
         if (a) {
-            a->type = RV_ABORT;
-            memcpy(a->token, mark->token, RV_TOKEN_LEN);
-            snprintf(a->u.reason, sizeof(a->u.reason), "a rank waited past its deadline (%s) for the root's "
-                     "answer: NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", err);
+            snprintf(why, sizeof(why), "a rank waited past its deadline (%s) for the root's answer: "
+                     "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", err);
+            rv_make_abort(a, mark->token, why);
             (void)rv_block_until(fd, shim_mono_us() + RV_ASK_US);
             if (rv_send_msg(fd, a, shim_mono_us() + RV_ASK_US, e2, sizeof(e2)) == 0)
                 rc = rv_recv_msg(fd, m, shim_mono_us() + RV_ASK_US, err, errlen);

@@ -67,16 +67,23 @@ static int send_verdict(struct rv_session *s, enum rv_type type)
     return failed;
 }
 
+/* A final verdict (COMMIT, or a DECISION marked final): recorded before it
+ * is sent, so that the ranks' records follow the root's; the fault point
+ * "root-commit" just before.  Returns send_verdict's count. */
+static int send_final(struct rv_session *s, enum rv_type type)
+{
+    rv_record_decision(s, type == RV_COMMIT ? "commit" : "decision");
+    rv_fault("root-commit");
+    return send_verdict(s, type);
+}
+
 void rv_fall_back(struct rv_session *s, enum rv_type type, const char *why)
 {
     s->verdict.action = ACTION_PASSTHROUGH;
     s->verdict.final = 1;
     s->verdict.fallback = 1;
     snprintf(s->verdict.action_reason, sizeof(s->verdict.action_reason), "%s", why);
-    /* Recorded before it is sent: the ranks' records then follow the root's. */
-    rv_record_decision(s, type == RV_COMMIT ? "commit" : "decision");
-    rv_fault("root-commit");
-    send_verdict(s, type);
+    send_final(s, type);
     rv_settle(s);
 }
 
@@ -135,11 +142,9 @@ static int one_round(struct rv_session *s)
         return 1;
     }
     s->verdict.final = 1;
-    rv_record_decision(s, "commit");
-    rv_fault("root-commit");
     /* A send that fails closes that connection: its rank (or host's leader's
      * ranks) asks the listener, which answers this same verdict (rv_settle). */
-    send_verdict(s, RV_COMMIT);
+    send_final(s, RV_COMMIT);
     rv_settle(s);
     return 1;
 }
@@ -168,11 +173,7 @@ static void decide_all(struct rv_session *s)
     rv_reject_strangers(s);
     if (!v->final && v->action == ACTION_SOCKET && one_round(s))
         return;
-    if (v->final) {
-        rv_record_decision(s, "decision");
-        rv_fault("root-commit");
-    }
-    int failed = send_verdict(s, RV_DECISION);
+    int failed = v->final ? send_final(s, RV_DECISION) : send_verdict(s, RV_DECISION);
     if (v->final) {
         rv_settle(s);
     } else if (failed) {
@@ -207,9 +208,7 @@ static int redirect_leader(struct rv_session *s, struct rv_conn *c)
         char err[200];
         if (!m)
             return 0;
-        m->type = RV_REDIRECT;
-        memcpy(m->token, s->token, RV_TOKEN_LEN);
-        snprintf(m->u.to, sizeof(m->u.to), "%s", p->leader_addr);
+        rv_make_redirect(m, s->token, p->leader_addr);
         int sent = rv_send_msg(c->fd, m, shim_mono_us() + RV_SEND_US, err, sizeof(err)) == 0;
         free(m);
         if (!sent)
@@ -345,9 +344,7 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
     }
     if (s->votes == s->nranks) {
         s->verdict.final = 1;
-        rv_record_decision(s, "commit");
-        rv_fault("root-commit");
-        int failed = send_verdict(s, RV_COMMIT);
+        int failed = send_final(s, RV_COMMIT);
         if (s->verdict.action == ACTION_IPC && !failed) {
             /* ipc's ranks are each connected to the root (never through a
              * leader): the monitor needs no listener. */

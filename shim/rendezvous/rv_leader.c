@@ -275,9 +275,7 @@ static int redirect_kid(struct leader *L, struct member *mb)
         struct rv_msg *m = calloc(1, sizeof(*m));
         if (!m)
             return 0;
-        m->type = RV_REDIRECT;
-        memcpy(m->token, L->token, RV_TOKEN_LEN);
-        snprintf(m->u.to, sizeof(m->u.to), "%s", p->addr);
+        rv_make_redirect(m, L->token, p->addr);
         size_t n = rv_encode(m, L->frame, RV_MAX_FRAME);
         free(m);
         if (!n || rv_send_bytes(mb->fd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0)

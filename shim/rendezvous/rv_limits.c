@@ -71,14 +71,6 @@ int rv_limit_or_error(int e, const char *doing, const char *call, char *err, siz
     return 1;
 }
 
-void rv_make_abort(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *why)
-{
-    memset(m, 0, sizeof(*m));
-    m->type = RV_ABORT;
-    memcpy(m->token, token, RV_TOKEN_LEN);
-    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
-}
-
 void rv_abort_root(const struct sockaddr *root, socklen_t rootlen, const uint8_t token[RV_TOKEN_LEN],
                    const char *reason, uint64_t deadline_us)
 {

@@ -38,9 +38,6 @@ void rv_limit_reason(int e, const char *who, const char *doing, char *buf, size_
  */
 int rv_limit_or_error(int e, const char *doing, const char *call, char *err, size_t errlen);
 
-/* An ABORT of the ID `token`, saying why: how a limit (or a lost rank) is told. */
-void rv_make_abort(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *why);
-
 /*
  * Best effort, bounded: tells the root (a direct connection) that this rank
  * hit a limit, so that the root falls back for every rank at once.

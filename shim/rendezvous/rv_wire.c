@@ -667,6 +667,22 @@ size_t rv_encode(const struct rv_msg *m, uint8_t *buf, size_t cap)
     return w.pos;
 }
 
+void rv_make_abort(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *why)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = RV_ABORT;
+    memcpy(m->token, token, RV_TOKEN_LEN);
+    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
+}
+
+void rv_make_redirect(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *to)
+{
+    memset(m, 0, sizeof(*m));
+    m->type = RV_REDIRECT;
+    memcpy(m->token, token, RV_TOKEN_LEN);
+    snprintf(m->u.to, sizeof(m->u.to), "%s", to);
+}
+
 int rv_token_equal(const uint8_t a[RV_TOKEN_LEN], const uint8_t b[RV_TOKEN_LEN])
 {
     /* No early exit: every byte is read whatever the differences. */

@@ -127,6 +127,12 @@ int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_
  */
 int rv_frame_token(const uint8_t *buf, size_t have, uint8_t token[RV_TOKEN_LEN]);
 
+/* The messages built in more than one place: an ABORT of the ID `token`
+ * saying why (how a limit, a lost rank or a late one is told), and a
+ * REDIRECT to the leader at `to` ("ip:port"). */
+void rv_make_abort(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *why);
+void rv_make_redirect(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *to);
+
 /* Constant-time comparison of two tokens: 1 if equal. */
 int rv_token_equal(const uint8_t a[RV_TOKEN_LEN], const uint8_t b[RV_TOKEN_LEN]);
 
