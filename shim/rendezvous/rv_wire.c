@@ -667,20 +667,25 @@ size_t rv_encode(const struct rv_msg *m, uint8_t *buf, size_t cap)
     return w.pos;
 }
 
+/* A message of `type` for the ID `token` with the string `text` (its one field). */
+static void make_text(struct rv_msg *m, enum rv_type type, const uint8_t token[RV_TOKEN_LEN], char *field,
+                      size_t cap, const char *text)
+{
+    m->type = type;
+    memcpy(m->token, token, RV_TOKEN_LEN);
+    snprintf(field, cap, "%s", text);
+}
+
 void rv_make_abort(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *why)
 {
     memset(m, 0, sizeof(*m));
-    m->type = RV_ABORT;
-    memcpy(m->token, token, RV_TOKEN_LEN);
-    snprintf(m->u.reason, sizeof(m->u.reason), "%s", why);
+    make_text(m, RV_ABORT, token, m->u.reason, sizeof(m->u.reason), why);
 }
 
 void rv_make_redirect(struct rv_msg *m, const uint8_t token[RV_TOKEN_LEN], const char *to)
 {
     memset(m, 0, sizeof(*m));
-    m->type = RV_REDIRECT;
-    memcpy(m->token, token, RV_TOKEN_LEN);
-    snprintf(m->u.to, sizeof(m->u.to), "%s", to);
+    make_text(m, RV_REDIRECT, token, m->u.to, sizeof(m->u.to), to);
 }
 
 int rv_token_equal(const uint8_t a[RV_TOKEN_LEN], const uint8_t b[RV_TOKEN_LEN])
