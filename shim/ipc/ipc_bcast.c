@@ -244,6 +244,66 @@ void ipc_forget_exports(struct ipc_comm *c)
     c->bc.nexported = 0;
 }
 
+/* How often the reaper asks whether exported allocations still live, and
+ * how many it asks about in one turn (qlock held: ~0.1 us each). */
+#define LIVE_CHECK_MS 500
+#define LIVE_CHECK_MAX 1024
+
+/* Writes id into this rank's gone ring ("Mappings kept"). */
+static void say_gone(struct ipc_comm *c, uint64_t id)
+{
+    struct ipc_shared *own = c->shared[c->rank];
+    uint64_t n = atomic_load_explicit(&own->gone_n, memory_order_relaxed);
+    atomic_store_explicit(&own->gone_ids[n % GONE_RING], id, memory_order_relaxed);
+    atomic_store_explicit(&own->gone_n, n + 1, memory_order_release);
+}
+
+/* Whether exported allocation e was freed: its address no longer names it
+ * (unmapped, or another allocation's now).  cuMemCreate memory has its own
+ * check (ipc_vmm.c): never here. */
+static int export_gone(const struct ipc_comm *c, const struct ipc_exported *e)
+{
+    unsigned long long id = 0;
+    if (e->not_ipc)
+        return 0;
+    return c->cu->cuPointerGetAttribute(&id, CU_POINTER_ATTRIBUTE_BUFFER_ID, e->start) != CUDA_SUCCESS ||
+           id != e->buffer_id;
+}
+
+long ipc_exports_reap(struct ipc_comm *c)
+{
+    if (!c->bc.nexported)
+        return -1;
+    uint64_t now = shim_mono_us();
+    if (now < c->bc.check_us)
+        return (long)((c->bc.check_us - now) / 1000 + 1);
+    struct ipc_exported *e = NULL, *next;
+    if (c->bc.check_from)
+        HASH_FIND(hh, c->bc.exported, &c->bc.check_from, sizeof(c->bc.check_from), e);
+    if (!e)
+        e = c->bc.exported;
+    int asked = 0, gone = 0;
+    for (; e && asked < LIVE_CHECK_MAX; e = next, asked++) {
+        next = e->hh.next;
+        if (export_gone(c, e)) {
+            say_gone(c, e->buffer_id);
+            HASH_DEL(c->bc.exported, e);
+            free(e);
+            c->bc.nexported--;
+            gone++;
+        }
+    }
+    c->bc.check_from = e ? e->buffer_id : 0;
+    if (!e) /* round done: the next in LIVE_CHECK_MS */
+        c->bc.check_us = now + LIVE_CHECK_MS * 1000ull;
+    if (gone) {
+        ipc_trace(c, "%d exported allocations freed: told the neighbours", gone);
+        ipc_wake(c, pred_of(c));
+        ipc_wake(c, succ_of(c));
+    }
+    return e ? 0 : LIVE_CHECK_MS;
+}
+
 /* Whether `bytes` at `buf` can be reached by a neighbour where they are: an
  * allocation cuIpcGetMemHandle exports, or memory of cuMemCreate shared as
  * file descriptors (ipc_vmm.c).  Else d->direct stays 0. */

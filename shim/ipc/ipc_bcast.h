@@ -39,5 +39,9 @@ static inline void ipc_bcast_after_other(struct ipc_comm *c)
 
 /* Forgets this rank's exported allocations (destroy). */
 void ipc_forget_exports(struct ipc_comm *c);
+/* The reaper's turn (qlock held): asks whether exported allocations still
+ * live and tells the neighbours of the freed ones ("Mappings kept",
+ * ipc_proto.h); the ms until it wants to run again, or -1 (none exported). */
+long ipc_exports_reap(struct ipc_comm *c);
 
 #endif

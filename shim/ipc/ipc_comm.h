@@ -107,6 +107,7 @@ struct ipc_map_cache {
     struct ipc_map *map;                /* by (rank, buffer id): uthash */
     int n;
     uint64_t used_us;                   /* shim_mono_us() when a mapping was last used */
+    uint64_t gone_seen[2];              /* of the successor's (0) and predecessor's (1) gone ring */
 };
 
 /* ipc_suspend.c: every rank's staging as mapped here (0: not now);
@@ -117,7 +118,8 @@ struct ipc_staging {
     CUdeviceptr *at;
 };
 
-/* ipc_bcast.c: the broadcasts' own state, the application's thread's. */
+/* ipc_bcast.c: the broadcasts' own state, the application's thread's; the
+ * export cache and its check under qlock (the reaper checks it too). */
 struct ipc_bcasts {
     /* The operation before was a broadcast that this rank's stream only
      * pushed out of its own buffer into its successor's, there at
@@ -132,6 +134,9 @@ struct ipc_bcasts {
     atomic_ullong stat_sm, stat_ce;
     struct ipc_exported *exported;      /* by buffer id: uthash */
     int nexported;
+    /* The reaper's check of them ("Mappings kept"): when next, and the id
+     * it goes on from (0: the first). */
+    uint64_t check_us, check_from;
 };
 
 /* ipc_kernel.c: the copy kernel, loaded at connect when a peer shares this

@@ -151,18 +151,52 @@ void ipc_maps_drop_rank(struct ipc_comm *c, int r)
             close_map(c, m);
 }
 
+/* How long a neighbour's freed allocations wait to be closed here while
+ * this rank's last operation is not over. */
+#define GONE_RETRY_MS 10
+
+/* Closes the mappings of neighbour `side`'s (0: the successor, 1: the
+ * predecessor) allocations it says are gone ("Mappings kept"): 0, or 1 if
+ * they must wait for this rank's last operation. */
+static int close_gone(struct ipc_comm *c, int side)
+{
+    int r = side ? pred_of(c) : succ_of(c);
+    const struct ipc_shared *page = c->shared[r];
+    uint64_t seen = c->maps.gone_seen[side], n = atomic_load_explicit(&page->gone_n, memory_order_acquire);
+    if (n == seen)
+        return 0;
+    if (!ipc_fence_passed(c))
+        return 1;
+    for (uint64_t i = n - seen > GONE_RING ? n : seen; i < n; i++) {
+        struct ipc_map_key key = { r, 0, atomic_load_explicit(&page->gone_ids[i % GONE_RING], memory_order_relaxed) };
+        struct ipc_map *m = NULL;
+        HASH_FIND(hh, c->maps.map, &key, sizeof(key), m);
+        if (m)
+            close_map(c, m);
+    }
+    /* Fallen behind, or overwritten while read: every mapping of r goes. */
+    if (atomic_load_explicit(&page->gone_n, memory_order_acquire) - seen > GONE_RING)
+        ipc_maps_drop_rank(c, r);
+    c->maps.gone_seen[side] = n;
+    return 0;
+}
+
 long ipc_maps_reap(struct ipc_comm *c)
 {
+    int later = close_gone(c, 0);
+    if (pred_of(c) != succ_of(c))
+        later |= close_gone(c, 1);
     if (c->maps.n > MAP_CACHE)
         ipc_trim_maps(c, MAP_CACHE);
     if (!c->maps.n)
-        return -1;
+        return later ? GONE_RETRY_MS : -1;
     uint64_t now = shim_mono_us(), due = c->maps.used_us + MAP_IDLE_MS * 1000ull;
     if (now >= due) {
         ipc_trim_maps(c, 0);
         due = now + MAP_IDLE_MS * 1000ull; /* if the last operation is not over: later */
     }
-    return c->maps.n ? (long)((due - now + 999) / 1000) : -1;
+    long ms = c->maps.n ? (long)((due - now + 999) / 1000) : -1;
+    return later && (ms < 0 || ms > GONE_RETRY_MS) ? GONE_RETRY_MS : ms;
 }
 
 void ipc_maps_close(struct ipc_comm *c)

@@ -14,12 +14,14 @@
  * stay mapped while broadcasts are in flight.  A refit's worth: a model sent
  * a tensor a broadcast has hundreds (a 7B dense model 291) to tens of
  * thousands (an MoE model's experts) of them, and a mapping closed between
- * two refits is opened again in the next (~8 us each, H100: docs/benchmarks.md,
- * "Host time per broadcast").  Idle ones still go after MAP_IDLE_MS. */
+ * two refits is opened again in the next (~8-60 us each, H100:
+ * docs/benchmarks.md, "Host time per broadcast").  A peer's freed memory is
+ * not kept alive by them: the peer says which are gone ("Mappings kept",
+ * ipc_proto.h). */
 #define MAP_CACHE 32768
-/* Mappings unused this long are given back: a peer's freed memory is
- * not kept alive by them for longer. */
-#define MAP_IDLE_MS 1000
+/* Mappings unused this long are given back all the same: longer than a
+ * training step between two refits (seconds to minutes). */
+#define MAP_IDLE_MS (10 * 60 * 1000)
 
 /* Rank r's allocation of `d` mapped here, at *at (the data's address): 0,
  * or -1 with the reason. */
@@ -33,9 +35,10 @@ void ipc_trim_maps(struct ipc_comm *c, int keep);
  * buffers next). */
 int ipc_maps_hold_rank(const struct ipc_comm *c, int r);
 void ipc_maps_drop_rank(struct ipc_comm *c, int r);
-/* The reaper's turn: gives back the mappings beyond MAP_CACHE, and all of
- * them once none was used for MAP_IDLE_MS: the ms until it wants to run
- * again, or -1 (nothing mapped). */
+/* The reaper's turn: closes the mappings of allocations the neighbours say
+ * are gone, gives back the mappings beyond MAP_CACHE, and all of them once
+ * none was used for MAP_IDLE_MS: the ms until it wants to run again, or -1
+ * (nothing mapped). */
 long ipc_maps_reap(struct ipc_comm *c);
 /* At destroy, after the last operation: gives back every mapping (if it
  * cannot, what is still mapped stays so, rather than be taken from under a

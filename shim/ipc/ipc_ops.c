@@ -184,7 +184,7 @@ static int bcast_chain(struct ipc_comm *c, CUstream s, const struct ipc_bcast_ar
     ipc_trace(c, "b %llu: locked in %llu us", (unsigned long long)j->b, (unsigned long long)(ipc_trace_clock() - t0));
     if (*res != ncclSuccess)
         return 1;
-    int had = c->maps.n;
+    int had = c->maps.n || c->bc.nexported;
     if (ipc_chain_bcast(c, j, s, &frank, &off, &val, why, whylen) != 0) {
         pthread_mutex_unlock(&c->qlock);
         return -1;
@@ -194,9 +194,9 @@ static int bcast_chain(struct ipc_comm *c, CUstream s, const struct ipc_bcast_ar
         c->is.fence_off = off;
         c->is.fence_val = val;
     }
-    int mapped = !had && c->maps.n;
+    int first = !had && (c->maps.n || c->bc.nexported);
     pthread_mutex_unlock(&c->qlock);
-    if (mapped) /* the reaper sleeps without a bound while nothing is mapped */
+    if (first) /* the reaper sleeps without a bound while nothing is mapped or exported */
         ipc_wake(c, me);
     return 0;
 }

@@ -125,6 +125,22 @@
  * once and waits for the fence only before it says AVAIL: AVAIL and DONE stay
  * in order, the copies overlap each other's counter waits and writes.
  *
+ * Mappings kept.  A peer's buffer is opened (cuIpcOpenMemHandle) the first
+ * time a broadcast needs it and kept: opening it again costs ~60 us, and a
+ * refit loop broadcasts into the same buffers every time, a training step
+ * (seconds) apart.  But legacy IPC memory freed by its owner stays allocated
+ * while another process maps it, so the owner's reaper asks the driver,
+ * every LIVE_CHECK_MS, whether each allocation it exported still lives
+ * (its buffer id at its address), and writes the ids of the freed ones into
+ * its page's gone ring and wakes its neighbours' reapers, which close their
+ * mappings of them (once their last operation is over).  The reaper sleeps
+ * without a bound while its rank maps and exports nothing, so the broadcast
+ * that gives it its first mapping or export wakes it: a receiver only pushed
+ * into maps nothing, and its freed buffers stayed allocated (H100).  A mapping also goes
+ * after MAP_IDLE_MS unused, and beyond MAP_CACHE.  Before, every mapping went
+ * after 1 s unused, and a refit after a pause paid its first refit's opens
+ * again (per-param: 16.6-24 ms against 14.0-14.6, docs/benchmarks.md).
+ *
  * Suspend.  A rank gives its staging back on its own (ncclCommSuspend;
  * its peers may be busy, or suspended too), but not before no peer can
  * touch it: legacy CUDA IPC memory freed while another process maps it is
@@ -196,7 +212,10 @@ _Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 #define DRING 64
 
 #define EXPORT_MAGIC 0x6370696du /* "mipc" */
-#define EXPORT_VERSION 8 /* 8: the futex words' wake marks (struct ipc_futex) */
+#define EXPORT_VERSION 8 /* 8: the futex words' wake marks (struct ipc_futex), the gone ring */
+/* Freed allocations a rank's page remembers for its neighbours' reapers
+ * ("Mappings kept"); one that falls this far behind closes all of the rank's. */
+#define GONE_RING 256
 
 /* What a rank exports (the rendezvous blob).  Same host, same build: plain bytes. */
 struct ipc_export {
@@ -268,6 +287,11 @@ struct ipc_shared {
     /* Said in its HELLO by this rank when it connects to its successor:
      * random, written before the export (ipc_vmm.c). */
     _Atomic uint64_t vmm_token;
+    /* "Mappings kept": ids of this rank's allocations freed since its
+     * neighbours may have mapped them, gone_ids[i % GONE_RING] for i below
+     * gone_n (stored last, release); written by its reaper. */
+    _Atomic uint64_t gone_n;
+    _Atomic uint64_t gone_ids[GONE_RING];
 };
 #define VMM_TO_SUCC 1u
 #define VMM_FROM_PRED 2u

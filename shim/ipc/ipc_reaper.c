@@ -1,8 +1,11 @@
 /*
  * The reaper thread of an ipc communicator (the protocol: ipc_proto.h),
  * started at connect.  A mapping of a neighbour's buffer keeps that memory
- * allocated even after its owner freed it, so mappings unused for
- * MAP_IDLE_MS are given back (and beyond MAP_CACHE at once).  A peer that
+ * allocated even after its owner freed it, so each rank's reaper asks
+ * whether the allocations it exported still live and tells its neighbours
+ * of the freed ones, whose reapers close their mappings of them ("Mappings
+ * kept", ipc_proto.h); mappings unused for MAP_IDLE_MS go too (and beyond
+ * MAP_CACHE at once).  A peer that
  * suspends asks every peer to let go of its staging (and of its buffers):
  * the reaper does, and finishes this rank's own release when the peers have
  * (shim/ipc/ipc_suspend.c).  It never enqueues GPU work: every broadcast is
@@ -57,6 +60,9 @@ static void *reaper_main(void *arg)
         long maps_ms = ipc_maps_reap(c);
         if (maps_ms >= 0 && (sleep_ms < 0 || maps_ms < sleep_ms))
             sleep_ms = maps_ms;
+        long live_ms = ipc_exports_reap(c);
+        if (live_ms >= 0 && (sleep_ms < 0 || live_ms < sleep_ms))
+            sleep_ms = live_ms;
         pthread_mutex_unlock(&c->qlock);
         ipc_wait_word(word, seen, sleep_ms);
         pthread_mutex_lock(&c->qlock);

@@ -34,6 +34,8 @@
  *            vmm_fresh; "FORGET ..." / "REMAP ..." / "ALIAS ..." / "FRESH ...")
  *            poke=1 (a bad HELLO to the successor's VMM socket: see poke_main)
  *            hold=1 (before destroy, wait for the sync file "release")
+ *            keep=1 (peers' buffers kept mapped across a pause, closed once freed:
+ *            see keep_maps; "KEEP ..."), keep=2 (the same with rank 0 the only root)
  *
  * RANK_CLIENT_MEM=cuda: the broadcast and all-gather buffers come from the
  * fake libcuda's cuMemAlloc (memory a peer can open by cuIpcGetMemHandle, as
@@ -79,6 +81,7 @@
 static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend, g_cfgver;
 static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
 static enum { VMMTEST_NONE, VMMTEST_FORGET, VMMTEST_REMAP, VMMTEST_ALIAS, VMMTEST_FRESH } g_vmmtest;
+static int g_keep;                      /* keep=1, 2: keep_maps */
 static void *g_cuda;                    /* the fake libcuda, if the test gives it */
 enum { FN_INITRANK, FN_CONFIG, FN_SCALABLE };
 static ncclUniqueId g_ids[MAX_IDS];
@@ -785,6 +788,101 @@ static int bcast_into(ncclComm_t comm, unsigned char *buf, size_t n, int root, i
     return 0;
 }
 
+static unsigned long long ipc_opened(void)
+{
+    unsigned long long (*op)(void) = NULL;
+    if (g_cuda)
+        *(void **)&op = dlsym(g_cuda, "fakeCudaOpened");
+    return op ? op() : 0;
+}
+
+/* Bytes of device memory this process holds, as the fake driver counts them
+ * (its freed allocations another process still maps included). */
+static long long used_mem(void)
+{
+    int (*info)(size_t *, size_t *) = NULL;
+    size_t f = 0, t = 0;
+    if (g_cuda)
+        *(void **)&info = dlsym(g_cuda, "cuMemGetInfo_v2");
+    return info && info(&f, &t) == 0 ? (long long)(t - f) : -1;
+}
+
+/* IPC handles open in this process now (the fake's count). */
+static int ipc_open_now(void)
+{
+    int (*st)(int *, int *) = NULL;
+    int a = -1, o = -1;
+    if (g_cuda)
+        *(void **)&st = dlsym(g_cuda, "fakeCudaStats");
+    if (st)
+        st(&a, &o);
+    return o;
+}
+
+/*
+ * keep=1 (RANK_CLIENT_MEM=cuda; run with a long NCCLSHIM_IPC_PUSH_WAIT_US, so
+ * that every hop but the first is pushed and which rank maps which buffer
+ * does not change): buffers A and B (cuMemAlloc), two rounds of a broadcast
+ * into each from every root (each rank maps its neighbour's), a pause longer
+ * than the mappings' old idle time (1.5 s: a training step), the same
+ * broadcasts again: no buffer opened again.  Then every rank frees A and
+ * keeps the communicator: A's memory, which the neighbour's mapping keeps
+ * allocated, is given back within 10 s (the neighbour closes its mapping
+ * once told A is gone), and the mapping of B stays.  No broadcast after the
+ * free: the fake's streams block the calling thread, which would hold the
+ * lock the neighbour's reaper needs.
+ * keep=2: rank 0 is the only root, so a receiver whose buffers are pushed
+ * into exports them and maps nothing of its neighbour's (its reaper must
+ * still look at its exports: it slept without a bound while nothing was
+ * mapped, and A stayed allocated on the GPU).
+ *   "KEEP i opened=<IPC handles opened in the first two rounds> reopened=<in the
+ *    third> freed_mapped=<A was mapped elsewhere when freed: 1> back_ms=<until A's
+ *    memory was given back, -1: not in 10 s> open=<handles open before the free>/<after>
+ *    bad=<first failure or ->"
+ */
+static void keep_maps(ncclComm_t comm, int idx)
+{
+    enum { NB = 2, BYTES = 100000 };
+    unsigned char *buf[NB] = { NULL };
+    char bad[160] = "-";
+    for (int k = 0; k < NB; k++)
+        if (!(buf[k] = xalloc(BYTES)))
+            snprintf(bad, sizeof(bad), "buffer %d not allocated", k);
+    unsigned long long o0 = ipc_opened(), o2 = o0, o3 = o0;
+    for (int round = 0; round < 3 && bad[0] == '-'; round++) {
+        if (round == 2) {
+            o2 = ipc_opened();
+            struct timespec pause = { 1, 500000000 };
+            nanosleep(&pause, NULL);
+        }
+        for (int root = 0, seq = 500; root < (g_keep == 2 ? 1 : g_nranks) && bad[0] == '-'; root++)
+            for (int k = 0; k < NB && bad[0] == '-'; k++, seq++)
+                if (bcast_into(comm, buf[k], BYTES, root, seq) != 0)
+                    snprintf(bad, sizeof(bad), "round %d: broadcast from root %d into buffer %d", round, root, k);
+    }
+    o3 = ipc_opened();
+    int open0 = ipc_open_now();
+    long long before = used_mem(), ms = -1;
+    int fm0 = freed_mapped();
+    xfree(buf[0]);
+    int fm = freed_mapped() - fm0;
+    long long t0 = mono_ms();
+    for (;;) {
+        if (used_mem() <= before - BYTES) {
+            ms = mono_ms() - t0;
+            break;
+        }
+        if (mono_ms() - t0 > 10000)
+            break;
+        struct timespec ts = { 0, 5000000 };
+        nanosleep(&ts, NULL);
+    }
+    int open1 = ipc_open_now();
+    xfree(buf[1]);
+    printf("KEEP %d opened=%llu reopened=%llu freed_mapped=%d back_ms=%lld open=%d/%d bad=%s\n", idx, o2 - o0,
+           o3 - o2, fm, ms, open0, open1, bad);
+}
+
 /*
  * vmm=forget (RANK_CLIENT_MEM=vmm): three buffers (one of several pieces),
  * kept, a broadcast into each from every root (so each rank's neighbours
@@ -1093,6 +1191,8 @@ static void *run_one(void *arg)
             suspend_resume(comm, i);
         else if (g_suspend == 2)
             suspend_cycles(comm, i);
+        if (g_keep)
+            keep_maps(comm, i);
         if (g_vmmtest == VMMTEST_FORGET)
             vmm_forget(comm, i);
         else if (g_vmmtest == VMMTEST_REMAP)
@@ -1151,6 +1251,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             g_poke = atoi(argv[i] + 5);
         else if (strncmp(argv[i], "hold=", 5) == 0)
             g_hold = atoi(argv[i] + 5);
+        else if (strncmp(argv[i], "keep=", 5) == 0)
+            g_keep = atoi(argv[i] + 5);
     }
 }
 

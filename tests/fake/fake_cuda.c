@@ -46,6 +46,7 @@
  *                               all: IPC handles opened, VMM handles imported)
  *
  * fakeCudaStats(&allocs, &ipc_opens) gives the first two numbers at any time,
+ * fakeCudaOpened() the third,
  * fakeCudaWaits() how many threads are in a stream wait ("work queues", below),
  * fakeCudaVmmStats(&handles, &maps, &reserves, &imports) the VMM ones.
  *
@@ -574,6 +575,15 @@ EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return CUDA_SUCCESS;
 }
 EXPORT CUresult cuMemGetInfo(size_t *free_bytes, size_t *total) ALIAS(cuMemGetInfo_v2);
+
+/* cuIpcOpenMemHandle calls that succeeded in this process, in all. */
+EXPORT unsigned long long fakeCudaOpened(void)
+{
+    pthread_mutex_lock(&lock);
+    unsigned long long n = opened;
+    pthread_mutex_unlock(&lock);
+    return n;
+}
 
 EXPORT int fakeCudaStats(int *allocs, int *ipc_opens)
 {

@@ -820,6 +820,42 @@ def released(log, n):
     return len(left) == CUDA_LOG_FIELDS * n and all(cuda_released(x) for x in left), left
 
 
+# 25c'. Mappings kept ("Mappings kept", ipc_proto.h): buffers A and B broadcast into from both roots
+#      (every hop but the first pushed: the long push wait), a pause longer than the old 1 s
+#      idle time, the same broadcasts: nothing opened again; then both ranks free A: the memory
+#      the neighbour's mapping kept allocated is given back within 10 s (the freeing rank's
+#      reaper says A is gone; the neighbour's closes its mapping), and B's mappings stay.
+log = os.path.join(TMP, "ipc-keep.cuda")
+d, procs, ids = scenario("ipc-keep", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"),
+                         lambda r: dict(roles(1)(r), RANK_CLIENT_MEM="cuda"), root_args=["keep=1"],
+                         rank_args=["keep=1"])
+kp = tagged(procs, "KEEP")
+ok(len(kp) == 2 and all(k["bad"] == "-" and int(k["opened"]) >= 2 and k["reopened"] == "0" for k in kp),
+   "ipc-keep: after a 1.5 s pause the same broadcasts opened no buffer again (exact)",
+   kp + [p.err[-300:] for p in procs if p.err])
+ok(len(kp) == 2 and all(k["freed_mapped"] == "1" and int(k["back_ms"]) >= 0 for k in kp),
+   "ipc-keep: a buffer freed while the neighbour mapped it was given back within 10 s, the communicator alive",
+   kp)
+opens = [[int(x) for x in k["open"].split("/")] for k in kp]
+ok(len(opens) == 2 and all(1 <= after < before for before, after in opens),
+   "ipc-keep: only the freed buffer's mappings were closed (the other's stay open)", kp)
+rel, left = released(log, 2)
+ok(all(c["destroy"] == "0" for p in procs for c in p.comms().values()) and rel,
+   "ipc-keep: destroyed, nothing held at exit", left)
+
+# 25c''. The same with rank 0 the only root and its buffers the client's own memory (not
+#      exportable), so every hop is pushed: rank 1 exports its buffers and maps nothing of rank 0's.
+#      Its reaper must still find A freed (on an H100 it slept without a bound while nothing was
+#      mapped, and the trainer's mappings kept 512 MiB of freed buffers).
+d, procs, ids = scenario("ipc-keep-pushed", 2, dict(IPC_ENV, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"),
+                         lambda r: dict(roles(1)(r), **({"RANK_CLIENT_MEM": "cuda"} if r else {})),
+                         root_args=["keep=2"], rank_args=["keep=2"])
+kp = tagged(procs, "KEEP")  # rank 0 first
+ok(len(kp) == 2 and all(k["bad"] == "-" and k["reopened"] == "0" for k in kp) and
+   int(kp[0]["opened"]) >= 2 and kp[1]["freed_mapped"] == "1" and int(kp[1]["back_ms"]) >= 0,
+   "ipc-keep-pushed: a receiver that maps nothing finds its freed buffer and it is given back within 10 s",
+   kp + [p.err[-300:] for p in procs if p.err])
+
 #  (forget) Both ranks broadcast into buffers they keep (so the neighbour maps their pieces), then free
 #  them and keep the communicator: the exporter's reaper (once a second) tells the neighbour to
 #  forget the pieces it no longer maps, and the neighbour unmaps them, so within 10 s neither
