@@ -877,6 +877,12 @@ static void keep_maps(ncclComm_t comm, int idx)
         struct timespec ts = { 0, 5000000 };
         nanosleep(&ts, NULL);
     }
+    /* keep=1: the neighbour's A, mapped here, goes when its reaper says it
+     * is gone: its own check, up to half a second after this one's. */
+    while (g_keep == 1 && ipc_open_now() >= open0 && mono_ms() - t0 <= 10000) {
+        struct timespec ts = { 0, 5000000 };
+        nanosleep(&ts, NULL);
+    }
     int open1 = ipc_open_now();
     xfree(buf[1]);
     printf("KEEP %d opened=%llu reopened=%llu freed_mapped=%d back_ms=%lld open=%d/%d bad=%s\n", idx, o2 - o0,
