@@ -222,16 +222,19 @@ static struct ipc_exported *new_export(struct ipc_comm *c, uint64_t id)
     if (e) {
         HASH_DEL(c->bc.exported, e);
         free(e);
-        c->bc.nexported--;
     }
-    if (c->bc.nexported >= EXPORT_CACHE)
+    if (ipc_exports_count(c) >= EXPORT_CACHE)
         ipc_forget_exports(c);
     if (!(e = calloc(1, sizeof(*e))))
         return NULL;
     e->buffer_id = id;
     HASH_ADD(hh, c->bc.exported, buffer_id, sizeof(e->buffer_id), e);
-    c->bc.nexported++;
     return e;
+}
+
+int ipc_exports_count(const struct ipc_comm *c)
+{
+    return (int)HASH_COUNT(c->bc.exported);
 }
 
 void ipc_forget_exports(struct ipc_comm *c)
@@ -241,7 +244,6 @@ void ipc_forget_exports(struct ipc_comm *c)
         HASH_DEL(c->bc.exported, e);
         free(e);
     }
-    c->bc.nexported = 0;
 }
 
 /* How often the reaper asks whether exported allocations still live, and
@@ -272,7 +274,7 @@ static int export_gone(const struct ipc_comm *c, const struct ipc_exported *e)
 
 long ipc_exports_reap(struct ipc_comm *c)
 {
-    if (!c->bc.nexported)
+    if (!ipc_exports_count(c))
         return -1;
     uint64_t now = shim_mono_us();
     if (now < c->bc.check_us)
@@ -289,8 +291,7 @@ long ipc_exports_reap(struct ipc_comm *c)
             say_gone(c, e->buffer_id);
             HASH_DEL(c->bc.exported, e);
             free(e);
-            c->bc.nexported--;
-            gone++;
+                gone++;
         }
     }
     c->bc.check_from = e ? e->buffer_id : 0;

@@ -39,6 +39,9 @@ static inline void ipc_bcast_after_other(struct ipc_comm *c)
 
 /* Forgets this rank's exported allocations (destroy). */
 void ipc_forget_exports(struct ipc_comm *c);
+
+/* How many allocations of this rank's are in the export cache (qlock held). */
+int ipc_exports_count(const struct ipc_comm *c);
 /* The reaper's turn (qlock held): asks whether exported allocations still
  * live and tells the neighbours of the freed ones ("Mappings kept",
  * ipc_proto.h); the ms until it wants to run again, or -1 (none exported). */

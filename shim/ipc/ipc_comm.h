@@ -104,8 +104,7 @@ struct ipc_reaper {
 /* ipc_maps.c: the map cache (under qlock: the application's thread
  * enqueues broadcasts, and the reaper gives mappings back, holding it). */
 struct ipc_map_cache {
-    struct ipc_map *map;                /* by (rank, buffer id): uthash */
-    int n;
+    struct ipc_map *map;                /* by (rank, buffer id): uthash (HASH_COUNT: how many) */
     uint64_t used_us;                   /* shim_mono_us() when a mapping was last used */
     uint64_t gone_seen[2];              /* of the successor's (0) and predecessor's (1) gone ring */
 };
@@ -132,8 +131,7 @@ struct ipc_bcasts {
      * kernel) or on copy engines. */
     atomic_ullong stat_first, stat_in[IPC_HOPS], stat_out[IPC_HOPS];
     atomic_ullong stat_sm, stat_ce;
-    struct ipc_exported *exported;      /* by buffer id: uthash */
-    int nexported;
+    struct ipc_exported *exported;      /* by buffer id: uthash (HASH_COUNT: how many) */
     /* The reaper's check of them ("Mappings kept"): when next, and the id
      * it goes on from (0: the first). */
     uint64_t check_us, check_from;

@@ -43,7 +43,6 @@ static void close_map(struct ipc_comm *c, struct ipc_map *m)
     c->cu->cuIpcCloseMemHandle(m->base);
     HASH_DEL(c->maps.map, m);
     free(m);
-    c->maps.n--;
 }
 
 /*
@@ -55,16 +54,16 @@ static void close_map(struct ipc_comm *c, struct ipc_map *m)
  */
 void ipc_trim_maps(struct ipc_comm *c, int keep)
 {
-    if (c->maps.n <= keep)
+    if (ipc_maps_count(c) <= keep)
         return;
-    ipc_trace(c, "trim to %d of %d", keep, c->maps.n);
+    ipc_trace(c, "trim to %d of %d", keep, ipc_maps_count(c));
     if (!ipc_fence_passed(c))
         return;
     if (keep) /* all go otherwise: their order does not matter */
         HASH_SRT(hh, c->maps.map, by_use);
     struct ipc_map *m, *tmp;
     HASH_ITER(hh, c->maps.map, m, tmp) {
-        if (c->maps.n <= keep)
+        if (ipc_maps_count(c) <= keep)
             break;
         close_map(c, m);
     }
@@ -95,7 +94,6 @@ static struct ipc_map *open_map(struct ipc_comm *c, int r, uint64_t b, const str
     m->key = *key;
     m->handle = d->handle;
     HASH_ADD(hh, c->maps.map, key, sizeof(m->key), m);
-    c->maps.n++;
     return m;
 }
 
@@ -133,6 +131,11 @@ int ipc_map_peer(struct ipc_comm *c, int r, uint64_t b, const struct ipc_desc *d
     c->maps.used_us = shim_mono_us();
     *at = m->base + d->offset;
     return 0;
+}
+
+int ipc_maps_count(const struct ipc_comm *c)
+{
+    return (int)HASH_COUNT(c->maps.map);
 }
 
 int ipc_maps_hold_rank(const struct ipc_comm *c, int r)
@@ -186,23 +189,23 @@ long ipc_maps_reap(struct ipc_comm *c)
     int later = close_gone(c, 0);
     if (pred_of(c) != succ_of(c))
         later |= close_gone(c, 1);
-    if (c->maps.n > MAP_CACHE)
+    if (ipc_maps_count(c) > MAP_CACHE)
         ipc_trim_maps(c, MAP_CACHE);
-    if (!c->maps.n)
+    if (!ipc_maps_count(c))
         return later ? GONE_RETRY_MS : -1;
     uint64_t now = shim_mono_us(), due = c->maps.used_us + MAP_IDLE_MS * 1000ull;
     if (now >= due) {
         ipc_trim_maps(c, 0);
         due = now + MAP_IDLE_MS * 1000ull; /* if the last operation is not over: later */
     }
-    long ms = c->maps.n ? (long)((due - now + 999) / 1000) : -1;
+    long ms = ipc_maps_count(c) ? (long)((due - now + 999) / 1000) : -1;
     return later && (ms < 0 || ms > GONE_RETRY_MS) ? GONE_RETRY_MS : ms;
 }
 
 void ipc_maps_close(struct ipc_comm *c)
 {
     ipc_trim_maps(c, 0);
-    if (c->maps.n)
+    if (ipc_maps_count(c))
         shim_warn("ipc", "ipc communicator %s (rank %d): %d mappings of peers' buffers stay open: its last operation "
-                  "did not finish", c->group, c->rank, c->maps.n);
+                  "did not finish", c->group, c->rank, ipc_maps_count(c));
 }

@@ -34,6 +34,9 @@ void ipc_trim_maps(struct ipc_comm *c, int keep);
  * one (the last operation over: a suspended rank's application frees its
  * buffers next). */
 int ipc_maps_hold_rank(const struct ipc_comm *c, int r);
+
+/* How many peers' allocations are mapped here (qlock held). */
+int ipc_maps_count(const struct ipc_comm *c);
 void ipc_maps_drop_rank(struct ipc_comm *c, int r);
 /* The reaper's turn: closes the mappings of allocations the neighbours say
  * are gone, gives back the mappings beyond MAP_CACHE, and all of them once

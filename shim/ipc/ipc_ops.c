@@ -184,7 +184,7 @@ static int bcast_chain(struct ipc_comm *c, CUstream s, const struct ipc_bcast_ar
     ipc_trace(c, "b %llu: locked in %llu us", (unsigned long long)j->b, (unsigned long long)(ipc_trace_clock() - t0));
     if (*res != ncclSuccess)
         return 1;
-    int had = c->maps.n || c->bc.nexported;
+    int had = ipc_maps_count(c) || ipc_exports_count(c);
     if (ipc_chain_bcast(c, j, s, &frank, &off, &val, why, whylen) != 0) {
         pthread_mutex_unlock(&c->qlock);
         return -1;
@@ -194,7 +194,7 @@ static int bcast_chain(struct ipc_comm *c, CUstream s, const struct ipc_bcast_ar
         c->is.fence_off = off;
         c->is.fence_val = val;
     }
-    int first = !had && (c->maps.n || c->bc.nexported);
+    int first = !had && (ipc_maps_count(c) || ipc_exports_count(c));
     pthread_mutex_unlock(&c->qlock);
     if (first) /* the reaper sleeps without a bound while nothing is mapped or exported */
         ipc_wake(c, me);
