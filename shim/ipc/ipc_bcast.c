@@ -374,7 +374,7 @@ struct hop_plan {
     CUdeviceptr from;                   /* PULL in: the predecessor's data, mapped here */
     CUdeviceptr to;                     /* PUSH out: the successor's buffer, mapped here */
     int first_in, first_out;            /* this rank came first on the hop */
-    int sm_in, sm_out;                  /* this rank's copy of the hop runs on the SMs (hop_copy) */
+    int sm_in, sm_out;                  /* this rank's copy of the hop runs on the SMs (flushed_copy) */
 };
 
 /* Which of this rank's copies run on the SMs (the hop's two ranks on one
@@ -488,6 +488,24 @@ static int plan_hops(struct ipc_comm *c, const struct ipc_bcast_args *j, struct 
     return 0;
 }
 
+/* A copy on stream s after the counter operations queued in m (flushed
+ * first: the stream's order is theirs, then the copy's).  A hop's copy, to
+ * or from a neighbour's memory (`peer`), runs between GPUs on a copy engine
+ * without the hints ipc_copy gives copies within one GPU; between processes
+ * on one GPU with the copy kernel where plan_copies chose it (`sm`): a copy
+ * engine moves IPC-mapped memory of its own GPU at a fifth of the SMs' rate
+ * (docs/benchmarks.md, "Colocated"). */
+static int flushed_copy(struct ipc_comm *c, struct memops *m, int sm, int peer, CUdeviceptr dst, CUdeviceptr src,
+                        size_t len, CUstream s, char *why, size_t whylen)
+{
+    if (memops_flush(m, why, whylen) != 0)
+        return -1;
+    CUresult r = sm     ? ipc_kernel_copy(c, dst, src, len, s)
+                 : peer ? c->cu->cuMemcpyDtoDAsync(dst, src, len, s)
+                        : ipc_copy(c, dst, src, len, s);
+    return cu_check(r, sm ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen);
+}
+
 /* A rank's copies of its own data into its staging slots, for a successor
  * that cannot be reached otherwise: chunk k once the data is here, into
  * slot k % S once the successor has taken chunk k - S out of it. */
@@ -513,28 +531,12 @@ static int stage_upto(struct staging *st, size_t limit, CUstream s, char *why, s
         if (st->next >= S &&
             memops_wait(st->m, flag(c, c->rank, F_TAKEN), st->base + (st->next - S + 1) * sch, why, whylen) != 0)
             return -1;
-        if (memops_flush(st->m, why, whylen) != 0)
-            return -1;
-        CUdeviceptr to = slot(c, c->rank, st->next);
-        CUresult r = st->sm ? ipc_kernel_copy(c, to, st->data + off, len, s) : ipc_copy(c, to, st->data + off, len, s);
-        if (cu_check(r, st->sm ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+        if (flushed_copy(c, st->m, st->sm, 0, slot(c, c->rank, st->next), st->data + off, len, s, why, whylen) != 0)
             return -1;
         if (memops_write(st->m, flag(c, succ_of(c), F_AVAIL), st->base + off + len, why, whylen) != 0)
             return -1;
     }
     return 0;
-}
-
-/* A hop's copy, to or from neighbour r's memory: between GPUs on a copy
- * engine (without the hints ipc_copy gives copies within one GPU); between
- * processes on one GPU with the copy kernel where plan_copies chose it
- * (`sm`): a copy engine moves IPC-mapped memory of its own GPU at a fifth
- * of the SMs' rate (docs/benchmarks.md, "Colocated"). */
-static CUresult hop_copy(const struct ipc_comm *c, int sm, CUdeviceptr dst, CUdeviceptr src, size_t len, CUstream s)
-{
-    if (sm)
-        return ipc_kernel_copy(c, dst, src, len, s);
-    return c->cu->cuMemcpyDtoDAsync(dst, src, len, s);
 }
 
 /*
@@ -614,17 +616,13 @@ static int enqueue_step(struct ipc_comm *c, const struct ipc_bcast_args *j, cons
             return -1;
         if (p->in != HOP_PUSH) {
             CUdeviceptr src = p->in == HOP_PULL ? p->from + off : slot(c, pred, off / sch);
-            if (memops_flush(m, why, whylen) != 0 ||
-                cu_check(hop_copy(c, p->sm_in, j->recv + off, src, len, s),
-                         p->sm_in ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0 ||
+            if (flushed_copy(c, m, p->sm_in, 1, j->recv + off, src, len, s, why, whylen) != 0 ||
                 memops_write(m, flag(c, pred, F_TAKEN), upto, why, whylen) != 0)
                 return -1;
         }
     }
     if (p->out == HOP_PUSH) {
-        if (memops_flush(m, why, whylen) != 0 ||
-            cu_check(hop_copy(c, p->sm_out, p->to + off, p->mine + off, len, s),
-                     p->sm_out ? "cuLaunchKernel" : "cuMemcpyDtoDAsync", why, whylen) != 0)
+        if (flushed_copy(c, m, p->sm_out, 1, p->to + off, p->mine + off, len, s, why, whylen) != 0)
             return -1;
         /* AVAIL in order ("Senders overlap") */
         if (overlap && memops_wait(m, flag(c, j->fence_rank, j->fence_off), j->fence_val, why, whylen) != 0)
@@ -655,8 +653,7 @@ static int enqueue(struct ipc_comm *c, const struct ipc_bcast_args *j, const str
     if (!bytes)
         return 0;
     if (p->pos == 0 && j->recv != j->send) {
-        if (memops_flush(m, why, whylen) != 0 ||
-            cu_check(ipc_copy(c, j->recv, j->send, bytes, s), "cuMemcpyDtoDAsync", why, whylen) != 0)
+        if (flushed_copy(c, m, 0, 0, j->recv, j->send, bytes, s, why, whylen) != 0)
             return -1;
     }
     /* This rank's buffer may be written from now on. */
