@@ -291,7 +291,7 @@ long ipc_exports_reap(struct ipc_comm *c)
             say_gone(c, e->buffer_id);
             HASH_DEL(c->bc.exported, e);
             free(e);
-                gone++;
+            gone++;
         }
     }
     c->bc.check_from = e ? e->buffer_id : 0;

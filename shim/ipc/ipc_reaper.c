@@ -38,6 +38,12 @@
  * then), it looks again this often. */
 #define RETRY_MS 10
 
+/* The sooner of two sleeps in ms (-1: without a bound). */
+static long sooner(long a, long b)
+{
+    return a < 0 || (b >= 0 && b < a) ? b : a;
+}
+
 static void *reaper_main(void *arg)
 {
     struct ipc_comm *c = arg;
@@ -47,22 +53,14 @@ static void *reaper_main(void *arg)
     while (!c->reaper.stop) {
         /* Read before looking: a bump from now on cuts the sleep short. */
         uint32_t seen = atomic_load(word);
-        long sleep_ms = -1;
-        if (ipc_release_again(c))
-            sleep_ms = RETRY_MS;
+        long sleep_ms = ipc_release_again(c) ? RETRY_MS : -1;
         int later = ipc_data_reap(c);
         later |= ipc_release_step(c);
         if (later)
             sleep_ms = RETRY_MS;
-        long vmm_ms = ipc_vmm_reap(c);
-        if (vmm_ms >= 0 && (sleep_ms < 0 || vmm_ms < sleep_ms))
-            sleep_ms = vmm_ms;
-        long maps_ms = ipc_maps_reap(c);
-        if (maps_ms >= 0 && (sleep_ms < 0 || maps_ms < sleep_ms))
-            sleep_ms = maps_ms;
-        long live_ms = ipc_exports_reap(c);
-        if (live_ms >= 0 && (sleep_ms < 0 || live_ms < sleep_ms))
-            sleep_ms = live_ms;
+        sleep_ms = sooner(sleep_ms, ipc_vmm_reap(c));
+        sleep_ms = sooner(sleep_ms, ipc_maps_reap(c));
+        sleep_ms = sooner(sleep_ms, ipc_exports_reap(c));
         pthread_mutex_unlock(&c->qlock);
         ipc_wait_word(word, seen, sleep_ms);
         pthread_mutex_lock(&c->qlock);

@@ -796,17 +796,6 @@ static unsigned long long ipc_opened(void)
     return op ? op() : 0;
 }
 
-/* Bytes of device memory this process holds, as the fake driver counts them
- * (its freed allocations another process still maps included). */
-static long long used_mem(void)
-{
-    int (*info)(size_t *, size_t *) = NULL;
-    size_t f = 0, t = 0;
-    if (g_cuda)
-        *(void **)&info = dlsym(g_cuda, "cuMemGetInfo_v2");
-    return info && info(&f, &t) == 0 ? (long long)(t - f) : -1;
-}
-
 /* IPC handles open in this process now (the fake's count). */
 static int ipc_open_now(void)
 {
@@ -862,13 +851,13 @@ static void keep_maps(ncclComm_t comm, int idx)
     }
     o3 = ipc_opened();
     int open0 = ipc_open_now();
-    long long before = used_mem(), ms = -1;
+    long long before = free_mem(), ms = -1; /* the fake: this process's, its freed memory mapped elsewhere held */
     int fm0 = freed_mapped();
     xfree(buf[0]);
     int fm = freed_mapped() - fm0;
     long long t0 = mono_ms();
     for (;;) {
-        if (used_mem() <= before - BYTES) {
+        if (before >= 0 && free_mem() >= before + BYTES) {
             ms = mono_ms() - t0;
             break;
         }
