@@ -91,7 +91,7 @@ static void load_dlopen(const char *path)
 static void config_2_30(ncclConfig_t *c)
 {
     memset(c, 0, sizeof(*c));
-    c->size = sizeof(*c);
+    c->size = offsetof(ncclConfig_t, launchOrderImplicit); /* 2.30's sizeof */
     c->magic = NCCL_CONFIG_MAGIC;
     c->version = 23007;
     c->blocking = 1;

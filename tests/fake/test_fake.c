@@ -232,7 +232,7 @@ int main(int argc, char **argv)
     unsetenv("FAKE_NCCL_SPLIT_NRANKS");
     unsetenv("FAKE_NCCL_INPROGRESS_POLLS");
 
-    printf("1..34\n");
+    printf("1..36\n");
     char line[4096], prefix[64];
     int pid = (int)getpid();
 
