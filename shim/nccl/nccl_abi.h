@@ -161,4 +161,7 @@ typedef struct {
 /* The first config version that carries launchCompletionEvent (2.32.0). */
 #define NCCL_COLLCONFIG_EVENT_VERSION 23200
 
+/* NCCL 2.32's ncclSetEncryption argument: forwarded, never read. */
+typedef struct ncclEncryptionConfig ncclEncryptionConfig_t;
+
 #endif

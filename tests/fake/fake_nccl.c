@@ -1474,6 +1474,13 @@ IMPL void impl_ncclParamDumpAll(struct line *L)
         line_add(L, " %s=%s", param_keys[i], getenv(param_keys[i]) ? getenv(param_keys[i]) : "(unset)");
 }
 
+/* NCCL 2.32: accepted and logged (the fake has no sockets to encrypt). */
+IMPL ncclResult_t impl_ncclSetEncryption(struct line *L, const ncclEncryptionConfig_t *config)
+{
+    (void)L;
+    return config ? ncclSuccess : fail(ncclInvalidArgument, "NULL encryption config");
+}
+
 #if defined(FAKE_NCCL_NEW) || defined(FAKE_NCCL_NEWEST)
 /* A function of an NCCL release the shim has never seen: it must receive
  * NCCL's own communicator, whoever looks it up (linked or dlsym). */
