@@ -12,7 +12,7 @@
 #     the calls that carry one fail, the others do not);
 #   - drop: every call counted and successful.
 # Every process runs under a bound (BOUND); one that overruns it fails the test.
-import os, re, subprocess, sys, tempfile, time
+import os, re, select, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from tap import BIN, CUDA, PRELOAD, ROOT, done, is_, ok, records  # noqa: E402
@@ -37,13 +37,19 @@ class Proc:
         self.out = None
 
     def first_id(self):
-        """The "ID <hex>" line rank 0 prints before its init (read line by line: it
-        is flushed at each newline, and the process waits for its peers after it)."""
-        for line in self.p.stdout:
-            if line.startswith("ID "):
-                self.head = line
-                return line.split()[1]
-        raise RuntimeError("the root printed no ID: " + self.p.stderr.read())
+        """The "ID <hex>" line rank 0 prints before its init, read within the bound
+        (raw reads, kept: a buffered reader would hide what follows from communicate)."""
+        self.head, fd, deadline = b"", self.p.stdout.fileno(), self.start + BOUND
+        while b"\n" not in self.head:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                raise RuntimeError("the root printed no ID within %ds" % BOUND)
+            chunk = os.read(fd, 65536)
+            if not chunk:
+                raise RuntimeError("the root exited before printing its ID: " + self.p.stderr.read())
+            self.head += chunk
+        self.head = self.head.decode()
+        return self.head.split("\n")[0].split()[1]
 
     def wait(self):
         if self.out is None:
