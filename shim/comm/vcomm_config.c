@@ -22,9 +22,10 @@
 #include <stdatomic.h>
 #include <stddef.h>
 
-/* One warning per process for unreadable configs: an application that
- * passes a bad one does so on every call. */
-static atomic_int g_bad_config_warned;
+/* One warning per process for unreadable configs, and one for events that
+ * cannot be recorded: an application that passes a bad one does so on every
+ * call.  Each call still returns its error. */
+static atomic_int g_bad_config_warned, g_bad_event_warned;
 
 static ncclResult_t check_config(const struct shim_comm *h, const ncclCollConfig_t *c, const char *fn)
 {
@@ -61,6 +62,8 @@ static ncclResult_t finish(const struct shim_comm *h, ncclResult_t r, const nccl
     CUresult cr = cu ? cu->cuEventRecord((CUevent)e, (CUstream)stream) : 0;
     if (cu && cr == 0)
         return ncclSuccess;
+    if (atomic_exchange(&g_bad_event_warned, 1))
+        return ncclUnhandledCudaError;
     if (cu)
         shim_cuda_error("cuEventRecord", cr, why, sizeof(why));
     shim_warn("coll-config", "%s on communicator %s (rank %d of %d): its launchCompletionEvent could not be recorded "
