@@ -59,8 +59,8 @@ static ncclResult_t finish(const struct shim_comm *h, ncclResult_t r, const nccl
         return r;
     char why[256] = "";
     const struct shim_cuda *cu = shim_cuda(why, sizeof(why));
-    CUresult cr = cu ? cu->cuEventRecord((CUevent)e, (CUstream)stream) : 0;
-    if (cu && cr == 0)
+    CUresult cr = cu ? cu->cuEventRecord((CUevent)e, (CUstream)stream) : CUDA_SUCCESS;
+    if (cu && cr == CUDA_SUCCESS)
         return ncclSuccess;
     if (atomic_exchange(&g_bad_event_warned, 1))
         return ncclUnhandledCudaError;
