@@ -65,7 +65,7 @@ MAP := $(BUILD)/ncclshim.map
 # What the build writes outside $(BUILD): `make clean` removes it, and the aarch64 build
 # (tools/cross/cross.mk) leaves it out of its copy of the sources.
 OUTPUTS := tools/ncclshim-inspect tools/inspect/report_html.gen.h tests/bin tests/fake/a tests/fake/b \
-           tests/fake/old tests/fake/new tests/fake/cuda tests/fake/test_fake tests/inspect/fuzz_records
+           tests/fake/old tests/fake/new tests/fake/newest tests/fake/cuda tests/fake/test_fake tests/inspect/fuzz_records
 all: $(LIB) tools/ncclshim-inspect fake-nccl tests-bin
 
 $(MAP): shim/interpose/exports.map.in shim/nccl/nccl_api.def

@@ -51,13 +51,15 @@ typedef enum { ncclScalarDevice = 0, ncclScalarHostImmediate = 1 } ncclScalarRes
  * ncclConfig_t grows with NCCL versions; callers fill `size` and `version`.
  * Its fields are listed once, with the release that added each and the
  * version from which NCCL honours it, in nccl_config.def (laid out here;
- * read by shim/nccl/nccl_config.c).  Layout of NCCL 2.30.7; older versions
- * are prefixes (tests/t/09-abi.t checks every header we have).  NCCL copies
+ * read by shim/nccl/nccl_config.c).  Layout of NCCL 2.32.3 (120 bytes on
+ * LP64; its five fields after graphStreamOrdering from
+ * ../shared/nccl-headers/newer-releases.md, no released header); older
+ * versions are prefixes (tests/t/09-abi.t checks every header we have).  NCCL copies
  * min(size, its own sizeof) bytes, so a larger config is safe on an older
  * NCCL, and then resets every field whose release is newer than the
  * config's `version`.
  */
-#define NCCL_ABI_VERSION 23007          /* the nccl.h this layout is taken from */
+#define NCCL_ABI_VERSION 23203          /* the nccl.h this layout is taken from */
 #define NCCL_CONFIG_MAGIC 0xcafebeefu
 #define NCCL_CONFIG_UNDEF_INT (-2147483647 - 1)
 #define NCCL_CONFIG_INT int
@@ -121,5 +123,45 @@ typedef enum {
 } ncclCommMemStat_t;
 typedef struct { int opCnt, peer, sigIdx, ctx; } ncclWaitSignalDesc_t;
 typedef struct ncclParamHandle *ncclParamHandle_t;
+
+/*
+ * NCCL 2.31's per-collective configuration, the trailing argument of the
+ * nccl*Config collectives (NULL: the plain collective).  Versioned and
+ * append-only like ncclConfig_t: `size`, `magic`, `version` first.  Layout
+ * from ../shared/nccl-headers/newer-releases.md (no released header could be
+ * had).  Not known from those sources: the value of `magic` (taken to be
+ * NCCL_API_MAGIC, as NCCL_CONFIG_INITIALIZER and
+ * NCCL_COMM_PROPERTIES_INITIALIZER use), and the config version from which
+ * NCCL reads launchCompletionEvent (taken to be 2.32's, with the size
+ * holding it); both are one #define here, checked by tests/t/09-abi.t when a
+ * 2.31+ header appears.  The shim reads only size, magic, version and
+ * launchCompletionEvent (shim/comm/vcomm_config.c); the rest tunes NCCL's
+ * kernels and is forwarded untouched.
+ */
+typedef struct ncclConfigExt ncclConfigExt_t;   /* vendor options: a list the shim never walks */
+typedef struct CUevent_st *cudaEvent_t;
+#define NCCL_COLLCONFIG_MAGIC NCCL_API_MAGIC
+typedef struct {
+    size_t size;
+    unsigned int magic;
+    unsigned int version;
+    ncclConfigExt_t *ext;
+    int minCTAs;
+    int maxCTAs;
+    int nvlsCTAs;
+    int cgaClusterSize;
+    const char *algSelection;
+    int forceAlgSelection;
+    int CTAPolicy;
+    uint64_t userProfilerTag;
+    cudaEvent_t launchCompletionEvent;  /* since 2.32 */
+} ncclCollConfig_t;
+/* The 2.31 struct: what a config must hold at least to be read at all. */
+#define NCCL_COLLCONFIG_SIZE_2_31 offsetof(ncclCollConfig_t, launchCompletionEvent)
+/* The first config version that carries launchCompletionEvent (2.32.0). */
+#define NCCL_COLLCONFIG_EVENT_VERSION 23200
+
+/* NCCL 2.32's ncclSetEncryption argument: forwarded, never read. */
+typedef struct ncclEncryptionConfig ncclEncryptionConfig_t;
 
 #endif

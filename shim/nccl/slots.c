@@ -90,7 +90,7 @@ static void warn_if_newer(const struct shim_slot *s)
     if (s->version <= SHIM_TABLE_NEWEST || atomic_exchange(&warned, 1))
         return;
     shim_warn("nccl-newer", "%s is NCCL %d.%d.%d, newer than the newest NCCL whose functions this shim knows "
-              "(2.30): communicators NCCL makes work as without the shim, but a communicator the shim dropped "
+              "(2.32): communicators NCCL makes work as without the shim, but a communicator the shim dropped "
               "or runs over CUDA IPC must not be passed to a function NCCL added since; if the application "
               "does, use a newer ncclshim or NCCLSHIM_WEIGHT_UPDATE=passthrough", s->path, s->version / 10000,
               s->version / 100 % 100, s->version % 100);

@@ -15,8 +15,9 @@
 #include <stdatomic.h>
 
 #define SHIM_NSLOTS 4
-/* The newest NCCL whose every function nccl_api.def holds (2.30.x). */
-#define SHIM_TABLE_NEWEST 23099
+/* The newest NCCL whose every function nccl_api.def holds: 2.32.x (the
+ * table is taken from 2.32.3; a patch release adds no function). */
+#define SHIM_TABLE_NEWEST 23299
 
 
 struct shim_slot {

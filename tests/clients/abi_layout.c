@@ -68,5 +68,26 @@ int main(void)
     P(ncclCommProperties_t, hostRmaSupport) P(ncclCommProperties_t, railedGinType)
     printf("NCCL_API_MAGIC %u\n", (unsigned)NCCL_API_MAGIC);
 #endif
+    /* 2.31's per-collective config: its layout, and the magic and version
+     * NCCL_COLLCONFIG_INITIALIZER gives (the magic is the shim's assumption,
+     * nccl_abi.h: this is where a real 2.31+ header proves or refutes it). */
+#if V >= 23100
+    P(ncclCollConfig_t, size) P(ncclCollConfig_t, magic) P(ncclCollConfig_t, version) P(ncclCollConfig_t, ext)
+    P(ncclCollConfig_t, minCTAs) P(ncclCollConfig_t, maxCTAs) P(ncclCollConfig_t, nvlsCTAs)
+    P(ncclCollConfig_t, cgaClusterSize) P(ncclCollConfig_t, algSelection) P(ncclCollConfig_t, forceAlgSelection)
+    P(ncclCollConfig_t, CTAPolicy) P(ncclCollConfig_t, userProfilerTag)
+#ifdef REAL_NCCL_H
+    {
+        ncclCollConfig_t init = NCCL_COLLCONFIG_INITIALIZER;
+        printf("ncclCollConfig_t %zu magic %u\n", sizeof(ncclCollConfig_t), init.magic);
+    }
+#else
+    printf("ncclCollConfig_t %zu magic %u\n", V >= 23200 ? sizeof(ncclCollConfig_t) : NCCL_COLLCONFIG_SIZE_2_31,
+           (unsigned)NCCL_COLLCONFIG_MAGIC);
+#endif
+#endif
+#if V >= 23200
+    P(ncclCollConfig_t, launchCompletionEvent)
+#endif
     return 0;
 }

@@ -121,7 +121,9 @@ static void scenario_basic(void)
                          NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, "my-comm", NCCL_CONFIG_UNDEF_INT,
                          NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
                          NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
-                         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT };
+                         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
+                         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT,
+                         NCCL_CONFIG_UNDEF_INT, NCCL_CONFIG_UNDEF_INT };
     ncclComm_t child = NULL;
     CHECK(A.ncclCommSplit(comm, 0, 0, &child, &cfg) == ncclSuccess && child, "ncclCommSplit of a handle");
     ncclComm_t nochild = (ncclComm_t)(uintptr_t)1;

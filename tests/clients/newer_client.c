@@ -50,6 +50,8 @@ static struct api A;
 ncclResult_t ncclCommFutureQuery(ncclComm_t comm, int *out);
 static void load_linked(void)
 {
+/* linked against the fake 2.30.7: its functions only (config_client.c has 2.31's) */
+#define NCCL_API_SINCE(v) ((v) <= 23007)
 #define LINK(name) A.name = name;
 #define NCCL_PLAIN(ret, name, params, args) LINK(name)
 #define NCCL_VOID(name, params, args) LINK(name)
@@ -57,6 +59,7 @@ static void load_linked(void)
 #define NCCL_DATA(name, op, params, args, count, dtype) LINK(name)
 #define NCCL_LIFE(ret, name, params, args) LINK(name)
 #include "nccl_api.def"
+#undef NCCL_API_SINCE
     LINK(ncclCommFutureQuery)
 }
 #else
@@ -88,7 +91,7 @@ static void load_dlopen(const char *path)
 static void config_2_30(ncclConfig_t *c)
 {
     memset(c, 0, sizeof(*c));
-    c->size = sizeof(*c);
+    c->size = offsetof(ncclConfig_t, launchOrderImplicit); /* 2.30's sizeof */
     c->magic = NCCL_CONFIG_MAGIC;
     c->version = 23007;
     c->blocking = 1;

@@ -36,6 +36,13 @@
  *            hold=1 (before destroy, wait for the sync file "release")
  *            keep=1 (peers' buffers kept mapped across a pause, closed once freed:
  *            see keep_maps; "KEEP ..."), keep=2 (the same with rank 0 the only root)
+ *            collcfg=1 (NCCL 2.31's nccl*Config collectives, bound by the dynamic
+ *            linker as in a caller built against 2.31 whatever libnccl it loads
+ *            (weak references: the fake 2.28.9 it links against lacks them, the
+ *            shim's exports have them): see coll_configs; "COLLCFG i ok|fail
+ *            <what>", "COLLCFG-RC i <name> <result>" for each call);
+ *            collcfg=2 (the same calls, only their results checked: a dropped
+ *            communicator moves no data)
  *
  * RANK_CLIENT_MEM=cuda: the broadcast and all-gather buffers come from the
  * fake libcuda's cuMemAlloc (memory a peer can open by cuIpcGetMemHandle, as
@@ -78,7 +85,7 @@
 
 #define MAX_IDS 16
 
-static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend, g_cfgver;
+static int g_rank, g_nranks, g_fn, g_ops, g_allapi, g_xfer, g_vanish, g_suspend, g_cfgver, g_collcfg;
 static int g_cycles = 1, g_midbcast, g_resumefail, g_p2p;
 static enum { VMMTEST_NONE, VMMTEST_FORGET, VMMTEST_REMAP, VMMTEST_ALIAS, VMMTEST_FRESH } g_vmmtest;
 static int g_keep;                      /* keep=1, 2: keep_maps */
@@ -526,6 +533,146 @@ static void suspend_resume(ncclComm_t comm, int i)
     ncclResult_t after = ncclBroadcast(data, data, 64, ncclFloat32, 0, comm, NULL);
     printf("SUSPEND %d found=1 persist=%llu rc=%d suspended=%llu refused=%d resume=%d after=%d again=%d\n", i,
            (unsigned long long)persist, rc, (unsigned long long)suspended, refused, resumed, after, again);
+}
+
+/* --- collcfg=1 --- */
+
+/* The collectives of NCCL 2.31 that move data on every communicator the
+ * shim answers (ipc: broadcast, all-gather, all-reduce), checked byte for
+ * byte; the other five compared with their plain forms' results; configs
+ * NCCL refuses (bad magic, 2.30-sized) refused.  Each call's config is a
+ * 2.32 one whose launchCompletionEvent is an event of the fake libcuda, so
+ * that the shim records it (FAKE_CUDA_FAIL=cuEventRecord shows it does). */
+#pragma weak ncclBroadcastConfig
+#pragma weak ncclAllReduceConfig
+#pragma weak ncclAllGatherConfig
+#pragma weak ncclReduceConfig
+#pragma weak ncclReduceScatterConfig
+#pragma weak ncclAlltoAllConfig
+#pragma weak ncclGatherConfig
+#pragma weak ncclScatterConfig
+
+static void coll_config_of(ncclCollConfig_t *c, void *event)
+{
+    memset(c, 0, sizeof(*c));
+    c->size = sizeof(*c);
+    c->magic = NCCL_COLLCONFIG_MAGIC;
+    c->version = 23203;
+    c->minCTAs = c->maxCTAs = c->nvlsCTAs = c->cgaClusterSize = c->CTAPolicy = NCCL_CONFIG_UNDEF_INT;
+    c->forceAlgSelection = 1;
+    c->userProfilerTag = 42;
+    c->launchCompletionEvent = (cudaEvent_t)event;
+}
+
+static const char *coll_configs(ncclComm_t comm, int idx, char *what, size_t len)
+{
+    __typeof__(ncclBroadcastConfig) *bcast = ncclBroadcastConfig;
+    __typeof__(ncclAllReduceConfig) *allreduce = ncclAllReduceConfig;
+    __typeof__(ncclAllGatherConfig) *allgather = ncclAllGatherConfig;
+    __typeof__(ncclReduceConfig) *reduce = ncclReduceConfig;
+    __typeof__(ncclReduceScatterConfig) *reducescatter = ncclReduceScatterConfig;
+    __typeof__(ncclAlltoAllConfig) *alltoall = ncclAlltoAllConfig;
+    __typeof__(ncclGatherConfig) *gather = ncclGatherConfig;
+    __typeof__(ncclScatterConfig) *scatter = ncclScatterConfig;
+    if (!bcast || !allreduce || !allgather || !reduce || !reducescatter || !alltoall || !gather || !scatter)
+        return "an nccl*Config function is missing";
+    void *event = NULL;
+    int (*event_create)(void **, unsigned) = NULL, (*event_destroy)(void *) = NULL;
+    if (g_cuda) {
+        *(void **)&event_create = dlsym(g_cuda, "cuEventCreate");
+        *(void **)&event_destroy = dlsym(g_cuda, "cuEventDestroy_v2");
+        if (!event_create || !event_destroy || event_create(&event, 0) != 0)
+            return "cuEventCreate";
+    }
+    ncclCollConfig_t cfg;
+    coll_config_of(&cfg, event);
+    const char *bad = NULL;
+    ncclResult_t r;
+    /* Broadcasts of odd sizes from every root, on the three streams in turn. */
+    static const size_t sizes[] = { 1, 4097, 100000 };
+    int seq = 500;
+    for (int root = 0; root < g_nranks && !bad; root++)
+        for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]) && !bad; k++, seq++) {
+            size_t n = sizes[k];
+            unsigned char *buf = xalloc(n);
+            if (!buf)
+                return "malloc";
+            for (size_t i = 0; i < n; i++)
+                buf[i] = g_rank == root ? pattern(seq, root, i) : 0xee;
+            r = bcast(buf, buf, n, ncclUint8, root, comm, g_streams[seq % 3], seq % 2 ? &cfg : NULL);
+            printf("COLLCFG-RC %d ncclBroadcastConfig %d\n", idx, (int)r);
+            size_t wrong = n;
+            for (size_t i = 0; i < n && wrong == n && g_collcfg == 1; i++)
+                if (buf[i] != pattern(seq, root, i))
+                    wrong = i;
+            xfree(buf);
+            if (r != ncclSuccess || wrong != n) {
+                snprintf(what, len, "ncclBroadcastConfig of %zu bytes from root %d: result %d, first wrong byte %zd",
+                         n, root, (int)r, wrong == n ? (ssize_t)-1 : (ssize_t)wrong);
+                bad = what;
+            }
+        }
+    /* All-gather: block q holds rank q's bytes. */
+    size_t per = 3001;
+    unsigned char *all = xalloc(per * (size_t)g_nranks), *mine = xalloc(per);
+    int32_t sum[64], expect[64];
+    if (!bad && all && mine) {
+        memset(all, 0xee, per * (size_t)g_nranks);
+        for (size_t i = 0; i < per; i++)
+            mine[i] = pattern(600, g_rank, i);
+        r = allgather(mine, all, per, ncclUint8, comm, NULL, &cfg);
+        printf("COLLCFG-RC %d ncclAllGatherConfig %d\n", idx, (int)r);
+        int wrong = r != ncclSuccess;
+        for (int q = 0; q < g_nranks && !wrong && g_collcfg == 1; q++)
+            for (size_t i = 0; i < per && !wrong; i++)
+                wrong = all[per * (size_t)q + i] != pattern(600, q, i);
+        if (wrong) {
+            snprintf(what, len, "ncclAllGatherConfig: result %d", (int)r);
+            bad = what;
+        }
+    } else if (!bad) {
+        bad = "malloc";
+    }
+    xfree(all);
+    xfree(mine);
+    /* All-reduce (sum of int32): element i is the sum over ranks q of i + 1000 q. */
+    if (!bad) {
+        for (int i = 0; i < 64; i++) {
+            sum[i] = i + 1000 * g_rank;
+            expect[i] = g_nranks * i + 1000 * g_nranks * (g_nranks - 1) / 2;
+        }
+        r = allreduce(sum, sum, 64, ncclInt32, ncclSum, comm, NULL, &cfg);
+        printf("COLLCFG-RC %d ncclAllReduceConfig %d\n", idx, (int)r);
+        if (r != ncclSuccess || (g_collcfg == 1 && memcmp(sum, expect, sizeof(sum)) != 0)) {
+            snprintf(what, len, "ncclAllReduceConfig: result %d, [1] = %d, not %d", (int)r, (int)sum[1],
+                     (int)expect[1]);
+            bad = what;
+        }
+    }
+    /* The other five answer as their plain forms (the results printed for the test). */
+    float a[64] = { 0 }, b[64 * 8] = { 0 };
+    printf("COLLCFG-RC %d ncclReduceConfig %d plain %d\n", idx,
+           (int)reduce(a, b, 4, ncclFloat32, ncclSum, 0, comm, NULL, &cfg),
+           (int)ncclReduce(a, b, 4, ncclFloat32, ncclSum, 0, comm, NULL));
+    printf("COLLCFG-RC %d ncclReduceScatterConfig %d plain %d\n", idx,
+           (int)reducescatter(a, b, 1, ncclFloat32, ncclSum, comm, NULL, &cfg),
+           (int)ncclReduceScatter(a, b, 1, ncclFloat32, ncclSum, comm, NULL));
+    printf("COLLCFG-RC %d ncclAlltoAllConfig %d plain %d\n", idx,
+           (int)alltoall(a, b, 1, ncclFloat32, comm, NULL, &cfg), (int)ncclAlltoAll(a, b, 1, ncclFloat32, comm, NULL));
+    printf("COLLCFG-RC %d ncclGatherConfig %d plain %d\n", idx, (int)gather(a, b, 1, ncclFloat32, 0, comm, NULL, &cfg),
+           (int)ncclGather(a, b, 1, ncclFloat32, 0, comm, NULL));
+    printf("COLLCFG-RC %d ncclScatterConfig %d plain %d\n", idx,
+           (int)scatter(a, b, 1, ncclFloat32, 0, comm, NULL, &cfg), (int)ncclScatter(a, b, 1, ncclFloat32, 0, comm, NULL));
+    /* Configs NCCL cannot read: every rank calls, none moves data. */
+    ncclCollConfig_t wrong = cfg;
+    wrong.magic = 0x12345678u;
+    printf("COLLCFG-RC %d badmagic %d\n", idx, (int)allreduce(sum, sum, 64, ncclInt32, ncclSum, comm, NULL, &wrong));
+    wrong = cfg;
+    wrong.size = NCCL_COLLCONFIG_SIZE_2_31 - 8;
+    printf("COLLCFG-RC %d smallsize %d\n", idx, (int)allreduce(sum, sum, 64, ncclInt32, ncclSum, comm, NULL, &wrong));
+    if (event && event_destroy(event) != 0 && !bad)
+        bad = "cuEventDestroy";
+    return bad;
 }
 
 /* --- suspend=2 --- */
@@ -1182,6 +1329,11 @@ static void *run_one(void *arg)
         }
         if (g_allapi)
             call_all(comm, i);
+        if (g_collcfg) {
+            char what[256];
+            const char *bad = coll_configs(comm, i, what, sizeof(what));
+            printf("COLLCFG %d %s%s\n", i, bad ? "fail " : "ok", bad ? bad : "");
+        }
         if (g_suspend == 1)
             suspend_resume(comm, i);
         else if (g_suspend == 2)
@@ -1248,6 +1400,8 @@ static void opt(int argc, char **argv, int from, int *delay_ms, int *leaks)
             g_hold = atoi(argv[i] + 5);
         else if (strncmp(argv[i], "keep=", 5) == 0)
             g_keep = atoi(argv[i] + 5);
+        else if (strncmp(argv[i], "collcfg=", 8) == 0)
+            g_collcfg = atoi(argv[i] + 8);
     }
 }
 

@@ -1,6 +1,6 @@
 # The fake libnccl.so.2 for the CPU tests (see tests/fake/fake_nccl.c).
 #
-#   make -f tests/fake/fake.mk fake-nccl       a/, b/, old/ and new/libnccl.so.2
+#   make -f tests/fake/fake.mk fake-nccl       a/, b/, old/, new/ and newest/libnccl.so.2
 #   make -f tests/fake/fake.mk tests/fake/test_fake
 #   make -f tests/fake/fake.mk check-fake      builds both and runs the test
 #
@@ -17,7 +17,8 @@ FAKE_CFLAGS := -std=gnu11 -Wall -Wextra -Werror -fPIC -fvisibility=hidden -Ishim
 FAKE_LDFLAGS := -shared -Wl,-soname,libnccl.so.2 -Wl,--no-undefined
 FAKE_LIBS := -ldl -lpthread
 FAKE_NCCL_LIBS := $(FAKE_DIR)/a/libnccl.so.2 $(FAKE_DIR)/b/libnccl.so.2 \
-                  $(FAKE_DIR)/old/libnccl.so.2 $(FAKE_DIR)/new/libnccl.so.2
+                  $(FAKE_DIR)/old/libnccl.so.2 $(FAKE_DIR)/new/libnccl.so.2 \
+                  $(FAKE_DIR)/newest/libnccl.so.2
 
 .PHONY: fake-nccl check-fake clean-fake
 
@@ -38,6 +39,10 @@ $(FAKE_DIR)/old/libnccl.so.2: $(FAKE_DEPS)
 $(FAKE_DIR)/new/libnccl.so.2: $(FAKE_DEPS)
 	@mkdir -p $(@D)
 	$(CC) $(CFLAGS) $(FAKE_CFLAGS) -DFAKE_NCCL_NEW '-DFAKE_NCCL_NAME="new"' $(FAKE_LDFLAGS) -o $@ $(FAKE_SRC) $(FAKE_LIBS)
+
+$(FAKE_DIR)/newest/libnccl.so.2: $(FAKE_DEPS)
+	@mkdir -p $(@D)
+	$(CC) $(CFLAGS) $(FAKE_CFLAGS) -DFAKE_NCCL_NEWEST '-DFAKE_NCCL_NAME="newest"' $(FAKE_LDFLAGS) -o $@ $(FAKE_SRC) $(FAKE_LIBS)
 
 $(FAKE_DIR)/test_fake: $(FAKE_DIR)/test_fake.c shim/nccl/nccl_abi.h shim/nccl/nccl_api.def $(FAKE_DIR)/fake.mk
 	$(CC) $(CFLAGS) -std=gnu11 -Wall -Wextra -Werror -Ishim/nccl -o $@ $< -ldl -lpthread

@@ -11,6 +11,9 @@
  *   b/libnccl.so.2    the same, built with -DFAKE_NCCL_NAME='"b"'
  *   old/libnccl.so.2  -DFAKE_NCCL_OLD: NCCL 2.18.5 (21805), without the
  *                     functions 2.18 lacked (see VERSION FACTS below)
+ *   new/libnccl.so.2  -DFAKE_NCCL_NEW: NCCL 2.30.7 (23007)
+ *   newest/libnccl.so.2  -DFAKE_NCCL_NEWEST: NCCL 2.32.3 (23203), with
+ *                     2.31's nccl*Config collectives
  *
  * CALL LOG
  * --------
@@ -132,8 +135,13 @@
  *   old/  2.18.5        a/, b/  2.28.9        new/  2.30.7, and one function
  *                                             of a release the shim has never
  *                                             seen (ncclCommFutureQuery)
+ *   newest/  2.32.3: 2.31's nccl*Config collectives, and the 2.31/2.32
+ *            ncclConfig_t fields (../shared/nccl-headers/newer-releases.md)
  */
-#if defined(FAKE_NCCL_OLD)
+#if defined(FAKE_NCCL_NEWEST)
+#define FAKE_VERSION 23203
+#define FAKE_NUM_TYPES 12
+#elif defined(FAKE_NCCL_OLD)
 #define FAKE_VERSION 21805
 #define FAKE_NUM_TYPES 10
 #elif defined(FAKE_NCCL_NEW)
@@ -263,7 +271,11 @@ static int config_ok(const ncclConfig_t *c) { return c->magic == NCCL_CONFIG_MAG
 
 /* This release's ncclConfig_t: the fields its nccl.h declares, the rest of
  * ours beyond its sizeof. */
-#if FAKE_VERSION >= 23005
+#if FAKE_VERSION >= 23200
+#define FAKE_CONFIG_END (offsetof(ncclConfig_t, nvlsHostMode) + sizeof(int))
+#elif FAKE_VERSION >= 23100
+#define FAKE_CONFIG_END (offsetof(ncclConfig_t, hostCftMode) + sizeof(int))
+#elif FAKE_VERSION >= 23005
 #define FAKE_CONFIG_END (offsetof(ncclConfig_t, graphStreamOrdering) + sizeof(int))
 #elif FAKE_VERSION >= 22800
 #define FAKE_CONFIG_END (offsetof(ncclConfig_t, nvlinkCentricSched) + sizeof(int))
@@ -288,6 +300,7 @@ static void parse_config(const ncclConfig_t *in, ncclConfig_t *out)
     d.collnetEnable = d.CTAPolicy = d.shrinkShare = d.nvlsCTAs = NCCL_CONFIG_UNDEF_INT;
     d.nChannelsPerNetPeer = d.nvlinkCentricSched = d.graphUsageMode = d.numRmaCtx = NCCL_CONFIG_UNDEF_INT;
     d.maxP2pPeers = d.graphStreamOrdering = NCCL_CONFIG_UNDEF_INT;
+    d.launchOrderImplicit = d.numRmaSig = d.rmaEagerInit = d.hostCftMode = d.nvlsHostMode = NCCL_CONFIG_UNDEF_INT;
     *out = d;
     size_t n = in->size < FAKE_CONFIG_END ? in->size : FAKE_CONFIG_END;
     memcpy(out, in, n);
@@ -320,6 +333,16 @@ static void parse_config(const ncclConfig_t *in, ncclConfig_t *out)
         out->maxP2pPeers = d.maxP2pPeers;
     if (v < 23005)
         out->graphStreamOrdering = d.graphStreamOrdering;
+    /* 2.31/2.32: no init.cc of theirs was at hand; gated by the release
+     * that added each (as the shim's table assumes). */
+    if (v < 23100) {
+        out->launchOrderImplicit = d.launchOrderImplicit;
+        out->numRmaSig = d.numRmaSig;
+        out->rmaEagerInit = d.rmaEagerInit;
+        out->hostCftMode = d.hostCftMode;
+    }
+    if (v < 23200)
+        out->nvlsHostMode = d.nvlsHostMode;
 }
 
 /* netName, blocking, the channel bounds and nChannelsPerNetPeer as NCCL
@@ -352,6 +375,18 @@ static void log_config(struct line *L, const char *key, ncclConfig_t *c)
                  c->collnetEnable, c->commName ? c->commName : "(null)", c->CTAPolicy, c->shrinkShare,
                  c->nvlsCTAs, c->nChannelsPerNetPeer, c->nvlinkCentricSched, c->graphUsageMode, c->numRmaCtx,
                  c->maxP2pPeers, c->graphStreamOrdering, c->blocking);
+    if (p.launchOrderImplicit != NCCL_CONFIG_UNDEF_INT || p.nvlsHostMode != NCCL_CONFIG_UNDEF_INT)
+        line_add(L, " cfg231=%d,%d,%d,%d,%d", p.launchOrderImplicit, p.numRmaSig, p.rmaEagerInit, p.hostCftMode,
+                 p.nvlsHostMode);
+}
+
+/* A per-collective config (2.31): `cc=` size,magic-ok,version,event. */
+static void log_coll_config(struct line *L, const char *key, const ncclCollConfig_t *c)
+{
+    log_ptr(L, key, c);
+    if (c)
+        line_add(L, " cc=%zu,%d,%u,0x%" PRIxPTR, c->size, c->magic == NCCL_COLLCONFIG_MAGIC, c->version,
+                 c->size >= sizeof(*c) ? (uintptr_t)c->launchCompletionEvent : (uintptr_t)0);
 }
 
 static void log_team(struct line *L, const char *key, ncclTeam_t t)
@@ -362,6 +397,7 @@ static void log_team(struct line *L, const char *key, ncclTeam_t t)
 #define LOG_ARG(a)                                                            \
     _Generic((a), int: log_int, unsigned int: log_enum, size_t: log_size,     \
              ncclUniqueId: log_id, ncclConfig_t *: log_config,               \
+             const ncclCollConfig_t *: log_coll_config,                       \
              ncclTeam_t: log_team, default: log_ptr)(&L, #a, a);
 
 /* FOR_EACH over 0..8 arguments */
@@ -1438,7 +1474,14 @@ IMPL void impl_ncclParamDumpAll(struct line *L)
         line_add(L, " %s=%s", param_keys[i], getenv(param_keys[i]) ? getenv(param_keys[i]) : "(unset)");
 }
 
-#ifdef FAKE_NCCL_NEW
+/* NCCL 2.32: accepted and logged (the fake has no sockets to encrypt). */
+IMPL ncclResult_t impl_ncclSetEncryption(struct line *L, const ncclEncryptionConfig_t *config)
+{
+    (void)L;
+    return config ? ncclSuccess : fail(ncclInvalidArgument, "NULL encryption config");
+}
+
+#if defined(FAKE_NCCL_NEW) || defined(FAKE_NCCL_NEWEST)
 /* A function of an NCCL release the shim has never seen: it must receive
  * NCCL's own communicator, whoever looks it up (linked or dlsym). */
 EXPORT ncclResult_t pncclCommFutureQuery(ncclComm_t comm, int *out);
@@ -1595,6 +1638,60 @@ IMPL ncclResult_t impl_ncclScatter(struct line *L, const void *sendbuff, void *r
     ncclResult_t r = data_check(L, comm, datatype, 0, 0, 1, root, &c);
     return r ? r : data_copy(&c, sendbuff, recvbuff, count, datatype);
 }
+
+/* NCCL 2.31's collectives with a per-collective config: the config checked
+ * (NULL is the plain call; one not made with NCCL_COLLCONFIG_INITIALIZER, or
+ * smaller than 2.31's, is refused as an invalid argument), then the plain
+ * collective.  A 2.32 launchCompletionEvent is logged, not recorded: the
+ * fake has no CUDA of its own. */
+static ncclResult_t coll_config_check(const ncclCollConfig_t *c)
+{
+    if (c && (c->magic != NCCL_COLLCONFIG_MAGIC || c->size < NCCL_COLLCONFIG_SIZE_2_31))
+        return fail(ncclInvalidArgument, "invalid ncclCollConfig_t");
+    return ncclSuccess;
+}
+
+#define CONFIG_VARIANT(name, params, args)                                    \
+    IMPL ncclResult_t impl_##name##Config(struct line *L, FAKE_UNPACK params, \
+                                          const ncclCollConfig_t *config)     \
+    {                                                                         \
+        ncclResult_t r = coll_config_check(config);                           \
+        return r ? r : impl_##name(L, FAKE_UNPACK args);                      \
+    }
+#define FAKE_UNPACK(...) __VA_ARGS__
+CONFIG_VARIANT(ncclAllReduce,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, op, comm, stream))
+CONFIG_VARIANT(ncclBroadcast,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream))
+CONFIG_VARIANT(ncclReduce,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op,
+                int root, ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, op, root, comm, stream))
+CONFIG_VARIANT(ncclAllGather,
+               (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+                cudaStream_t stream),
+               (sendbuff, recvbuff, sendcount, datatype, comm, stream))
+CONFIG_VARIANT(ncclReduceScatter,
+               (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))
+CONFIG_VARIANT(ncclAlltoAll,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+                cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, comm, stream))
+CONFIG_VARIANT(ncclGather,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream))
+CONFIG_VARIANT(ncclScatter,
+               (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root,
+                ncclComm_t comm, cudaStream_t stream),
+               (sendbuff, recvbuff, count, datatype, root, comm, stream))
+#undef CONFIG_VARIANT
 
 /* Point-to-point: validated and logged only (no self-copy is emulated). */
 IMPL ncclResult_t impl_ncclSend(struct line *L, const void *sendbuff, size_t count,

@@ -143,12 +143,23 @@ static const char *const api_2_28[] = {
 #include "nccl_api.def"
 };
 #undef NCCL_API_SINCE
+#define NCCL_API_SINCE(v) ((v) <= 23007)
+static const char *const api_2_30[] = {
+#define NCCL_PLAIN(ret, name, params, args) NAME(name)
+#define NCCL_COMM(ret, name, params, args) NAME(name)
+#define NCCL_LIFE(ret, name, params, args) NAME(name)
+#define NCCL_DATA(name, op, params, args, count, dtype) NAME(name)
+#define NCCL_VOID(name, params, args) NAME(name)
+#include "nccl_api.def"
+};
+#undef NCCL_API_SINCE
 #undef NAME
 #define N_API (sizeof api_names / sizeof api_names[0])
 struct release { const char *const *names; size_t n; };
 static const struct release rel_2_18 = { api_2_18, sizeof api_2_18 / sizeof api_2_18[0] };
 static const struct release rel_2_28 = { api_2_28, sizeof api_2_28 / sizeof api_2_28[0] };
-static const struct release rel_2_30 = { api_names, N_API };
+static const struct release rel_2_30 = { api_2_30, sizeof api_2_30 / sizeof api_2_30[0] };
+static const struct release rel_2_32 = { api_names, N_API };
 
 static int in_release(const struct release *r, const char *name)
 {
@@ -221,7 +232,7 @@ int main(int argc, char **argv)
     unsetenv("FAKE_NCCL_SPLIT_NRANKS");
     unsetenv("FAKE_NCCL_INPROGRESS_POLLS");
 
-    printf("1..34\n");
+    printf("1..36\n");
     char line[4096], prefix[64];
     int pid = (int)getpid();
 
@@ -478,6 +489,17 @@ int main(int argc, char **argv)
         check_exports(nw, "new", &rel_2_30);
     else
         ok(0, "new: exports");
+
+    /* the newest variant: NCCL 2.32.3, with 2.31's nccl*Config collectives */
+    void *nst = open_lib(dir, "newest", RTLD_NOW | RTLD_LOCAL);
+    v = 0;
+    ok(nst && SYM(nst, getVersion_t, "ncclGetVersion")(&v) == 0 && v == 23203 &&
+           dlsym(nst, "ncclBroadcastConfig") && !dlsym(nw, "ncclBroadcastConfig"),
+       "newest: version 23203 and ncclBroadcastConfig, which new (2.30.7) lacks");
+    if (nst)
+        check_exports(nst, "newest", &rel_2_32);
+    else
+        ok(0, "newest: exports");
 
     /* the b variant: same process, its own log name */
     void *b = open_lib(dir, "b", RTLD_NOW | RTLD_LOCAL);

@@ -1,7 +1,8 @@
 #!/bin/bash
 # GPU tests of ncclshim (TAP): real NCCL (torch's wheel), without and with the shim
 # preloaded: the one-GPU tests wherever there is a GPU (identity handles and NCCL_NET;
-# the colocated case, two processes on one GPU, and its suspend/resume), then those of
+# the colocated case, two processes on one GPU, its suspend/resume and NCCL 2.31's
+# nccl*Config collectives on it), then those of
 # 2 (and 4) GPUs.
 # Run by `make test-gpu` as `prove -v tests/gpu/run.sh`.
 #   SHIM=<libncclshim.so>     default build/libncclshim.so
@@ -183,6 +184,18 @@ import_checks < <(timeout -k 5 120 "$PY" "$HERE/cupy_refit.py" --check "$WORK/cu
 )
 . "$WORK/suspend.count"
 import_checks < <(timeout -k 5 120 "$PY" "$HERE/suspend.py" --check "$WORK/suspend.shim" 2>&1)
+# (h) NCCL 2.31's nccl*Config collectives on the colocated ipc communicator, reached by a
+# linked call as an application built against 2.31 reaches them (NCCL 2.28.9 lacks them:
+# the shim's export answers, NCCL is never called): bit-exact, the 2.32 completion event
+# recorded, a bad config refused.
+(
+    export NCCLSHIM_WEIGHT_UPDATE=auto NCCLSHIM_TRAINING_TITLES='*collconfig.py --worker --rank 0 *'
+    export NCCLSHIM_INFERENCE_TITLES='*collconfig.py --worker --rank 1 *'
+    launch collconfig collconfig.py shim
+    echo "n=$n nfail=$nfail" > "$WORK/collconfig.count"
+)
+. "$WORK/collconfig.count"
+import_checks < <(timeout -k 5 120 "$PY" "$HERE/collconfig.py" --check "$WORK/collconfig.shim" 2>&1)
 fi # the one-GPU tests
 if [ "$ngpu" -lt 2 ]; then
     echo "# the tests of 2 GPUs or more skipped: $ngpu GPU here"

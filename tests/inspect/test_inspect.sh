@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..144"
+echo "1..149"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -383,6 +383,20 @@ check "--check on a records file that is not records: exit 1, each named" eval '
 printf '{"type":"load","ts":1.0,"host":"vm","pid":3,"tid":3}\n{"type":"warning","ts":1.0,"host":"vm","pid":3,"tid":3,"what":"bad-setting","message":"NCCLSHIM_RULES: unknown action" }\n' > "$TMP/bad.jsonl"
 run --check "$TMP/bad.jsonl"
 check "--check with a malformed setting in a process: exit 1, names it" eval 'test $rc -eq 1 && has "^PROBLEM malformed setting in 1 process \(vm pid 3\): NCCLSHIM_RULES: unknown action" err'
+
+# --- NCCL 2.32's ATTN lines (a configuration fallback, a NET plugin that failed to initialize);
+# their exact shape is not known (no 2.32 source): read like WARN's, with or without file:line
+run --check "$FX/nccl232_attn"
+check "ATTN: --check exits 1 on a configuration fallback" eval 'test $rc -eq 1 && has "^PROBLEM id:0x01234567: NCCL ATTN \(p pid 50\): Configuration fallback: NVLS is not supported" err'
+check "ATTN: and on a NET plugin that failed to initialize (no file:line before the level)" has '^PROBLEM id:0x01234567: NCCL ATTN \(p pid 51\): Failed to initialize NET plugin AWS Libfabric' err
+check "ATTN: those two problems only" test "$(wc -l <"$TMP/err")" -eq 2
+run --json "$FX/nccl232_attn"
+check "ATTN --json: in the communicator's problems" jqt '[.communicators[0].problems[] | select(startswith("NCCL ATTN"))] | length == 2'
+# efasim_noshim as 2.32 logs it: the plugin's refusal as ATTN still explains the fallback to Socket
+mkdir -p "$TMP/attn_efasim"
+for f in "$FX"/efasim_noshim/*.log; do sed 's/ NCCL INFO Failed to initialize NET plugin/ NCCL ATTN Failed to initialize NET plugin/' "$f" > "$TMP/attn_efasim/${f##*/}"; done
+run --check "$TMP/attn_efasim"
+check "ATTN: a plugin's refusal logged as ATTN names the fabric in 'fell back to Socket', and is a problem itself" eval 'test $rc -eq 1 && has "^PROBLEM nccl:0x7a1200b0: fell back to Socket on ranks 0,1 .*Failed to initialize NET plugin EFASim" err && has "^PROBLEM nccl:0x7a1200b0: NCCL ATTN \(gpu1 pid 4100\): Failed to initialize NET plugin EFASim" err'
 
 # --- usage
 run

@@ -131,8 +131,14 @@ like "$(jqr "$TMP/envplugin/rec" 'select(.type=="comm" and .fn!="ncclCommGrow") 
     'env plugin .*NCCL_ENV_PLUGIN=myenv' "an NCCL env plugin with NCCL_NET set: passthrough, and the reason says why"
 
 # --- an NCCL newer than the table: one warning per process -----------------
-FAKE_NCCL_VERSION=23100 run newer "$BIN/newer_linked" linked nccl
-is "$(cat "$TMP/newer/rc")" 0 "NCCL 2.31: NCCL's communicators work as before"
+# (2.31 and 2.32 are in the table: no warning; 2.33 is not: one.)
+for v in 23102 23203; do
+    FAKE_NCCL_VERSION=$v run known$v "$BIN/newer_linked" linked nccl
+    is "$(cat "$TMP/known$v/rc") $(grep -c 'newer than the newest NCCL' "$TMP/known$v/err")" "0 0" \
+        "NCCL $v: known to the table, no warning"
+done
+FAKE_NCCL_VERSION=23300 run newer "$BIN/newer_linked" linked nccl
+is "$(cat "$TMP/newer/rc")" 0 "NCCL 2.33: NCCL's communicators work as before"
 is "$(grep -c 'newer than the newest NCCL whose functions this shim knows' "$TMP/newer/err")" 1 \
-    "NCCL 2.31: one warning, naming the risk for shim-only communicators"
+    "NCCL 2.33: one warning, naming the risk for shim-only communicators"
 done_testing

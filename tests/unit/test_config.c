@@ -33,7 +33,18 @@ static void initializer(ncclConfig_t *c, unsigned version, size_t size)
 
 static void test_table(void)
 {
-    ok(CFG_COUNT == 18, "2.30.7's config has 18 fields after version (%d)", CFG_COUNT);
+    ok(CFG_COUNT == 23, "2.32.3's config has 23 fields after version (%d)", CFG_COUNT);
+    ok(sizeof(ncclConfig_t) == 120 || sizeof(void *) != 8, "and is 120 bytes on LP64, as the facts file says (%zu)",
+       sizeof(ncclConfig_t));
+    ok(nccl_config_fields[CFG_launchOrderImplicit].added == 23100 && nccl_config_fields[CFG_hostCftMode].added == 23100 &&
+           nccl_config_fields[CFG_nvlsHostMode].added == 23200 && nccl_config_fields[CFG_nvlsHostMode].honoured == 23200,
+       "2.31's four fields and 2.32's nvlsHostMode, each honoured from its own release");
+    ncclConfig_t c231;
+    initializer(&c231, 23102, offsetof(ncclConfig_t, nvlsHostMode));
+    c231.numRmaSig = 4;
+    ok(nccl_config_read(&c231, CFG_numRmaSig, 23203) && !nccl_config_holds(&c231, CFG_nvlsHostMode) &&
+           !nccl_config_read(&c231, CFG_numRmaSig, 23007),
+       "a 2.31 config: NCCL 2.32 reads numRmaSig, 2.30 does not, and it holds no nvlsHostMode");
     ok(nccl_config_fields[CFG_netName].added == 21700 && nccl_config_fields[CFG_netName].honoured == 21700,
        "netName: 2.17's config, not 2.14's");
     ok(nccl_config_fields[CFG_splitShare].honoured == 0 && nccl_config_fields[CFG_commName].honoured == 0,

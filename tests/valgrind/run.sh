@@ -22,6 +22,8 @@ LD_LIBRARY_PATH="$FAKE/old" vg "missing function" "$BIN/client_linked" linked sh
 vg "NCCL 2.29/2.30 functions on NCCL's communicator" "$BIN/newer_linked" linked nccl
 NCCLSHIM_RULES='nranks=1:drop' vg "NCCL 2.29/2.30 functions on a dropped one" "$BIN/newer_linked" linked shim
 vg "communicator table across 200 creations and destroys" "$BIN/newer_linked" linked reuse 200
+RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1" LD_LIBRARY_PATH="$FAKE/newest" \
+    vg "NCCL 2.31's nccl*Config collectives on NCCL's communicator (the fake 2.32.3)" "$BIN/rank_client" root 1 1 collcfg=1
 # The rendezvous: root and rank of a 2-rank communicator, both under memcheck
 # (the root's serving thread, both rounds, the socket and drop actions).
 rv_pair() { # rv_pair <description> <extra args> <env...>
@@ -51,6 +53,9 @@ rv_pair "ipc: broadcasts from both roots, all-reduces (fake libcuda)" "xfer=1" N
 rv_pair "ipc: buffers of cuMemCreate (expandable segments) shared as file descriptors over Unix sockets" "xfer=1" \
     NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_IPC_CHUNK_BYTES=4096 NCCLSHIM_IPC_STEP_BYTES=8192 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 \
     RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1" RANK_CLIENT_MEM=vmm RANK_CLIENT_BIG=1
+rv_pair "ipc: NCCL 2.31's nccl*Config collectives, a 2.32 completion event recorded" "collcfg=1" \
+    NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_IPC_CHUNK_BYTES=4096 NCCLSHIM_IPC_STEP_BYTES=8192 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 \
+    RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1"
 mkdir -p "$TMP/sync"
 rv_pair "ipc: 10 suspend/resume cycles (staging given back and taken again), destroy while suspended" \
     "suspend=2 cycles=10" NCCLSHIM_WEIGHT_UPDATE=ipc NCCLSHIM_IPC_CHUNK_BYTES=4096 NCCLSHIM_IPC_STEP_BYTES=8192 FAKE_CUDA_WAIT_TIMEOUT_MS=60000 \
@@ -65,7 +70,8 @@ ok $([ $rc -le 2 ] && echo 0 || echo 1) "ncclshim-inspect over those records (rc
 [ $rc -le 2 ] || sed 's/^/#   /' "$TMP/err" | head -40
 # --html over the same records and fixtures with every kind of problem (decisions, peers lost, drops)
 timeout -k 5 300 $VG "$INSPECT" --html "$TMP/r.html" "$TMP/rec" "$ROOT/tests/inspect/fixtures/rv_ipc_dead_peer" \
-    "$ROOT/tests/inspect/fixtures/rv_drop" "$ROOT/tests/inspect/fixtures/efasim_passthrough" > /dev/null 2> "$TMP/err"
+    "$ROOT/tests/inspect/fixtures/rv_drop" "$ROOT/tests/inspect/fixtures/efasim_passthrough" \
+    "$ROOT/tests/inspect/fixtures/nccl232_attn" > /dev/null 2> "$TMP/err"
 rc=$?
 ok $([ $rc -le 2 ] && [ -s "$TMP/r.html" ] && echo 0 || echo 1) "ncclshim-inspect --html (rc=$rc)"
 [ $rc -le 2 ] || sed 's/^/#   /' "$TMP/err" | head -40

@@ -1008,8 +1008,10 @@ static void rule_ipc_comm_call(inspect_state *st, communicator *c)
     strlist_free(&seen);
 }
 
-static void rule_nccl_warn(inspect_state *st, communicator *c)
+/* NCCL's WARN lines, or (attn) 2.32's ATTN lines, of every process with a rank of `c`. */
+static void nccl_lines(inspect_state *st, communicator *c, int attn)
 {
+    const char *level = attn ? "ATTN" : "WARN";
     strlist done = {0};
     for (size_t i = 0; i < c->nranks_rec; i++) {
         rank_rec *r = c->ranks[i];
@@ -1024,13 +1026,28 @@ static void rule_nccl_warn(inspect_state *st, communicator *c)
         free(key);
         if (!np)
             continue;
-        for (int w = 0; w < np->nwarns && w < INSPECT_MAX_NCCL_WARNS; w++)
-            add(c, xasprintf("NCCL WARN (%s pid %lld): %s", r->host, r->pid, np->warns[w]));
-        if (np->nwarns > INSPECT_MAX_NCCL_WARNS)
-            add(c, xasprintf("NCCL WARN (%s pid %lld): ... %d more", r->host, r->pid,
-                             np->nwarns - INSPECT_MAX_NCCL_WARNS));
+        char **kept = attn ? np->attns : np->warns;
+        int n = attn ? np->nattns : np->nwarns;
+        for (int w = 0; w < n && w < INSPECT_MAX_NCCL_WARNS; w++)
+            add(c, xasprintf("NCCL %s (%s pid %lld): %s", level, r->host, r->pid, kept[w]));
+        if (n > INSPECT_MAX_NCCL_WARNS)
+            add(c, xasprintf("NCCL %s (%s pid %lld): ... %d more", level, r->host, r->pid,
+                             n - INSPECT_MAX_NCCL_WARNS));
     }
     strlist_free(&done);
+}
+
+static void rule_nccl_warn(inspect_state *st, communicator *c)
+{
+    nccl_lines(st, c, 0);
+}
+
+/* NCCL 2.32's ATTN: a configuration fallback or a plugin that failed to
+ * initialize, which is what a silent fallback looks like (a rule of its own,
+ * so that WARN lines never crowd them out). */
+static void rule_nccl_attn(inspect_state *st, communicator *c)
+{
+    nccl_lines(st, c, 1);
 }
 
 /*
@@ -1084,6 +1101,7 @@ static const struct {
     {"unsupported operation on an ipc communicator", rule_ipc_comm_call},
     {"not ended", rule_not_ended},
     {"NCCL warning", rule_nccl_warn},
+    {"NCCL attention", rule_nccl_attn},
 };
 
 /*

@@ -171,6 +171,8 @@ typedef struct nccl_proc {
     strlist plugins;        /* "NET/Plugin: Loaded net plugin X (vN)": X, in order */
     char *warns[INSPECT_MAX_NCCL_WARNS];
     int nwarns;             /* total, may exceed the stored three */
+    char *attns[INSPECT_MAX_NCCL_WARNS]; /* NCCL 2.32's ATTN lines, kept as the WARN ones */
+    int nattns;
     UT_hash_handle hh;
 } nccl_proc;
 

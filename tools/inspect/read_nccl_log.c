@@ -1,6 +1,8 @@
 /* Extracts from NCCL_DEBUG=INFO output the one thing the records cannot know:
  * which network transport each communicator ended up on, plus NCCL's WARN
- * lines. Lines look like
+ * lines and NCCL 2.32's ATTN lines ("important non-fatal conditions, such as
+ * configuration fallbacks and plugin initialization failures": the silent
+ * fallbacks this tool exists to show).  Lines look like
  *   vm:735:735 [1] NCCL INFO Using network Socket
  *   vm:735:735 [1] NCCL INFO ncclCommInitRankConfig comm 0x37d3beb0 rank 1 nranks 2 ... - Init START
  * NCCL prints "Using network X" on the initialising thread just before the
@@ -258,24 +260,46 @@ static void bind_coll_channels(inspect_state *st, const char *proc_key, const ch
     free(key);
 }
 
-static void add_warn(inspect_state *st, const char *proc_key, const char *msg)
+/* One WARN or ATTN line into a process's first three (`kept`), `*n` counting all. */
+static void keep_line(char **kept, int *n, const char *msg)
 {
-    nccl_proc *np = proc_get(st, proc_key);
-    if (np->nwarns < INSPECT_MAX_NCCL_WARNS) {
+    if (*n < INSPECT_MAX_NCCL_WARNS) {
         /* abbreviated: a problem line, not a log dump */
-        size_t n = strlen(msg);
-        while (n > 0 && isspace((unsigned char)msg[n - 1]))
-            n--;
-        if (n > 100) {
-            np->warns[np->nwarns] = xasprintf("%.97s...", msg);
+        size_t len = strlen(msg);
+        while (len > 0 && isspace((unsigned char)msg[len - 1]))
+            len--;
+        if (len > 100) {
+            kept[*n] = xasprintf("%.97s...", msg);
         } else {
-            np->warns[np->nwarns] = xmalloc(n + 1);
-            memcpy(np->warns[np->nwarns], msg, n);
-            np->warns[np->nwarns][n] = '\0';
+            kept[*n] = xmalloc(len + 1);
+            memcpy(kept[*n], msg, len);
+            kept[*n][len] = '\0';
         }
     }
-    if (np->nwarns < 1000000)
-        np->nwarns++;
+    if (*n < 1000000)
+        (*n)++;
+}
+
+static void add_warn(inspect_state *st, const char *proc_key, const char *msg, int attn)
+{
+    nccl_proc *np = proc_get(st, proc_key);
+    if (attn)
+        keep_line(np->attns, &np->nattns, msg);
+    else
+        keep_line(np->warns, &np->nwarns, msg);
+}
+
+/* "Failed to initialize NET plugin X": NCCL 2.28 logs it as INFO, 2.32 as
+ * ATTN; the plugin's init refused this comm (e.g. no resources left) and NCCL
+ * goes on to its next NET plugin, in the end Socket. */
+static void note_failed_plugin(inspect_state *st, const char *tid_key, const char *msg)
+{
+    const char *name = msg + 32;
+    size_t n = strcspn(name, " \t\r\n");
+    /* The first refusal names the fabric: NCCL tries external plugins
+     * before its own IB, which then fails too where there is no IB. */
+    if (n > 0 && n < 128 && !net_get(&st->nccl_tid, tid_key, 1)->failed)
+        set_str(&net_get(&st->nccl_tid, tid_key, 1)->failed, name, n);
 }
 
 int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len)
@@ -291,11 +315,17 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len)
     while (len > 0 && (line[len - 1] == '\r' || line[len - 1] == '\n'))
         line[--len] = '\0';
 
-    int is_warn = 0;
+    /* ATTN's exact shape is not known (no 2.32 source was at hand): read as
+     * WARN's, with or without the "file.cc:line" before the level. */
+    int is_warn = 0, is_attn = 0;
     char *m = strstr(line, " NCCL INFO ");
     if (!m) {
         m = strstr(line, " NCCL WARN ");
         is_warn = 1;
+    }
+    if (!m) {
+        m = strstr(line, " NCCL ATTN ");
+        is_attn = 1;
     }
     char *host = NULL;
     long long pid, tid;
@@ -307,8 +337,10 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len)
     const char *msg = m + strlen(" NCCL INFO ");
     char *proc_key = xasprintf("%s:%lld", host, pid);
     char *tid_key = xasprintf("%s:%lld", proc_key, tid);
-    if (is_warn) {
-        add_warn(st, proc_key, msg);
+    if (is_warn || is_attn) {
+        add_warn(st, proc_key, msg, is_attn);
+        if (is_attn && strncmp(msg, "Failed to initialize NET plugin ", 32) == 0)
+            note_failed_plugin(st, tid_key, msg);
     } else if (strncmp(msg, "Using network ", 14) == 0) {
         const char *net = msg + 14;
         size_t n = strlen(net);
@@ -319,14 +351,7 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len)
             set_str(&net_get(&st->nccl_proc_net, proc_key, 1)->network, net, n);
         }
     } else if (strncmp(msg, "Failed to initialize NET plugin ", 32) == 0) {
-        /* NCCL 2.28: the plugin's init refused this comm (e.g. no resources
-         * left); NCCL goes on to its next NET plugin, in the end Socket. */
-        const char *name = msg + 32;
-        size_t n = strcspn(name, " \t\r\n");
-        /* The first refusal names the fabric: NCCL tries external plugins
-         * before its own IB, which then fails too where there is no IB. */
-        if (n > 0 && n < 128 && !net_get(&st->nccl_tid, tid_key, 1)->failed)
-            set_str(&net_get(&st->nccl_tid, tid_key, 1)->failed, name, n);
+        note_failed_plugin(st, tid_key, msg);
     } else if (strncmp(msg, "NET/Plugin: Loaded net plugin ", 30) == 0) {
         const char *name = msg + 30;
         size_t n = strcspn(name, " \t\r\n");

@@ -145,6 +145,8 @@ void inspect_free(inspect_state *st)
         strlist_free(&np->plugins);
         for (int i = 0; i < np->nwarns && i < INSPECT_MAX_NCCL_WARNS; i++)
             free(np->warns[i]);
+        for (int i = 0; i < np->nattns && i < INSPECT_MAX_NCCL_WARNS; i++)
+            free(np->attns[i]);
         free(np);
     }
     library_rec *l, *ltmp;

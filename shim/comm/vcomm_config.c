@@ -1,0 +1,150 @@
+/*
+ * NCCL 2.31's nccl*Config collectives on a shim-only communicator (actions
+ * drop and ipc).  Each is its plain collective plus a per-collective config
+ * whose settings (CTAs, algorithm, profiler tag) tune NCCL's kernels; there
+ * are none to tune here, so the call is answered by the plain form
+ * (shim/comm/vcomm_ops.c: ipc moves the data, drop counts it), and counted,
+ * recorded and refused under the plain collective's name.  Two parts of the
+ * config still matter:
+ *   - a config the shim cannot read (not made with NCCL_COLLCONFIG_INITIALIZER,
+ *     or smaller than 2.31's struct) gets ncclInvalidArgument, as from NCCL,
+ *     so that an application's bug shows the same with and without the shim;
+ *   - 2.32's launchCompletionEvent is recorded on the stream once the
+ *     operation is enqueued, as NCCL records it once the kernel is launched:
+ *     a caller that waits on it (cudaStreamWaitEvent, cudaEventSynchronize)
+ *     then waits for the shim's copies, not for an event nobody records.
+ */
+#include "vcomm.h"
+
+#include "ipc.h"
+#include "record.h"
+
+#include <stdatomic.h>
+#include <stddef.h>
+
+/* One warning per process for unreadable configs, and one for events that
+ * cannot be recorded: an application that passes a bad one does so on every
+ * call.  Each call still returns its error. */
+static atomic_int g_bad_config_warned, g_bad_event_warned;
+
+static ncclResult_t check_config(const struct shim_comm *h, const ncclCollConfig_t *c, const char *fn)
+{
+    if (!c || (c->magic == NCCL_COLLCONFIG_MAGIC && c->size >= NCCL_COLLCONFIG_SIZE_2_31))
+        return ncclSuccess;
+    if (!atomic_exchange(&g_bad_config_warned, 1))
+        shim_warn("coll-config", "%s on communicator %s (rank %d of %d): its ncclCollConfig_t (size %zu, magic 0x%x) "
+                  "was not made with NCCL_COLLCONFIG_INITIALIZER of NCCL 2.31 or later: the call returns "
+                  "ncclInvalidArgument, as NCCL does",
+                  fn, h->group, h->rank, h->nranks, c->size, c->magic);
+    return ncclInvalidArgument;
+}
+
+/* The caller's launchCompletionEvent, NULL where its config has none (a
+ * 2.31 config, or one of a version before the field). */
+static cudaEvent_t completion_event(const ncclCollConfig_t *c)
+{
+    if (!c || c->size < offsetof(ncclCollConfig_t, launchCompletionEvent) + sizeof(c->launchCompletionEvent) ||
+        c->version < NCCL_COLLCONFIG_EVENT_VERSION)
+        return NULL;
+    return c->launchCompletionEvent;
+}
+
+/* After the plain form: the completion event recorded on `stream`, if the
+ * operation was enqueued and the caller asked for one. */
+static ncclResult_t finish(const struct shim_comm *h, ncclResult_t r, const ncclCollConfig_t *c, cudaStream_t stream,
+                           const char *fn)
+{
+    cudaEvent_t e = completion_event(c);
+    if (r != ncclSuccess || !e)
+        return r;
+    char why[256] = "";
+    const struct shim_cuda *cu = shim_cuda(why, sizeof(why));
+    CUresult cr = cu ? cu->cuEventRecord((CUevent)e, (CUstream)stream) : CUDA_SUCCESS;
+    if (cu && cr == CUDA_SUCCESS)
+        return ncclSuccess;
+    if (atomic_exchange(&g_bad_event_warned, 1))
+        return ncclUnhandledCudaError;
+    if (cu)
+        shim_cuda_error("cuEventRecord", cr, why, sizeof(why));
+    shim_warn("coll-config", "%s on communicator %s (rank %d of %d): its launchCompletionEvent could not be recorded "
+              "(%s): the call returns ncclUnhandledCudaError",
+              fn, h->group, h->rank, h->nranks, why);
+    return ncclUnhandledCudaError;
+}
+
+#define H(comm) ((const struct shim_comm *)(comm))
+
+ncclResult_t vcomm_ncclAllReduceConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
+                                       const ncclCollConfig_t *config)
+{
+    ncclResult_t r = check_config(H(comm), config, "ncclAllReduceConfig");
+    if (r == ncclSuccess)
+        r = vcomm_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
+    return finish(H(comm), r, config, stream, "ncclAllReduceConfig");
+}
+
+ncclResult_t vcomm_ncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                       int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    ncclResult_t r = check_config(H(comm), config, "ncclBroadcastConfig");
+    if (r == ncclSuccess)
+        r = vcomm_ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    return finish(H(comm), r, config, stream, "ncclBroadcastConfig");
+}
+
+ncclResult_t vcomm_ncclReduceConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
+                                    const ncclCollConfig_t *config)
+{
+    ncclResult_t r = check_config(H(comm), config, "ncclReduceConfig");
+    if (r == ncclSuccess)
+        r = vcomm_ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
+    return finish(H(comm), r, config, stream, "ncclReduceConfig");
+}
+
+ncclResult_t vcomm_ncclAllGatherConfig(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
+                                       ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    ncclResult_t r = check_config(H(comm), config, "ncclAllGatherConfig");
+    if (r == ncclSuccess)
+        r = vcomm_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
+    return finish(H(comm), r, config, stream, "ncclAllGatherConfig");
+}
+
+ncclResult_t vcomm_ncclReduceScatterConfig(const void *sendbuff, void *recvbuff, size_t recvcount,
+                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+                                           cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    ncclResult_t r = check_config(H(comm), config, "ncclReduceScatterConfig");
+    if (r == ncclSuccess)
+        r = vcomm_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
+    return finish(H(comm), r, config, stream, "ncclReduceScatterConfig");
+}
+
+ncclResult_t vcomm_ncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                      ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    ncclResult_t r = check_config(H(comm), config, "ncclAlltoAllConfig");
+    if (r == ncclSuccess)
+        r = vcomm_ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
+    return finish(H(comm), r, config, stream, "ncclAlltoAllConfig");
+}
+
+ncclResult_t vcomm_ncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                    int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    ncclResult_t r = check_config(H(comm), config, "ncclGatherConfig");
+    if (r == ncclSuccess)
+        r = vcomm_ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    return finish(H(comm), r, config, stream, "ncclGatherConfig");
+}
+
+ncclResult_t vcomm_ncclScatterConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
+                                     int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
+{
+    ncclResult_t r = check_config(H(comm), config, "ncclScatterConfig");
+    if (r == ncclSuccess)
+        r = vcomm_ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
+    return finish(H(comm), r, config, stream, "ncclScatterConfig");
+}
