@@ -404,6 +404,20 @@ static enum child_way open_child(const void *f, ncclComm_t comm, ncclComm_t *new
     return observing() && (*parent || (!comm && new_rank_ok)) ? CHILD_OBSERVE : CHILD_FORWARD;
 }
 
+/*
+ * The opening of a split, shrink and grow wrapper, around open_child: the
+ * real function `f`, and a return from the wrapper unless the child is the
+ * shim's to observe (`forward`: the real call, untouched).  Declares f,
+ * parent and r for the rest of the wrapper.
+ */
+#define OPEN_CHILD(name, new_rank_ok, forward)                                                                 \
+    __typeof__(&name) f = REAL(slot, name, caller);                                                            \
+    struct shim_comm *parent;                                                                                  \
+    ncclResult_t r;                                                                                            \
+    enum child_way way = open_child(f, comm, newcomm, #name, new_rank_ok, &parent, &r);                        \
+    if (way != CHILD_OBSERVE)                                                                                  \
+    return way == CHILD_FORWARD ? (forward) : r
+
 /* The parent's part of a split, shrink or grow: its state, and the name of
  * the child (every rank makes its parent's children in the same order, so
  * the sequence number names the child alike on every rank). */
@@ -421,12 +435,7 @@ static void begin_child(struct creation *c, const char *fn, struct shim_slot *sl
 ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, ncclComm_t comm, int color, int key,
                                 ncclComm_t *newcomm, ncclConfig_t *config)
 {
-    __typeof__(&ncclCommSplit) f = REAL(slot, ncclCommSplit, caller);
-    struct shim_comm *parent;
-    ncclResult_t r;
-    enum child_way way = open_child(f, comm, newcomm, "ncclCommSplit", 0, &parent, &r);
-    if (way != CHILD_OBSERVE)
-        return way == CHILD_FORWARD ? f(comm, color, key, newcomm, config) : r;
+    OPEN_CHILD(ncclCommSplit, 0, f(comm, color, key, newcomm, config));
     struct creation c;
     begin_child(&c, "ncclCommSplit", slot, caller, parent, &parent->splits, "split", config);
     c.is_split = 1;
@@ -449,12 +458,7 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
                                  int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
                                  ncclConfig_t *config, int shrinkFlags)
 {
-    __typeof__(&ncclCommShrink) f = REAL(slot, ncclCommShrink, caller);
-    struct shim_comm *parent;
-    ncclResult_t r;
-    enum child_way way = open_child(f, comm, newcomm, "ncclCommShrink", 0, &parent, &r);
-    if (way != CHILD_OBSERVE)
-        return way == CHILD_FORWARD ? f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags) : r;
+    OPEN_CHILD(ncclCommShrink, 0, f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
     struct creation c;
     begin_child(&c, "ncclCommShrink", slot, caller, parent, &parent->shrinks, "shrink", config);
     c.exclude = excludeRanksList;
@@ -475,12 +479,7 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
 ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclComm_t comm, int nRanks,
                                const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm, ncclConfig_t *config)
 {
-    __typeof__(&ncclCommGrow) f = REAL(slot, ncclCommGrow, caller);
-    struct shim_comm *parent;
-    ncclResult_t r;
-    enum child_way way = open_child(f, comm, newcomm, "ncclCommGrow", 1, &parent, &r);
-    if (way != CHILD_OBSERVE)
-        return way == CHILD_FORWARD ? f(comm, nRanks, uniqueId, rank, newcomm, config) : r;
+    OPEN_CHILD(ncclCommGrow, 1, f(comm, nRanks, uniqueId, rank, newcomm, config));
     struct creation c;
     if (parent) {
         begin_child(&c, "ncclCommGrow", slot, caller, parent, &parent->grows, "grow", config);
