@@ -40,6 +40,7 @@ enum action_trait {
 struct action_info {
     const char *name;                   /* in records, NCCLSHIM_* values and messages */
     unsigned traits;                    /* enum action_trait */
+    const char *means;                  /* what carries the data, for messages ("CUDA IPC") */
 };
 
 /* The row of `a`; out of range, a row named "unknown" with no traits (and

@@ -95,17 +95,19 @@ static void adjust_action(struct rv_verdict *v, int nranks, int leaders)
     const struct shim_config *cfg = shim_config();
     char why[RV_REASON_LEN];
     if (action_has((enum action)v->action, ACT_PEERS) && (v->nhosts != 1 || nranks > RV_MAX_PEERS)) {
-        snprintf(why, sizeof(why), "%s chosen (%.400s), but its peers' exchange needs every rank on one host and at "
-                 "most %d ranks (here %d hosts, %d ranks): passthrough", action_name((enum action)v->action),
-                 v->action_reason, RV_MAX_PEERS, v->nhosts, nranks);
+        const struct action_info *a = action_info((enum action)v->action);
+        snprintf(why, sizeof(why), "%s chosen (%.400s), but %s needs every rank on one host and at most %d ranks "
+                 "(here %d hosts, %d ranks): passthrough", a->name, v->action_reason, a->means, RV_MAX_PEERS,
+                 v->nhosts, nranks);
         v->action = ACTION_PASSTHROUGH;
         memcpy(v->action_reason, why, sizeof(why));
     }
     if (action_has((enum action)v->action, ACT_PEERS) && leaders) {
         /* Its monitor is each rank's own connection to the root. */
         snprintf(why, sizeof(why), "%s chosen (%.400s), but ranks met at their host's leader (more than "
-                 "NCCLSHIM_RENDEZVOUS_FANIN=%d ranks) and it needs each rank connected to the root: passthrough",
-                 action_name((enum action)v->action), v->action_reason, cfg->rendezvous_fanin);
+                 "NCCLSHIM_RENDEZVOUS_FANIN=%d ranks) and %s needs each rank connected to the root: passthrough",
+                 action_name((enum action)v->action), v->action_reason, cfg->rendezvous_fanin,
+                 action_name((enum action)v->action));
         v->action = ACTION_PASSTHROUGH;
         memcpy(v->action_reason, why, sizeof(why));
     }
