@@ -47,15 +47,16 @@ BOOTSTRAP_FAIL := $(shell NCCLSHIM_BOOTSTRAP='$(NCCLSHIM_BOOTSTRAP)' CC='$(CC)' 
 $(if $(BOOTSTRAP_FAIL),$(error $(BOOTSTRAP_FAIL)))
 endif
 # shim/ by concern, each folder calling only the ones below it (docs/design.md, "Layers"):
-# interpose -> comm -> ipc, rendezvous -> nccl -> base.
-SHIM_DIRS := shim/interpose shim/comm shim/ipc shim/rendezvous shim/nccl shim/base
+# interpose -> comm -> action -> registry -> evidence, ipc, rendezvous -> nccl -> base.
+SHIM_DIRS := shim/interpose shim/comm shim/action shim/registry shim/evidence shim/ipc shim/rendezvous shim/nccl shim/base
 SHIM_INC := -I. $(addprefix -I,$(SHIM_DIRS))
 SHIM_CFLAGS := -std=gnu11 -fPIC -fvisibility=hidden $(WARN) $(SHIM_INC) $(UTHASH_INC) $(CFLAGS)
 # libc, libdl and pthreads only: the real NCCL and CUDA are found at run time.
 SHIM_LDLIBS := -ldl -lpthread
 
-SHIM_SRCS := $(foreach d,$(SHIM_DIRS),$(sort $(wildcard $(d)/*.c))) \
-             policy/classify.c policy/pattern.c policy/decide.c policy/rules.c policy/fabric.c policy/hosts.c
+# policy/ is pure logic: every file of it goes into the library and into the tests of it.
+POLICY_SRCS := $(sort $(wildcard policy/*.c))
+SHIM_SRCS := $(foreach d,$(SHIM_DIRS),$(sort $(wildcard $(d)/*.c))) $(POLICY_SRCS)
 SHIM_HDRS := $(foreach d,$(SHIM_DIRS),$(wildcard $(d)/*.h $(d)/*.def $(d)/*.inc)) $(wildcard policy/*.h)
 BUILD ?= build
 LIB := $(BUILD)/libncclshim.so

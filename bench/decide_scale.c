@@ -5,8 +5,7 @@
  * the root's decision after the last arrival, alone.  Prints ms per call
  * (median of R calls) and the facts' memory.
  *
- *   cc -O2 -I. -Ipolicy -o /tmp/decide_scale bench/decide_scale.c policy/decide.c policy/rules.c \
- *      policy/classify.c policy/pattern.c policy/fabric.c policy/hosts.c
+ *   cc -O2 -I. -Ipolicy -o /tmp/decide_scale bench/decide_scale.c policy/*.c
  *   /tmp/decide_scale 32768 4096 5; /tmp/decide_scale 65536 8192 5
  */
 #include "policy/decide.h"

@@ -59,28 +59,6 @@ static const char *const apis[] = { [API_OTHER] = "other", [API_TORCH] = "torch"
 #define ACTIONS_TEXT "passthrough, socket, frugal, drop, ipc, auto"
 #define NELEM(a) (sizeof(a) / sizeof((a)[0]))
 
-static const char *const action_names[ACTION_COUNT] = {
-    [ACTION_PASSTHROUGH] = "passthrough", [ACTION_SOCKET] = "socket", [ACTION_DROP] = "drop",
-    [ACTION_IPC] = "ipc", [ACTION_FAIL] = "fail", [ACTION_FRUGAL] = "frugal",
-};
-
-const char *action_name(enum action a)
-{
-    if ((int)a >= 0 && a < ACTION_COUNT)
-        return action_names[a];
-    if (a == ACTION_COUNT)
-        return "auto";
-    return "unknown";
-}
-
-int action_from_name(const char *s)
-{
-    for (int a = 0; s && a < ACTION_COUNT; a++)
-        if (strcasecmp(s, action_names[a]) == 0)
-            return a;
-    return -1;
-}
-
 static int is_space(char c)
 {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';

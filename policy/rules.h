@@ -6,12 +6,8 @@
 #ifndef NCCLSHIM_POLICY_RULES_H
 #define NCCLSHIM_POLICY_RULES_H
 
+#include "action.h"
 #include "facts.h"
-
-/* The values travel in the rendezvous's verdicts: new actions go last, so
- * that a shim of an older release reads the old ones as before (and refuses
- * a newer one as out of range, as its wire check says). */
-enum action { ACTION_PASSTHROUGH = 0, ACTION_SOCKET, ACTION_DROP, ACTION_IPC, ACTION_FAIL, ACTION_FRUGAL, ACTION_COUNT };
 
 /* NCCLSHIM_WEIGHT_UPDATE */
 enum wu_policy { WU_AUTO = 0, WU_IPC, WU_SOCKET, WU_DROP, WU_PASSTHROUGH, WU_FRUGAL };
@@ -47,9 +43,6 @@ struct policy {
     char error[POLICY_ERROR_LEN];
 };
 
-const char *action_name(enum action a);
-/* -1 if `s` names no action. */
-int action_from_name(const char *s);
 
 /*
  * Parse the three variables (each may be NULL: unset).  Never fails: a bad

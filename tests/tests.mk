@@ -54,9 +54,9 @@ tests/bin/test_wire: tests/unit/test_wire.c tests/unit/wire_same.h shim/rendezvo
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_wire.c shim/rendezvous/rv_wire.c
 
 tests-bin: tests/bin/test_decide
-tests/bin/test_decide: tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c policy/hosts.c $(wildcard policy/*.h)
+tests/bin/test_decide: tests/unit/test_decide.c $(POLICY_SRCS) $(wildcard policy/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_decide.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c policy/hosts.c
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_decide.c $(POLICY_SRCS)
 
 # The fake libcuda's own test (tests/t/14-fake-cuda.t).
 tests-bin: tests/bin/test_fake_cuda
@@ -105,9 +105,9 @@ tests/bin/test_loader: tests/unit/test_loader.c shim/nccl/loader.c shim/nccl/loa
 
 # auto across hosts: the fabric's policy and the shim's sysfs probe (tests/t/34-fabric-auto.t).
 tests-bin: tests/bin/test_fabric
-tests/bin/test_fabric: tests/unit/test_fabric.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c policy/hosts.c shim/comm/fabric_probe.c shim/comm/fabric_probe.h $(wildcard policy/*.h)
+tests/bin/test_fabric: tests/unit/test_fabric.c $(POLICY_SRCS) shim/evidence/fabric_probe.c shim/evidence/fabric_probe.h $(wildcard policy/*.h)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_fabric.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c policy/hosts.c shim/comm/fabric_probe.c -lpthread
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_fabric.c $(POLICY_SRCS) shim/evidence/fabric_probe.c -lpthread
 
 # ncclConfig_t by its field table (tests/t/36-config.t).
 tests-bin: tests/bin/test_config

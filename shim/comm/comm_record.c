@@ -6,6 +6,7 @@
  */
 #include "comm_record.h"
 
+#include "action.h"
 #include "clock.h"
 #include "ipc.h"
 #include "net_env.h"
@@ -105,13 +106,13 @@ static void record_config(struct jw *w, const ncclConfig_t *c, int nccl_version)
     jw_close(w, '}');
 }
 
-/* What frugal told NCCL (docs/records.md, "frugal"): the fields it set. */
-static void record_frugal(struct jw *w, const ncclConfig_t *told)
+/* The fields an action sets in NCCL's config, under its record key
+ * (docs/records.md, "frugal"). */
+static void record_action_config(struct jw *w, const struct action_ops *o, const ncclConfig_t *told)
 {
-    jw_open(w, "frugal", '{');
-    record_config_field(w, told, CFG_minCTAs);
-    record_config_field(w, told, CFG_maxCTAs);
-    record_config_field(w, told, CFG_nChannelsPerNetPeer);
+    jw_open(w, o->record_key, '{');
+    for (int i = 0; i < o->nconfig; i++)
+        record_config_field(w, told, o->config[i].field);
     jw_close(w, '}');
 }
 
@@ -153,18 +154,20 @@ static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *
     jw_str(w, "local_purpose_reason", p->local_purpose_reason);
     jw_str(w, "action", action_name(p->action));
     jw_str(w, "action_reason", p->action_reason);
-    if (nccl_made || p->action == ACTION_SOCKET) {
+    int hides = action_has(p->action, ACT_HIDES_NCCL_NET);
+    if (nccl_made || hides) {
         /* The network NCCL was told to use, and by what: for socket the
          * config, NCCL_NET hidden from this init; else whatever NCCL reads. */
         char net_by[256];
-        const char *net = net_env_told(p->action == ACTION_SOCKET, config, net_by, sizeof(net_by));
+        const char *net = net_env_told(hides, config, net_by, sizeof(net_by));
         jw_str(w, "net", net);
         jw_str(w, "net_by", net_by);
     }
     if (plan_configures(p) && p->net_config)
         record_told(w, p->net_config, &p->told);
-    if (p->action == ACTION_FRUGAL && p->net_config)
-        record_frugal(w, p->net_config);
+    const struct action_ops *o = action_ops(p->action);
+    if (o->record_key && p->net_config)
+        record_action_config(w, o, p->net_config);
     if (p->unprotected[0])
         jw_str(w, "unprotected", p->unprotected);
     if (p->inherited_from) {

@@ -8,7 +8,9 @@
 #define _GNU_SOURCE
 #include "decision.h"
 
+#include "action.h"
 #include "fabric_probe.h"
+#include "setup.h"
 #include "python_callsite.h"
 
 #include "policy/classify.h"
@@ -89,180 +91,6 @@ static void fill_facts(const struct plan_input *in, const struct plan *p, struct
     snprintf(f->full_api_why, sizeof(f->full_api_why), "%.*s", (int)sizeof(f->full_api_why) - 1, cr->full_api.reason);
 }
 
-/* The caller's config with netName = "Socket", at a version NCCL reads it at. */
-static ncclConfig_t *socket_config(const struct plan_input *in, struct nccl_config_told *told, char *why,
-                                   size_t whylen)
-{
-    const struct nccl_config_change set[] = { { CFG_netName, 0, "Socket" } };
-    return nccl_config_redirect(in->config, set, 1, in->slot->version, told, why, whylen);
-}
-
-/* The caller's config held to one channel: the fewest network connections
- * NCCL makes for a communicator (docs/policy.md, "frugal"); where NCCL has
- * it (2.28+), also one channel per network peer for point-to-point. */
-static ncclConfig_t *frugal_config(const struct plan_input *in, struct nccl_config_told *told, char *why,
-                                   size_t whylen)
-{
-    const struct nccl_config_change set[] = { { CFG_minCTAs, 1, NULL }, { CFG_maxCTAs, 1, NULL },
-                                              { CFG_nChannelsPerNetPeer, 1, NULL } };
-    int n = nccl_config_known(CFG_nChannelsPerNetPeer, in->slot->version) ? 3 : 2;
-    return nccl_config_redirect(in->config, set, n, in->slot->version, told, why, whylen);
-}
-
-/* What the rendezvous's callbacks work on (rv_setup.ctx). */
-struct setup_ctx {
-    const struct plan_input *in;
-    struct plan *plan;
-    int socket_checked;                 /* socket's set-up was made before the HELLO ... */
-    int socket_ok;                      /* ... with this result ... */
-    char socket_why[FACTS_SOCKET_WHY_LEN]; /* ... and, if it failed, this reason */
-};
-
-/* The init function a config goes to (ncclCommInitRank has none: the
- * shim calls ncclCommInitRankConfig instead), if this NCCL has it. */
-static int config_init_found(const struct plan_input *in, char *why, size_t whylen)
-{
-    enum fn_index fn = strcmp(in->fn, "ncclCommInitRankScalable") == 0 ? FN_ncclCommInitRankScalable
-                                                                       : FN_ncclCommInitRankConfig;
-    if (!shim_resolve(in->slot, fn, NULL)) {
-        snprintf(why, whylen, "the NCCL library (%s) lacks %s", in->slot->path, shim_fn_names[fn]);
-        return -1;
-    }
-    return 0;
-}
-
-/* NCCL lets NCCL_MIN_CTAS and NCCL_MAX_CTAS replace the config's bounds, and
- * NCCL_MIN_NCHANNELS raise the channels past maxCTAs (graph/connect.cc);
- * it reads them once per process, so unlike NCCL_NET they cannot be hidden
- * from one init.  Set to more than 1, frugal would not be frugal. */
-static int frugal_env_ok(char *why, size_t whylen)
-{
-    static const char *const names[] = { "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_MIN_NCHANNELS", "NCCL_MIN_NRINGS" };
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        const char *v = getenv(names[i]);
-        if (!v || !*v)
-            continue;
-        char *end;
-        long n = strtol(v, &end, 10);
-        if (*end || n != 1) {
-            snprintf(why, whylen, "%s=%.40s in the environment would give NCCL more than the one channel frugal "
-                     "asks for (NCCL reads it for every communicator of the process): unset it, or use socket",
-                     names[i], v);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* Whether this rank could carry frugal out: all local checks, so that a
- * rank can say it in its HELLO and auto never picks a frugal it would veto. */
-static int frugal_possible(const struct plan_input *in, char *why, size_t whylen)
-{
-    struct nccl_config_told told;
-    ncclConfig_t *c = frugal_config(in, &told, why, whylen);
-    if (!c)
-        return -1;
-    free(c);
-    if (frugal_env_ok(why, whylen) != 0)
-        return -1;
-    return config_init_found(in, why, whylen);
-}
-
-static int prepare_frugal(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
-{
-    free(p->net_config); /* socket's, made for the HELLO */
-    p->net_config = NULL;
-    if (frugal_possible(in, why, whylen) != 0)
-        return -1;
-    p->net_config = frugal_config(in, &p->told, why, whylen);
-    return p->net_config ? 0 : -1;
-}
-
-/* The caller's config with netName "Socket", if this rank can carry socket
- * out; NULL otherwise (so that a commit it did not vote for is refused). */
-static int prepare_socket(const struct plan_input *in, struct plan *p, char *why, size_t whylen)
-{
-    free(p->net_config);
-    p->net_config = NULL;
-    if (config_init_found(in, why, whylen) != 0)
-        return -1;
-    /* NCCL_NET would override the config's netName: the init hides it
-     * (shim/nccl/net_env.c) where that is sure to work; otherwise every rank
-     * passes through, rather than one silently leaving Socket. */
-    const char *env = net_env_value();
-    if (env && strcasecmp(env, "Socket") != 0 && !net_env_can_hide(in->slot->version, why, whylen))
-        return -1;
-    p->net_config = socket_config(in, &p->told, why, whylen);
-    return p->net_config ? 0 : -1;
-}
-
-/* Round 2: can this rank carry out `action`?  Sets it up if so. */
-static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why, size_t whylen)
-{
-    const struct setup_ctx *sc = ctx;
-    const struct plan_input *in = sc->in;
-    struct plan *p = sc->plan;
-    *bloblen = 0;
-    if (action == ACTION_IPC) {
-        p->vcomm = shim_comm_new(NULL, in->slot);
-        if (!p->vcomm) {
-            snprintf(why, whylen, "out of memory for a communicator handle");
-            return -1;
-        }
-        if (ipc_prepare(&p->ipc, in->rank, in->nranks, blob, bloblen, why, whylen) != 0)
-            return -1;
-        ipc_set_group(p->ipc, in->group);
-        return 0;
-    }
-    if (action == ACTION_DROP) {
-        p->vcomm = shim_comm_new(NULL, in->slot);
-        if (!p->vcomm) {
-            snprintf(why, whylen, "out of memory for a communicator handle");
-            return -1;
-        }
-        return 0;
-    }
-    if (action == ACTION_SOCKET) {
-        /* Made before the HELLO (its checks are all local): the same answer,
-         * when a root without the one-round path asks in round 2. */
-        if (sc->socket_checked) {
-            if (!sc->socket_ok)
-                snprintf(why, whylen, "%s", sc->socket_why);
-            return sc->socket_ok ? 0 : -1;
-        }
-        return prepare_socket(in, p, why, whylen);
-    }
-    if (action == ACTION_FRUGAL)
-        return prepare_frugal(in, p, why, whylen);
-    snprintf(why, whylen, "action %s cannot be set up by this version of the shim", action_name((enum action)action));
-    return -1;
-}
-
-/* Round 3 (ipc): open the peers' memory. */
-static int connect_peers(void *ctx, const struct rv_peers *peers, char *why, size_t whylen)
-{
-    struct plan *p = ((const struct setup_ctx *)ctx)->plan;
-    if (!p->ipc) {
-        snprintf(why, whylen, "nothing was set up in round 2");
-        return -1;
-    }
-    return ipc_connect(p->ipc, peers, why, whylen);
-}
-
-void plan_release(struct plan *p)
-{
-    if (p->ipc) {
-        ipc_free(p->ipc);
-        p->ipc = NULL;
-    }
-    if (p->vcomm) {
-        shim_comm_free(p->vcomm);
-        p->vcomm = NULL;
-    }
-    free(p->net_config);
-    p->net_config = NULL;
-}
-
 /* Whether passing `in` through leaves a weight-update communicator without the
  * redirect the policy would give it: not where the user chose that
  * (NCCLSHIM_TAG=none, NCCLSHIM_MODE=observe). */
@@ -315,9 +143,9 @@ static void inherit_action(const struct plan_input *in, const struct plan_parent
 {
     char why[RV_REASON_LEN] = "";
     enum action a = parent->action;
-    int ok = a == ACTION_SOCKET ? prepare_socket(in, p, why, sizeof(why)) == 0
-             : a == ACTION_FRUGAL ? prepare_frugal(in, p, why, sizeof(why)) == 0
-             : a == ACTION_PASSTHROUGH;
+    const struct action_ops *o = action_ops(a);
+    int len = 0;
+    int ok = action_has(a, ACT_INHERITED) && (!o->prepare || o->prepare(in, p, NULL, &len, why, sizeof(why)) == 0);
     p->action = ok ? a : ACTION_PASSTHROUGH;
     if (ok) {
         snprintf(p->action_reason, sizeof(p->action_reason), "%s, as its parent %.160s (ranks that split together "
@@ -383,26 +211,15 @@ static const char *no_rendezvous(const struct plan_input *in, struct uid_mark *m
     return NULL;
 }
 
-/* What this rank tells the root in its HELLO: its facts, its host's fabric,
- * and whether it could take frugal (and, in one round, socket). */
-static void gather_facts(const struct plan_input *in, struct plan *p, struct setup_ctx *ctx, struct rank_facts *f)
+/* What this rank tells the root in its HELLO: its facts, its host's fabric
+ * (what auto across hosts weighs, policy/fabric.c), and the actions it could
+ * take (shim/action/setup.c). */
+static void gather_facts(const struct plan_input *in, struct plan *p, struct action_setup *setup,
+                         struct rank_facts *f)
 {
     fill_facts(in, p, f);
-    /* What auto across hosts weighs: this host's fabric, and whether this
-     * rank could take frugal (policy/fabric.c). */
     fabric_probe(&f->fabric);
-    f->frugal_ready = frugal_possible(in, f->frugal_why, sizeof(f->frugal_why)) == 0 ? 1 : 2;
-    if (f->frugal_ready == 1)
-        f->frugal_why[0] = '\0';
-    if (shim_config()->rendezvous_one_round) {
-        /* Said in the HELLO: if the root decides socket and every rank is
-         * ready, it commits at once, without the vote round (design.md,
-         * "Rendezvous"); a rank that is not says why, as its veto would. */
-        ctx->socket_ok = prepare_socket(in, p, ctx->socket_why, sizeof(ctx->socket_why)) == 0;
-        ctx->socket_checked = 1;
-        f->socket_ready = ctx->socket_ok ? 1 : 2;
-        snprintf(f->socket_why, sizeof(f->socket_why), "%s", ctx->socket_ok ? "" : ctx->socket_why);
-    }
+    action_setup_hello(setup, f, shim_config()->rendezvous_one_round);
 }
 
 /* The rendezvous's outcome as the plan: its action, and its purpose (this
@@ -419,39 +236,6 @@ static void take_verdict(struct plan *p)
                  p->local_purpose_reason);
     }
     snprintf(p->action_reason, sizeof(p->action_reason), "%s", p->rv.v.action_reason);
-}
-
-/* After the commit: the root's connection kept for an ipc communicator, what
- * was set up for an action that was not committed undone, and an action this
- * rank did not set up refused. */
-static void keep_committed(struct plan *p)
-{
-    /* The root's connection, kept for a committed ipc communicator: watched
-     * for a lost peer (ipc_watch takes it even when it cannot watch). */
-    if (p->action == ACTION_IPC && p->ipc)
-        ipc_watch(p->ipc, p->rv.monitor_fd);
-    else if (p->rv.monitor_fd >= 0)
-        close(p->rv.monitor_fd);
-    p->rv.monitor_fd = -1;
-    if (p->action != ACTION_IPC && p->ipc) {
-        ipc_free(p->ipc);
-        p->ipc = NULL;
-    }
-    if (p->action != ACTION_DROP && p->action != ACTION_IPC && p->vcomm) {
-        shim_comm_free(p->vcomm);
-        p->vcomm = NULL;
-    }
-    if (!plan_configures(p)) {
-        free(p->net_config);
-        p->net_config = NULL;
-    }
-    if ((p->action == ACTION_DROP && !p->vcomm) || (plan_configures(p) && !p->net_config) ||
-        (p->action == ACTION_IPC && (!p->vcomm || !p->ipc))) {
-        /* Committed without this rank's vote: cannot happen with a correct root. */
-        shim_warn("rendezvous", "the root committed %s, which this rank did not set up; passthrough",
-                  action_name(p->action));
-        p->action = ACTION_PASSTHROUGH;
-    }
 }
 
 void plan_creation(const struct plan_input *in, struct plan *p)
@@ -471,11 +255,11 @@ void plan_creation(const struct plan_input *in, struct plan *p)
         decide_locally(in, p, "out of memory for the rendezvous");
         return;
     }
-    struct setup_ctx ctx = { in, p, 0, 0, "" };
-    gather_facts(in, p, &ctx, f);
-    struct rv_setup setup = { prepare, connect_peers, &ctx };
-    rv_client_run(in->id, &mark, f, shim_config()->rendezvous_timeout_ms, &setup, &p->rv);
+    struct action_setup setup = { .in = in, .plan = p };
+    gather_facts(in, p, &setup, f);
+    struct rv_setup callbacks = action_setup_callbacks(&setup);
+    rv_client_run(in->id, &mark, f, shim_config()->rendezvous_timeout_ms, &callbacks, &p->rv);
     free(f);
     take_verdict(p);
-    keep_committed(p);
+    plan_hold(p);
 }

@@ -3,61 +3,13 @@
  * through the rendezvous when its unique ID carries the root's mark, on this
  * rank's own evidence otherwise (and then always passthrough, or fail under
  * NCCLSHIM_STRICT with a malformed policy).  The rules themselves are in
- * policy/decide.c; lifecycle.c carries the plan out.
+ * policy/decide.c, what each action sets up in shim/action/; lifecycle.c
+ * carries the plan out.
  */
 #ifndef NCCLSHIM_DECISION_H
 #define NCCLSHIM_DECISION_H
 
-#include "policy/decide.h"
-#include "creator.h"
-#include "nccl_config.h"
-#include "slots.h"
-#include "rendezvous.h"
-
-struct shim_comm;
-struct ipc_comm;
-
-struct plan_input {
-    const char *fn;                     /* the init function called */
-    struct shim_slot *slot;
-    const ncclUniqueId *id;             /* NULL: split, shrink, InitAll */
-    int rank, nranks;
-    const ncclConfig_t *config;         /* the caller's, may be NULL */
-    const struct creator *cr;           /* this rank's evidence */
-    const char *group;                  /* the communicator's name in the records */
-};
-
-struct plan {
-    enum action action;
-    enum purpose purpose, local_purpose;
-    char purpose_reason[RV_REASON_LEN];
-    char local_purpose_reason[EVIDENCE_REASON_LEN];
-    char action_reason[RV_REASON_LEN];
-    int marked;                         /* the ID carried the mark: a rendezvous took place */
-    struct rv_result rv;                /* its outcome, when marked */
-    int cuda_device;                    /* current CUDA device at the call, -1 if unknown */
-    /* Set up in round 2; taken by lifecycle.c, else freed by plan_release. */
-    struct shim_comm *vcomm;            /* drop, ipc: the shim-only handle */
-    struct ipc_comm *ipc;               /* ipc: the transport */
-    /* socket: the caller's config with netName "Socket"; frugal: held to one
-     * channel (plan_configures) */
-    ncclConfig_t *net_config;
-    struct nccl_config_told told;       /* ... and what in it differs from the caller's */
-    /* A weight-update communicator left to NCCL for a reason that is not the
-     * policy's (no rendezvous could decide it): why, for the record and
-     * `inspect --check`; empty otherwise. */
-    char unprotected[RV_REASON_LEN];
-    /* A split, shrink or grow: the decision came from this communicator's
-     * parent (its group and the root's decision id), not from a rendezvous. */
-    const char *inherited_from;
-    uint64_t inherited_decision;
-};
-
-/* Whether the action gives NCCL a config of the shim's (net_config). */
-static inline int plan_configures(const struct plan *p)
-{
-    return p->action == ACTION_SOCKET || p->action == ACTION_FRUGAL;
-}
+#include "plan.h"
 
 void plan_creation(const struct plan_input *in, struct plan *out);
 
@@ -77,7 +29,6 @@ struct plan_parent {
     uint64_t decision_id;               /* the root's, if any */
 };
 void plan_child(const struct plan_input *in, const struct plan_parent *parent, struct plan *out);
-void plan_release(struct plan *p);
 
 /* At ncclGetUniqueId: whether the ID gets the rendezvous mark (NCCLSHIM_TAG),
  * and why or why not: an ID a binding makes does; one torch makes does where

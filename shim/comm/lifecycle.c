@@ -12,6 +12,7 @@
 #define _GNU_SOURCE
 #include "lifecycle.h"
 
+#include "action.h"
 #include "clock.h"
 #include "comm.h"
 #include "comm_record.h"
@@ -161,15 +162,15 @@ static int init_seen_ended(struct shim_comm *h)
 static void finish_creation(struct creation *c, ncclResult_t r, uint64_t dur_us, ncclComm_t *out)
 {
     struct plan *p = &c->plan;
-    ncclComm_t real = (out && p->action != ACTION_DROP && p->action != ACTION_IPC &&
-                       (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
+    int shim_only = action_has(p->action, ACT_SHIM_ONLY);
+    ncclComm_t real = (out && !shim_only && (r == ncclSuccess || r == ncclInProgress)) ? *out : NULL;
     struct shim_comm *h = NULL;
     int cuda_device = -1;
-    if ((p->action == ACTION_DROP || p->action == ACTION_IPC) && r == ncclSuccess) {
+    if (shim_only && r == ncclSuccess) {
         h = p->vcomm; /* taken: plan_release leaves it */
         p->vcomm = NULL;
         cuda_device = p->cuda_device;
-        if (p->action == ACTION_IPC) {
+        if (p->ipc) {
             h->ipc = p->ipc;
             p->ipc = NULL;
             cuda_device = ipc_device(h->ipc);
@@ -234,24 +235,17 @@ static void begin_creation(struct creation *c, const char *fn, struct shim_slot 
 }
 
 /*
- * The actions that need no NCCL call: drop and ipc (the handle made in round
- * 2 is returned) and fail.  Returns 1 with the result in *r if it handled the
- * creation; 0 if NCCL is to be called (passthrough, socket, frugal).
+ * The actions that need no NCCL call (shim-only ones return the handle made
+ * in round 2; fail fails).  Returns 1 with the result in *r if the action
+ * handled the creation; 0 if NCCL is to be called.
  */
 static int carried_out_by_shim(struct creation *c, ncclComm_t *newcomm, ncclResult_t *r)
 {
-    if (c->plan.action == ACTION_DROP || c->plan.action == ACTION_IPC) {
-        *r = newcomm ? ncclSuccess : ncclInvalidArgument;
-        return 1;
-    }
-    if (c->plan.action == ACTION_FAIL) {
-        shim_warn("strict", "%s fails: %s", c->fn, c->plan.action_reason);
-        if (newcomm)
-            *newcomm = NULL;
-        *r = ncclInvalidUsage;
-        return 1;
-    }
-    return 0;
+    const struct action_ops *o = action_ops(c->plan.action);
+    if (!o->instead_of_init)
+        return 0;
+    *r = o->instead_of_init(&c->plan, c->fn, newcomm);
+    return 1;
 }
 
 /* The config NCCL gets: the caller's, or the shim's copy of it (socket:
@@ -261,17 +255,17 @@ static ncclConfig_t *config_for(struct creation *c, ncclConfig_t *config)
     return plan_configures(&c->plan) ? c->plan.net_config : config;
 }
 
-/* Around the real init: for socket, NCCL_NET is hidden from it (and from
- * nothing else: shim/nccl/net_env.c). */
+/* Around the real init: NCCL_NET is hidden from it where the action says
+ * so (socket), and from nothing else (shim/nccl/net_env.c). */
 static void redirect_begin(const struct creation *c)
 {
-    if (c->plan.action == ACTION_SOCKET)
+    if (action_has(c->plan.action, ACT_HIDES_NCCL_NET))
         net_env_hide();
 }
 
 static void redirect_end(const struct creation *c)
 {
-    if (c->plan.action == ACTION_SOCKET)
+    if (action_has(c->plan.action, ACT_HIDES_NCCL_NET))
         net_env_show();
 }
 
@@ -410,6 +404,20 @@ static enum child_way open_child(const void *f, ncclComm_t comm, ncclComm_t *new
     return observing() && (*parent || (!comm && new_rank_ok)) ? CHILD_OBSERVE : CHILD_FORWARD;
 }
 
+/*
+ * The opening of a split, shrink and grow wrapper, around open_child: the
+ * real function `f`, and a return from the wrapper unless the child is the
+ * shim's to observe (`forward`: the real call, untouched).  Declares f,
+ * parent and r for the rest of the wrapper.
+ */
+#define OPEN_CHILD(name, new_rank_ok, forward)                                                                 \
+    __typeof__(&name) f = REAL(slot, name, caller);                                                            \
+    struct shim_comm *parent;                                                                                  \
+    ncclResult_t r;                                                                                            \
+    enum child_way way = open_child(f, comm, newcomm, #name, new_rank_ok, &parent, &r);                        \
+    if (way != CHILD_OBSERVE)                                                                                  \
+    return way == CHILD_FORWARD ? (forward) : r
+
 /* The parent's part of a split, shrink or grow: its state, and the name of
  * the child (every rank makes its parent's children in the same order, so
  * the sequence number names the child alike on every rank). */
@@ -427,12 +435,7 @@ static void begin_child(struct creation *c, const char *fn, struct shim_slot *sl
 ncclResult_t life_ncclCommSplit(struct shim_slot *slot, const void *caller, ncclComm_t comm, int color, int key,
                                 ncclComm_t *newcomm, ncclConfig_t *config)
 {
-    __typeof__(&ncclCommSplit) f = REAL(slot, ncclCommSplit, caller);
-    struct shim_comm *parent;
-    ncclResult_t r;
-    enum child_way way = open_child(f, comm, newcomm, "ncclCommSplit", 0, &parent, &r);
-    if (way != CHILD_OBSERVE)
-        return way == CHILD_FORWARD ? f(comm, color, key, newcomm, config) : r;
+    OPEN_CHILD(ncclCommSplit, 0, f(comm, color, key, newcomm, config));
     struct creation c;
     begin_child(&c, "ncclCommSplit", slot, caller, parent, &parent->splits, "split", config);
     c.is_split = 1;
@@ -455,12 +458,7 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
                                  int *excludeRanksList, int excludeRanksCount, ncclComm_t *newcomm,
                                  ncclConfig_t *config, int shrinkFlags)
 {
-    __typeof__(&ncclCommShrink) f = REAL(slot, ncclCommShrink, caller);
-    struct shim_comm *parent;
-    ncclResult_t r;
-    enum child_way way = open_child(f, comm, newcomm, "ncclCommShrink", 0, &parent, &r);
-    if (way != CHILD_OBSERVE)
-        return way == CHILD_FORWARD ? f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags) : r;
+    OPEN_CHILD(ncclCommShrink, 0, f(comm, excludeRanksList, excludeRanksCount, newcomm, config, shrinkFlags));
     struct creation c;
     begin_child(&c, "ncclCommShrink", slot, caller, parent, &parent->shrinks, "shrink", config);
     c.exclude = excludeRanksList;
@@ -481,12 +479,7 @@ ncclResult_t life_ncclCommShrink(struct shim_slot *slot, const void *caller, ncc
 ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclComm_t comm, int nRanks,
                                const ncclUniqueId *uniqueId, int rank, ncclComm_t *newcomm, ncclConfig_t *config)
 {
-    __typeof__(&ncclCommGrow) f = REAL(slot, ncclCommGrow, caller);
-    struct shim_comm *parent;
-    ncclResult_t r;
-    enum child_way way = open_child(f, comm, newcomm, "ncclCommGrow", 1, &parent, &r);
-    if (way != CHILD_OBSERVE)
-        return way == CHILD_FORWARD ? f(comm, nRanks, uniqueId, rank, newcomm, config) : r;
+    OPEN_CHILD(ncclCommGrow, 1, f(comm, nRanks, uniqueId, rank, newcomm, config));
     struct creation c;
     if (parent) {
         begin_child(&c, "ncclCommGrow", slot, caller, parent, &parent->grows, "grow", config);
@@ -497,7 +490,7 @@ ncclResult_t life_ncclCommGrow(struct shim_slot *slot, const void *caller, ncclC
         uint64_t decision = 0;
         struct plan_parent pp = { "the grow's unique ID", PURPOSE_WEIGHT_UPDATE, ACTION_PASSTHROUGH, 0, 0 };
         int inherited = uniqueId && uid_inherit_read(uniqueId, &action, &decision) &&
-                        (action == ACTION_SOCKET || action == ACTION_FRUGAL);
+                        action_has((enum action)action, ACT_CONFIGURES);
         pp.action = (enum action)action;
         pp.decision_id = decision;
         begin_creation(&c, "ncclCommGrow", slot, caller, rank, nRanks, uniqueId, config, inherited ? &pp : NULL);
@@ -526,7 +519,7 @@ ncclResult_t life_ncclCommGetUniqueId(struct shim_slot *slot, const void *caller
         return ncclInternalError;
     ncclResult_t r = f(comm, uniqueId);
     struct shim_comm *h = r == ncclSuccess && uniqueId && observing() ? shim_comm_find(comm) : NULL;
-    if (h && (h->action == ACTION_SOCKET || h->action == ACTION_FRUGAL) && uid_mark_space_free(uniqueId))
+    if (h && action_has((enum action)h->action, ACT_CONFIGURES) && uid_mark_space_free(uniqueId))
         uid_inherit_write(uniqueId, h->action, h->decision_id);
     return r;
 }

@@ -59,33 +59,24 @@ static const struct small_fmt FMT_E5M2 = { 5, 2, 15, 0, 0x7b, 0x7c };
 #define D_CANON_NAN 0x7fffffffffffffffull
 #define F_CANON_NAN 0x7fffffffu
 
-static double d_from_bits(uint64_t b)
-{
-    double d;
-    memcpy(&d, &b, sizeof d);
-    return d;
-}
+/* A value from its bits and back, without aliasing: one pair for double
+ * (uint64_t) and one for float (uint32_t). */
+#define BIT_CASTS(T, U, P)                                                                                     \
+    static T P##_from_bits(U b)                                                                                \
+    {                                                                                                          \
+        T v;                                                                                                   \
+        memcpy(&v, &b, sizeof v);                                                                              \
+        return v;                                                                                              \
+    }                                                                                                          \
+    static U P##_bits(T v)                                                                                     \
+    {                                                                                                          \
+        U b;                                                                                                   \
+        memcpy(&b, &v, sizeof b);                                                                              \
+        return b;                                                                                              \
+    }
 
-static uint64_t d_bits(double d)
-{
-    uint64_t b;
-    memcpy(&b, &d, sizeof b);
-    return b;
-}
-
-static float f_from_bits(uint32_t b)
-{
-    float f;
-    memcpy(&f, &b, sizeof f);
-    return f;
-}
-
-static uint32_t f_bits(float f)
-{
-    uint32_t b;
-    memcpy(&b, &f, sizeof b);
-    return b;
-}
+BIT_CASTS(double, uint64_t, d)
+BIT_CASTS(float, uint32_t, f)
 
 /*
  * Widen v to a binary format with dmbits mantissa bits and exponent bias
@@ -215,70 +206,46 @@ float host_fp8e5m2_to_float(uint8_t v) { return f_from_bits((uint32_t)widen(v, &
 
 /* ---- element operations ---------------------------------------------- */
 
-/* fmax/fmin semantics: a NaN operand loses; both NaN gives NaN; +0 > -0. */
-INLINE double d_max(double a, double b)
-{
-    if (a != a)
-        return b;
-    if (b != b || a > b)
-        return a;
-    if (a == b)     /* equal, or +0 and -0: prefer the one without a sign */
-        return (d_bits(a) >> 63) ? b : a;
-    return b;
-}
-
-INLINE double d_min(double a, double b)
-{
-    if (a != a)
-        return b;
-    if (b != b || a < b)
-        return a;
-    if (a == b)
-        return (d_bits(a) >> 63) ? a : b;
-    return b;
-}
-
-INLINE float f_max(float a, float b)
-{
-    if (a != a)
-        return b;
-    if (b != b || a > b)
-        return a;
-    if (a == b)
-        return (f_bits(a) >> 31) ? b : a;
-    return b;
-}
-
-INLINE float f_min(float a, float b)
-{
-    if (a != a)
-        return b;
-    if (b != b || a < b)
-        return a;
-    if (a == b)
-        return (f_bits(a) >> 31) ? a : b;
-    return b;
-}
-
-INLINE double d_combine(double a, double b, ncclRedOp_t op)
-{
-    switch (op) {
-    case ncclProd: return a * b;
-    case ncclMax: return d_max(a, b);
-    case ncclMin: return d_min(a, b);
-    default: return a + b;  /* ncclSum, ncclAvg */
+/*
+ * fmax/fmin semantics: a NaN operand loses; both NaN gives NaN; +0 > -0
+ * (equal, or +0 and -0: max prefers the one without a sign).  Then the
+ * combination of two elements by `op` (ncclSum and ncclAvg add).  One body
+ * for double and float: T the type, P its prefix, BITS its bits, SIGN the
+ * sign bit's place.
+ */
+#define ELEMENT_OPS(T, P, BITS, SIGN)                                                                          \
+    INLINE T P##_max(T a, T b)                                                                                 \
+    {                                                                                                          \
+        if (a != a)                                                                                            \
+            return b;                                                                                          \
+        if (b != b || a > b)                                                                                   \
+            return a;                                                                                          \
+        if (a == b)                                                                                            \
+            return (BITS(a) >> SIGN) ? b : a;                                                                  \
+        return b;                                                                                              \
+    }                                                                                                          \
+    INLINE T P##_min(T a, T b)                                                                                 \
+    {                                                                                                          \
+        if (a != a)                                                                                            \
+            return b;                                                                                          \
+        if (b != b || a < b)                                                                                   \
+            return a;                                                                                          \
+        if (a == b)                                                                                            \
+            return (BITS(a) >> SIGN) ? a : b;                                                                  \
+        return b;                                                                                              \
+    }                                                                                                          \
+    INLINE T P##_combine(T a, T b, ncclRedOp_t op)                                                             \
+    {                                                                                                          \
+        switch (op) {                                                                                          \
+        case ncclProd: return a * b;                                                                           \
+        case ncclMax: return P##_max(a, b);                                                                    \
+        case ncclMin: return P##_min(a, b);                                                                    \
+        default: return a + b;                                                                                 \
+        }                                                                                                      \
     }
-}
 
-INLINE float f_combine(float a, float b, ncclRedOp_t op)
-{
-    switch (op) {
-    case ncclProd: return a * b;
-    case ncclMax: return f_max(a, b);
-    case ncclMin: return f_min(a, b);
-    default: return a + b;
-    }
-}
+ELEMENT_OPS(double, d, d_bits, 63)
+ELEMENT_OPS(float, f, f_bits, 31)
 
 INLINE void store_double(unsigned char *p, double r)
 {

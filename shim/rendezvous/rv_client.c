@@ -244,7 +244,8 @@ static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const str
         m->u.vote.ok = ok;
         snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
         uint64_t deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
-        enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
+        enum rv_type next = out->rounds == 2 && action_has((enum action)decided.action, ACT_PEERS) && ok ? RV_PEERS
+                                                                                                   : RV_COMMIT;
         rv_fault("vote");
         (void)rv_block_until(fd, deadline);
         /* A vote that is not sent whole leaves the root short of it: it
@@ -269,7 +270,7 @@ static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const str
         if (m->type == RV_COMMIT) {
             out->v = m->u.verdict;
             out->v.final = 1;
-            if (out->v.action == ACTION_IPC) {
+            if (action_has((enum action)out->v.action, ACT_PEERS)) {
                 /* Kept open for the communicator's life: the root closes it
                  * when any rank leaves (shim/ipc/ipc_monitor.c watches it). */
                 (void)rv_nonblocking(fd);

@@ -94,17 +94,20 @@ static void adjust_action(struct rv_verdict *v, int nranks, int leaders)
 {
     const struct shim_config *cfg = shim_config();
     char why[RV_REASON_LEN];
-    if (v->action == ACTION_IPC && (v->nhosts != 1 || nranks > RV_MAX_PEERS)) {
-        snprintf(why, sizeof(why), "ipc chosen (%.400s), but CUDA IPC needs every rank on one host and at most %d "
-                 "ranks (here %d hosts, %d ranks): passthrough", v->action_reason, RV_MAX_PEERS, v->nhosts, nranks);
+    if (action_has((enum action)v->action, ACT_PEERS) && (v->nhosts != 1 || nranks > RV_MAX_PEERS)) {
+        const struct action_info *a = action_info((enum action)v->action);
+        snprintf(why, sizeof(why), "%s chosen (%.400s), but %s needs every rank on one host and at most %d ranks "
+                 "(here %d hosts, %d ranks): passthrough", a->name, v->action_reason, a->means, RV_MAX_PEERS,
+                 v->nhosts, nranks);
         v->action = ACTION_PASSTHROUGH;
         memcpy(v->action_reason, why, sizeof(why));
     }
-    if (v->action == ACTION_IPC && leaders) {
-        /* ipc's monitor is each rank's own connection to the root. */
-        snprintf(why, sizeof(why), "ipc chosen (%.400s), but ranks met at their host's leader (more than "
-                 "NCCLSHIM_RENDEZVOUS_FANIN=%d ranks) and ipc needs each rank connected to the root: passthrough",
-                 v->action_reason, cfg->rendezvous_fanin);
+    if (action_has((enum action)v->action, ACT_PEERS) && leaders) {
+        /* Its monitor is each rank's own connection to the root. */
+        snprintf(why, sizeof(why), "%s chosen (%.400s), but ranks met at their host's leader (more than "
+                 "NCCLSHIM_RENDEZVOUS_FANIN=%d ranks) and %s needs each rank connected to the root: passthrough",
+                 action_name((enum action)v->action), v->action_reason, cfg->rendezvous_fanin,
+                 action_name((enum action)v->action));
         v->action = ACTION_PASSTHROUGH;
         memcpy(v->action_reason, why, sizeof(why));
     }
@@ -137,7 +140,7 @@ static int one_round(struct rv_session *s)
     if (not_ready >= 0) {
         char why[RV_REASON_LEN];
         snprintf(why, sizeof(why), "rank %d could not set up %s (%.300s): passthrough for all", not_ready,
-                 action_name(ACTION_SOCKET), s->facts[not_ready].socket_why);
+                 action_name((enum action)s->verdict.action), s->facts[not_ready].socket_why);
         rv_fall_back(s, RV_COMMIT, why);
         return 1;
     }
@@ -164,14 +167,14 @@ static void decide_all(struct rv_session *s)
     snprintf(v->purpose_reason, sizeof(v->purpose_reason), "%s", s->d.purpose_reason);
     snprintf(v->action_reason, sizeof(v->action_reason), "%s", s->d.action_reason);
     adjust_action(v, s->nranks, s->leaders);
-    v->final = v->action == ACTION_PASSTHROUGH || v->action == ACTION_FAIL;
+    v->final = !action_has((enum action)v->action, ACT_SET_UP);
     s->decided_us = shim_mono_us();
     /* Decided: nobody else may join, but the listener stays open: a rank
      * whose path breaks from here on asks it (an ABORT on a new connection),
      * which ends the vote in passthrough, or, once the verdict is final, is
      * answered with it (ST_ANSWER).  ipc closes it at its COMMIT. */
     rv_reject_strangers(s);
-    if (!v->final && v->action == ACTION_SOCKET && one_round(s))
+    if (!v->final && action_has((enum action)v->action, ACT_READY_IN_HELLO) && one_round(s))
         return;
     int failed = v->final ? send_final(s, RV_DECISION) : send_verdict(s, RV_DECISION);
     if (v->final) {
@@ -312,7 +315,8 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
         rv_fall_back(s, RV_COMMIT, why);
         return;
     }
-    if (s->verdict.action == ACTION_IPC && s->round == 2) {
+    int peers = action_has((enum action)s->verdict.action, ACT_PEERS);
+    if (peers && s->round == 2) {
         if (!s->peers && !(s->peers = calloc(1, sizeof(*s->peers)))) {
             rv_fall_back(s, RV_COMMIT, "out of memory for the ranks' exports: passthrough for all");
             return;
@@ -322,7 +326,7 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
         p->bloblen = v->bloblen;
         memcpy(p->blob, v->blob, (size_t)v->bloblen);
     }
-    if (++s->votes == s->nranks && s->verdict.action == ACTION_IPC && s->round == 2) {
+    if (++s->votes == s->nranks && peers && s->round == 2) {
         /* Everyone exported: give everyone every export, and vote again on connecting. */
         struct rv_msg *m = calloc(1, sizeof(*m));
         if (!m) {
@@ -345,8 +349,8 @@ static void on_vote(struct rv_session *s, struct rv_conn *c, const struct rv_vot
     if (s->votes == s->nranks) {
         s->verdict.final = 1;
         int failed = send_final(s, RV_COMMIT);
-        if (s->verdict.action == ACTION_IPC && !failed) {
-            /* ipc's ranks are each connected to the root (never through a
+        if (peers && !failed) {
+            /* Its ranks are each connected to the root (never through a
              * leader): the monitor needs no listener. */
             if (s->lfd >= 0)
                 close(s->lfd);

@@ -17,7 +17,7 @@ FUZZ_CC ?= clang
 FUZZ_SECONDS ?= 20
 FUZZ_CFLAGS := -std=gnu11 -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I. -Ishim/nccl -Ishim/rendezvous -Ishim/ipc -Ipolicy
 FUZZ_TARGETS := wire rules vmm
-FUZZ_RULES_SRCS := tests/fuzz/fuzz_rules.c policy/decide.c policy/rules.c policy/classify.c policy/pattern.c policy/fabric.c policy/hosts.c
+FUZZ_RULES_SRCS := tests/fuzz/fuzz_rules.c $(POLICY_SRCS)
 
 .PHONY: fuzz-short fuzz-long $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 

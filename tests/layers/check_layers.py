@@ -21,7 +21,7 @@ import sys
 import check_lengths
 
 # Top to bottom; policy/ is below all of them.
-LAYERS = ["interpose", "comm", "ipc", "rendezvous", "nccl", "base"]
+LAYERS = ["interpose", "comm", "action", "registry", "evidence", "ipc", "rendezvous", "nccl", "base"]
 LEVEL = {d: i for i, d in enumerate(LAYERS)}
 # libc functions the shim interposes (exported by the version script): a call
 # to one of them is a call to libc's, the interposer only sits in between.

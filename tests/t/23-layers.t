@@ -9,7 +9,7 @@ command -v nm > /dev/null || skip_all "nm not found (binutils)"
 CC=${CC:-cc}
 UTHASH=()
 [ -f /usr/include/uthash.h ] || UTHASH=(-I"$ROOT/.deps/include")
-DIRS=(interpose comm ipc rendezvous nccl base)
+DIRS=(interpose comm action registry evidence ipc rendezvous nccl base)
 INC=(-I"$ROOT")
 for d in "${DIRS[@]}"; do INC+=(-I"$ROOT/shim/$d"); done
 for d in "${DIRS[@]}"; do
