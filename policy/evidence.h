@@ -1,5 +1,5 @@
 /*
- * The evidence policy/ decides on.  Plain data: the shim gathers it (shim/comm/creator.c),
+ * The evidence policy/ decides on.  Plain data: the shim gathers it (shim/evidence/creator.c),
  * policy/ reads it.  No NCCL or CUDA types here, on purpose.
  */
 #ifndef NCCLSHIM_POLICY_EVIDENCE_H

@@ -32,7 +32,7 @@
 enum fabric_kind { FABRIC_NONE = 0, FABRIC_EFA, FABRIC_IB, FABRIC_MIXED };
 enum fabric_state { FABRIC_NOT_SAID = 0, FABRIC_READ, FABRIC_UNREADABLE };
 
-/* What a rank knows of its host's fabric: read by the shim (shim/comm/fabric_probe.c,
+/* What a rank knows of its host's fabric: read by the shim (shim/evidence/fabric_probe.c,
  * from sysfs and NCCLSHIM_FABRIC_BUDGET), weighed by policy/fabric.c. */
 struct fabric_facts {
     int state;                          /* enum fabric_state: NOT_SAID from a shim before issue 25 */

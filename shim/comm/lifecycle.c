@@ -4,7 +4,7 @@
  * carried out here (passthrough: the real init; socket: the real init with
  * netName "Socket", NCCL_NET hidden from it (shim/nccl/net_env.c); drop: a
  * shim-only handle, no NCCL; ipc: a shim-only handle over the CUDA IPC
- * transport, shim/ipc/ipc.c; fail), the communicator is registered (shim/comm/comm.c:
+ * transport, shim/ipc/ipc.c; fail), the communicator is registered (shim/registry/comm.c:
  * the application keeps NCCL's own ncclComm_t) and recorded (the records
  * themselves are built in comm_record.c).  The state of one creation
  * (creation.h) is this file's.

@@ -1,5 +1,5 @@
 /*
- * Reads a host's fabric from sysfs (shim/comm/fabric_probe.h).  EFA devices
+ * Reads a host's fabric from sysfs (shim/evidence/fabric_probe.h).  EFA devices
  * appear under class/infiniband like InfiniBand ones, with PCI vendor 0x1d0f
  * and port link_layer "Unknown" (rdma-core#884); NCCL's own IB transport takes
  * only ports whose link_layer is InfiniBand or Ethernet and that are ACTIVE

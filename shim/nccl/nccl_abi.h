@@ -135,7 +135,7 @@ typedef struct ncclParamHandle *ncclParamHandle_t;
  * NCCL reads launchCompletionEvent (taken to be 2.32's, with the size
  * holding it); both are one #define here, checked by tests/t/09-abi.t when a
  * 2.31+ header appears.  The shim reads only size, magic, version and
- * launchCompletionEvent (shim/comm/vcomm_config.c); the rest tunes NCCL's
+ * launchCompletionEvent (shim/registry/vcomm_config.c); the rest tunes NCCL's
  * kernels and is forwarded untouched.
  */
 typedef struct ncclConfigExt ncclConfigExt_t;   /* vendor options: a list the shim never walks */

@@ -1,10 +1,10 @@
 /*
  * What a shim-only communicator (actions drop and ipc) answers, but for its
- * data operations (shim/comm/vcomm_ops.c).  It has a rank, a size
+ * data operations (shim/registry/vcomm_ops.c).  It has a rank, a size
  * and a device, no errors, and data operations that complete at once without
  * touching memory; each is counted, so that records show the data that did
  * not arrive (docs/policy.md, "drop").  Functions not here are refused by
- * shim/comm/vcomm_default.c.
+ * shim/registry/vcomm_default.c.
  */
 #include "vcomm.h"
 

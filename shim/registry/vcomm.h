@@ -1,8 +1,8 @@
 /*
  * Shim-only communicators (actions drop and ipc): every NCCL function that takes a
  * communicator has an answer here, so that a shim handle never reaches the
- * real NCCL.  shim/comm/vcomm.c answers the ones that have a meaningful answer,
- * shim/comm/vcomm_ops.c the data operations (one dispatch); shim/comm/vcomm_default.c
+ * real NCCL.  shim/registry/vcomm.c answers the ones that have a meaningful answer,
+ * shim/registry/vcomm_ops.c the data operations (one dispatch); shim/registry/vcomm_default.c
  * refuses the rest with ncclInvalidUsage and a record.
  */
 #ifndef NCCLSHIM_VCOMM_H

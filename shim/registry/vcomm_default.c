@@ -2,7 +2,7 @@
  * The default answer of a shim-only communicator (action drop) to every NCCL
  * function that takes one: refused with ncclInvalidUsage and a record naming
  * the function.  Weak, generated from nccl_api.def so that a function added to
- * the table can never reach NCCL with a shim-only handle; shim/comm/vcomm.c
+ * the table can never reach NCCL with a shim-only handle; shim/registry/vcomm.c
  * overrides the ones that have a meaningful answer.
  */
 #include "vcomm.h"

@@ -3,7 +3,7 @@
  * dropped one counts them and moves nothing; an ipc one routes each to the
  * CUDA IPC transport (shim/ipc/ipc.h), or refuses what the transport has not.
  * The operations this file does not name take the generated default
- * (shim/comm/vcomm_default.c: vcomm_data).
+ * (shim/registry/vcomm_default.c: vcomm_data).
  */
 #include "vcomm.h"
 
@@ -74,7 +74,7 @@ static ncclResult_t run(ncclComm_t comm, const struct vcomm_op *o)
         break;
     case OP_SEND:
     case OP_RECV: {
-        /* Queued until the end of their group (shim/comm/group.c). */
+        /* Queued until the end of their group (shim/registry/group.c). */
         struct ipc_p2p p = { o->op == OP_SEND, o->op == OP_SEND ? (void *)o->send : o->recv, bytes, o->root,
                              (CUstream)o->stream };
         return group_ipc_p2p(h, &p, o->fn);

@@ -112,7 +112,7 @@ reuse_checks() {
 ASAN_OPTIONS="${ASAN_OPTIONS:+$ASAN_OPTIONS:}quarantine_size_mb=0" run reuse "$BIN/newer_linked" linked reuse 300
 reuse_checks reuse "300 communicators made, used and destroyed" "" "whatever address it had"
 # Made and destroyed by one thread, used by another: the user thread's last-seen
-# communicator (shim/comm/comm.h) must not count into a destroyed one at a reused address.
+# communicator (shim/registry/comm.h) must not count into a destroyed one at a reused address.
 # FAKE_NCCL_REUSE_FIFO: an address comes back with another of the shim's structs than it had.
 FAKE_NCCL_REUSE_FIFO=1 run reuse2 "$BIN/newer_linked" linked reuse2 50
 reuse_checks reuse2 "100 communicators made and destroyed by one thread, used by another" " across threads" \

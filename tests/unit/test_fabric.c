@@ -1,6 +1,6 @@
 /*
  * auto across hosts (policy/fabric.c) on every kind of fabric evidence, and
- * the shim's reading of it (shim/comm/fabric_probe.c) from fake sysfs trees,
+ * the shim's reading of it (shim/evidence/fabric_probe.c) from fake sysfs trees,
  * well-formed and not.  The decisions go through decide(), so the reasons are
  * checked whole, as records show them.
  */

@@ -3,7 +3,7 @@
  * drop and ipc).  Each is its plain collective plus a per-collective config
  * whose settings (CTAs, algorithm, profiler tag) tune NCCL's kernels; there
  * are none to tune here, so the call is answered by the plain form
- * (shim/comm/vcomm_ops.c: ipc moves the data, drop counts it), and counted,
+ * (shim/registry/vcomm_ops.c: ipc moves the data, drop counts it), and counted,
  * recorded and refused under the plain collective's name.  Two parts of the
  * config still matter:
  *   - a config the shim cannot read (not made with NCCL_COLLCONFIG_INITIALIZER,
