@@ -238,6 +238,12 @@ static int prepare(void *ctx, int action, uint8_t *blob, int *bloblen, char *why
     return -1;
 }
 
+/* The ipc transport knows nothing of the rendezvous's messages: what it
+ * exports must fit a vote, and the rendezvous decides it for no more ranks
+ * than it takes. */
+_Static_assert(IPC_EXPORT_MAX <= RV_BLOB_LEN, "an ipc export fits a vote");
+_Static_assert(RV_MAX_PEERS <= IPC_MAX_RANKS, "the ipc transport takes every rank the rendezvous gives it");
+
 /* Round 3 (ipc): open the peers' memory. */
 static int connect_peers(void *ctx, const struct rv_peers *peers, char *why, size_t whylen)
 {
@@ -246,7 +252,11 @@ static int connect_peers(void *ctx, const struct rv_peers *peers, char *why, siz
         snprintf(why, whylen, "nothing was set up in round 2");
         return -1;
     }
-    return ipc_connect(p->ipc, peers, why, whylen);
+    struct ipc_peer_export ex[RV_MAX_PEERS];
+    int n = peers->npeers < RV_MAX_PEERS ? peers->npeers : RV_MAX_PEERS;
+    for (int i = 0; i < n; i++)
+        ex[i] = (struct ipc_peer_export){peers->peer[i].rank, peers->peer[i].bloblen, peers->peer[i].blob};
+    return ipc_connect(p->ipc, ex, n, why, whylen);
 }
 
 void plan_release(struct plan *p)

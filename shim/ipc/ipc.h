@@ -25,14 +25,23 @@
 #include <stdint.h>
 
 /* Round 2 of the rendezvous: allocate and export.  The export goes into
- * `blob` (*bloblen bytes).  0, or -1 with the reason (nothing left allocated). */
+ * `blob` (*bloblen bytes, at most IPC_EXPORT_MAX).  0, or -1 with the reason
+ * (nothing left allocated). */
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen);
 
 /* The communicator's name in the records (messages name it). */
 void ipc_set_group(struct ipc_comm *c, const char *group);
 
-/* Round 3: open every other rank's export.  0, or -1 with the reason. */
-int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen);
+/* One rank's export, as its ipc_prepare made it and the rendezvous carried it. */
+struct ipc_peer_export {
+    int rank;
+    int len;
+    const uint8_t *bytes;
+};
+
+/* Round 3: open every other rank's export (`npeers` of them, this rank's
+ * own included).  0, or -1 with the reason. */
+int ipc_connect(struct ipc_comm *c, const struct ipc_peer_export *peers, int npeers, char *why, size_t whylen);
 
 /* ncclRemoteError once a peer is gone (or after ncclCommAbort), else ncclSuccess. */
 ncclResult_t ipc_async_error(struct ipc_comm *c);
