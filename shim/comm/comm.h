@@ -1,6 +1,7 @@
 /*
  * What the shim knows of each communicator the application holds, and how it
- * finds it from the handle the application passes (DESIGN D10).
+ * finds it from the handle the application passes (docs/design.md, "NCCL's
+ * own communicator").
  *
  * A communicator NCCL made (passthrough, socket, anything made before the
  * shim or with NCCLSHIM_MODE=off) reaches the application as NCCL's own

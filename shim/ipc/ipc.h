@@ -1,12 +1,13 @@
 /*
- * The CUDA IPC transport (DESIGN D7): a communicator of ranks on one host that
- * exists only in the shim.  Each rank owns one device allocation, its staging
- * (exported with cuIpcGetMemHandle, given back by ncclCommSuspend), and a page
- * of host shared memory whose first 4 KiB are its counters, pinned and mapped
- * into every peer's context.  Operations only enqueue work on the caller's
- * stream (copies on copy engines, waits and writes of counters with
- * cuStreamWaitValue64 / cuStreamWriteValue64), except small all-reduces,
- * which synchronise the host.  The protocol: ipc_proto.h.
+ * The CUDA IPC transport (docs/design.md, "The CUDA IPC transport"): a
+ * communicator of ranks on one host that exists only in the shim.  Each rank
+ * owns one device allocation, its staging (exported with cuIpcGetMemHandle,
+ * given back by ncclCommSuspend), and a page of host shared memory whose first
+ * 4 KiB are its counters, pinned and mapped into every peer's context.
+ * Operations only enqueue work on the caller's stream (copies on copy engines,
+ * waits and writes of counters with cuStreamWaitValue64 /
+ * cuStreamWriteValue64), except small all-reduces, which synchronise the host.
+ * The protocol: ipc_proto.h.
  *
  * This header is what shim/comm/ and shim/interpose/ call: set-up and
  * teardown (ipc.c), and through the headers it includes, the operations

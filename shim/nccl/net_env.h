@@ -1,5 +1,6 @@
 /*
- * Where the socket action holds against NCCL_NET (DESIGN D11).
+ * Where the socket action holds against NCCL_NET (docs/design.md, "NCCL_NET
+ * cannot undo a redirect").
  *
  * NCCL reads NCCL_NET at every init, with getenv, on the thread that calls
  * the init (init.cc: parseCommConfig -> envConfigOverride, before any
