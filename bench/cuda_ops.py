@@ -1,5 +1,5 @@
-"""The CUDA driver calls the copy and chain probes (bench/copy_probe.py,
-bench/chain_probe.py) make themselves, through ctypes: a copy, and the stream
+"""The CUDA driver calls the copy probe (bench/copy_probe.py) makes itself,
+through ctypes: a copy, and the stream
 memory operations of the ipc protocol.  Each raises RuntimeError with the
 CUresult when the driver refuses."""
 import ctypes

@@ -127,7 +127,8 @@ def worker(args):
         barrier()
         # A first round untimed, kept in bw_cold: a process's first
         # cuIpcOpenMemHandle of an application buffer takes ~9 ms
-        # (bench/first_ops.py), and falls into the first round of 1 MiB
+        # (docs/history/benchmarks-history.md, "Pushed when the sender waits
+        # a little for its receiver"), and falls into the first round of 1 MiB
         # whenever the warm-up broadcast went the other way.
         t = timed(op, stream, iters(size))
         res.setdefault("bw_cold", {})[str(size)] = size / t / 1e9

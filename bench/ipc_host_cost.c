@@ -1,6 +1,6 @@
 /*
  * Host time of each call an ipc broadcast makes (issue 36): the driver calls
- * (shim/ipc/cuda.h's table, through cuGetProcAddress as the shim loads
+ * (shim/nccl/cuda.h's table, through cuGetProcAddress as the shim loads
  * them), a futex wake with nobody waiting, and the clock.  Each is called
  * N times in runs of RUN, the stream synchronised between runs (outside the
  * timing: a full work queue would block the call), and reported as the

@@ -26,13 +26,22 @@ static int ipc_action_prepare(const struct plan_input *in, struct plan *p, uint8
     return 0;
 }
 
+_Static_assert(IPC_EXPORT_MAX <= RV_BLOB_LEN, "an ipc export fits a vote");
+_Static_assert(RV_MAX_PEERS <= IPC_MAX_RANKS, "the ipc transport takes every rank the rendezvous gives it");
+
+/* The rendezvous's PEERS message as the transport's own list of exports
+ * (ipc does not read the rendezvous's types). */
 static int ipc_action_connect(struct plan *p, const struct rv_peers *peers, char *why, size_t whylen)
 {
     if (!p->ipc) {
         snprintf(why, whylen, "nothing was set up in round 2");
         return -1;
     }
-    return ipc_connect(p->ipc, peers, why, whylen);
+    struct ipc_peer_export ex[RV_MAX_PEERS];
+    int n = peers->npeers < RV_MAX_PEERS ? peers->npeers : RV_MAX_PEERS;
+    for (int i = 0; i < n; i++)
+        ex[i] = (struct ipc_peer_export){ peers->peer[i].rank, peers->peer[i].bloblen, peers->peer[i].blob };
+    return ipc_connect(p->ipc, ex, n, why, whylen);
 }
 
 /* ipc_watch takes the connection even when it cannot watch it. */

@@ -1,8 +1,9 @@
 /*
- * dlsym interposition (DESIGN D1).  Callers that dlopen a libnccl and look its
- * functions up (vLLM's ctypes pynccl, nccl4py, CuPy) never see the shim's
- * exported symbols, so the shim answers their lookups of NCCL names with the
- * wrapper of the forwarding slot bound to the library they looked in.
+ * dlsym interposition (docs/design.md, "Interpose dlsym too").  Callers that
+ * dlopen a libnccl and look its functions up (vLLM's ctypes pynccl, nccl4py,
+ * CuPy) never see the shim's exported symbols, so the shim answers their
+ * lookups of NCCL names with the wrapper of the forwarding slot bound to the
+ * library they looked in.
  *
  * Every other name goes straight to glibc as a tail call, so that glibc sees
  * the caller's own return address: RTLD_NEXT lookups keep their meaning.

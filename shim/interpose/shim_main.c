@@ -9,7 +9,7 @@
 #include "forward.h"
 #include "config.h"
 #include "loader.h"
-#include "net_env.h"
+#include "getenv.h"
 #include "creator.h"
 #include "record.h"
 #include "record_file.h"
@@ -216,7 +216,7 @@ __attribute__((constructor)) static void shim_load(void)
     shim_real_dlsym();
     shim_self_base();
     g_real_exit = (exit_fn_t)shim_real_dlsym()(RTLD_NEXT, "_exit");
-    net_env_init();
+    shim_getenv_init();
     if (shim_config()->mode == MODE_OFF)
         return;
     shim_record_set_first(write_load_record);

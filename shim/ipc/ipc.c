@@ -212,8 +212,8 @@ static void write_export(const struct ipc_comm *c, uint8_t *blob, int *bloblen)
 int ipc_prepare(struct ipc_comm **out, int rank, int nranks, uint8_t *blob, int *bloblen, char *why, size_t whylen)
 {
     *out = NULL;
-    /* The rendezvous decides ipc for at most RV_MAX_PEERS ranks (<=
-     * MAX_PEERS): the counters and the Send/Recv counts have that many. */
+    /* The rendezvous decides ipc for at most IPC_MAX_RANKS ranks (= MAX_PEERS):
+     * the counters and the Send/Recv counts have that many. */
     if (nranks < 1 || nranks > MAX_PEERS || rank < 0 || rank >= nranks) {
         snprintf(why, whylen, "rank %d of %d: the ipc transport takes 1 to %d ranks", rank, nranks, MAX_PEERS);
         return -1;
@@ -293,19 +293,19 @@ static void load_kernel(struct ipc_comm *c)
     }
 }
 
-int ipc_connect(struct ipc_comm *c, const struct rv_peers *peers, char *why, size_t whylen)
+int ipc_connect(struct ipc_comm *c, const struct ipc_peer_export *peers, int npeers, char *why, size_t whylen)
 {
     int seen = 0;
     int succ = (c->rank + 1) % c->nranks;
     char succ_shm[48] = "";
-    for (int i = 0; i < peers->npeers; i++) {
-        const struct rv_peer *p = &peers->peer[i];
+    for (int i = 0; i < npeers; i++) {
+        const struct ipc_peer_export *p = &peers[i];
         struct ipc_export e;
-        if (p->bloblen != (int)sizeof(e) || p->rank < 0 || p->rank >= c->nranks) {
-            snprintf(why, whylen, "rank %d's export is malformed (%d bytes)", p->rank, p->bloblen);
+        if (p->len != (int)sizeof(e) || p->rank < 0 || p->rank >= c->nranks) {
+            snprintf(why, whylen, "rank %d's export is malformed (%d bytes)", p->rank, p->len);
             return -1;
         }
-        memcpy(&e, p->blob, sizeof(e));
+        memcpy(&e, p->bytes, sizeof(e));
         if (e.magic != EXPORT_MAGIC || e.version != EXPORT_VERSION || e.rank != p->rank || e.nranks != c->nranks ||
             e.chunk != c->chunk || e.nslots != c->nslots) {
             snprintf(why, whylen, "rank %d's export does not match this rank's (chunk %llu/%zu, slots %d/%d): set the "

@@ -415,7 +415,7 @@ static int other_in(const struct ipc_comm *c, int r, uint64_t b)
  * driver's attribute calls: an expandable-segment buffer seen for the first
  * time would have its pieces exported (~0.1 ms each) and its neighbour would
  * import and map them (~0.15 ms each) though nobody copies through them
- * (docs/benchmarks.md, "Expandable segments"). */
+ * (docs/history/benchmarks-history.md, "Expandable segments"). */
 static int second_on_every_hop(const struct ipc_comm *c, const struct hop_plan *p, uint64_t b)
 {
     return (!p->consumer || other_in(c, c->rank, b)) && (!p->producer || other_in(c, succ_of(c), b));

@@ -20,7 +20,7 @@
  * writer).  A rank waiting for room in its ring sets its mark some broadcasts
  * beyond the room it needs, and its neighbour then wakes it once for many
  * broadcasts: a wake is a system call (1-1.6 us of the waker's host time a
- * broadcast, docs/benchmarks.md, "Where a broadcast's host time goes").
+ * broadcast, docs/history/benchmarks-history.md, "Phase by phase").
  */
 struct ipc_futex {
     _Atomic uint32_t word;

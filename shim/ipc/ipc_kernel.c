@@ -15,10 +15,11 @@
  * ahead").  So NCCLSHIM_IPC_COPY=auto keeps copy engines; =sm selects this,
  * for GPUs or drivers where a copy engine is slow on such memory.
  *
- * The shim has no CUDA runtime and no build-time CUDA (DESIGN D6): the kernel
- * is PTX, compiled by the driver (cuModuleLoadData) once per communicator
- * that has a peer on its own device.  PTX of ISA 7.0 for sm_70 is JIT-compiled
- * for any later GPU by any driver since CUDA 11.
+ * The shim has no CUDA runtime and no build-time CUDA (docs/design.md, "CUDA
+ * through the driver API"): the kernel is PTX, compiled by the driver
+ * (cuModuleLoadData) once per communicator that has a peer on its own device.
+ * PTX of ISA 7.0 for sm_70 is JIT-compiled for any later GPU by any driver
+ * since CUDA 11.
  */
 #define _GNU_SOURCE
 #include "ipc_kernel.h"

@@ -180,7 +180,7 @@
 
 #include "cuda.h"
 #include "ipc_futex.h"
-#include "rv_wire.h"
+#include "ipc_types.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -197,10 +197,9 @@
 #define F_TAKEN_MINE 384                /* this rank: the last TAKEN it wrote as a broadcast's last receiver */
 #define F_SENT 1024                     /* + 8 * peer, written by that peer: chunks it sent here */
 #define F_RECVD 2048                    /* + 8 * peer, written by that peer: chunks it took from here */
-#define MAX_PEERS 64
+#define MAX_PEERS IPC_MAX_RANKS
 _Static_assert(F_TAKEN_MINE + 8 <= F_SENT && F_SENT + 8 * MAX_PEERS <= F_RECVD && F_RECVD + 8 * MAX_PEERS <= FLAGS_BYTES,
                "the counters fit their page");
-_Static_assert(MAX_PEERS >= RV_MAX_PEERS, "a counter per peer");
 /* Send/Recv: each rank has, for each peer, P2P_SLOTS slots of p2p_chunk
  * bytes that it sends through; the whole area is P2P_AREA bytes or less. */
 #define P2P_SLOTS 2
@@ -225,7 +224,7 @@ struct ipc_export {
     uint64_t chunk;
     char shm[48];                       /* its struct ipc_shared (shm_open name), counters first */
 };
-_Static_assert(sizeof(struct ipc_export) <= RV_BLOB_LEN, "the export fits a vote");
+_Static_assert(sizeof(struct ipc_export) <= IPC_EXPORT_MAX, "the export fits what ipc_prepare promises");
 
 /* Where a rank's data for a broadcast is, for its neighbours: what it
  * publishes, copied whole into and out of its ring slot. */

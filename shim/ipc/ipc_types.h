@@ -9,9 +9,14 @@
 
 #include "cuda.h"
 #include "nccl_abi.h"
-#include "rv_wire.h"
 
 struct ipc_comm;
+
+/* The most ranks one ipc communicator takes: the shared page has a counter
+ * per peer (ipc_proto.h).  Whoever decides ipc keeps to it. */
+#define IPC_MAX_RANKS 64
+/* The most bytes a rank's export takes (ipc_prepare, struct ipc_export). */
+#define IPC_EXPORT_MAX 128
 
 /* How this rank's broadcasts went, for its comm_end record: on how many
  * hops it came first (and took the passive half); how the data came in and

@@ -254,7 +254,8 @@ static int by_place(const void *a, const void *b)
 
 /* Makes the `n` pieces just mapped accessible to this rank's device, in one
  * call per run of neighbours: the driver's page table work is per call
- * (bench/vmm_probe.py).  On failure they are unmapped. */
+ * (docs/history/benchmarks-history.md, "Expandable segments shared as file
+ * descriptors").  On failure they are unmapped. */
 static int grant_access(struct ipc_comm *c, struct piece **p, int n, char *why, size_t whylen)
 {
     CUmemAccessDesc acc = { { CU_MEM_LOCATION_TYPE_DEVICE, c->device }, CU_MEM_ACCESS_FLAGS_PROT_READWRITE };

@@ -1,72 +1,27 @@
 /*
- * NCCL_NET for socket-redirected inits only: the getenv interposition (see
- * net_env.h).  Every getenv of the process passes here; the cost is one
- * thread-local load and a tail call.
+ * NCCL_NET for socket-redirected inits only (see net_env.h): when to hide it,
+ * whether hiding is sure to work, and what the records say NCCL was told.
+ * The getenv interposer that reads net_env_hiding is shim/interpose/getenv.c.
  */
 #define _GNU_SOURCE
 #include "net_env.h"
 
-#include "loader.h"
-
 #include <dlfcn.h>
-#include <stdatomic.h>
 #include <stddef.h>
 #include <stdio.h>
-#include <string.h>
+#include <stdlib.h>
 #include <strings.h>
 
-typedef char *(*getenv_fn)(const char *);
-
-/* glibc's getenv; set once, the same value from any thread that races. */
-static _Atomic(getenv_fn) g_real_getenv;
-
-/* Nesting depth of socket-redirected inits on this thread.  initial-exec:
- * the shim is preloaded, and a general-dynamic access would cost every getenv
- * of the process a call. */
-static __thread int t_hide __attribute__((tls_model("initial-exec")));
-
-extern char **environ;
-
-/* getenv before glibc's is known (a constructor of a library loaded before
- * the shim's): what glibc's does, a scan of the environment. */
-SHIM_EARLY static char *scan_environ(const char *name)
-{
-    size_t n = strlen(name);
-    for (char **e = environ; e && *e; e++)
-        if (strncmp(*e, name, n) == 0 && (*e)[n] == '=')
-            return *e + n + 1;
-    return NULL;
-}
-
-void net_env_init(void)
-{
-    if (atomic_load_explicit(&g_real_getenv, memory_order_acquire))
-        return;
-    getenv_fn f = (getenv_fn)shim_glibc_sym("getenv");
-    if (!f)
-        f = (getenv_fn)shim_real_dlsym()(RTLD_NEXT, "getenv");
-    if (f)
-        atomic_store_explicit(&g_real_getenv, f, memory_order_release);
-}
-
-SHIM_EARLY __attribute__((visibility("default"))) char *getenv(const char *name)
-{
-    if (__builtin_expect(t_hide != 0, 0) && name && strcmp(name, "NCCL_NET") == 0)
-        return NULL;
-    getenv_fn f = atomic_load_explicit(&g_real_getenv, memory_order_acquire);
-    if (__builtin_expect(f == NULL, 0))
-        return name ? scan_environ(name) : NULL;
-    return f(name);
-}
+__thread int net_env_hiding;
 
 void net_env_hide(void)
 {
-    t_hide++;
+    net_env_hiding++;
 }
 
 void net_env_show(void)
 {
-    t_hide--;
+    net_env_hiding--;
 }
 
 const char *net_env_value(void)

@@ -1,5 +1,6 @@
 /*
- * Where the socket action holds against NCCL_NET (DESIGN D11).
+ * Where the socket action holds against NCCL_NET (docs/design.md, "NCCL_NET
+ * cannot undo a redirect").
  *
  * NCCL reads NCCL_NET at every init, with getenv, on the thread that calls
  * the init (init.cc: parseCommConfig -> envConfigOverride, before any
@@ -37,7 +38,11 @@ const char *net_env_value(void);
  * picks) and, in `by`, what tells it so. */
 const char *net_env_told(int socket, const ncclConfig_t *config, char *by, size_t bylen);
 
-/* The real getenv, resolved while the process is single-threaded. */
-void net_env_init(void);
+/* Nesting depth of socket-redirected inits on this thread (net_env_hide,
+ * net_env_show), read by the getenv interposer (shim/interpose/getenv.c) at
+ * every getenv of the process.  Thread-local, so no lock.  initial-exec: the
+ * shim is preloaded, and a general-dynamic access would cost every getenv a
+ * call. */
+extern __thread int net_env_hiding __attribute__((tls_model("initial-exec")));
 
 #endif

@@ -1,5 +1,6 @@
 /*
- * Binding forwarding slots to real libnccl files (DESIGN D2).
+ * Binding forwarding slots to real libnccl files (docs/design.md, "One
+ * forwarding table per library").
  *
  * No lock of ours is ever held across a call into the dynamic loader
  * (dladdr, dlopen, dlsym): a thread inside dlopen holds the loader's lock

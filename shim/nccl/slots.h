@@ -1,10 +1,11 @@
 /*
- * Forwarding slots (DESIGN D2): each slot is bound to one real libnccl and
- * holds its function pointers, looked up by name so that an older NCCL simply
- * lacks the newer entries.  Slot 0 serves callers that reach the shim's
- * exported symbols (symbol interposition); the other slots serve handles from
- * dlopen of other libnccl files, through dlsym.  Everything above calls the
- * real NCCL through a slot (shim_real); binding is in slots.c.
+ * Forwarding slots (docs/design.md, "One forwarding table per library"): each
+ * slot is bound to one real libnccl and holds its function pointers, looked up
+ * by name so that an older NCCL simply lacks the newer entries.  Slot 0 serves
+ * callers that reach the shim's exported symbols (symbol interposition); the
+ * other slots serve handles from dlopen of other libnccl files, through dlsym.
+ * Everything above calls the real NCCL through a slot (shim_real); binding is
+ * in slots.c.
  */
 #ifndef NCCLSHIM_SLOTS_H
 #define NCCLSHIM_SLOTS_H

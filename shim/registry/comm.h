@@ -1,6 +1,7 @@
 /*
  * What the shim knows of each communicator the application holds, and how it
- * finds it from the handle the application passes (DESIGN D10).
+ * finds it from the handle the application passes (docs/design.md, "NCCL's
+ * own communicator").
  *
  * A communicator NCCL made (passthrough, socket, anything made before the
  * shim or with NCCLSHIM_MODE=off) reaches the application as NCCL's own
@@ -136,7 +137,7 @@ static inline struct shim_comm *shim_comm_find(const void *comm)
  * The last communicator this thread moved data on, so that a loop of calls on
  * one communicator (the common case: a training step's all-reduces, a refit's
  * broadcasts) skips the probe and the shim-only handle test (measured:
- * docs/benchmarks.md, "last-seen communicator").  Valid only while the table
+ * docs/benchmarks.md, "Cost of a forwarded call").  Valid only while the table
  * has not changed since it was looked up: every change of the table (an
  * insert, a removal, a stale entry replaced, the fork child's reset) bumps
  * g_comm_gen after it, under the table's lock, before the creation or destroy

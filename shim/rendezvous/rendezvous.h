@@ -1,6 +1,7 @@
 /*
- * The rendezvous of a marked unique ID (DESIGN D4): every rank's shim sends
- * its facts to the root's shim, which decides once for all and answers all.
+ * The rendezvous of a marked unique ID (docs/design.md, "Decide once, at the
+ * root"): every rank's shim sends its facts to the root's shim, which decides
+ * once for all and answers all.
  *
  *   root (rv_server.c)                    each rank (rv_client.c)
  *   ncclGetUniqueId: listen, mark the ID

@@ -1,9 +1,10 @@
 /*
- * The shim's mark in an ncclUniqueId (DESIGN D3).  NCCL fills the first 40
- * bytes (its magic and its bootstrap socket address) and reads back only
- * those; the root's shim writes its rendezvous data into bytes 64..127, only
- * if they are all zero.  The ID stays a valid NCCL ID, byte for byte the same
- * on every rank: nobody strips the mark before calling NCCL.
+ * The shim's mark in an ncclUniqueId (docs/design.md, "Mark the unique ID").
+ * NCCL fills the first 40 bytes (its magic and its bootstrap socket address)
+ * and reads back only those; the root's shim writes its rendezvous data into
+ * bytes 64..127, only if they are all zero.  The ID stays a valid NCCL ID,
+ * byte for byte the same on every rank: nobody strips the mark before calling
+ * NCCL.
  */
 #ifndef NCCLSHIM_UID_MARK_H
 #define NCCLSHIM_UID_MARK_H

@@ -1,7 +1,8 @@
 /*
  * A fake libcuda.so.1 (CUDA driver API) for the CPU tests: enough of the
  * driver for the shim's CUDA IPC transport to run its whole protocol between
- * several processes on a machine without a GPU (DESIGN D8).
+ * several processes on a machine without a GPU (docs/design.md, "Fakes of
+ * NCCL and CUDA").
  *
  *   - Host pointers are device pointers.  cuMemAlloc maps a POSIX shared
  *     memory object (/fakecuda.<pid>.<n>), so any process can map it too, and

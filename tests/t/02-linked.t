@@ -28,8 +28,8 @@ plain_calls=$(norm "$TMP/plain/fake.log" | grep -v -E '^a nccl(CommCuDevice|Comm
 is "$shim_calls" "$plain_calls" "the real library sees the same calls with the same arguments"
 unlike "$(cat "$TMP/shim/fake.log")" 'INVALID-COMM' "no shim handle ever reaches the real library"
 
-# The application holds NCCL's own communicator (DESIGN D10), and every call
-# that carried it reached NCCL with it unchanged.
+# The application holds NCCL's own communicator (docs/design.md, "NCCL's own
+# communicator"), and every call that carried it reached NCCL with it unchanged.
 handle=$(sed -n 's/^HANDLE //p' "$TMP/shim/out")
 real=$(jqr "$TMP/shim/rec" 'select(.type=="comm" and .fn=="ncclCommInitRank") | .comm' | tr -d '"')
 is "$handle" "$real" "the application holds NCCL's own communicator"

@@ -32,7 +32,8 @@ is "$(field "$without_g" default-ncclGetVersion)" "a/libnccl.so.2 -" "without th
 is "$(field "$with_g" default-ncclGetVersion)" "build/libncclshim.so -" "with it, RTLD_DEFAULT finds the shim's wrapper"
 is "$(field "$with_g" version-a)" "22809" "and calls reach libnccl a"
 
-# Two libraries, one process: each caller reaches the library it looked up (D2).
+# Two libraries, one process: each caller reaches the library it looked up
+# (docs/design.md, "One forwarding table per library").
 mkdir -p "$TMP/two"
 FAKE_NCCL_LOG=$TMP/two/fake.log NCCLSHIM_LOG_DIR=$TMP/two/rec LD_PRELOAD=$SHIM \
     timeout -k 5 20 "$BIN/client_linked" linked basic > "$TMP/two/linked.out" 2>&1

@@ -1,5 +1,6 @@
 #!/bin/bash
-# DESIGN D10/D11 (issue 13): the application holds NCCL's own communicator
+# docs/design.md, "NCCL's own communicator" and "NCCL_NET cannot undo a
+# redirect" (issue 13): the application holds NCCL's own communicator
 # whenever NCCL made one, so that NCCL 2.29/2.30's functions, and functions of
 # releases the shim has never seen, always get a pointer NCCL made; shim-only
 # communicators answer every function of the table themselves; the table

@@ -1,7 +1,8 @@
 /*
- * The CUDA driver API loaded at run time (see cuda.h, DESIGN D6): the table
- * of entry points filled once per process, so that one build of the shim
- * serves CUDA 12 and 13 applications and needs no CUDA to build.
+ * The CUDA driver API loaded at run time (see cuda.h; docs/design.md, "CUDA
+ * through the driver API"): the table of entry points filled once per
+ * process, so that one build of the shim serves CUDA 12 and 13 applications
+ * and needs no CUDA to build.
  */
 #define _GNU_SOURCE
 #include "cuda.h"

@@ -1,7 +1,8 @@
 /*
- * The CUDA driver API, loaded at run time (DESIGN D6): dlopen("libcuda.so.1")
- * and cuGetProcAddress, no CUDA runtime and no build-time CUDA, so one build
- * serves CUDA 12 and 13 applications.  Own declarations of the few types used.
+ * The CUDA driver API, loaded at run time (docs/design.md, "CUDA through the
+ * driver API"): dlopen("libcuda.so.1") and cuGetProcAddress, no CUDA runtime
+ * and no build-time CUDA, so one build serves CUDA 12 and 13 applications.
+ * Own declarations of the few types used.
  */
 #ifndef NCCLSHIM_CUDA_H
 #define NCCLSHIM_CUDA_H
