@@ -27,9 +27,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-/* A torch-made ID under weight-update evidence: only its frames and title are
- * read (its own cost at ncclGetUniqueId, once per process group; no
- * rendezvous for a training group). */
+/* A torch-made ID under weight-update or engine evidence: its frames, title
+ * and loaded libraries are read (its own cost at ncclGetUniqueId, once per
+ * process group; no rendezvous for a training group of a process that has
+ * none of them). */
 static int torch_id_marked(char *why, size_t whylen)
 {
     const struct shim_config *cfg = shim_config();
@@ -37,7 +38,8 @@ static int torch_id_marked(char *why, size_t whylen)
     char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
     evidence_title(title, sizeof(title));
     int nframes = cfg->python_callsite ? python_callsite(frames, EVIDENCE_MAX_FRAMES) : 0;
-    struct verdict v = classify_torch_id(&cfg->patterns, title, nframes, (const char(*)[EVIDENCE_FRAME_LEN])frames);
+    const char(*fr)[EVIDENCE_FRAME_LEN] = (const char(*)[EVIDENCE_FRAME_LEN])frames;
+    struct verdict v = classify_torch_id(&cfg->patterns, title, nframes, fr, evidence_engine_now(title, nframes, fr));
     snprintf(why, whylen, "%s", v.reason);
     return v.value;
 }
@@ -87,6 +89,8 @@ static void fill_facts(const struct plan_input *in, const struct plan *p, struct
     f->strict_error = cfg->policy.strict && !cfg->policy.ok;
     f->full_api = cr->full_api.value ? 1 : 0;
     snprintf(f->full_api_why, sizeof(f->full_api_why), "%.*s", (int)sizeof(f->full_api_why) - 1, cr->full_api.reason);
+    f->engine = cr->engine.bits;
+    f->engine_frame = cr->engine.frame;
 }
 
 /* The caller's config with netName = "Socket", at a version NCCL reads it at. */
@@ -304,7 +308,7 @@ static void plan_begin(const struct plan_input *in, struct plan *p)
     memset(p, 0, sizeof(*p));
     p->cuda_device = -1; /* asked only for a rendezvous: the probe costs a library search where CUDA is absent */
     struct local_evidence ev = { in->cr->api, (enum role)in->cr->role.value, in->nranks, in->cr->nframes,
-                                 in->cr->frames };
+                                 in->cr->frames, in->cr->engine.bits };
     struct verdict local = classify_purpose(&shim_config()->patterns, &ev);
     p->local_purpose = (enum purpose)local.value;
     snprintf(p->local_purpose_reason, sizeof(p->local_purpose_reason), "%s", local.reason);
