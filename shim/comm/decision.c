@@ -21,6 +21,8 @@
 #include "record.h"
 #include "version.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -301,6 +303,58 @@ static void decide_locally(const struct plan_input *in, struct plan *p, const ch
     note_unprotected(p, un);
 }
 
+/* "10.0.0.5:41234": where the unique ID's maker listens (NCCL's bootstrap address in the ID). */
+static void maker_addr(const ncclUniqueId *id, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    snprintf(buf, len, "unknown");
+    socklen_t sl = uid_nccl_addr(id, &ss);
+    if (sl == sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        if (!inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host)))
+            return;
+        port = ntohs(a->sin_port);
+    } else if (sl == sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        if (!inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host)))
+            return;
+        port = ntohs(a->sin6_port);
+    } else {
+        return;
+    }
+    snprintf(buf, len, "%s:%u", host, port);
+}
+
+/*
+ * Never silent (issue 43): an engine's worker (its own title or frames) that
+ * joins an unmarked ID, not as its maker, is in a group whose maker showed no
+ * engine evidence at all (a process with any makes its torch IDs marked, and
+ * a binding's IDs are always marked): the shape of a bridge that every rank
+ * passes through, each alone.  Recorded, said once on stderr, with the
+ * setting that gets the maker's ID marked.  The decision stays passthrough on
+ * every rank: no rank can know what the others decided.
+ */
+static void note_unmarked_bridge(const struct plan_input *in, struct plan *p)
+{
+    const struct shim_config *cfg = shim_config();
+    const struct creator *cr = in->cr;
+    if (!in->id || in->rank == 0 || in->nranks < 2 || !(cr->engine.bits & ENGINE_STRONG) || cfg->tag != TAG_BINDINGS ||
+        cfg->mode == MODE_OBSERVE || p->action != ACTION_PASSTHROUGH)
+        return;
+    char addr[INET6_ADDRSTRLEN + 8];
+    maker_addr(in->id, addr, sizeof(addr));
+    snprintf(p->unrecognized, sizeof(p->unrecognized),
+             "this rank is an engine's worker (%.200s) joining, as rank %d of %d, a unique ID that its maker (rank 0, "
+             "NCCL's bootstrap address %s) did not mark: the maker showed no engine evidence, so this looks like a "
+             "bridge between a trainer and the engine, passed through by every rank; to protect it set "
+             "NCCLSHIM_ROLE=training in the environment of the process that made the ID (%s)",
+             cr->engine.reason, in->rank, in->nranks, addr,
+             cr->api == API_TORCH ? "torch then marks its IDs" : "and check that it runs under the shim");
+    shim_warn("unrecognized", "rank %d of %d (%s): %s", in->rank, in->nranks, in->fn, p->unrecognized);
+}
+
 /* Every plan starts from this rank's own evidence: the purpose it would give
  * the communicator alone (what a rendezvous weighs, and the fall-back). */
 static void plan_begin(const struct plan_input *in, struct plan *p)
@@ -466,6 +520,8 @@ void plan_creation(const struct plan_input *in, struct plan *p)
     const char *why = no_rendezvous(in, &mark, buf, sizeof(buf));
     if (why) {
         decide_locally(in, p, why);
+        if (in->id && !uid_mark_read(in->id, &mark))
+            note_unmarked_bridge(in, p);
         return;
     }
     p->marked = 1;
