@@ -345,12 +345,15 @@ static void note_unmarked_bridge(const struct plan_input *in, struct plan *p)
         return;
     char addr[INET6_ADDRSTRLEN + 8];
     maker_addr(in->id, addr, sizeof(addr));
+    /* The first piece of the evidence (its title, else its frame), whole. */
+    const char *sep = strstr(cr->engine.reason, "; ");
+    int elen = sep ? (int)(sep - cr->engine.reason) : (int)strlen(cr->engine.reason);
     snprintf(p->unrecognized, sizeof(p->unrecognized),
-             "this rank is an engine's worker (%.200s) joining, as rank %d of %d, a unique ID that its maker (rank 0, "
+             "this rank is an engine's worker (%.*s) joining, as rank %d of %d, a unique ID that its maker (rank 0, "
              "NCCL's bootstrap address %s) did not mark: the maker showed no engine evidence, so this looks like a "
              "bridge between a trainer and the engine, passed through by every rank; to protect it set "
              "NCCLSHIM_ROLE=training in the environment of the process that made the ID (%s)",
-             cr->engine.reason, in->rank, in->nranks, addr,
+             elen < 300 ? elen : 300, cr->engine.reason, in->rank, in->nranks, addr,
              cr->api == API_TORCH ? "torch then marks its IDs" : "and check that it runs under the shim");
     shim_warn("unrecognized", "rank %d of %d (%s): %s", in->rank, in->nranks, in->fn, p->unrecognized);
 }

@@ -666,7 +666,7 @@ INVENTED_TORCH = {
              [torch_rank("VLLM::Worker_TP%d" % t, VLLM_ENGINE_LIBS, ORCA_ENGINE_PG, ORCA_ENGINE_RECV) for t in range(2)],
     "purpose": "weight-update",
     "roles": ["inference", "inference", "inference"],
-    "role_why": {0: "loaded library.*vllm/_C", 1: "VLLM::Worker_TP1"},
+    "role_why": {0: "loaded library.*vllm/_C", 1: "VLLM::Worker_TP0"},
     "purpose_why": r"ranks 1-2 carry the engine's own evidence.*rank 0 does not.*a bridge",
     "uid": (True, "engine evidence.*engine library loaded"),
     "api": "torch",
@@ -779,7 +779,7 @@ INVENTED_UNMARKED = {
     "uid": (False, "no engine evidence"),
     "api": "torch",
     "variants": [V("one host", None, "passthrough", "unmarked unique ID",
-                   problems=r"weight-update bridge not recognized on ranks 1-2: .*NCCLSHIM_ROLE=training in the "
+                   problems=r"weight-update bridge not recognized on ranks 1,2: .*NCCLSHIM_ROLE=training in the "
                             r"environment of the process that made the ID")],
     "stderr": {1: r"ncclshim: warning: rank 1 of 3 .*NCCLSHIM_ROLE=training", 2: r"NCCLSHIM_ROLE=training"},
 }
