@@ -635,12 +635,13 @@ static int first_selected(const struct selector *s, const struct rank_facts *fac
     return 0;
 }
 
-/* "... : set NCCLSHIM_ROLE=<role> in the process of rank r (title 'T')" */
-static void sb_suggest_role(struct sb *b, const struct rank_facts *facts, int r, enum role role, const char *who)
+/* "; to protect it set NCCLSHIM_ROLE=<role> in <who> (rank r, title 'T'<hint>)" */
+static void sb_suggest_role(struct sb *b, const struct rank_facts *facts, int r, enum role role, const char *who,
+                            const char *hint)
 {
     sb_addf(b, "; to protect it set NCCLSHIM_ROLE=%s in %s (rank %d, title '", role_name(role), who, r);
     sb_quote(b, facts[r].title, sizeof(facts[r].title), 80);
-    sb_add(b, "')");
+    sb_addf(b, "'%s)", hint);
 }
 
 /*
@@ -666,10 +667,10 @@ static void note_unrecognized(const struct policy *p, const struct rank_facts *f
                 "tell the engine's ranks from the trainer's", out->ntraining, out->ninference, out->nunknown,
                 out->nengine);
         if (out->ninference == nranks)
-            sb_suggest_role(&b, facts, 0, ROLE_TRAINING, "the trainer's processes (the ID's maker is usually one)");
+            sb_suggest_role(&b, facts, 0, ROLE_TRAINING, "the trainer's processes", ": the ID's maker is usually one");
         else
-            sb_suggest_role(&b, facts, nranks - 1, ROLE_INFERENCE,
-                            "the engine workers' processes (their ranks usually come last)");
+            sb_suggest_role(&b, facts, nranks - 1, ROLE_INFERENCE, "the engine workers' processes",
+                            ": their ranks usually come last");
         return;
     }
     if (out->purpose != PURPOSE_WEIGHT_UPDATE && out->nengine == 0 && out->nweak > 0 && out->nweak < nranks) {
@@ -679,7 +680,7 @@ static void note_unrecognized(const struct policy *p, const struct rank_facts *f
         sb_addf(&b, " loaded an engine library and %d rank%s did not, but no rank shows an engine's own title or "
                 "frames: it may be a bridge between an engine and a trainer (purpose %s by its names)", nranks - out->nweak,
                 nranks - out->nweak > 1 ? "s" : "", purpose_name(out->purpose));
-        sb_suggest_role(&b, facts, r, ROLE_INFERENCE, "the engine's processes if it runs there");
+        sb_suggest_role(&b, facts, r, ROLE_INFERENCE, "the engine's processes", ", if the engine runs there");
     }
 }
 
