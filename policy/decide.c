@@ -318,28 +318,53 @@ static void role_evidence(struct sb *b, const struct rank_facts *facts, int nran
     sb_add(b, ")");
 }
 
-static void decide_purpose(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
-                           const unsigned char *eng, struct decision *out)
+/* The first rank of the selection, or 0. */
+static int first_selected(const struct selector *s, const struct rank_facts *facts, int nranks)
 {
-    struct sb b;
-    sb_init(&b, out->purpose_reason, sizeof(out->purpose_reason));
-    if (nranks <= 0) {
-        out->purpose = PURPOSE_UNKNOWN;
-        sb_add(&b, "no ranks' facts");
-        return;
-    }
-    /* 1. training and inference ranks together */
-    if (out->ntraining > 0 && out->ninference > 0) {
+    for (int i = 0; i < nranks; i++)
+        if (selected(s, facts, i))
+            return i;
+    return 0;
+}
+
+/*
+ * 3. a bridge: the engine's own evidence (its titles, its frames) on some
+ *    ranks and not on others, whatever anyone's names (the engine's own
+ *    groups have it on every rank);
+ * 4. inference by an engine library alone, no engine worker among the ranks:
+ *    trainers that import an engine (TRL, OpenRLHF, verl), their own group.
+ * 1 if one applies.
+ */
+static int purpose_by_structure(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                                const unsigned char *eng, struct decision *out, struct sb *b)
+{
+    if (out->nengine > 0 && out->nengine < nranks) {
         out->purpose = PURPOSE_WEIGHT_UPDATE;
-        role_evidence(&b, facts, nranks, ROLE_TRAINING, out->ntraining, 140);
-        sb_add(&b, ", ");
-        role_evidence(&b, facts, nranks, ROLE_INFERENCE, out->ninference, 140);
-        sb_add(&b, ": training and inference ranks in one communicator");
-        return;
+        sb_bridge(b, pp, facts, nranks, eng, out);
+        sb_add(b, ": a bridge between an engine's workers and other processes");
+        return 1;
     }
-    /* 2. a weight-update call site on any rank: before "every rank inference",
-     * since trainers load inference code too (vLLM's weight-transfer API,
-     * OpenRLHF, verl) and an engine's own groups have no such frame */
+    int nweak_role = count_weak_role(facts, nranks, eng);
+    if (out->nengine > 0 || nweak_role == 0 || nweak_role + out->ntraining != nranks)
+        return 0;
+    struct selector w = { SEL_WEAK, 0, eng };
+    int k = first_selected(&w, facts, nranks);
+    out->purpose = PURPOSE_TRAINING;
+    sb_ranks(b, &w, facts, nranks, out->nweak, 48);
+    sb_addf(b, " only loaded an engine library (rank %d: ", k);
+    sb_quote(b, facts[k].role_reason, sizeof(facts[k].role_reason), 200);
+    sb_add(b, "), no rank shows an engine's title or frames: trainers that import the engine, their own group");
+    return 1;
+}
+
+/*
+ * 2. a weight-update call site on any rank: before "every rank inference",
+ *    since trainers load inference code too (vLLM's weight-transfer API,
+ *    OpenRLHF, verl) and an engine's own groups have no such frame.  1 if it applies.
+ */
+static int purpose_by_callsite(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                               struct decision *out, struct sb *b)
+{
     const char *sites = pp && pp->weight_update_callsites ? pp->weight_update_callsites
                                                           : DEFAULT_WEIGHT_UPDATE_CALLSITES;
     /* On the heap: FACTS_MAX_RANKS bytes are too many for a thread's stack. */
@@ -362,44 +387,45 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
         out->purpose = PURPOSE_WEIGHT_UPDATE;
         if (flags) {
             struct selector s = { SEL_FLAG, 0, flags };
-            sb_ranks(&b, &s, facts, nranks, count, 48);
+            sb_ranks(b, &s, facts, nranks, count, 48);
         } else {
-            sb_addf(&b, "%d rank%s", count, count > 1 ? "s" : "");
+            sb_addf(b, "%d rank%s", count, count > 1 ? "s" : "");
         }
-        sb_addf(&b, " at a weight-update call site (rank %d: Python frame '", first);
-        sb_quote(&b, facts[first].frames[frame], sizeof(facts[first].frames[frame]), 200);
-        sb_add(&b, "' matches weight-update pattern '");
-        sb_quote(&b, pat, sizeof(pat), 100);
-        sb_add(&b, "')");
+        sb_addf(b, " at a weight-update call site (rank %d: Python frame '", first);
+        sb_quote(b, facts[first].frames[frame], sizeof(facts[first].frames[frame]), 200);
+        sb_add(b, "' matches weight-update pattern '");
+        sb_quote(b, pat, sizeof(pat), 100);
+        sb_add(b, "')");
     }
     free(flags);
-    if (first >= 0)
+    return first >= 0;
+}
+
+static void decide_purpose(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                           const unsigned char *eng, struct decision *out)
+{
+    struct sb b;
+    sb_init(&b, out->purpose_reason, sizeof(out->purpose_reason));
+    if (nranks <= 0) {
+        out->purpose = PURPOSE_UNKNOWN;
+        sb_add(&b, "no ranks' facts");
         return;
-    /* 3. a bridge: the engine's own evidence (its titles, its frames) on some
-     * ranks and not on others, whatever anyone's names (the engine's own
-     * groups have it on every rank) */
-    if (eng && out->nengine > 0 && out->nengine < nranks) {
+    }
+    /* 1. training and inference ranks together */
+    if (out->ntraining > 0 && out->ninference > 0) {
         out->purpose = PURPOSE_WEIGHT_UPDATE;
-        sb_bridge(&b, pp, facts, nranks, eng, out);
-        sb_add(&b, ": a bridge between an engine's workers and other processes");
+        role_evidence(&b, facts, nranks, ROLE_TRAINING, out->ntraining, 140);
+        sb_add(&b, ", ");
+        role_evidence(&b, facts, nranks, ROLE_INFERENCE, out->ninference, 140);
+        sb_add(&b, ": training and inference ranks in one communicator");
         return;
     }
-    /* 4. inference by an engine library alone, no engine worker among the
-     * ranks: trainers that import an engine (TRL, OpenRLHF, verl), their own group */
-    int nweak_role = eng ? count_weak_role(facts, nranks, eng) : 0;
-    if (out->nengine == 0 && nweak_role > 0 && nweak_role + out->ntraining == nranks) {
-        struct selector w = { SEL_WEAK, 0, eng };
-        out->purpose = PURPOSE_TRAINING;
-        sb_ranks(&b, &w, facts, nranks, out->nweak, 48);
-        sb_add(&b, " only loaded an engine library (rank ");
-        int k = 0;
-        while (k < nranks && eng[k] != ENG_WEAK)
-            k++;
-        sb_addf(&b, "%d: ", k < nranks ? k : 0);
-        sb_quote(&b, facts[k < nranks ? k : 0].role_reason, sizeof(facts[0].role_reason), 200);
-        sb_add(&b, "), no rank shows an engine's title or frames: trainers that import the engine, their own group");
+    /* 2. a weight-update call site on any rank */
+    if (purpose_by_callsite(pp, facts, nranks, out, &b))
         return;
-    }
+    /* 3-4. the engine's evidence across the ranks */
+    if (eng && purpose_by_structure(pp, facts, nranks, eng, out, &b))
+        return;
     /* 5. every rank inference */
     if (out->ninference == nranks) {
         out->purpose = PURPOSE_INFERENCE;
@@ -626,14 +652,6 @@ static void decide_action(const struct policy *p, const struct rank_facts *facts
 
 /* ---- never silent ---- */
 
-/* The first rank of the selection, or 0. */
-static int first_selected(const struct selector *s, const struct rank_facts *facts, int nranks)
-{
-    for (int i = 0; i < nranks; i++)
-        if (selected(s, facts, i))
-            return i;
-    return 0;
-}
 
 /* "; to protect it set NCCLSHIM_ROLE=<role> in <who> (rank r, title 'T'<hint>)" */
 static void sb_suggest_role(struct sb *b, const struct rank_facts *facts, int r, enum role role, const char *who,
