@@ -796,6 +796,29 @@ INVENTED_UNMARKED_FIXED.update({
     "stderr": None,
 })
 
+# An engine the engine patterns do not know: a receiver with vLLM's kernels loaded under its own
+# title and code (no vLLM title, no vLLM frame), the trainer without them, nccl4py.  Nothing
+# says which side is the engine, but the library on one side only looks like a bridge: the root
+# passes it through and says so (its decision record, one stderr line, `--check` fails).
+INVENTED_WEAK = {
+    "short": "invented engine, no engine title or frame",
+    "name": "invented: ray::Lark.run (no engine) + ray::Owl.run (vllm/_C loaded, its own code), nccl4py: loud",
+    "ranks": [heron_rank("ray::Lark.run", [], [("lark/run.py", 20, "Lark.run")], [("lark/run.py", 50, "Lark.send")],
+                         root=True),
+              heron_rank("ray::Owl.run", VLLM_ENGINE_LIBS, [("owl/serve.py", 20, "Owl.run")],
+                         [("owl/serve.py", 50, "Owl.recv")])],
+    "purpose": "unknown",
+    "roles": ["unknown", "inference"],
+    "role_why": {1: "loaded library.*vllm/_C"},
+    "purpose_why": "no consensus rule applies",
+    "uid": (True, "made by nccl4py"),
+    "api": "nccl4py",
+    "variants": [V("one host", None, "passthrough", "purpose unknown: only weight-update communicators",
+                   problems=r"weight-update bridge not recognized on ranks 0,1: rank 1 loaded an engine library and "
+                            r"1 rank did not.*NCCLSHIM_ROLE=inference in the engine's processes \(rank 1")],
+    "stderr": {0: r"looks like a weight-update bridge but passes through: .*NCCLSHIM_ROLE=inference"},
+}
+
 # --- Controls: groups that must stay untouched, with the right purpose in every record.
 # A trainer's own world group (torchrun / accelerate: `python train.py`), vLLM imported (a GRPO
 # trainer's client): its torch ID is marked (engine evidence in the process), the root sees that
@@ -839,4 +862,4 @@ TRAINER_CHANNEL = {
 
 SCENARIOS = [NEMO_DEFAULT, NEMO_ASYNC, NEMO_TP2, NEMO_RESHARD, VLLM_WT, VLLM_M2N, VLLM_TP, SGL_TP, OPENRLHF, VERL,
              SLIME, SGLANG_OWN, TRAIN_ONLY, TRL, INVENTED_TORCH, INVENTED_N4PY, INVENTED_CUPY, INVENTED_UNMARKED,
-             INVENTED_UNMARKED_FIXED, TRAINER_WORLD, TRAINER_CHANNEL]
+             INVENTED_UNMARKED_FIXED, INVENTED_WEAK, TRAINER_WORLD, TRAINER_CHANNEL]
