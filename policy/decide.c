@@ -261,8 +261,13 @@ static void sb_engine_why(struct sb *b, const struct policy_patterns *pp, const 
         sb_add(b, "' matches engine frame pattern '");
         sb_quote(b, pat, sizeof(pat), 60);
         sb_add(b, "'");
+    } else if ((f->engine & ENGINE_FRAMES) && f->engine_frame >= 0 && f->engine_frame < nframes_of(f) &&
+               memchr(f->frames[f->engine_frame], '\0', sizeof(f->frames[0]))) {
+        sb_add(b, "Python frame '");
+        sb_quote(b, f->frames[f->engine_frame], sizeof(f->frames[0]), 160);
+        sb_add(b, "' matches its own NCCLSHIM_ENGINE_FRAMES");
     } else if (f->engine & ENGINE_STRONG) {
-        sb_add(b, "the engine's own title or frames by its own NCCLSHIM_ENGINE_* patterns");
+        sb_add(b, "the engine's own title by its own NCCLSHIM_ENGINE_TITLES");
     } else if (f->engine & ENGINE_LIB) {
         sb_add(b, "only an engine library loaded, no engine title or frame");
     } else {

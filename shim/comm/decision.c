@@ -350,10 +350,11 @@ static void note_unmarked_bridge(const struct plan_input *in, struct plan *p)
     int elen = sep ? (int)(sep - cr->engine.reason) : (int)strlen(cr->engine.reason);
     snprintf(p->unrecognized, sizeof(p->unrecognized),
              "this rank is an engine's worker (%.*s) joining, as rank %d of %d, a unique ID that its maker (rank 0, "
-             "NCCL's bootstrap address %s) did not mark: the maker showed no engine evidence, so this looks like a "
+             "NCCL's bootstrap address %s) did not mark: the maker showed no engine evidence (or runs without the "
+             "shim, or with NCCLSHIM_TAG=none), so this looks like a "
              "bridge between a trainer and the engine, passed through by every rank; to protect it set "
              "NCCLSHIM_ROLE=training in the environment of the process that made the ID (%s)",
-             elen < 300 ? elen : 300, cr->engine.reason, in->rank, in->nranks, addr,
+             elen < 160 ? elen : 160, cr->engine.reason, in->rank, in->nranks, addr,
              cr->api == API_TORCH ? "torch then marks its IDs" : "and check that it runs under the shim");
     shim_warn("unrecognized", "rank %d of %d (%s): %s", in->rank, in->nranks, in->fn, p->unrecognized);
 }

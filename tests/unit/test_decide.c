@@ -822,8 +822,21 @@ static void test_structure(void)
     set_rank(1, ROLE_INFERENCE, API_NCCL4PY, "h1", "acme-engine 1");
     F[1].engine = ENGINE_TITLE;
     run(2);
-    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && has(D.purpose_reason, "by its own NCCLSHIM_ENGINE_* patterns"),
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && has(D.purpose_reason, "by its own NCCLSHIM_ENGINE_TITLES"),
        "the rank's own engine evidence counts");
+    F[1].nframes = 0;
+    add_frame(1, "/x/acme/engine/worker.py:9 Worker.rpc");
+    F[1].engine = ENGINE_FRAMES;
+    F[1].engine_frame = 0;
+    run(2);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE &&
+           has(D.purpose_reason, "Python frame '/x/acme/engine/worker.py:9 Worker.rpc' matches its own "
+               "NCCLSHIM_ENGINE_FRAMES"),
+       "the rank's own engine frame is quoted by its index");
+    F[1].engine_frame = 5;
+    run(2);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && has(D.purpose_reason, "NCCLSHIM_ENGINE_TITLES"),
+       "an engine_frame past the rank's frames is not read");
     /* controls */
     set_rank(0, ROLE_INFERENCE, API_CTYPES, "h1", "VLLM::Worker_TP0");
     set_rank(1, ROLE_INFERENCE, API_CTYPES, "h1", "VLLM::Worker_TP1");

@@ -1081,7 +1081,7 @@ static void rule_unrecognized(inspect_state *st, communicator *c)
     }
     if (!why)
         return;
-    char *cut = str_cut(why, 600);
+    char *cut = str_cut(why, 800); /* whole: the setting comes last */
     add(c, xasprintf("weight-update bridge not recognized on rank%s %s: %s", b.items > 1 ? "s" : "", b.s, cut));
     free(cut);
 }
