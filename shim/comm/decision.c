@@ -352,10 +352,11 @@ static void note_unmarked_bridge(const struct plan_input *in, struct plan *p)
              "this rank is an engine's worker (%.*s) joining, as rank %d of %d, a unique ID that its maker (rank 0, "
              "NCCL's bootstrap address %s) did not mark: the maker showed no engine evidence (or runs without the "
              "shim, or with NCCLSHIM_TAG=none), so this looks like a "
-             "bridge between a trainer and the engine, passed through by every rank; to protect it set "
-             "NCCLSHIM_ROLE=training in the environment of the process that made the ID (%s)",
+             "bridge between a trainer and the engine, passed through by every rank; to protect it %s",
              elen < 160 ? elen : 160, cr->engine.reason, in->rank, in->nranks, addr,
-             cr->api == API_TORCH ? "torch then marks its IDs" : "and check that it runs under the shim");
+             cr->api == API_TORCH ? "set NCCLSHIM_ROLE=training in the environment of the process that made the ID "
+                                    "(torch then marks its IDs)"
+                                  : "run the process that made the ID under the shim (LD_PRELOAD), NCCLSHIM_TAG unset");
     shim_warn("unrecognized", "rank %d of %d (%s): %s", in->rank, in->nranks, in->fn, p->unrecognized);
 }
 
@@ -524,7 +525,9 @@ void plan_creation(const struct plan_input *in, struct plan *p)
     const char *why = no_rendezvous(in, &mark, buf, sizeof(buf));
     if (why) {
         decide_locally(in, p, why);
-        if (in->id && !uid_mark_read(in->id, &mark))
+        int action;
+        uint64_t grown;
+        if (in->id && !uid_mark_read(in->id, &mark) && !uid_inherit_read(in->id, &action, &grown))
             note_unmarked_bridge(in, p);
         return;
     }
