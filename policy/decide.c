@@ -657,7 +657,6 @@ static void decide_action(const struct policy *p, const struct rank_facts *facts
 
 /* ---- never silent ---- */
 
-
 /* "; to protect it set NCCLSHIM_ROLE=<role> in <who> (rank r, title 'T'<hint>)" */
 static void sb_suggest_role(struct sb *b, const struct rank_facts *facts, int r, enum role role, const char *who,
                             const char *hint)
