@@ -860,6 +860,61 @@ TRAINER_CHANNEL = {
     "app_calls": True,
 }
 
+# --- The named stacks again with every name the RL stack chose replaced (issue 43: "right by
+# luck"): its packages, modules, functions and Ray actor classes become made-up ones; what the
+# engine and the platform set stays (vLLM's and SGLang's titles, files and functions, torch,
+# Ray, nccl4py, CuPy, multiprocessing, the native libraries, `python`).  Each weight-update group
+# must still be one, with the same action, by its structure now; where its maker shows no
+# evidence at all (SGLang's own API), loudly left alone.  Not verl's checkpoint engine: its
+# receivers run outside the engine's processes and code, so once renamed nothing tells them from
+# the trainer (docs/policy.md, "Stacks").
+PLATFORM = ("vllm/", "sglang/", "torch/", "ray/", "nccl/", "cupy", "sgl_kernel/")
+ENGINE_TITLE_PREFIXES = ("VLLM::", "sglang::", "ray::RayWorkerProc", "ray::RayWorkerWrapper", "python")
+
+
+def _renamer():
+    names = {}
+
+    def new(kind, old):
+        return names.setdefault((kind, old), "%s%d" % (kind, len(names)))
+    return new
+
+
+def renamed(sc, variants=None, **expect):
+    """sc with the stack's own names replaced, expecting `expect` (purpose, stderr) and the
+    original's actions, unless `variants` are given."""
+    new = _renamer()
+
+    def frame(f):
+        path, line, func = f
+        if path.startswith(PLATFORM):
+            return f
+        return ("zz%s/%s.py" % (new("pkg", path.split("/")[0]), new("mod", path)), line,
+                ".".join(new("Fn", part) for part in func.split(".")))
+
+    def title(t):
+        if t.startswith(ENGINE_TITLE_PREFIXES) or t.startswith("python -c from multiprocessing"):
+            return t
+        cls, _, meth = t[len("ray::"):].partition(".")
+        return "ray::%s%s" % (new("Actor", cls), "." + new("meth", meth) if meth else "")
+
+    ranks = [Rank(title(rk.title), rk.binding,
+                  [dict(st, frames=[frame(f) for f in st.get("frames", [])]) for st in rk.steps], rk.libs, rk.script)
+             for rk in sc["ranks"]]
+    out = dict(sc, short=sc["short"] + ", renamed", name=sc["name"] + " -- every name the stack chose replaced",
+               ranks=ranks, roles=None, role_why={}, purpose_why="", uid=(sc["uid"][0], ""))
+    out["variants"] = variants or [dict(v, why="") for v in sc["variants"] if not v["env"]]
+    out.update(expect)
+    return out
+
+
+RENAMED = [renamed(NEMO_DEFAULT), renamed(NEMO_ASYNC), renamed(NEMO_TP2), renamed(NEMO_RESHARD),
+           renamed(OPENRLHF), renamed(SLIME),
+           renamed(SGLANG_OWN, [V("one host", None, "passthrough", "unmarked unique ID",
+                                  problems=r"weight-update bridge not recognized on ranks 1,2: .*NCCLSHIM_ROLE=training")],
+                   purpose=["training", "weight-update", "weight-update"], uid=(False, ""),
+                   stderr={1: "NCCLSHIM_ROLE=training", 2: "NCCLSHIM_ROLE=training"})]
+
 SCENARIOS = [NEMO_DEFAULT, NEMO_ASYNC, NEMO_TP2, NEMO_RESHARD, VLLM_WT, VLLM_M2N, VLLM_TP, SGL_TP, OPENRLHF, VERL,
              SLIME, SGLANG_OWN, TRAIN_ONLY, TRL, INVENTED_TORCH, INVENTED_N4PY, INVENTED_CUPY, INVENTED_UNMARKED,
-             INVENTED_UNMARKED_FIXED, INVENTED_WEAK, TRAINER_WORLD, TRAINER_CHANNEL]
+             INVENTED_UNMARKED_FIXED, INVENTED_WEAK, TRAINER_WORLD, TRAINER_CHANNEL] + RENAMED
