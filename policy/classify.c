@@ -146,9 +146,15 @@ struct verdict classify_purpose(const struct policy_patterns *pp, const struct l
         }
     }
     if (ev->api == API_TORCH) {
-        v.value = ev->role == ROLE_INFERENCE ? PURPOSE_INFERENCE : PURPOSE_TRAINING;
-        snprintf(v.reason, sizeof(v.reason), "created by torch in a%s process",
-                 ev->role == ROLE_INFERENCE ? "n inference" : ev->role == ROLE_TRAINING ? " training" : " role-unknown");
+        /* A process that only loaded an engine is a trainer that imports it. */
+        int weak = ev->role == ROLE_INFERENCE && (ev->engine & ENGINE_ROLE_BY_LIB) && !(ev->engine & ENGINE_STRONG);
+        v.value = ev->role == ROLE_INFERENCE && !weak ? PURPOSE_INFERENCE : PURPOSE_TRAINING;
+        if (weak)
+            snprintf(v.reason, sizeof(v.reason), "created by torch in a process that loaded an engine library but "
+                     "shows no engine title or frame: a trainer that imports the engine");
+        else
+            snprintf(v.reason, sizeof(v.reason), "created by torch in a%s process",
+                     ev->role == ROLE_INFERENCE ? "n inference" : ev->role == ROLE_TRAINING ? " training" : " role-unknown");
         return v;
     }
     if (ev->role == ROLE_TRAINING) {
@@ -239,8 +245,54 @@ struct verdict classify_callsite(const struct policy_patterns *pp, int nframes,
     return v;
 }
 
+/* Whether the rank's role rests on a loaded library alone (classify_role's rule 3). */
+static int role_by_lib(const struct policy_patterns *pp, const char *title, struct verdict role)
+{
+    struct verdict t;
+    if (role.value != ROLE_INFERENCE || role_env_valid(pp))
+        return 0;
+    return !title_role(pp, title, "", &t);
+}
+
+struct engine_verdict classify_engine(const struct policy_patterns *pp, const char *title, int nframes,
+                                      const char (*frames)[EVIDENCE_FRAME_LEN], const char *const *libs,
+                                      struct verdict role)
+{
+    struct engine_verdict e = { 0, -1, "" };
+    char pat[256], lib_pat[256] = "";
+    const char *lib = NULL;
+    if (title && *title &&
+        pattern_list_match(or_default(pp->engine_titles, DEFAULT_ENGINE_TITLES), title, pat, sizeof(pat)) >= 0) {
+        e.bits |= ENGINE_TITLE;
+        snprintf(e.reason, sizeof(e.reason), "process title '%.160s' matches engine title pattern '%.80s'", title,
+                 pat);
+    }
+    e.frame = frame_match(or_default(pp->engine_frames, DEFAULT_ENGINE_FRAMES), nframes, frames, pat, sizeof(pat));
+    if (e.frame >= 0) {
+        size_t n = strlen(e.reason);
+        e.bits |= ENGINE_FRAMES;
+        snprintf(e.reason + n, sizeof(e.reason) - n, "%sPython frame '%.200s' matches engine frame pattern '%.80s'",
+                 n ? "; " : "", frames[e.frame], pat);
+    }
+    for (const char *const *l = libs; l && *l && !lib; l++)
+        if (pattern_list_match(or_default(pp->inference_libs, DEFAULT_INFERENCE_LIBS), *l, lib_pat,
+                               sizeof(lib_pat)) >= 0)
+            lib = *l;
+    if (lib) {
+        e.bits |= ENGINE_LIB;
+        if (!e.reason[0])
+            snprintf(e.reason, sizeof(e.reason), "only an engine library loaded ('%.200s' matches '%.80s'), no "
+                     "engine title or frame", lib, lib_pat);
+    }
+    if (role_by_lib(pp, title, role))
+        e.bits |= ENGINE_ROLE_BY_LIB;
+    if (!e.bits)
+        snprintf(e.reason, sizeof(e.reason), "no engine title, frame or library");
+    return e;
+}
+
 struct verdict classify_torch_id(const struct policy_patterns *pp, const char *title, int nframes,
-                                 const char (*frames)[EVIDENCE_FRAME_LEN])
+                                 const char (*frames)[EVIDENCE_FRAME_LEN], int engine)
 {
     char pat[256];
     const char *sites = or_default(pp->weight_update_callsites, DEFAULT_WEIGHT_UPDATE_CALLSITES);
@@ -257,8 +309,23 @@ struct verdict classify_torch_id(const struct policy_patterns *pp, const char *t
                  "pattern '%.80s'", title, pat);
         return v;
     }
+    if (engine & (ENGINE_STRONG | ENGINE_LIB)) {
+        /* The engine's side of a bridge, or a trainer that imports the engine
+         * (its groups' IDs are where a bridge's would be): the root sees all. */
+        v.value = 1;
+        snprintf(v.reason, sizeof(v.reason), "made by torch in a process with engine evidence (%s): decided with "
+                 "every rank's facts", (engine & ENGINE_TITLE) ? "its title" : (engine & ENGINE_FRAMES) ? "its frames"
+                                                                                  : "an engine library loaded");
+        return v;
+    }
+    if (pp->role_env && strcasecmp(pp->role_env, "training") == 0) {
+        v.value = 1;
+        snprintf(v.reason, sizeof(v.reason), "made by torch in a process with NCCLSHIM_ROLE=training: decided with "
+                 "every rank's facts");
+        return v;
+    }
     snprintf(v.reason, sizeof(v.reason), "made by torch with no weight-update evidence (%d Python frame%s, title "
-             "'%.120s': none matches NCCLSHIM_WEIGHT_UPDATE_CALLSITES): a training group, NCCLSHIM_TAG=bindings",
-             nframes, nframes == 1 ? "" : "s", title ? title : "");
+             "'%.120s': none matches NCCLSHIM_WEIGHT_UPDATE_CALLSITES) and no engine evidence in its process: a "
+             "training group, NCCLSHIM_TAG=bindings", nframes, nframes == 1 ? "" : "s", title ? title : "");
     return v;
 }

@@ -26,6 +26,18 @@ struct verdict classify_role(const struct policy_patterns *pp, const char *title
                              const char *const *libs);
 
 /*
+ * Whether this rank is an inference engine's worker, by who set the evidence:
+ * the title matching engine_titles (ENGINE_TITLE), a Python frame of this
+ * creation matching engine_frames (ENGINE_FRAMES, frame = its index), both
+ * strong; a loaded library matching inference_libs (ENGINE_LIB), weak.  `role`
+ * is the rank's role (classify_rank_role): ENGINE_ROLE_BY_LIB is set where it
+ * is inference by a loaded library alone (no NCCLSHIM_ROLE, no title rule).
+ */
+struct engine_verdict classify_engine(const struct policy_patterns *pp, const char *title, int nframes,
+                                      const char (*frames)[EVIDENCE_FRAME_LEN], const char *const *libs,
+                                      struct verdict role);
+
+/*
  * The role of this rank for one communicator: the process's `role`, unless a
  * Python frame of this creation matches trainer_callsites (this rank is the
  * trainer, the sender: vLLM's weight-transfer API runs its trainer in any
@@ -53,19 +65,26 @@ struct verdict classify_callsite(const struct policy_patterns *pp, int nframes,
 
 /*
  * A unique ID made inside torch (its process groups make theirs lazily, at
- * the first collective): whether this thread's Python frames or the process
- * title show weight-update evidence (weight_update_callsites), so that the ID
- * gets the rendezvous mark like a binding's.  value 1 with the reason; else 0
- * and why not.  Torch's training groups have none: they stay unmarked.
+ * the first collective): whether it gets the rendezvous mark like a
+ * binding's.  Yes where this thread's Python frames or the process title show
+ * weight-update evidence (weight_update_callsites); where the process carries
+ * any engine evidence (`engine`, classify_engine's bits: a trainer that
+ * imports an engine may make the weight-update group's ID under names no
+ * pattern knows, and an engine's own groups are not training's); and where
+ * NCCLSHIM_ROLE=training (the user said this process trains beside an engine).
+ * value 1 with the reason; else 0 and why not.  The training groups of a
+ * process with none of these stay unmarked: no rendezvous, no latency.
  */
 struct verdict classify_torch_id(const struct policy_patterns *pp, const char *title, int nframes,
-                                 const char (*frames)[EVIDENCE_FRAME_LEN]);
+                                 const char (*frames)[EVIDENCE_FRAME_LEN], int engine);
 
 /*
  * The purpose of a communicator from one process's evidence alone (decisions
  * that see all ranks come later and overrule this):
  *   1. a Python frame matching weight_update_callsites   -> weight-update;
- *   2. created by torch: inference process -> inference, else training;
+ *   2. created by torch: inference process -> inference, else training (a
+ *      process that is inference by a loaded engine library alone, with no
+ *      engine title or frame, is a trainer that imports the engine: training);
  *   3. another API in a training process                 -> weight-update
  *      (trainers do their own collectives through torch; a second NCCL client
  *      in a trainer is how NeMo-RL and vLLM ship weights);

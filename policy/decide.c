@@ -111,7 +111,10 @@ static int callsite_frame(const char *sites, const struct rank_facts *f, char *p
     return -1;
 }
 
-enum select { SEL_ROLE, SEL_NOT_TORCH, SEL_FLAG, SEL_STRICT };
+/* How strongly a rank is an inference engine's worker (docs/policy.md, "Engine evidence"). */
+enum { ENG_NONE = 0, ENG_WEAK = 1, ENG_STRONG = 2 };
+
+enum select { SEL_ROLE, SEL_NOT_TORCH, SEL_FLAG, SEL_STRICT, SEL_ENGINE, SEL_NOT_ENGINE, SEL_WEAK };
 struct selector {
     enum select what;
     int value;
@@ -125,6 +128,9 @@ static int selected(const struct selector *s, const struct rank_facts *facts, in
     case SEL_NOT_TORCH: return facts[i].api != API_TORCH;
     case SEL_FLAG: return s->flags[i] != 0;
     case SEL_STRICT: return facts[i].strict_error != 0;
+    case SEL_ENGINE: return s->flags[i] == ENG_STRONG;
+    case SEL_NOT_ENGINE: return s->flags[i] != ENG_STRONG;
+    case SEL_WEAK: return s->flags[i] == ENG_WEAK;
     }
     return 0;
 }
@@ -191,6 +197,114 @@ static int count_hosts(const struct rank_facts *facts, int nranks)
     return hosts < 0 ? nranks : hosts; /* no memory: every rank a host of its own (never claims "one host") */
 }
 
+/* ---- engine evidence (docs/policy.md, "Engine evidence") ---- */
+
+static const char *engine_titles(const struct policy_patterns *pp)
+{
+    return pp && pp->engine_titles ? pp->engine_titles : DEFAULT_ENGINE_TITLES;
+}
+
+static const char *engine_frames(const struct policy_patterns *pp)
+{
+    return pp && pp->engine_frames ? pp->engine_frames : DEFAULT_ENGINE_FRAMES;
+}
+
+/* Whether rank f's title matches the root's engine titles. */
+static int engine_title(const struct policy_patterns *pp, const struct rank_facts *f, char *pat, size_t patlen)
+{
+    return f->title[0] && memchr(f->title, '\0', sizeof(f->title)) &&
+           pattern_list_match(engine_titles(pp), f->title, pat, patlen) >= 0;
+}
+
+/*
+ * Strong where the rank says so by its own patterns or the root's read its
+ * title and frames so (a rank from before issue 43 says nothing: its title
+ * and frames still count); weak where it has only an engine library loaded.
+ */
+static unsigned char engine_strength(const struct policy_patterns *pp, const struct rank_facts *f)
+{
+    if ((f->engine & ENGINE_STRONG) || engine_title(pp, f, NULL, 0) || callsite_frame(engine_frames(pp), f, NULL, 0) >= 0)
+        return ENG_STRONG;
+    return (f->engine & ENGINE_LIB) ? ENG_WEAK : ENG_NONE;
+}
+
+/* Every rank's strength; ranks of one job share a few titles and frame sets. */
+static void engine_strengths(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                             unsigned char *eng, struct decision *out)
+{
+    for (int i = 0; i < nranks; i++) {
+        const struct rank_facts *f = &facts[i], *prev = i ? &facts[i - 1] : NULL;
+        if (prev && prev->engine == f->engine && facts_same_frames(prev, f) &&
+            strncmp(prev->title, f->title, sizeof(f->title)) == 0)
+            eng[i] = eng[i - 1];
+        else
+            eng[i] = engine_strength(pp, f);
+        out->nengine += eng[i] == ENG_STRONG;
+        out->nweak += eng[i] == ENG_WEAK;
+    }
+}
+
+/* What makes rank f an engine worker, or not, in a few words. */
+static void sb_engine_why(struct sb *b, const struct policy_patterns *pp, const struct rank_facts *f)
+{
+    char pat[256];
+    int k;
+    if (engine_title(pp, f, pat, sizeof(pat))) {
+        sb_add(b, "title '");
+        sb_quote(b, f->title, sizeof(f->title), 100);
+        sb_add(b, "' matches engine title pattern '");
+        sb_quote(b, pat, sizeof(pat), 60);
+        sb_add(b, "'");
+    } else if ((k = callsite_frame(engine_frames(pp), f, pat, sizeof(pat))) >= 0) {
+        sb_add(b, "Python frame '");
+        sb_quote(b, f->frames[k], sizeof(f->frames[k]), 160);
+        sb_add(b, "' matches engine frame pattern '");
+        sb_quote(b, pat, sizeof(pat), 60);
+        sb_add(b, "'");
+    } else if ((f->engine & ENGINE_FRAMES) && f->engine_frame >= 0 && f->engine_frame < nframes_of(f) &&
+               memchr(f->frames[f->engine_frame], '\0', sizeof(f->frames[0]))) {
+        sb_add(b, "Python frame '");
+        sb_quote(b, f->frames[f->engine_frame], sizeof(f->frames[0]), 160);
+        sb_add(b, "' matches its own NCCLSHIM_ENGINE_FRAMES");
+    } else if (f->engine & ENGINE_STRONG) {
+        sb_add(b, "the engine's own title by its own NCCLSHIM_ENGINE_TITLES");
+    } else if (f->engine & ENGINE_LIB) {
+        sb_add(b, "only an engine library loaded, no engine title or frame");
+    } else {
+        sb_add(b, "no engine title, frame or library");
+    }
+}
+
+/* "ranks 1-2 carry the engine's own evidence (rank 1: ...), rank 0 does not (rank 0: ...)" */
+static void sb_bridge(struct sb *b, const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                      const unsigned char *eng, const struct decision *d)
+{
+    struct selector in = { SEL_ENGINE, 0, eng }, out = { SEL_NOT_ENGINE, 0, eng };
+    int first_in = 0, first_out = 0;
+    while (first_in < nranks && eng[first_in] != ENG_STRONG)
+        first_in++;
+    while (first_out < nranks && eng[first_out] == ENG_STRONG)
+        first_out++;
+    sb_ranks(b, &in, facts, nranks, d->nengine, 48);
+    sb_addf(b, " carr%s the engine's own evidence (rank %d: ", d->nengine > 1 ? "y" : "ies", first_in);
+    sb_engine_why(b, pp, &facts[first_in]);
+    sb_add(b, "), ");
+    sb_ranks(b, &out, facts, nranks, nranks - d->nengine, 48);
+    sb_addf(b, " do%s not (rank %d: ", nranks - d->nengine > 1 ? "" : "es", first_out);
+    sb_engine_why(b, pp, &facts[first_out]);
+    sb_add(b, ")");
+}
+
+/* Ranks whose inference role rests on an engine library alone, with no
+ * engine title or frame: trainers that import the engine. */
+static int count_weak_role(const struct rank_facts *facts, int nranks, const unsigned char *eng)
+{
+    int n = 0;
+    for (int i = 0; i < nranks; i++)
+        n += role_of(&facts[i]) == ROLE_INFERENCE && (facts[i].engine & ENGINE_ROLE_BY_LIB) && eng[i] != ENG_STRONG;
+    return n;
+}
+
 /* ---- purpose ---- */
 
 static void role_evidence(struct sb *b, const struct rank_facts *facts, int nranks, enum role role, int count,
@@ -209,28 +323,53 @@ static void role_evidence(struct sb *b, const struct rank_facts *facts, int nran
     sb_add(b, ")");
 }
 
-static void decide_purpose(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
-                           struct decision *out)
+/* The first rank of the selection, or 0. */
+static int first_selected(const struct selector *s, const struct rank_facts *facts, int nranks)
 {
-    struct sb b;
-    sb_init(&b, out->purpose_reason, sizeof(out->purpose_reason));
-    if (nranks <= 0) {
-        out->purpose = PURPOSE_UNKNOWN;
-        sb_add(&b, "no ranks' facts");
-        return;
-    }
-    /* 1. training and inference ranks together */
-    if (out->ntraining > 0 && out->ninference > 0) {
+    for (int i = 0; i < nranks; i++)
+        if (selected(s, facts, i))
+            return i;
+    return 0;
+}
+
+/*
+ * 3. a bridge: the engine's own evidence (its titles, its frames) on some
+ *    ranks and not on others, whatever anyone's names (the engine's own
+ *    groups have it on every rank);
+ * 4. inference by an engine library alone, no engine worker among the ranks:
+ *    trainers that import an engine (TRL, OpenRLHF, verl), their own group.
+ * 1 if one applies.
+ */
+static int purpose_by_structure(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                                const unsigned char *eng, struct decision *out, struct sb *b)
+{
+    if (out->nengine > 0 && out->nengine < nranks) {
         out->purpose = PURPOSE_WEIGHT_UPDATE;
-        role_evidence(&b, facts, nranks, ROLE_TRAINING, out->ntraining, 140);
-        sb_add(&b, ", ");
-        role_evidence(&b, facts, nranks, ROLE_INFERENCE, out->ninference, 140);
-        sb_add(&b, ": training and inference ranks in one communicator");
-        return;
+        sb_bridge(b, pp, facts, nranks, eng, out);
+        sb_add(b, ": a bridge between an engine's workers and other processes");
+        return 1;
     }
-    /* 2. a weight-update call site on any rank: before "every rank inference",
-     * since trainers load inference code too (vLLM's weight-transfer API,
-     * OpenRLHF, verl) and an engine's own groups have no such frame */
+    int nweak_role = count_weak_role(facts, nranks, eng);
+    if (out->nengine > 0 || nweak_role == 0 || nweak_role + out->ntraining != nranks)
+        return 0;
+    struct selector w = { SEL_WEAK, 0, eng };
+    int k = first_selected(&w, facts, nranks);
+    out->purpose = PURPOSE_TRAINING;
+    sb_ranks(b, &w, facts, nranks, out->nweak, 48);
+    sb_addf(b, " only loaded an engine library (rank %d: ", k);
+    sb_quote(b, facts[k].role_reason, sizeof(facts[k].role_reason), 200);
+    sb_add(b, "), no rank shows an engine's title or frames: trainers that import the engine, their own group");
+    return 1;
+}
+
+/*
+ * 2. a weight-update call site on any rank: before "every rank inference",
+ *    since trainers load inference code too (vLLM's weight-transfer API,
+ *    OpenRLHF, verl) and an engine's own groups have no such frame.  1 if it applies.
+ */
+static int purpose_by_callsite(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                               struct decision *out, struct sb *b)
+{
     const char *sites = pp && pp->weight_update_callsites ? pp->weight_update_callsites
                                                           : DEFAULT_WEIGHT_UPDATE_CALLSITES;
     /* On the heap: FACTS_MAX_RANKS bytes are too many for a thread's stack. */
@@ -253,34 +392,60 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
         out->purpose = PURPOSE_WEIGHT_UPDATE;
         if (flags) {
             struct selector s = { SEL_FLAG, 0, flags };
-            sb_ranks(&b, &s, facts, nranks, count, 48);
+            sb_ranks(b, &s, facts, nranks, count, 48);
         } else {
-            sb_addf(&b, "%d rank%s", count, count > 1 ? "s" : "");
+            sb_addf(b, "%d rank%s", count, count > 1 ? "s" : "");
         }
-        sb_addf(&b, " at a weight-update call site (rank %d: Python frame '", first);
-        sb_quote(&b, facts[first].frames[frame], sizeof(facts[first].frames[frame]), 200);
-        sb_add(&b, "' matches weight-update pattern '");
-        sb_quote(&b, pat, sizeof(pat), 100);
-        sb_add(&b, "')");
+        sb_addf(b, " at a weight-update call site (rank %d: Python frame '", first);
+        sb_quote(b, facts[first].frames[frame], sizeof(facts[first].frames[frame]), 200);
+        sb_add(b, "' matches weight-update pattern '");
+        sb_quote(b, pat, sizeof(pat), 100);
+        sb_add(b, "')");
     }
     free(flags);
-    if (first >= 0)
+    return first >= 0;
+}
+
+static void decide_purpose(const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
+                           const unsigned char *eng, struct decision *out)
+{
+    struct sb b;
+    sb_init(&b, out->purpose_reason, sizeof(out->purpose_reason));
+    if (nranks <= 0) {
+        out->purpose = PURPOSE_UNKNOWN;
+        sb_add(&b, "no ranks' facts");
         return;
-    /* 3. every rank inference */
+    }
+    /* 1. training and inference ranks together */
+    if (out->ntraining > 0 && out->ninference > 0) {
+        out->purpose = PURPOSE_WEIGHT_UPDATE;
+        role_evidence(&b, facts, nranks, ROLE_TRAINING, out->ntraining, 140);
+        sb_add(&b, ", ");
+        role_evidence(&b, facts, nranks, ROLE_INFERENCE, out->ninference, 140);
+        sb_add(&b, ": training and inference ranks in one communicator");
+        return;
+    }
+    /* 2. a weight-update call site on any rank */
+    if (purpose_by_callsite(pp, facts, nranks, out, &b))
+        return;
+    /* 3-4. the engine's evidence across the ranks */
+    if (eng && purpose_by_structure(pp, facts, nranks, eng, out, &b))
+        return;
+    /* 5. every rank inference */
     if (out->ninference == nranks) {
         out->purpose = PURPOSE_INFERENCE;
         role_evidence(&b, facts, nranks, ROLE_INFERENCE, nranks, 300);
         sb_add(&b, ": every rank runs inference, no weight-update call site");
         return;
     }
-    /* 4. every rank training */
+    /* 6. every rank training */
     if (out->ntraining == nranks) {
         out->purpose = PURPOSE_TRAINING;
         role_evidence(&b, facts, nranks, ROLE_TRAINING, nranks, 300);
         sb_add(&b, ": every rank trains, no weight-update call site");
         return;
     }
-    /* 5. made by torch on every rank */
+    /* 7. made by torch on every rank */
     int not_torch = 0;
     for (int i = 0; i < nranks; i++)
         not_torch += facts[i].api != API_TORCH;
@@ -292,7 +457,7 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
                 out->nunknown);
         return;
     }
-    /* 6. nothing applies */
+    /* 8. nothing applies */
     out->purpose = PURPOSE_UNKNOWN;
     struct selector unk = { SEL_ROLE, ROLE_UNKNOWN, NULL }, nt = { SEL_NOT_TORCH, 0, NULL };
     sb_add(&b, "no consensus rule applies: ");
@@ -321,25 +486,37 @@ static void decide_purpose(const struct policy_patterns *pp, const struct rank_f
  * the action is carried out by every rank, whatever its role, and a rank that
  * cannot carry it out vetoes.
  */
-static enum action auto_action(const struct decision *d, const struct rank_facts *facts, int nranks, struct sb *b)
+static enum action auto_action(const struct decision *d, const struct rank_facts *facts, int nranks,
+                               const unsigned char *eng, struct sb *b)
 {
     struct selector inf = { SEL_ROLE, ROLE_INFERENCE, NULL }, unk = { SEL_ROLE, ROLE_UNKNOWN, NULL };
-    if (d->ninference == 0) {
+    struct selector engs = { SEL_ENGINE, 0, eng };
+    int by_roles = d->ninference > 0 && d->ninference < nranks;
+    int by_engine = eng && d->nengine > 0 && d->nengine < nranks;
+    if (!by_roles && !by_engine && d->ninference == 0) {
         sb_add(b, "no inference rank: auto redirects only a group of inference and other ranks");
         return ACTION_PASSTHROUGH;
     }
-    if (d->ninference == nranks) {
+    if (!by_roles && !by_engine) {
         sb_addf(b, "every rank runs inference (%d rank%s), an engine's own group: auto redirects only a group of "
                 "inference and other ranks", nranks, nranks > 1 ? "s" : "");
         return ACTION_PASSTHROUGH;
     }
-    sb_addf(b, "%d inference rank%s (", d->ninference, d->ninference > 1 ? "s" : "");
-    sb_ranks(b, &inf, facts, nranks, d->ninference, 48);
-    sb_add(b, ")");
-    if (d->nunknown > 0) {
-        sb_add(b, ", ");
-        sb_ranks(b, &unk, facts, nranks, d->nunknown, 48);
-        sb_add(b, " of unknown role, going with the others");
+    if (by_roles) {
+        sb_addf(b, "%d inference rank%s (", d->ninference, d->ninference > 1 ? "s" : "");
+        sb_ranks(b, &inf, facts, nranks, d->ninference, 48);
+        sb_add(b, ")");
+        if (d->nunknown > 0) {
+            sb_add(b, ", ");
+            sb_ranks(b, &unk, facts, nranks, d->nunknown, 48);
+            sb_add(b, " of unknown role, going with the others");
+        }
+    } else {
+        /* The roles do not show the shape (a trainer that imports the engine
+         * reads as inference): the engine's own evidence does. */
+        sb_addf(b, "%d engine rank%s (", d->nengine, d->nengine > 1 ? "s" : "");
+        sb_ranks(b, &engs, facts, nranks, d->nengine, 48);
+        sb_addf(b, ") beside %d other%s", nranks - d->nengine, nranks - d->nengine > 1 ? "s" : "");
     }
     if (d->nhosts != 1) {
         /* Across hosts the fabric decides (policy/fabric.c): passthrough where
@@ -401,8 +578,8 @@ static const char *wu_name(enum wu_policy w)
     }
 }
 
-static void choose_action(const struct policy *p, const struct rank_facts *facts, int nranks, struct decision *out,
-                          struct sb *b)
+static void choose_action(const struct policy *p, const struct rank_facts *facts, int nranks,
+                          const unsigned char *eng, struct decision *out, struct sb *b)
 {
     /* a. strict and a malformed policy anywhere */
     int nstrict = 0;
@@ -440,7 +617,7 @@ static void choose_action(const struct policy *p, const struct rank_facts *facts
         sb_add(b, "' matches");
         if (r->action == ACTION_COUNT) {
             sb_addf(b, " (purpose %s): auto: ", purpose_name(out->purpose));
-            out->action = auto_action(out, facts, nranks, b);
+            out->action = auto_action(out, facts, nranks, eng, b);
         } else {
             out->action = (int)r->action >= 0 && r->action < ACTION_COUNT && r->action != ACTION_FAIL
                               ? r->action
@@ -460,7 +637,7 @@ static void choose_action(const struct policy *p, const struct rank_facts *facts
         case WU_PASSTHROUGH: out->action = ACTION_PASSTHROUGH; return;
         default:
             sb_add(b, ": ");
-            out->action = auto_action(out, facts, nranks, b);
+            out->action = auto_action(out, facts, nranks, eng, b);
             return;
         }
     }
@@ -469,12 +646,64 @@ static void choose_action(const struct policy *p, const struct rank_facts *facts
     sb_addf(b, "purpose %s: only weight-update communicators are redirected", purpose_name(out->purpose));
 }
 
-static void decide_action(const struct policy *p, const struct rank_facts *facts, int nranks, struct decision *out)
+static void decide_action(const struct policy *p, const struct rank_facts *facts, int nranks,
+                          const unsigned char *eng, struct decision *out)
 {
     struct sb b;
     sb_init(&b, out->action_reason, sizeof(out->action_reason));
-    choose_action(p, facts, nranks, out, &b);
+    choose_action(p, facts, nranks, eng, out, &b);
     no_ipc_for_full_api(facts, nranks, out, &b);
+}
+
+/* ---- never silent ---- */
+
+/* "; to protect it set NCCLSHIM_ROLE=<role> in <who> (rank r, title 'T'<hint>)" */
+static void sb_suggest_role(struct sb *b, const struct rank_facts *facts, int r, enum role role, const char *who,
+                            const char *hint)
+{
+    sb_addf(b, "; to protect it set NCCLSHIM_ROLE=%s in %s (rank %d, title '", role_name(role), who, r);
+    sb_quote(b, facts[r].title, sizeof(facts[r].title), 80);
+    sb_addf(b, "'%s)", hint);
+}
+
+/*
+ * A group that looks like a weight-update bridge but is not redirected for
+ * want of evidence: a weight-update call site whose ranks do not show the
+ * shape auto needs, or an engine library on some ranks and not on others with
+ * no engine title or frame anywhere.  Never a group the policy chose to pass
+ * through (a rule, NCCLSHIM_WEIGHT_UPDATE=passthrough, a malformed policy).
+ */
+static void note_unrecognized(const struct policy *p, const struct rank_facts *facts, int nranks,
+                              const unsigned char *eng, struct decision *out)
+{
+    struct sb b;
+    sb_init(&b, out->unrecognized, sizeof(out->unrecognized));
+    if (!eng || nranks < 2 || out->action != ACTION_PASSTHROUGH || out->rule >= 0 || !p->ok ||
+        p->weight_update != WU_AUTO || full_api_rank(facts, nranks) >= 0)
+        return;
+    int by_roles = out->ninference > 0 && out->ninference < nranks;
+    int by_engine = out->nengine > 0 && out->nengine < nranks;
+    if (out->purpose == PURPOSE_WEIGHT_UPDATE && !by_roles && !by_engine) {
+        sb_add(&b, "weight-update by its evidence, but no rank shows an engine's side beside others (");
+        sb_addf(&b, "%d training, %d inference, %d unknown; %d with the engine's own title or frames): auto cannot "
+                "tell the engine's ranks from the trainer's", out->ntraining, out->ninference, out->nunknown,
+                out->nengine);
+        if (out->ninference == nranks)
+            sb_suggest_role(&b, facts, 0, ROLE_TRAINING, "the trainer's processes", ": the ID's maker is usually one");
+        else
+            sb_suggest_role(&b, facts, nranks - 1, ROLE_INFERENCE, "the engine workers' processes",
+                            ": their ranks usually come last");
+        return;
+    }
+    if (out->purpose != PURPOSE_WEIGHT_UPDATE && out->nengine == 0 && out->nweak > 0 && out->nweak < nranks) {
+        struct selector w = { SEL_WEAK, 0, eng };
+        int r = first_selected(&w, facts, nranks);
+        sb_ranks(&b, &w, facts, nranks, out->nweak, 48);
+        sb_addf(&b, " loaded an engine library and %d rank%s did not, but no rank shows an engine's own title or "
+                "frames: it may be a bridge between an engine and a trainer (purpose %s by its names)", nranks - out->nweak,
+                nranks - out->nweak > 1 ? "s" : "", purpose_name(out->purpose));
+        sb_suggest_role(&b, facts, r, ROLE_INFERENCE, "the engine's processes", ", if the engine runs there");
+    }
 }
 
 void decide(const struct policy *p, const struct policy_patterns *pp, const struct rank_facts *facts, int nranks,
@@ -492,6 +721,14 @@ void decide(const struct policy *p, const struct policy_patterns *pp, const stru
         }
     }
     out->nhosts = count_hosts(facts, nranks);
-    decide_purpose(pp, facts, nranks, out);
-    decide_action(p, facts, nranks, out);
+    /* On the heap: FACTS_MAX_RANKS bytes are too many for a thread's stack.
+     * Without memory the engine's evidence is not weighed (names decide, as
+     * before it was), never guessed. */
+    unsigned char *eng = nranks > 0 ? calloc((size_t)nranks, 1) : NULL;
+    if (eng)
+        engine_strengths(pp, facts, nranks, eng, out);
+    decide_purpose(pp, facts, nranks, eng, out);
+    decide_action(p, facts, nranks, eng, out);
+    note_unrecognized(p, facts, nranks, eng, out);
+    free(eng);
 }

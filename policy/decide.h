@@ -26,6 +26,12 @@ struct decision {
     int rule;                           /* index of the NCCLSHIM_RULES rule that matched, or -1 */
     int ntraining, ninference, nunknown;/* ranks per role */
     int nhosts;                         /* distinct host_id values */
+    int nengine;                        /* ranks with an engine's own evidence (title or frames) */
+    int nweak;                          /* ranks with only an engine library loaded */
+    /* Not empty where the group looks like a weight-update bridge but is not
+     * redirected for want of evidence, or its ranks' evidence disagrees: why,
+     * and the setting that would protect it (docs/policy.md, "Never silent"). */
+    char unrecognized[EVIDENCE_REASON_LEN];
 };
 
 /*

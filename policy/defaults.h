@@ -48,6 +48,23 @@
  * communicator never gets ipc. */
 #define DEFAULT_FULL_API "*nccl_reshard*,*xferdtensor*,*m2n*"
 
+/* Titles an inference engine sets for its own worker processes (not those an
+ * RL stack chose): strong evidence that a rank is an engine worker.  vLLM's
+ * setproctitle (VLLM::EngineCore, VLLM::Worker[_TP<r>]...), its Ray workers'
+ * classes (RayWorkerWrapper, RayWorkerProc), SGLang's (sglang::scheduler...),
+ * and the CLIs that run an engine in-process (vllm serve, TRL's vllm-serve). */
+#define DEFAULT_ENGINE_TITLES \
+    "VLLM::*,sglang::*,ray::*RayWorkerWrapper*,ray::*RayWorkerProc*,*vllm serve*,*vllm-serve*"
+/* The engine's own code on the creating thread's stack ("file:line function"):
+ * its workers, executors and engine core (collective_rpc, run_method, which
+ * call an RL stack's worker extension), its model-parallel groups, SGLang's
+ * scheduler and model runner.  vLLM's PyNccl, its StatelessProcessGroup and
+ * its weight-transfer engine are not here: trainers call them too. */
+#define DEFAULT_ENGINE_FRAMES \
+    "*/vllm/worker/*,*/vllm/v1/worker/*,*/vllm/executor/*,*/vllm/v1/executor/*,*/vllm/v1/engine/*," \
+    "*/vllm/engine/*,*/vllm/v1/serial_utils.py:* run_method,* LLM.collective_rpc,*/vllm/distributed/parallel_state.py:*," \
+    "*/sglang/srt/managers/*,*/sglang/srt/model_executor/*,*/sglang/srt/distributed/parallel_state.py:*"
+
 /* Libraries whose code calls NCCL, by API family (matched on the caller's path). */
 #define API_TORCH_LIBS "*/libtorch_cuda*.so*,*/libtorch*.so*,*/libc10d*.so*,*/torch/lib/*"
 #define API_CTYPES_LIBS "*/libffi.so*,*/libffi-*.so*,*/_ctypes*.so"

@@ -81,6 +81,11 @@ struct rank_facts {
     int full_api;
     char full_api_why[FACTS_SOCKET_WHY_LEN];
     struct fabric_facts fabric;
+    /* Whether this rank is an inference engine's worker (enum engine_evidence
+     * bits: its title, its frames, or only its library), and the index of
+     * the frame that matched (-1: none).  0 from a shim before issue 43. */
+    int engine;
+    int engine_frame;
 };
 
 /*

@@ -46,6 +46,10 @@ struct plan {
      * policy's (no rendezvous could decide it): why, for the record and
      * `inspect --check`; empty otherwise. */
     char unprotected[RV_REASON_LEN];
+    /* A group that looks like a weight-update bridge but that no rendezvous
+     * could decide (an engine worker joining an unmarked ID): why, and the
+     * setting that would protect it; empty otherwise (docs/policy.md, "Never silent"). */
+    char unrecognized[RV_REASON_LEN];
     /* A split, shrink or grow: the decision came from this communicator's
      * parent (its group and the root's decision id), not from a rendezvous. */
     const char *inherited_from;

@@ -170,6 +170,8 @@ static void record_plan(struct jw *w, const struct plan *p, const ncclConfig_t *
         record_action_config(w, o, p->net_config);
     if (p->unprotected[0])
         jw_str(w, "unprotected", p->unprotected);
+    if (p->unrecognized[0])
+        jw_str(w, "unrecognized", p->unrecognized);
     if (p->inherited_from) {
         jw_open(w, "inherited", '{');
         jw_str(w, "from", p->inherited_from);
@@ -244,6 +246,8 @@ void comm_record_creation(const struct creation *c, ncclResult_t r, uint64_t dur
     jw_str(&w, "role_reason", cr->role.reason);
     if (cr->full_api.value)
         jw_str(&w, "full_api", cr->full_api.reason);
+    if (cr->engine.bits)
+        jw_str(&w, "engine", cr->engine.reason);
     record_plan(&w, p, c->config, real != NULL);
     if (c->has_props)
         record_properties(&w, &c->props);

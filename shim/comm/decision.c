@@ -23,15 +23,18 @@
 #include "record.h"
 #include "version.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <unistd.h>
 
-/* A torch-made ID under weight-update evidence: only its frames and title are
- * read (its own cost at ncclGetUniqueId, once per process group; no
- * rendezvous for a training group). */
+/* A torch-made ID under weight-update or engine evidence: its frames, title
+ * and loaded libraries are read (its own cost at ncclGetUniqueId, once per
+ * process group; no rendezvous for a training group of a process that has
+ * none of them). */
 static int torch_id_marked(char *why, size_t whylen)
 {
     const struct shim_config *cfg = shim_config();
@@ -39,7 +42,8 @@ static int torch_id_marked(char *why, size_t whylen)
     char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
     evidence_title(title, sizeof(title));
     int nframes = cfg->python_callsite ? python_callsite(frames, EVIDENCE_MAX_FRAMES) : 0;
-    struct verdict v = classify_torch_id(&cfg->patterns, title, nframes, (const char(*)[EVIDENCE_FRAME_LEN])frames);
+    const char(*fr)[EVIDENCE_FRAME_LEN] = (const char(*)[EVIDENCE_FRAME_LEN])frames;
+    struct verdict v = classify_torch_id(&cfg->patterns, title, nframes, fr, evidence_engine_now(title, nframes, fr));
     snprintf(why, whylen, "%s", v.reason);
     return v.value;
 }
@@ -89,6 +93,8 @@ static void fill_facts(const struct plan_input *in, const struct plan *p, struct
     f->strict_error = cfg->policy.strict && !cfg->policy.ok;
     f->full_api = cr->full_api.value ? 1 : 0;
     snprintf(f->full_api_why, sizeof(f->full_api_why), "%.*s", (int)sizeof(f->full_api_why) - 1, cr->full_api.reason);
+    f->engine = cr->engine.bits;
+    f->engine_frame = cr->engine.frame;
 }
 
 /* Whether passing `in` through leaves a weight-update communicator without the
@@ -125,6 +131,63 @@ static void decide_locally(const struct plan_input *in, struct plan *p, const ch
     note_unprotected(p, un);
 }
 
+/* "10.0.0.5:41234": where the unique ID's maker listens (NCCL's bootstrap address in the ID). */
+static void maker_addr(const ncclUniqueId *id, char *buf, size_t len)
+{
+    struct sockaddr_storage ss;
+    char host[INET6_ADDRSTRLEN] = "?";
+    unsigned port = 0;
+    snprintf(buf, len, "unknown");
+    socklen_t sl = uid_nccl_addr(id, &ss);
+    if (sl == sizeof(struct sockaddr_in)) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)&ss;
+        if (!inet_ntop(AF_INET, &a->sin_addr, host, sizeof(host)))
+            return;
+        port = ntohs(a->sin_port);
+    } else if (sl == sizeof(struct sockaddr_in6)) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)&ss;
+        if (!inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof(host)))
+            return;
+        port = ntohs(a->sin6_port);
+    } else {
+        return;
+    }
+    snprintf(buf, len, "%s:%u", host, port);
+}
+
+/*
+ * Never silent (issue 43): an engine's worker (its own title or frames) that
+ * joins an unmarked ID, not as its maker, is in a group whose maker showed no
+ * engine evidence at all (a process with any makes its torch IDs marked, and
+ * a binding's IDs are always marked): the shape of a bridge that every rank
+ * passes through, each alone.  Recorded, said once on stderr, with the
+ * setting that gets the maker's ID marked.  The decision stays passthrough on
+ * every rank: no rank can know what the others decided.
+ */
+static void note_unmarked_bridge(const struct plan_input *in, struct plan *p)
+{
+    const struct shim_config *cfg = shim_config();
+    const struct creator *cr = in->cr;
+    if (!in->id || in->rank == 0 || in->nranks < 2 || !(cr->engine.bits & ENGINE_STRONG) || cfg->tag != TAG_BINDINGS ||
+        cfg->mode == MODE_OBSERVE || p->action != ACTION_PASSTHROUGH)
+        return;
+    char addr[INET6_ADDRSTRLEN + 8];
+    maker_addr(in->id, addr, sizeof(addr));
+    /* The first piece of the evidence (its title, else its frame), whole. */
+    const char *sep = strstr(cr->engine.reason, "; ");
+    int elen = sep ? (int)(sep - cr->engine.reason) : (int)strlen(cr->engine.reason);
+    snprintf(p->unrecognized, sizeof(p->unrecognized),
+             "this rank is an engine's worker (%.*s) joining, as rank %d of %d, a unique ID that its maker (rank 0, "
+             "NCCL's bootstrap address %s) did not mark: the maker showed no engine evidence (or runs without the "
+             "shim, or with NCCLSHIM_TAG=none), so this looks like a "
+             "bridge between a trainer and the engine, passed through by every rank; to protect it %s",
+             elen < 160 ? elen : 160, cr->engine.reason, in->rank, in->nranks, addr,
+             cr->api == API_TORCH ? "set NCCLSHIM_ROLE=training in the environment of the process that made the ID "
+                                    "(torch then marks its IDs)"
+                                  : "run the process that made the ID under the shim (LD_PRELOAD), NCCLSHIM_TAG unset");
+    shim_warn("unrecognized", "rank %d of %d (%s): %s", in->rank, in->nranks, in->fn, p->unrecognized);
+}
+
 /* Every plan starts from this rank's own evidence: the purpose it would give
  * the communicator alone (what a rendezvous weighs, and the fall-back). */
 static void plan_begin(const struct plan_input *in, struct plan *p)
@@ -132,7 +195,7 @@ static void plan_begin(const struct plan_input *in, struct plan *p)
     memset(p, 0, sizeof(*p));
     p->cuda_device = -1; /* asked only for a rendezvous: the probe costs a library search where CUDA is absent */
     struct local_evidence ev = { in->cr->api, (enum role)in->cr->role.value, in->nranks, in->cr->nframes,
-                                 in->cr->frames };
+                                 in->cr->frames, in->cr->engine.bits };
     struct verdict local = classify_purpose(&shim_config()->patterns, &ev);
     p->local_purpose = (enum purpose)local.value;
     snprintf(p->local_purpose_reason, sizeof(p->local_purpose_reason), "%s", local.reason);
@@ -246,6 +309,10 @@ void plan_creation(const struct plan_input *in, struct plan *p)
     const char *why = no_rendezvous(in, &mark, buf, sizeof(buf));
     if (why) {
         decide_locally(in, p, why);
+        int action;
+        uint64_t grown;
+        if (in->id && !uid_mark_read(in->id, &mark) && !uid_inherit_read(in->id, &action, &grown))
+            note_unmarked_bridge(in, p);
         return;
     }
     p->marked = 1;

@@ -164,24 +164,45 @@ void evidence_caller(struct creator *c, const void *caller)
     c->api = classify_api(c->caller_path);
 }
 
+/* The loaded objects: the loader's list where its lock is sound (it is
+ * cheaper: reading the maps slowed creations enough to change the timing of
+ * 64-rank tests); in a fork child the maps, or, without /proc, the loader's
+ * list after all (no worse than before). */
+static void loaded_libs(struct lib_list *libs)
+{
+    if (!atomic_load_explicit(&g_forked, memory_order_relaxed) || libs_from_maps(libs) < 0)
+        dl_iterate_phdr(collect_lib, libs);
+}
+
+static void free_libs(struct lib_list *libs)
+{
+    for (size_t i = 0; i < libs->n; i++)
+        free((void *)libs->paths[i]);
+    free(libs->paths);
+}
+
 void evidence_gather(struct creator *c, const void *caller)
 {
     const struct shim_config *cfg = shim_config();
     evidence_caller(c, caller);
     evidence_title(c->title, sizeof(c->title));
-
     struct lib_list libs = { NULL, 0, 0 };
-    /* The loader's list where its lock is sound (it is cheaper: reading the
-     * maps slowed creations enough to change the timing of 64-rank tests);
-     * in a fork child the maps, or, without /proc, the loader's list after
-     * all (no worse than before). */
-    if (!atomic_load_explicit(&g_forked, memory_order_relaxed) || libs_from_maps(&libs) < 0)
-        dl_iterate_phdr(collect_lib, &libs);
+    loaded_libs(&libs);
     c->nframes = cfg->python_callsite ? python_callsite(c->frames, EVIDENCE_MAX_FRAMES) : 0;
     c->role = classify_rank_role(&cfg->patterns, classify_role(&cfg->patterns, c->title, libs.paths), c->nframes,
                                  c->frames);
     c->full_api = classify_full_api(&cfg->patterns, c->nframes, c->frames, libs.paths);
-    for (size_t i = 0; i < libs.n; i++)
-        free((void *)libs.paths[i]);
-    free(libs.paths);
+    c->engine = classify_engine(&cfg->patterns, c->title, c->nframes, c->frames, libs.paths, c->role);
+    free_libs(&libs);
+}
+
+int evidence_engine_now(const char *title, int nframes, const char (*frames)[EVIDENCE_FRAME_LEN])
+{
+    const struct shim_config *cfg = shim_config();
+    struct lib_list libs = { NULL, 0, 0 };
+    loaded_libs(&libs);
+    struct verdict role = classify_role(&cfg->patterns, title, libs.paths);
+    struct engine_verdict e = classify_engine(&cfg->patterns, title, nframes, frames, libs.paths, role);
+    free_libs(&libs);
+    return e.bits;
 }

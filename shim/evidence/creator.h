@@ -15,6 +15,7 @@ struct creator {
     int nframes;
     char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
     struct verdict full_api;            /* 1: the creator needs NCCL's whole API (classify_full_api) */
+    struct engine_verdict engine;       /* whether this rank is an engine's worker (classify_engine) */
 };
 
 /* The library holding `caller` and its API family (cheap: one dladdr). */
@@ -23,6 +24,10 @@ void evidence_caller(struct creator *c, const void *caller);
 /* Fills `c` for a call into NCCL whose return address is `caller`.  Takes no
  * shim lock (it may take Python's), so call it before any. */
 void evidence_gather(struct creator *c, const void *caller);
+
+/* This process's engine evidence now (classify_engine's bits), for a unique ID
+ * made inside torch: its title, this thread's frames, its loaded libraries. */
+int evidence_engine_now(const char *title, int nframes, const char (*frames)[EVIDENCE_FRAME_LEN]);
 
 /* In a fork child (the atfork handler): the loaded libraries are read from
  * /proc/self/maps from then on (creator.c says why). */

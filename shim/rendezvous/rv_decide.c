@@ -14,6 +14,7 @@
 #include "rv_io.h"
 #include "rv_limits.h"
 #include "rv_server_record.h"
+#include "record.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -166,6 +167,9 @@ static void decide_all(struct rv_session *s)
     v->nunknown = s->d.nunknown;
     snprintf(v->purpose_reason, sizeof(v->purpose_reason), "%s", s->d.purpose_reason);
     snprintf(v->action_reason, sizeof(v->action_reason), "%s", s->d.action_reason);
+    if (s->d.unrecognized[0]) /* never silent: one line at the root, which alone saw every rank (issue 43) */
+        shim_warn("unrecognized", "a communicator of %d ranks (decision %016llx) looks like a weight-update bridge "
+                  "but passes through: %s", s->nranks, (unsigned long long)v->decision_id, s->d.unrecognized);
     adjust_action(v, s->nranks, s->leaders);
     v->final = !action_has((enum action)v->action, ACT_SET_UP);
     s->decided_us = shim_mono_us();

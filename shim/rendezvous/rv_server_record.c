@@ -61,6 +61,9 @@ void rv_record_decision(struct rv_session *s, const char *stage)
     jw_int(&w, "training", s->verdict.ntraining);
     jw_int(&w, "inference", s->verdict.ninference);
     jw_int(&w, "unknown", s->verdict.nunknown);
+    jw_int(&w, "engine", s->d.nengine);
+    if (s->d.unrecognized[0])
+        jw_str(&w, "unrecognized", s->d.unrecognized);
     jw_int(&w, "rejected_connections", s->rejected);
     record_rejected_by(&w, s);
     jw_int(&w, "leaders", s->leaders);

@@ -55,7 +55,14 @@
  *     32   full_api_why          string     no   < FACTS_SOCKET_WHY_LEN bytes
  *     33   leader_addr           string     no   < RV_ADDR_LEN bytes: on a leader's connection, where it
  *                                                accepts other hosts' leaders (issue 34)
- *     Tags 23-30 came with auto across hosts (issue 25), 31-32 with issue 32.  The frame version stays 1:
+ *     34   engine                i32        no   0..15: enum engine_evidence bits (policy/evidence.h):
+ *                                                whether this rank is an engine's worker, by title,
+ *                                                frames or (weak) library; 0 (or absent) none
+ *     35   engine_frame          i32        no   -1..EVIDENCE_MAX_FRAMES-1: the frame that matched
+ *                                                the engine's frames (read only with the frames
+ *                                                bit: absent decodes as 0)
+ *     Tags 23-30 came with auto across hosts (issue 25), 31-32 with issue 32, 34-35 with issue 43
+ *     (a root from before skips them and decides by names, as it did).  The frame version stays 1:
  *     a root from before skips them and decides as it did (socket), a rank from before
  *     sends none and counts as a host whose fabric cannot be judged (socket); a new
  *     version number would instead make each refuse the other's frames.
@@ -134,6 +141,7 @@ _Static_assert(EVIDENCE_REASON_LEN <= 65536 && FACTS_PATH_LEN <= 65536 && RV_REA
      (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.socket_why)) +                                              \
      (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.frugal_why)) + 5 * (TLV_HDR + 4) +                          \
      (TLV_HDR + SLIM(u.hello.fabric.why)) + (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.full_api_why)) +            \
+     2 * (TLV_HDR + 4) +                                                                                \
      EVIDENCE_MAX_FRAMES * (TLV_HDR + EVIDENCE_FRAME_LEN - 1))
 _Static_assert(RV_HELLO_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal HELLO fits a frame");
 #define RV_VERDICT_MAX_PAYLOAD                                                                           \
@@ -200,6 +208,8 @@ static const struct field hello_fields[] = {
     F_I32(31, u.hello.full_api, 0, 0, 1),
     F_STR(32, u.hello.full_api_why, 0),
     F_STR(33, leader_addr, 0),
+    F_I32(34, u.hello.engine, 0, 0, ENGINE_ALL_BITS),
+    F_I32(35, u.hello.engine_frame, 0, -1, EVIDENCE_MAX_FRAMES - 1),
 };
 
 static const struct field verdict_fields[] = {

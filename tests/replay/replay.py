@@ -177,6 +177,9 @@ def _env(d, r, hosts, extra):
                 "REPLAY_SPEC": os.path.join(d, "rank%d.json" % r)})
     if hosts:
         env["NCCLSHIM_HOSTNAME"] = hosts[r]
+    # extra: settings of every rank, or {rank: settings} for some ranks only
+    if extra and all(isinstance(k, int) for k in extra):
+        extra = extra.get(r, {})
     env.update(extra or {})
     return env
 

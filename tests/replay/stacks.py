@@ -606,5 +606,315 @@ TRAIN_ONLY = {
     "no_rendezvous": True,
 }
 
+# --- Hugging Face TRL's GRPO with `trl vllm-serve` (huggingface/trl main, read from the index:
+# trl/scripts/vllm_serve.py, trl/extras/vllm_client.py; lines ~).  The server's llm_worker
+# makes an LLM with worker_extension_cls=WeightSyncWorkerExtension; the trainer's
+# VLLMClient.init_communicator asks the server (HTTP) to call init_communicator on every worker
+# through LLM.collective_rpc, then joins itself: a StatelessProcessGroup and vLLM's
+# PyNcclCommunicator, the workers ranks 0..W-1 (rank 0 makes the ID), the trainer the last rank.
+# Weights: GRPOTrainer._move_model_to_vllm -> VLLMClient.update_named_param -> broadcast from the
+# trainer (the replay broadcasts from rank 0: the group's shape, not the direction, is tested).
+# The trainer is `python train.py` (accelerate launch / torchrun), vllm/_C loaded by the
+# client's import; the workers VLLM::Worker_TP<r> (TP=2, mp executor).  No name here matches a
+# default pattern: the engine's titles and frames decide (issue 43).
+TRL_EXT = "trl/scripts/vllm_serve.py"
+TRL_CLIENT = "trl/extras/vllm_client.py"
+MP_BUSY = [("vllm/v1/executor/multiproc_executor.py", 880, "WorkerProc.worker_busy_loop"),
+           ("vllm/v1/serial_utils.py", 486, "run_method")]
+TRL = {
+    "short": "TRL GRPO + vllm-serve",
+    "name": "TRL GRPO: python train.py (vllm imported) + trl vllm-serve's VLLM::Worker_TP0/1 with its weight-sync "
+            "worker extension, ctypes PyNccl",
+    "ranks": [pynccl_rank("VLLM::Worker_TP%d" % t, VLLM_ENGINE_LIBS,
+                          MP_BUSY + [(TRL_EXT, 120, "WeightSyncWorkerExtension.init_communicator")],  # ~120
+                          MP_BUSY + [(TRL_EXT, 160, "WeightSyncWorkerExtension.update_named_param")],  # ~160
+                          root=t == 0) for t in range(2)] +
+             [pynccl_rank("python", VLLM_TRAINER_LIBS,
+                          [("trl/trainer/grpo_trainer.py", 640, "GRPOTrainer.__init__"),  # ~640
+                           (TRL_CLIENT, 420, "VLLMClient.init_communicator")],  # ~420
+                          [("trl/trainer/grpo_trainer.py", 1100, "GRPOTrainer._move_model_to_vllm"),  # ~1100
+                           (TRL_CLIENT, 470, "VLLMClient.update_named_param")], script="train.py")],  # ~470
+    "purpose": "weight-update",
+    # the trainer reads as inference by vllm/_C alone (weak): the structure decides, not the roles
+    "roles": ["inference", "inference", "inference"],
+    "role_why": {0: "VLLM::Worker_TP0", 2: "loaded library.*vllm/_C"},
+    "purpose_why": r"ranks 0-1 carry the engine's own evidence \(rank 0: title 'VLLM::Worker_TP0.*rank 2 does not "
+                   r"\(rank 2: only an engine library loaded.*a bridge",
+    "uid": (True, "made by ctypes"),
+    "api": "ctypes",
+    "variants": [V("one host", None, "ipc", r"2 engine ranks \(ranks 0-1\) beside 1 other, all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, A, B], "socket", "ranks on 2 hosts")],
+}
+
+# --- Invented stacks (issue 43): only what the engine and the platform set is real (vLLM's
+# titles, its executor and collective_rpc frames, its native libraries, the bindings); every
+# name the RL stack chose (package, functions, Ray actor classes, titles) is made up, and none
+# matches a default pattern.  The group's structure must decide.
+
+# torch, made lazily at the trainer's first broadcast, the trainer a Ray actor of an invented
+# class that imports vLLM (vllm/_C): its torch IDs are marked for the engine evidence in its
+# process; the engine's side VLLM::Worker_TP<r> runs an invented worker extension.
+ORCA_PG = [("orca/learner.py", 50, "Seal.publish"), ("orca/links.py", 20, "open_link")]
+ORCA_BCAST = [("orca/learner.py", 80, "Seal.publish")]
+ORCA_ENGINE_PG = MP_BUSY + [("orca/ext.py", 30, "Flipper.join_link"), ("orca/links.py", 20, "open_link")]
+ORCA_ENGINE_RECV = MP_BUSY + [("orca/ext.py", 60, "Flipper.take")]
+INVENTED_TORCH = {
+    "short": "invented torch bridge",
+    "name": "invented: ray::Seal.publish (vllm imported) + VLLM::Worker_TP0/1 with an invented extension, torch "
+            "ProcessGroupNCCL made at the first broadcast",
+    "ranks": [torch_rank("ray::Seal.publish", VLLM_TRAINER_LIBS, ORCA_PG, ORCA_BCAST)] +
+             [torch_rank("VLLM::Worker_TP%d" % t, VLLM_ENGINE_LIBS, ORCA_ENGINE_PG, ORCA_ENGINE_RECV) for t in range(2)],
+    "purpose": "weight-update",
+    "roles": ["inference", "inference", "inference"],
+    "role_why": {0: "loaded library.*vllm/_C", 1: "VLLM::Worker_TP0"},
+    "purpose_why": r"ranks 1-2 carry the engine's own evidence.*rank 0 does not.*a bridge",
+    "uid": (True, "engine evidence.*engine library loaded"),
+    "api": "torch",
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
+}
+
+# nccl4py's scalable init (NeMo-RL's shape), every name invented: the trainers' Ray class
+# imports no engine; the engine side is a Ray actor of an invented class that runs vLLM's sync
+# engine in-process (LLM.collective_rpc -> the uniproc executor -> an invented extension).
+HERON_TRAIN = [("heron/coach.py", 40, "Coach.link")]
+HERON_TRAIN_SEND = [("heron/coach.py", 70, "Coach.ship")]
+HERON_GEN = [("heron/actor.py", 30, "Player.link"), ("vllm/entrypoints/llm.py", 1100, "LLM.collective_rpc"),
+             ("vllm/v1/executor/uniproc_executor.py", 80, "UniProcExecutor.collective_rpc"),
+             ("vllm/v1/serial_utils.py", 486, "run_method"), ("heron/ext.py", 20, "Plug.link")]
+HERON_GEN_RECV = [("heron/actor.py", 60, "Player.absorb"), ("vllm/entrypoints/llm.py", 1100, "LLM.collective_rpc"),
+                  ("vllm/v1/executor/uniproc_executor.py", 80, "UniProcExecutor.collective_rpc"),
+                  ("vllm/v1/serial_utils.py", 486, "run_method"), ("heron/ext.py", 50, "Plug.absorb")]
+
+
+def heron_rank(title, libs, outer, outer_bcast, root=False):
+    steps = [{"op": "uid", "frames": outer + [("heron/mesh.py", 10, "Mesh.found")] + N4PY_UID[1:]}] if root \
+        else [{"op": "fetch"}]
+    steps += [{"op": "init", "frames": outer + [(NCOMM, 330, "Communicator.init"), (NCOMM, 441, "Communicator.initialize")]},
+              {"op": "bcast", "sizes": REFIT, "frames": outer_bcast + [(NCOMM, 600, "Communicator.broadcast")]},
+              {"op": "destroy"}]
+    return Rank(title, "nccl4py", steps, libs)
+
+
+INVENTED_N4PY = {
+    "short": "invented nccl4py bridge",
+    "name": "invented: 2 ray::Coach.link (no engine) + ray::Player.link hosting vLLM's sync engine, nccl4py "
+            "scalable init",
+    "ranks": [heron_rank("ray::Coach.link", [], HERON_TRAIN, HERON_TRAIN_SEND, root=r == 0) for r in range(2)] +
+             [heron_rank("ray::Player.link", VLLM_ENGINE_LIBS, HERON_GEN, HERON_GEN_RECV)],
+    "purpose": "weight-update",
+    "roles": ["unknown", "unknown", "inference"],
+    "role_why": {0: "no NCCLSHIM_ROLE", 2: "loaded library.*vllm/_C"},
+    "purpose_why": r"rank 2 carries the engine's own evidence \(rank 2: Python frame '.*run_method'.*ranks 0-1 do not",
+    "uid": (True, "made by nccl4py"),
+    "api": "nccl4py",
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, A, B], "socket", "ranks on 2 hosts")],
+}
+
+# CuPy through Ray collective, called from an invented worker extension under vLLM's
+# collective_rpc in VLLM::EngineCore (the shape of OpenRLHF's --vllm.sync_with_ray), the
+# trainer an invented Ray class that imports vLLM; Ray makes the communicator at a barrier.
+KITE_OUTER = [("kite/teacher.py", 30, "Owl.open_bus")]
+KITE_SEND = [("kite/teacher.py", 60, "Owl.pour")]
+KITE_ENGINE = ENGINECORE_OUTER + [("vllm/v1/serial_utils.py", 486, "run_method"), ("kite/ext.py", 30, "Nest.open_bus")]
+KITE_ENGINE_RECV = ENGINECORE_OUTER + [("vllm/v1/serial_utils.py", 486, "run_method"), ("kite/ext.py", 60, "Nest.fill")]
+KITE_BARRIER = [("kite/bus.py", 40, "Bus.open"), (RAYC, 480, "barrier"), (NCG, 240, "NCCLGroup.barrier"),
+                (NCG, 260, "NCCLGroup.allreduce")]
+
+
+def kite_rank(title, outer, outer_bcast, root):
+    """verl_rank's Ray collective calls (the platform's), under invented callers."""
+    b = outer + KITE_BARRIER + VERL_CREATE
+    steps = ([{"op": "uid", "frames": b + [(VERL_GET[0], 430, VERL_GET[1]), (NCG, 700, "NCCLGroup._generate_nccl_uid"),
+                                           (NUTIL, 110, "get_nccl_unique_id")]}] if root else [{"op": "fetch"}])
+    steps += [{"op": "group_start", "frames": b + [(VERL_GET[0], 440, VERL_GET[1]), (NUTIL, 150, "groupStart")]},
+              {"op": "init", "frames": b + [(VERL_GET[0], 446, VERL_GET[1]), (NUTIL, 120, "create_nccl_communicator")]},
+              {"op": "group_end", "frames": b + [(VERL_GET[0], 449, VERL_GET[1]), (NUTIL, 156, "groupEnd")]},
+              {"op": "allreduce", "count": 1, "dtype": 4,
+               "frames": outer + KITE_BARRIER + [(NCG, 575, "NCCLGroup._collective"),
+                                                 (NCG, 272, "NCCLGroup.allreduce.<locals>.collective_fn")]},
+              {"op": "bcast", "sizes": REFIT,
+               "frames": outer_bcast + [(RAYC, 520, "broadcast"), (NCG, 300, "NCCLGroup.broadcast"),
+                                        (NCG, 575, "NCCLGroup._collective"),
+                                        (NCG, 312, "NCCLGroup.broadcast.<locals>.collective_fn")]},
+              {"op": "destroy"}]
+    return Rank(title, "cupy", steps, VLLM_TRAINER_LIBS)
+
+
+INVENTED_CUPY = {
+    "short": "invented CuPy bridge",
+    "name": "invented: ray::Owl.open_bus (vllm imported) + 2 VLLM::EngineCore with an invented extension, Ray "
+            "collective on CuPy",
+    "ranks": [kite_rank("ray::Owl.open_bus", KITE_OUTER, KITE_SEND, True)] +
+             [kite_rank("VLLM::EngineCore", KITE_ENGINE, KITE_ENGINE_RECV, False) for _ in range(2)],
+    "purpose": "weight-update",
+    "roles": ["inference", "inference", "inference"],
+    "role_why": {0: "loaded library.*vllm/_C", 1: "VLLM::EngineCore"},
+    "purpose_why": r"ranks 1-2 carry the engine's own evidence.*rank 0 does not.*a bridge",
+    "uid": (True, "made by cupy"),
+    "api": "cupy",
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc"),
+                 V("two hosts", [A, B, B], "socket", "ranks on 2 hosts")],
+}
+
+# torch, lazy, the trainer a plain process that imports no engine (SGLang's own test trainer's
+# shape, its names invented): its ID stays unmarked, every rank passes through alone, and the
+# engine's workers say so: an `unrecognized` record, one stderr line naming NCCLSHIM_ROLE=training
+# for the ID's maker, `--check` fails.  Then the same with that setting: protected.
+MOTH_PG = [("moth/run.py", 20, "main"), ("moth/pipe.py", 30, "dial")]
+MOTH_BCAST = [("moth/run.py", 50, "main")]
+MOTH_ENGINE_PG = MP_BUSY + [("moth/ext.py", 20, "Lamp.dial"), ("moth/pipe.py", 30, "dial")]
+MOTH_ENGINE_RECV = MP_BUSY + [("moth/ext.py", 50, "Lamp.glow")]
+INVENTED_UNMARKED = {
+    "short": "invented bridge, no evidence at its maker",
+    "name": "invented: python run.py (no engine imported) + VLLM::Worker_TP0/1, torch made at the trainer's first "
+            "broadcast: unmarked, loud",
+    "ranks": [torch_rank("python", [], MOTH_PG, MOTH_BCAST)] +
+             [torch_rank("VLLM::Worker_TP%d" % t, VLLM_ENGINE_LIBS, MOTH_ENGINE_PG, MOTH_ENGINE_RECV) for t in range(2)],
+    "purpose": ["training", "inference", "inference"],
+    "roles": ["unknown", "inference", "inference"],
+    "role_why": {1: "VLLM::Worker_TP0"},
+    "purpose_why": "created by torch",
+    "uid": (False, "no engine evidence"),
+    "api": "torch",
+    "variants": [V("one host", None, "passthrough", "unmarked unique ID",
+                   problems=r"weight-update bridge not recognized on ranks 1,2: .*NCCLSHIM_ROLE=training in the "
+                            r"environment of the process that made the ID")],
+    "stderr": {1: r"ncclshim: warning: rank 1 of 3 .*NCCLSHIM_ROLE=training", 2: r"NCCLSHIM_ROLE=training"},
+}
+INVENTED_UNMARKED_FIXED = dict(INVENTED_UNMARKED)
+INVENTED_UNMARKED_FIXED.update({
+    "short": "invented bridge, its maker NCCLSHIM_ROLE=training",
+    "name": "the same, the trainer's process with NCCLSHIM_ROLE=training (the setting the engine's workers named)",
+    "purpose": "weight-update",
+    "roles": ["training", "inference", "inference"],
+    "role_why": {0: "NCCLSHIM_ROLE=training", 1: "VLLM::Worker_TP0"},
+    "purpose_why": "training and inference ranks",
+    "uid": (True, "NCCLSHIM_ROLE=training"),
+    "variants": [V("one host", None, "ipc", "all 3 ranks on one host: ipc", {0: {"NCCLSHIM_ROLE": "training"}})],
+    "stderr": None,
+})
+
+# An engine the engine patterns do not know: a receiver with vLLM's kernels loaded under its own
+# title and code (no vLLM title, no vLLM frame), the trainer without them, nccl4py.  Nothing
+# says which side is the engine, but the library on one side only looks like a bridge: the root
+# passes it through and says so (its decision record, one stderr line, `--check` fails).
+INVENTED_WEAK = {
+    "short": "invented engine, no engine title or frame",
+    "name": "invented: ray::Lark.run (no engine) + ray::Owl.run (vllm/_C loaded, its own code), nccl4py: loud",
+    "ranks": [heron_rank("ray::Lark.run", [], [("lark/run.py", 20, "Lark.run")], [("lark/run.py", 50, "Lark.send")],
+                         root=True),
+              heron_rank("ray::Owl.run", VLLM_ENGINE_LIBS, [("owl/serve.py", 20, "Owl.run")],
+                         [("owl/serve.py", 50, "Owl.recv")])],
+    "purpose": "unknown",
+    "roles": ["unknown", "inference"],
+    "role_why": {1: "loaded library.*vllm/_C"},
+    "purpose_why": "no consensus rule applies",
+    "uid": (True, "made by nccl4py"),
+    "api": "nccl4py",
+    "variants": [V("one host", None, "passthrough", "purpose unknown: only weight-update communicators",
+                   problems=r"weight-update bridge not recognized on ranks 0,1: rank 1 loaded an engine library and "
+                            r"1 rank did not.*NCCLSHIM_ROLE=inference in the engine's processes \(rank 1")],
+    "stderr": {0: r"looks like a weight-update bridge but passes through: .*NCCLSHIM_ROLE=inference"},
+}
+
+# --- Controls: groups that must stay untouched, with the right purpose in every record.
+# A trainer's own world group (torchrun / accelerate: `python train.py`), vLLM imported (a GRPO
+# trainer's client): its torch ID is marked (engine evidence in the process), the root sees that
+# no rank is an engine's worker: training, passthrough.
+TRAINER_WORLD = {
+    "short": "trainer world group, vLLM imported",
+    "name": "control: 2 python train.py (vllm imported), torch world group (lazy), gradient all-reduce",
+    "ranks": [Rank("python", "torch",
+                   [{"op": "pg", "frames": [("acme/train.py", 30, "setup")]},
+                    {"op": "allreduce", "count": 1024, "dtype": 7,
+                     "frames": [("acme/train.py", 60, "step"), ("torch/nn/utils/clip_grad.py", 90, "clip_grad_norm_")]
+                     + TORCH_ALLREDUCE},
+                    {"op": "destroy"}], VLLM_TRAINER_LIBS, "train.py") for _ in range(2)],
+    "purpose": "training",
+    "roles": ["inference", "inference"],
+    "role_why": {0: "loaded library.*vllm/_C"},
+    "purpose_why": "only loaded an engine library.*trainers that import the engine",
+    "uid": (True, "engine library loaded"),
+    "api": "torch",
+    "variants": [V("one host", None, "passthrough", "purpose training: only weight-update communicators")],
+    "app_calls": True,
+}
+
+# A data channel between two training actors (invented Ray classes, vLLM imported), through
+# vLLM's PyNccl over a StatelessProcessGroup: marked (a binding's ID), training, passthrough.
+OTTER = [("otter/actor.py", 40, "Otter.pair"), ("vllm/distributed/utils.py", 200, "StatelessProcessGroup.create")]
+OTTER_USE = [("otter/actor.py", 80, "Otter.swap")]
+TRAINER_CHANNEL = {
+    "short": "data channel between two trainers",
+    "name": "control: 2 ray::Otter.pair (vllm imported) exchanging data through PyNccl",
+    "ranks": [pynccl_rank("ray::Otter.pair", VLLM_TRAINER_LIBS, OTTER[:1], OTTER_USE, root=r == 0) for r in range(2)],
+    "purpose": "training",
+    "roles": ["inference", "inference"],
+    "role_why": {0: "loaded library.*vllm/_C"},
+    "purpose_why": "only loaded an engine library.*trainers that import the engine",
+    "uid": (True, "made by ctypes"),
+    "api": "ctypes",
+    "variants": [V("one host", None, "passthrough", "purpose training: only weight-update communicators")],
+    "app_calls": True,
+}
+
+# --- The named stacks again with every name the RL stack chose replaced (issue 43: "right by
+# luck"): its packages, modules, functions and Ray actor classes become made-up ones; what the
+# engine and the platform set stays (vLLM's and SGLang's titles, files and functions, torch,
+# Ray, nccl4py, CuPy, multiprocessing, the native libraries, `python`).  Each weight-update group
+# must still be one, with the same action, by its structure now; where its maker shows no
+# evidence at all (SGLang's own API), loudly left alone.  Not verl's checkpoint engine: its
+# receivers run outside the engine's processes and code, so once renamed nothing tells them from
+# the trainer (docs/policy.md, "Stacks").
+PLATFORM = ("vllm/", "sglang/", "torch/", "ray/", "nccl/", "cupy", "sgl_kernel/")
+ENGINE_TITLE_PREFIXES = ("VLLM::", "sglang::", "ray::RayWorkerProc", "ray::RayWorkerWrapper", "python")
+
+
+def _renamer():
+    names = {}
+
+    def new(kind, old):
+        return names.setdefault((kind, old), "%s%d" % (kind, len(names)))
+    return new
+
+
+def renamed(sc, variants=None, **expect):
+    """sc with the stack's own names replaced, expecting `expect` (purpose, stderr) and the
+    original's actions, unless `variants` are given."""
+    new = _renamer()
+
+    def frame(f):
+        path, line, func = f
+        if path.startswith(PLATFORM):
+            return f
+        return ("zz%s/%s.py" % (new("pkg", path.split("/")[0]), new("mod", path)), line,
+                ".".join(new("Fn", part) for part in func.split(".")))
+
+    def title(t):
+        if t.startswith(ENGINE_TITLE_PREFIXES) or t.startswith("python -c from multiprocessing"):
+            return t
+        cls, _, meth = t[len("ray::"):].partition(".")
+        return "ray::%s%s" % (new("Actor", cls), "." + new("meth", meth) if meth else "")
+
+    ranks = [Rank(title(rk.title), rk.binding,
+                  [dict(st, frames=[frame(f) for f in st.get("frames", [])]) for st in rk.steps], rk.libs, rk.script)
+             for rk in sc["ranks"]]
+    out = dict(sc, short=sc["short"] + ", renamed", name=sc["name"] + " -- every name the stack chose replaced",
+               ranks=ranks, roles=None, role_why={}, purpose_why="", uid=(sc["uid"][0], ""))
+    out["variants"] = variants or [dict(v, why="") for v in sc["variants"] if not v["env"]]
+    out.update(expect)
+    return out
+
+
+RENAMED = [renamed(NEMO_DEFAULT), renamed(NEMO_ASYNC), renamed(NEMO_TP2), renamed(NEMO_RESHARD),
+           renamed(OPENRLHF), renamed(SLIME),
+           renamed(SGLANG_OWN, [V("one host", None, "passthrough", "unmarked unique ID",
+                                  problems=r"weight-update bridge not recognized on ranks 1,2: .*NCCLSHIM_ROLE=training")],
+                   purpose=["training", "weight-update", "weight-update"], uid=(False, ""),
+                   stderr={1: "NCCLSHIM_ROLE=training", 2: "NCCLSHIM_ROLE=training"})]
+
 SCENARIOS = [NEMO_DEFAULT, NEMO_ASYNC, NEMO_TP2, NEMO_RESHARD, VLLM_WT, VLLM_M2N, VLLM_TP, SGL_TP, OPENRLHF, VERL,
-             SLIME, SGLANG_OWN, TRAIN_ONLY]
+             SLIME, SGLANG_OWN, TRAIN_ONLY, TRL, INVENTED_TORCH, INVENTED_N4PY, INVENTED_CUPY, INVENTED_UNMARKED,
+             INVENTED_UNMARKED_FIXED, INVENTED_WEAK, TRAINER_WORLD, TRAINER_CHANNEL] + RENAMED

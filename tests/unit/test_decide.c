@@ -777,8 +777,144 @@ static void test_full_api(void)
     ok(D.action == ACTION_DROP, "an action that is not ipc is left alone");
 }
 
+/* A rank inference by vllm/_C alone (a trainer that imports vLLM, as the shim reports it). */
+static void weak_rank(int i, enum api_family api, const char *host_id, const char *title)
+{
+    set_rank(i, ROLE_INFERENCE, api, host_id, title);
+    snprintf(F[i].role_reason, sizeof(F[i].role_reason), "loaded library '/x/vllm/_C.abi3.so' matches inference "
+             "pattern '*/vllm/_C*.so' (the title '%s' names no role)", title);
+    F[i].engine = ENGINE_LIB | ENGINE_ROLE_BY_LIB;
+}
+
+/* Issue 43: the group's structure decides, not the names. */
+static void test_structure(void)
+{
+    parse(NULL, NULL, NULL);
+    /* TRL's shape: two vLLM workers (the engine's title), a trainer that imports vLLM */
+    set_rank(0, ROLE_INFERENCE, API_CTYPES, "h1", "VLLM::Worker_TP0");
+    set_rank(1, ROLE_INFERENCE, API_CTYPES, "h1", "VLLM::Worker_TP1");
+    weak_rank(2, API_CTYPES, "h1", "python train.py");
+    run(3);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && D.nengine == 2 && D.nweak == 1 &&
+           has(D.purpose_reason, "ranks 0-1 carry the engine's own evidence (rank 0: title 'VLLM::Worker_TP0' "
+               "matches engine title pattern 'VLLM::*'), rank 2 does not (rank 2: only an engine library loaded") &&
+           has(D.purpose_reason, "a bridge"),
+       "engine titles on some ranks, not on the trainer: weight-update, the reason names the structure");
+    diag("reason", D.purpose_reason);
+    ok(D.action == ACTION_IPC && has(D.action_reason, "2 engine ranks (ranks 0-1) beside 1 other, all 3 ranks on one "
+                                     "host: ipc") && !D.unrecognized[0],
+       "auto: every rank reads inference, the engine's evidence shows the shape: ipc");
+    diag("reason", D.action_reason);
+    F[2].host_id[1] = '2';
+    run(3);
+    ok(D.action == ACTION_SOCKET, "across hosts: the fabric action (socket: no fabric said)");
+    /* the engine's evidence in a frame (vLLM's collective_rpc), a title no pattern names */
+    set_rank(0, ROLE_UNKNOWN, API_NCCL4PY, "h1", "ray::Coach.link");
+    set_rank(1, ROLE_INFERENCE, API_NCCL4PY, "h1", "ray::Player.link");
+    add_frame(1, "/x/nccl/core/communicator.py:441 Communicator.initialize");
+    add_frame(1, "/x/heron/ext.py:20 Plug.link");
+    add_frame(1, "/x/vllm/v1/serial_utils.py:486 run_method");
+    run(2);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && has(D.purpose_reason, "rank 1 carries the engine's own evidence (rank 1: "
+                                                 "Python frame '/x/vllm/v1/serial_utils.py:486 run_method'"),
+       "the engine's frame on one rank: weight-update");
+    /* a rank's own patterns said strong (its NCCLSHIM_ENGINE_TITLES), the root's do not */
+    set_rank(1, ROLE_INFERENCE, API_NCCL4PY, "h1", "acme-engine 1");
+    F[1].engine = ENGINE_TITLE;
+    run(2);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && has(D.purpose_reason, "by its own NCCLSHIM_ENGINE_TITLES"),
+       "the rank's own engine evidence counts");
+    F[1].nframes = 0;
+    add_frame(1, "/x/acme/engine/worker.py:9 Worker.rpc");
+    F[1].engine = ENGINE_FRAMES;
+    F[1].engine_frame = 0;
+    run(2);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE &&
+           has(D.purpose_reason, "Python frame '/x/acme/engine/worker.py:9 Worker.rpc' matches its own "
+               "NCCLSHIM_ENGINE_FRAMES"),
+       "the rank's own engine frame is quoted by its index");
+    F[1].engine_frame = 5;
+    run(2);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && has(D.purpose_reason, "NCCLSHIM_ENGINE_TITLES"),
+       "an engine_frame past the rank's frames is not read");
+    /* controls */
+    set_rank(0, ROLE_INFERENCE, API_CTYPES, "h1", "VLLM::Worker_TP0");
+    set_rank(1, ROLE_INFERENCE, API_CTYPES, "h1", "VLLM::Worker_TP1");
+    run(2);
+    ok(D.purpose == PURPOSE_INFERENCE && D.action == ACTION_PASSTHROUGH && D.nengine == 2 && !D.unrecognized[0],
+       "an engine's own group (every rank the engine's): inference, passthrough, nothing to say");
+    weak_rank(0, API_TORCH, "h1", "python train.py");
+    weak_rank(1, API_TORCH, "h1", "python train.py");
+    run(2);
+    ok(D.purpose == PURPOSE_TRAINING && D.action == ACTION_PASSTHROUGH && !D.unrecognized[0] &&
+           has(D.purpose_reason, "all 2 ranks only loaded an engine library") &&
+           has(D.purpose_reason, "trainers that import the engine"),
+       "a trainer's world group that imports vLLM: training (not inference), passthrough");
+    diag("reason", D.purpose_reason);
+    weak_rank(0, API_CTYPES, "h1", "ray::Otter.pair");
+    weak_rank(1, API_CTYPES, "h1", "ray::Otter.pair");
+    run(2);
+    ok(D.purpose == PURPOSE_TRAINING && D.action == ACTION_PASSTHROUGH, "a data channel between trainers: training");
+    /* a facts from a shim before issue 43 (no engine bits): the root still reads its title */
+    set_rank(0, ROLE_TRAINING, API_CTYPES, "h1", "python train.py");
+    set_rank(1, ROLE_INFERENCE, API_CTYPES, "h1", "VLLM::EngineCore");
+    set_rank(2, ROLE_INFERENCE, API_CTYPES, "h1", "VLLM::EngineCore");
+    run(3);
+    ok(D.nengine == 2 && D.purpose == PURPOSE_WEIGHT_UPDATE, "an older rank's engine title is read by the root");
+}
+
+/* Issue 43: a bridge without the evidence to redirect is loud, with the setting that would protect it. */
+static void test_unrecognized(void)
+{
+    parse(NULL, NULL, NULL);
+    /* NeMo-RL's megatron backend: a call site on both sides, no rank looks like inference */
+    set_rank(0, ROLE_TRAINING, API_TORCH, "h1", "ray::MegatronPolicyWorker");
+    set_rank(1, ROLE_TRAINING, API_TORCH, "h1", "ray::MegatronPolicyWorker");
+    add_frame(0, "/x/nemo_rl/megatron_worker.py:10 init_collective_mcore_generation");
+    add_frame(1, "/x/nemo_rl/megatron_worker.py:10 init_collective_mcore_generation");
+    run(2);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && D.action == ACTION_PASSTHROUGH &&
+           has(D.unrecognized, "no rank shows an engine's side") &&
+           has(D.unrecognized, "set NCCLSHIM_ROLE=inference in the engine workers' processes (rank 1, title "
+               "'ray::MegatronPolicyWorker': their ranks usually come last)"),
+       "weight-update by call site, no engine side: unrecognized, naming NCCLSHIM_ROLE=inference");
+    diag("unrecognized", D.unrecognized);
+    /* a call site where every rank reads inference (a trainer that imports vLLM beside an engine
+     * that shows nothing of its own) */
+    weak_rank(0, API_CTYPES, "h1", "python train.py");
+    weak_rank(1, API_CTYPES, "h1", "ray::Zebra.run");
+    F[1].engine = 0;
+    add_frame(0, "/x/acme/sync.py:5 update_weights");
+    run(2);
+    ok(D.purpose == PURPOSE_WEIGHT_UPDATE && D.action == ACTION_PASSTHROUGH &&
+           has(D.unrecognized, "set NCCLSHIM_ROLE=training in the trainer's processes"),
+       "weight-update by call site, every rank inference: unrecognized, naming NCCLSHIM_ROLE=training");
+    /* an engine library on some ranks only, no engine title or frame anywhere */
+    weak_rank(0, API_CTYPES, "h1", "ray::Owl.run");
+    set_rank(1, ROLE_UNKNOWN, API_CTYPES, "h1", "ray::Lark.run");
+    run(2);
+    ok(D.action == ACTION_PASSTHROUGH && has(D.unrecognized, "rank 0 loaded an engine library and 1 rank did not") &&
+           has(D.unrecognized, "NCCLSHIM_ROLE=inference in the engine's processes (rank 0, title 'ray::Owl.run', if "
+               "the engine runs there)"),
+       "an engine library on one side only: unrecognized");
+    diag("unrecognized", D.unrecognized);
+    /* the policy's own choices are not unrecognized */
+    parse("passthrough", NULL, NULL);
+    run(2);
+    ok(!D.unrecognized[0], "NCCLSHIM_WEIGHT_UPDATE=passthrough: the user chose it");
+    parse(NULL, "nranks=2:passthrough", NULL);
+    run(2);
+    ok(!D.unrecognized[0], "a rule chose passthrough: nothing to say");
+    parse(NULL, NULL, NULL);
+    nemo_rl("h1");
+    run(3);
+    ok(!D.unrecognized[0] && D.action == ACTION_IPC, "a named stack, redirected: nothing to say");
+}
+
 int main(void)
 {
+    test_structure();
+    test_unrecognized();
     test_names();
     test_full_api();
     test_purpose();

@@ -107,13 +107,62 @@ static void test_torch_id(void)
         "/x/torch/distributed/distributed_c10d.py:2950 all_reduce",
         "/x/megatron/core/distributed/param_and_grad_buffer.py:300 start_grad_sync",
     };
-    struct verdict v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.train", 3, slime);
+    struct verdict v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.train", 3, slime, 0);
     ok(v.value == 1 && strstr(v.reason, "update_weights"), "slime's first broadcast under update_weights: marked (%s)",
        v.reason);
-    v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.update_weights", 0, NULL);
+    v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.update_weights", 0, NULL, 0);
     ok(v.value == 1 && strstr(v.reason, "titled"), "no Python frames, a Ray title naming update_weights: marked");
-    v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.train", 2, train);
+    v = classify_torch_id(&pp, "ray::MegatronTrainRayActor.train", 2, train, 0);
     ok(v.value == 0 && strstr(v.reason, "training group"), "a gradient all-reduce: unmarked, and why (%s)", v.reason);
+    /* Engine evidence in the process marks it, whatever the names (issue 43). */
+    v = classify_torch_id(&pp, "python train.py", 2, train, ENGINE_LIB | ENGINE_ROLE_BY_LIB);
+    ok(v.value == 1 && strstr(v.reason, "engine library"), "a process that imports an engine: marked (%s)", v.reason);
+    v = classify_torch_id(&pp, "sglang::scheduler_TP0", 2, train, ENGINE_TITLE);
+    ok(v.value == 1 && strstr(v.reason, "its title"), "an engine's own process: marked (%s)", v.reason);
+    pp.role_env = "training";
+    v = classify_torch_id(&pp, "python train.py", 2, train, 0);
+    ok(v.value == 1 && strstr(v.reason, "NCCLSHIM_ROLE=training"), "NCCLSHIM_ROLE=training: marked (%s)", v.reason);
+    pp.role_env = NULL;
+}
+
+/* Engine evidence by who set it: the engine's titles and frames, strong; its library, weak. */
+static void test_engine(void)
+{
+    struct policy_patterns pp = { 0 };
+    const char *vllm[] = { "/x/site-packages/vllm/_C.abi3.so", NULL };
+    const char *plain[] = { "/lib/libc.so.6", NULL };
+    const char ext[3][EVIDENCE_FRAME_LEN] = {
+        "/x/vllm/distributed/device_communicators/pynccl.py:112 PyNcclCommunicator.__init__",
+        "/x/acme_rl/serve_ext.py:40 SyncExt.join_group",
+        "/x/vllm/v1/serial_utils.py:486 run_method",
+    };
+    const char client[2][EVIDENCE_FRAME_LEN] = {
+        "/x/vllm/distributed/device_communicators/pynccl.py:112 PyNcclCommunicator.__init__",
+        "/x/acme_rl/client.py:88 Client.join_group",
+    };
+    struct verdict inf = { ROLE_INFERENCE, "" }, unk = { ROLE_UNKNOWN, "" };
+    struct engine_verdict e = classify_engine(&pp, "VLLM::EngineCore", 3, ext, vllm, inf);
+    ok(e.bits == (ENGINE_TITLE | ENGINE_FRAMES | ENGINE_LIB) && e.frame == 2 && strstr(e.reason, "VLLM::*") &&
+           strstr(e.reason, "run_method"),
+       "an engine core at collective_rpc: title, frame (index 2) and library (%s)", e.reason);
+    e = classify_engine(&pp, "python train.py", 2, client, vllm, inf);
+    ok(e.bits == (ENGINE_LIB | ENGINE_ROLE_BY_LIB) && e.frame == -1 && strstr(e.reason, "only an engine library"),
+       "a trainer that imports vLLM, its PyNccl frames: weak, inference by the library alone (%s)", e.reason);
+    e = classify_engine(&pp, "python train.py", 2, client, plain, unk);
+    ok(e.bits == 0 && strstr(e.reason, "no engine"), "a plain trainer: no engine evidence");
+    e = classify_engine(&pp, "ray::RayWorkerWrapper.execute_method", 0, NULL, plain, inf);
+    ok(e.bits == ENGINE_TITLE, "vLLM's own Ray worker class is the engine's title");
+    e = classify_engine(&pp, "ray::VllmGenerationWorker", 2, client, vllm, inf);
+    ok(e.bits == ENGINE_LIB, "a stack's own Ray class names no engine, and its inference role is by title, not library");
+    pp.engine_frames = "*/acme_rl/serve_ext.py:*";
+    e = classify_engine(&pp, "python -m acme_rl.serve", 3, ext, plain, unk);
+    ok(e.bits == ENGINE_FRAMES && e.frame == 1, "NCCLSHIM_ENGINE_FRAMES replaces the defaults");
+    pp.engine_frames = NULL;
+    pp.engine_titles = "acme-engine*";
+    e = classify_engine(&pp, "acme-engine worker 3", 0, NULL, plain, unk);
+    ok(e.bits == ENGINE_TITLE, "NCCLSHIM_ENGINE_TITLES replaces the defaults");
+    e = classify_engine(&pp, "VLLM::EngineCore", 0, NULL, plain, unk);
+    ok(e.bits == 0, "... and the defaults are gone");
 }
 
 int main(void)
@@ -171,7 +220,7 @@ int main(void)
         "/x/vllm/distributed/pynccl.py:99 __init__",
         "/x/nemo_rl/models/generation/vllm/vllm_backend.py:120 init_collective",
     };
-    struct local_evidence ev = { API_CTYPES, ROLE_INFERENCE, 2, 2, frames };
+    struct local_evidence ev = { API_CTYPES, ROLE_INFERENCE, 2, 2, frames, 0 };
     v = classify_purpose(&pp, &ev);
     ok(v.value == PURPOSE_WEIGHT_UPDATE && strstr(v.reason, "init_collective"), "init_collective frame -> weight-update");
     ev.nframes = 1;
@@ -189,6 +238,14 @@ int main(void)
     ev.role = ROLE_INFERENCE;
     v = classify_purpose(&pp, &ev);
     ok(v.value == PURPOSE_INFERENCE, "torch in an inference process -> inference");
+    ev.engine = ENGINE_LIB | ENGINE_ROLE_BY_LIB;
+    v = classify_purpose(&pp, &ev);
+    ok(v.value == PURPOSE_TRAINING && strstr(v.reason, "trainer that imports"),
+       "torch in a process inference by an engine library alone -> training (%s)", v.reason);
+    ev.engine |= ENGINE_FRAMES;
+    v = classify_purpose(&pp, &ev);
+    ok(v.value == PURPOSE_INFERENCE, "... with the engine's frames -> inference");
+    ev.engine = 0;
     ev.api = API_OTHER;
     ev.role = ROLE_UNKNOWN;
     v = classify_purpose(&pp, &ev);
@@ -198,5 +255,6 @@ int main(void)
     test_rank_role();
     test_full_api();
     test_torch_id();
+    test_engine();
     return tap_done();
 }

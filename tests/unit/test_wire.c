@@ -72,6 +72,8 @@ static void hello_max(struct rv_msg *m)
     FILL_MAX(h->fabric.why, 19);
     h->full_api = 1;
     FILL_MAX(h->full_api_why, 20);
+    h->engine = ENGINE_ALL_BITS;
+    h->engine_frame = EVIDENCE_MAX_FRAMES - 1;
     m->leader_pid = 0xfffffffdu;
     FILL_MAX(m->leader_addr, 21);
 }
@@ -356,7 +358,7 @@ static size_t hello_max_payload(void)
 {
     struct rank_facts h;
     size_t t = 4; /* a TLV's header */
-    return (t + RV_TOKEN_LEN) + 18 * (t + 4) + (t + sizeof(h.socket_why) - 1) + (t + sizeof(h.frugal_why) - 1) +
+    return (t + RV_TOKEN_LEN) + 20 * (t + 4) + (t + sizeof(h.socket_why) - 1) + (t + sizeof(h.frugal_why) - 1) +
            (t + sizeof(h.fabric.why) - 1) + (t + sizeof(h.full_api_why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
            (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(h.caller_lib) - 1) +
            (t + sizeof(h.title) - 1) + (t + sizeof(h.role_reason) - 1) + (t + sizeof(h.local_purpose_reason) - 1) +
@@ -377,11 +379,19 @@ static void test_fabric_fields(void)
     in.u.hello.frugal_ready = 2;
     strcpy(in.u.hello.frugal_why, "NCCL 21605 has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later needed)");
     round_trip(&in, "HELLO, fabric unreadable with its reason, frugal not ready with its reason");
+    /* Tags 34-35 (issue 43): the engine evidence, round trip and absent. */
+    hello_min(&in);
+    in.u.hello.engine = ENGINE_TITLE | ENGINE_FRAMES | ENGINE_LIB;
+    in.u.hello.engine_frame = 3;
+    round_trip(&in, "HELLO, an engine worker by its title and frame 3, its library loaded");
+    in.u.hello.engine = ENGINE_LIB | ENGINE_ROLE_BY_LIB;
+    in.u.hello.engine_frame = -1;
+    round_trip(&in, "HELLO, only an engine library, no frame");
     /* A HELLO of a shim from before: none of the tags, and it decodes as "not said". */
     hello_min(&in);
     len = rv_encode(&in, buf, sizeof(buf));
     ok(len && rv_decode(buf, len, &out, err, sizeof(err)) == 0 && out.u.hello.fabric.state == FABRIC_NOT_SAID &&
-           out.u.hello.frugal_ready == 0,
+           out.u.hello.frugal_ready == 0 && out.u.hello.engine == 0,
        "a HELLO without tags 23-30 (an older shim's) decodes with fabric and frugal not said");
     /* Encode refuses what decode would: kind none with devices, a kind with none. */
     in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_NONE, 3, 0, 0, "" };
@@ -392,6 +402,9 @@ static void test_fabric_fields(void)
     struct { unsigned tag; int32_t v; const char *want; } bad[] = {
         { 23, 3, "tag 23 (frugal_ready) is 3, outside 0..2" },
         { 31, 2, "tag 31 (full_api) is 2, outside 0..1" },
+        { 34, 16, "tag 34 (engine) is 16, outside 0..15" },
+        { 35, EVIDENCE_MAX_FRAMES, "tag 35 (engine_frame) is 8, outside -1..7" },
+        { 35, -2, "tag 35 (engine_frame) is -2, outside -1..7" },
         { 25, 3, "tag 25 (fabric_state) is 3, outside 0..2" },
         { 25, -1, "tag 25 (fabric_state) is -1, outside 0..2" },
         { 26, 4, "tag 26 (fabric_kind) is 4, outside 0..3" },
@@ -403,6 +416,8 @@ static void test_fabric_fields(void)
         hello_min(&in);
         in.u.hello.frugal_ready = 1;
         in.u.hello.full_api = 1;
+        in.u.hello.engine = ENGINE_FRAMES;
+        in.u.hello.engine_frame = 1;
         in.u.hello.fabric = (struct fabric_facts){ FABRIC_READ, FABRIC_IB, 1, 1, 1, "" };
         start(&in);
         set_i32(&fr, bad[i].tag, bad[i].v);

@@ -1076,6 +1076,33 @@ static void rule_unprotected(inspect_state *st, communicator *c)
     free(why);
 }
 
+/*
+ * A group that looks like a weight-update bridge but passes through for want
+ * of evidence (issue 43): the root's decision record says so, or, where no
+ * rendezvous decided it, an engine worker's comm record.  Both carry the
+ * setting that would protect it, printed here as the shim wrote it.
+ */
+static void rule_unrecognized(inspect_state *st, communicator *c)
+{
+    (void)st;
+    list_buf b = {0};
+    const char *why = NULL;
+    for (size_t i = 0; i < c->nranks_rec; i++) {
+        const rank_rec *r = c->ranks[i];
+        const char *u = r->unrecognized ? r->unrecognized : r->decision ? r->decision->unrecognized : NULL;
+        if (!u)
+            continue;
+        lb_add_ll(&b, r->rank);
+        if (!why)
+            why = u;
+    }
+    if (!why)
+        return;
+    char *cut = str_cut(why, 800); /* whole: the setting comes last */
+    add(c, xasprintf("weight-update bridge not recognized on rank%s %s: %s", b.items > 1 ? "s" : "", b.s, cut));
+    free(cut);
+}
+
 static const struct {
     const char *name;
     rule_fn fn;
@@ -1093,6 +1120,7 @@ static const struct {
     {"frugal ineffective", rule_frugal_ineffective},
     {"redirect bypassed by the device API", rule_redirect_bypassed},
     {"weight-update communicator not redirected", rule_unprotected},
+    {"weight-update bridge not recognized", rule_unrecognized},
     {"dropped communicator carried data", rule_dropped_carried_data},
     {"training communicator on Socket", rule_training_on_socket},
     {"fell back to Socket", rule_fell_back_to_socket},

@@ -91,6 +91,7 @@ typedef struct decision_rec {
         *action_reason;
     long long nranks, arrived, rule, hosts, training, inference, unknown, rejected, wait_us;
     char *rejected_by;      /* "cause=count,..." as recorded (shims from 2026-11-25 on), or NULL */
+    char *unrecognized;     /* a bridge left to NCCL for want of evidence, and the setting to protect it, or NULL */
     decision_rank *ranks;   /* as recorded: the first 32 ranks that arrived */
     size_t nlisted;
     char *file;
@@ -124,6 +125,7 @@ typedef struct rank_rec {
     char *role, *role_reason, *purpose, *purpose_reason, *action, *action_reason;
     char *local_purpose, *local_purpose_reason, *net, *net_by, *net_note;
     char *unprotected;      /* a weight-update communicator passed through for a reason other than policy */
+    char *unrecognized;     /* a bridge no rendezvous decided (an engine worker on an unmarked ID), or NULL */
     /* NCCL 2.29+'s properties of a redirected communicator (nccl_properties): GIN types, -1 if not told */
     long long gin_type, railed_gin_type;
     /* the record's `decision` object (marked unique IDs only) */

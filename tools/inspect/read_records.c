@@ -282,6 +282,7 @@ static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long l
     r->net_note = get_str(c, o, "net_note", 0);
     r->net_by = get_str(c, o, "net_by", 0);
     r->unprotected = get_str(c, o, "unprotected", 0);
+    r->unrecognized = get_str(c, o, "unrecognized", 0);
     r->gin_type = r->railed_gin_type = -1;
     json_t *props = get_obj(c, o, "nccl_properties");
     if (props) {
@@ -504,6 +505,7 @@ static void feed_decision(ctx *c, json_t *o, const char *host, long long pid, lo
     d->unknown = get_int(c, o, "unknown", 0, 0, NULL);
     d->rejected = get_int(c, o, "rejected_connections", 0, 0, NULL);
     d->rejected_by = get_counts(c, o, "rejected_by");
+    d->unrecognized = get_str(c, o, "unrecognized", 0);
     d->wait_us = get_int(c, o, "wait_us", 0, 0, NULL);
     json_t *ranks = json_object_get(o, "ranks");
     if (ranks && !json_is_null(ranks) && !c->bad) {

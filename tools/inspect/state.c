@@ -39,7 +39,7 @@ void rank_free(rank_rec *r)
                        &r->id_hash, &r->result_str, &r->api, &r->caller_lib, &r->title,
                        &r->python0, &r->role, &r->role_reason, &r->purpose,
                        &r->purpose_reason, &r->action, &r->action_reason, &r->local_purpose,
-                       &r->local_purpose_reason, &r->net, &r->net_by, &r->net_note, &r->unprotected, &r->dec_by, &r->dec_id,
+                       &r->local_purpose_reason, &r->net, &r->net_by, &r->net_note, &r->unprotected, &r->unrecognized, &r->dec_by, &r->dec_id,
                        &r->dec_id_norm, &r->dec_root, &r->dec_fallback, &r->file};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         free(*fields[i]);
@@ -64,7 +64,7 @@ void decision_free(decision_rec *d)
 {
     char **fields[] = {&d->host, &d->stage, &d->listen, &d->decision_id, &d->id_norm, &d->missing,
                        &d->purpose, &d->purpose_reason, &d->action, &d->action_reason, &d->file,
-                       &d->group, &d->rejected_by};
+                       &d->group, &d->rejected_by, &d->unrecognized};
     for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++)
         free(*fields[i]);
     for (size_t i = 0; i < d->nlisted; i++) {
