@@ -277,6 +277,7 @@ typedef struct inspect_state {
     /* (dev, ino) of files already read: a file named twice (directly and via
      * its directory) must not produce duplicate ranks. */
     struct { unsigned long long *v; size_t n, cap; } seen_files;
+    struct pending_init *pending_inits; /* read_records.c: non-blocking inits awaiting their comm_init_end */
 } inspect_state;
 
 /* util.c */
@@ -320,6 +321,8 @@ void decision_free(decision_rec *d);
  * (verbose: each cause explained).  NULL when the record has no causes. */
 char *inspect_rejected_text(const decision_rec *d, int verbose);
 
+/* read_records.c: frees what the feed keeps between records (inspect_free calls it). */
+void inspect_records_free(inspect_state *st);
 /* read_records.c: one line of a ncclshim.*.jsonl file (no trailing newline). */
 void inspect_feed_record_line(inspect_state *st, const char *buf, size_t len,
                               const char *file, long lineno);

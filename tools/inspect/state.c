@@ -184,6 +184,7 @@ void inspect_free(inspect_state *st)
     }
     free(st->sorted);
     free(st->seen_files.v);
+    inspect_records_free(st);
     free(st);
 }
 
