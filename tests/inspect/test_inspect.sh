@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..144"
+echo "1..146"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -52,6 +52,9 @@ cp "$TMP/out" "$TMP/plain"
 run -v "$FX/healthy"
 check "healthy -v: rank detail with python frame" has '^  rank 1: node2\.cluster\.local pid 901 tid 911 comm 0x2b00a0c0 api torch role inference purpose weight-update \(rank>0 of a training\+inference communicator\) net Socket$'
 check "healthy -v: python call site" has '^ +python: /opt/nemo_rl/models/policy/dtensor_policy_worker\.py:812 init_collective$'
+check "healthy -v: each rank's role with its reason" eval "has '^  rank 1: node2' && grep -A1 '^  rank 1: node2' \"\$TMP/out\" | tail -1 | grep -qx \"          role: inference (process title 'ray::VllmGenerationWorker' matches inference pattern)\""
+run --json "$FX/healthy"
+check "healthy --json: each rank's role_reason" jqt '[.communicators[1].ranks[].role_reason] == ["process title '"'"'ray::DTensorPolicyWorker'"'"' matches training pattern", "process title '"'"'ray::VllmGenerationWorker'"'"' matches inference pattern", "process title '"'"'ray::VllmGenerationWorker'"'"' matches inference pattern"]'
 
 # --- (2) missing rank (and an NCCL WARN from the surviving process)
 run --check "$FX/missing_rank"

@@ -85,6 +85,7 @@ static json_t *jrank(rank_rec *r)
     json_object_set_new(o, "handle", jstr(r->handle));
     json_object_set_new(o, "api", jstr(r->api));
     json_object_set_new(o, "role", jstr(r->role));
+    json_object_set_new(o, "role_reason", jstr(r->role_reason));
     json_object_set_new(o, "purpose", jstr(r->purpose));
     json_object_set_new(o, "purpose_reason", jstr(r->purpose_reason));
     json_object_set_new(o, "action", jstr(r->action));
