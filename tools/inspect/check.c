@@ -1132,9 +1132,13 @@ static void check_input(inspect_state *st)
                                            "process of the job, and check that LD_PRELOAD reaches them"));
     for (size_t i = 0; i < st->errors.n; i++) {
         const input_error *e = &st->errors.v[i];
-        if (!e->fatal && e->line > 0 && strncmp(e->reason, "truncated last line", 19) == 0)
-            continue; /* a process killed mid-write: the records before it are whole */
-        if (e->line > 0)
+        /* a file's bad lines: one problem, its summary (their reasons went to stderr once) */
+        if ((!e->fatal && e->line > 0) || e->cut_only)
+            continue; /* cut_only: a process killed mid-write, the records before it are whole */
+        if (e->bad_lines)
+            strlist_add(&st->problems, xasprintf("input %s: %ld bad line%s skipped, the first at line %ld", e->file,
+                                                 e->bad_lines, e->bad_lines == 1 ? "" : "s", e->first_bad));
+        else if (e->line > 0)
             strlist_add(&st->problems, xasprintf("input %s:%ld: %s", e->file, e->line, e->reason));
         else
             strlist_add(&st->problems, xasprintf("input %s: %s", e->file, e->reason));

@@ -897,6 +897,7 @@ static void summarize_decision(communicator *c)
 
 void inspect_group(inspect_state *st)
 {
+    inspect_errors_flush(st); /* the last file's bad lines, when a caller fed lines itself */
     size_t n = 0;
     for (rank_rec *r = st->ranks; r; r = r->next)
         n++;

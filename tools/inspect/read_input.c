@@ -132,6 +132,7 @@ static void read_file(inspect_state *st, const char *path, enum input_kind kind)
         else
             inspect_feed_nccl_line(st, r->line, r->len);
     }
+    inspect_errors_flush(st);
     if (rc < 0)
         inspect_error(st, path, lineno + 1, 1, "read error: %s", strerror(errno));
     else if (nonblank == 0)
