@@ -179,7 +179,48 @@ static void take_net(rank_rec *r, net_entry *e)
     e->joined = 1;
 }
 
-static void join_network(inspect_state *st, rank_rec *r)
+/* NCCL's Init lines by pid and comm pointer, whatever the host name. */
+typedef struct pid_comm {
+    char *key;              /* "pid:comm" */
+    struct { net_entry **v; size_t n, cap; } entries;
+    UT_hash_handle hh;
+} pid_comm;
+
+static pid_comm *index_pid_comm(inspect_state *st)
+{
+    pid_comm *idx = NULL, *pc;
+    net_entry *e, *tmp;
+    HASH_ITER(hh, st->nccl_comm, e, tmp) {
+        if (!e->has_init || !e->comm_norm)
+            continue;
+        char *key = xasprintf("%lld:%s", e->pid, e->comm_norm);
+        HASH_FIND_STR(idx, key, pc);
+        if (pc) {
+            free(key);
+        } else {
+            pc = xmalloc(sizeof *pc);
+            memset(pc, 0, sizeof *pc);
+            pc->key = key;
+            HASH_ADD_KEYPTR(hh, idx, pc->key, strlen(pc->key), pc);
+        }
+        VEC_RESERVE(pc->entries, 2);
+        pc->entries.v[pc->entries.n++] = e;
+    }
+    return idx;
+}
+
+static void pid_comm_free(pid_comm **idx)
+{
+    pid_comm *pc, *tmp;
+    HASH_ITER(hh, *idx, pc, tmp) {
+        HASH_DEL(*idx, pc);
+        free(pc->key);
+        free(pc->entries.v);
+        free(pc);
+    }
+}
+
+static void join_network(inspect_state *st, pid_comm *bypid, rank_rec *r)
 {
     if (!r->comm_norm)
         return;
@@ -195,15 +236,19 @@ static void join_network(inspect_state *st, rank_rec *r)
     }
     /* NCCLSHIM_HOSTNAME (a test-only host identity) names the process
      * differently from NCCL's log, which prints the kernel's host name: the
-     * same pid and comm pointer under one other host name is the same comm. */
-    net_entry *found = NULL, *tmp;
+     * same pid and comm pointer under one other host name, not yet joined,
+     * is the same comm, when there is one only. */
+    pid_comm *pc;
+    key = xasprintf("%lld:%s", r->pid, r->comm_norm);
+    HASH_FIND_STR(bypid, key, pc);
+    free(key);
+    net_entry *found = NULL;
     int n = 0;
-    HASH_ITER(hh, st->nccl_comm, e, tmp) {
-        if (e->has_init && !e->joined && e->pid == r->pid && e->comm_norm && strcmp(e->comm_norm, r->comm_norm) == 0) {
-            found = e;
+    for (size_t i = 0; pc && i < pc->entries.n; i++)
+        if (!pc->entries.v[i]->joined) {
+            found = pc->entries.v[i];
             n++;
         }
-    }
     if (n == 1)
         take_net(r, found);
 }
@@ -909,8 +954,10 @@ void inspect_group(inspect_state *st)
     match_ends(st, byts, n);
     free(byts);
 
+    pid_comm *bypid = index_pid_comm(st);
     for (rank_rec *r = st->ranks; r; r = r->next)
-        join_network(st, r);
+        join_network(st, bypid, r);
+    pid_comm_free(&bypid);
     add_log_only_ranks(st);
     for (rank_rec *r = st->ranks; r; r = r->next) {
         r->proc = inspect_process(st, r->host, r->pid);
