@@ -3,8 +3,8 @@
  * NCCL's log reported for it. */
 #include "inspect.h"
 
-#include <stdlib.h>
 #include <ctype.h>
+#include <stdlib.h>
 #include <string.h>
 
 static int rank_ts_cmp(const void *a, const void *b)
@@ -133,8 +133,8 @@ static void consider(end_ref **best, end_list *lists, char *key, const rank_rec 
         *best = f;
 }
 
-/* The end r takes: from the lists of the ends it would be compared with
- * on each of its fields (the table above index_ends). */
+/* The end r takes: the earliest open one among the lists of ends r would be
+ * compared with on the handle, on the comm pointer, or on group and rank. */
 static end_ref *end_for(end_list *lists, const rank_rec *r)
 {
     end_ref *best = NULL;
