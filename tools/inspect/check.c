@@ -1112,10 +1112,13 @@ static void check_input(inspect_state *st)
             }
         }
         char *m = str_cut(w->message, 400);
+        /* strict mode is about the policy only: a bad NCCLSHIM_ROLE or mode is ignored either way */
+        int policy = strncmp(m, "NCCLSHIM_WEIGHT_UPDATE", 22) == 0 || strncmp(m, "NCCLSHIM_RULES", 14) == 0 ||
+                     strncmp(m, "NCCLSHIM_STRICT", 15) == 0;
         strlist_add(&st->problems, xasprintf("malformed setting in %zu process%s (%s%s): %s; the shim failed open with "
-                                             "the rest of its settings: fix it (NCCLSHIM_STRICT=1 makes it fail the "
-                                             "communicator instead)", n, n == 1 ? "" : "es", procs.s,
-                                             n > 4 ? ", ..." : "", m));
+                                             "the rest of its settings: fix it%s", n, n == 1 ? "" : "es", procs.s,
+                                             n > 4 ? ", ..." : "", m,
+                                             policy ? " (NCCLSHIM_STRICT=1 makes it fail the communicator instead)" : ""));
         free(m);
     }
     strlist_free(&seen);
