@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..148"
+echo "1..150"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -399,6 +399,16 @@ check "--check on a records file that is not records: exit 1, each file named on
 printf '{"type":"load","ts":1.0,"host":"vm","pid":3,"tid":3}\n{"type":"warning","ts":1.0,"host":"vm","pid":3,"tid":3,"what":"bad-setting","message":"NCCLSHIM_RULES: unknown action" }\n' > "$TMP/bad.jsonl"
 run --check "$TMP/bad.jsonl"
 check "--check with a malformed setting in a process: exit 1, names it" eval 'test $rc -eq 1 && has "^PROBLEM malformed setting in 1 process \(vm pid 3\): NCCLSHIM_RULES: unknown action" err'
+
+# --- one process that makes and destroys a communicator per refit, NCCL reusing 3 comm
+# pointers and 5 handles (bench/inspect_scale.py): every rank joins its own end (the k-th
+# destroy carried 1 + k % 40 broadcasts), in file order or reversed
+python3 bench/inspect_scale.py "$TMP/refits" --mb 0.3 >/dev/null
+run --json "$TMP/refits"
+check "refits: each of 108 ranks joined its own comm_end, though addresses are reused" jqt '[.communicators[] | .ranks[0] | [.end, .ops.Broadcast.count]] == [range(108) | ["destroy", 1 + . % 40]]'
+tac "$TMP"/refits/*.jsonl >"$TMP/refits-reversed.jsonl"
+run --json "$TMP/refits-reversed.jsonl"
+check "refits: the same with the records in reverse order (joined by time, not by position)" jqt '[.communicators[] | .ranks[0] | [.end, .ops.Broadcast.count]] == [range(108) | ["destroy", 1 + . % 40]]'
 
 # --- usage
 run
