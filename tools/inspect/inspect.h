@@ -291,7 +291,7 @@ typedef struct inspect_state {
     size_t nccl_lines;      /* NCCL log lines recognised */
     /* (dev, ino) of files already read: a file named twice (directly and via
      * its directory) must not produce duplicate ranks. */
-    struct { unsigned long long *v; size_t n, cap; } seen_files;
+    struct seen_file *seen_files;       /* read_input.c, by (dev, ino) */
     struct pending_init *pending_inits; /* read_records.c: non-blocking inits awaiting their comm_init_end */
 } inspect_state;
 
@@ -355,6 +355,7 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len);
 /* read_input.c */
 enum input_kind { INPUT_AUTO, INPUT_RECORDS, INPUT_NCCL_LOG };
 void inspect_read_path(inspect_state *st, const char *path, enum input_kind kind);
+void inspect_inputs_free(inspect_state *st);
 
 /* join.c */
 void inspect_group(inspect_state *st);

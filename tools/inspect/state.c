@@ -185,7 +185,7 @@ void inspect_free(inspect_state *st)
         free(c);
     }
     free(st->sorted);
-    free(st->seen_files.v);
+    inspect_inputs_free(st);
     inspect_records_free(st);
     free(st);
 }
