@@ -173,11 +173,15 @@ struct verdict classify_purpose(const struct policy_patterns *pp, const struct l
     return v;
 }
 
+int classify_role_setting_valid(const char *r)
+{
+    return r && (strcasecmp(r, "training") == 0 || strcasecmp(r, "inference") == 0 || strcasecmp(r, "unknown") == 0);
+}
+
 /* NCCLSHIM_ROLE set to a role this file accepts. */
 static int role_env_valid(const struct policy_patterns *pp)
 {
-    const char *r = pp->role_env;
-    return r && (strcasecmp(r, "training") == 0 || strcasecmp(r, "inference") == 0 || strcasecmp(r, "unknown") == 0);
+    return classify_role_setting_valid(pp->role_env);
 }
 
 /* The first frame matching `list`, or -1; `pat` gets the pattern. */

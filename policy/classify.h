@@ -25,6 +25,9 @@ enum api_family classify_api(const char *path);
 struct verdict classify_role(const struct policy_patterns *pp, const char *title,
                              const char *const *libs);
 
+/* Whether `value` (NCCLSHIM_ROLE) names a role: training, inference or unknown, any case. */
+int classify_role_setting_valid(const char *value);
+
 /*
  * Whether this rank is an inference engine's worker, by who set the evidence:
  * the title matching engine_titles (ENGINE_TITLE), a Python frame of this

@@ -1,6 +1,7 @@
 #define _GNU_SOURCE
 #include "config.h"
 #include "host_id.h"
+#include "policy/classify.h"
 
 
 #include <errno.h>
@@ -33,6 +34,10 @@ static pthread_once_t g_config_once = PTHREAD_ONCE_INIT;
 static char g_config_warnings[CONFIG_MAX_WARNINGS][POLICY_ERROR_LEN + 128];
 static int g_config_nwarnings; /* kept (at most CONFIG_MAX_WARNINGS) */
 static int g_config_nfound;    /* found, kept or not */
+/* Linux's HOST_NAME_MAX: what gethostname can return. */
+#define CONFIG_HOST_NAME_MAX 64
+/* policy/pattern.c's buffer for one pattern: a longer one never matches. */
+#define CONFIG_PATTERN_MAX 256
 
 const char *shim_mode_name(enum shim_mode m)
 {
@@ -112,7 +117,9 @@ static void check_names(void)
     /* A debugging switch, and the test harnesses' variables, which reach the
      * preloaded processes too. */
     static const char *const tools[] = { "NCCLSHIM_IPC_TRACE", "NCCLSHIM_GPU_KEEP", "NCCLSHIM_GPU_SKIP_ONE",
-                                         "NCCLSHIM_GPU_LOST", "NCCLSHIM_TEST_KEEP", "NCCLSHIM_TEST_RV_FAULT", NULL };
+                                         "NCCLSHIM_GPU_LOST", "NCCLSHIM_TEST_KEEP", "NCCLSHIM_TEST_RV_FAULT",
+                                         /* the shim's own: these warnings were printed (shim_main.c) */
+                                         "NCCLSHIM_WARNED", NULL };
     for (char **e = environ; e && *e; e++) {
         const char *eq = strchr(*e, '=');
         size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
@@ -167,9 +174,17 @@ static void read_place(struct shim_config *c)
     }
 
     /* The whole host name, as NCCL reads it for its host identity; records
-     * name the host by it up to the first '.', as NCCL's log prefix does. */
+     * name the host by it up to the first '.', as NCCL's log prefix does.
+     * An override longer than any host name would make record file names
+     * longer than a file name may be: named here, not as a LOG_DIR problem. */
     char whole[256];
     v = getenv("NCCLSHIM_HOSTNAME");
+    if (v && *v && strlen(v) > CONFIG_HOST_NAME_MAX) {
+        char len[64];
+        snprintf(len, sizeof(len), "%zu bytes; a host name has at most %d", strlen(v), CONFIG_HOST_NAME_MAX);
+        config_warn("NCCLSHIM_HOSTNAME is too long ('%.40s...', %s); using this host's own name", v, len);
+        v = NULL;
+    }
     if (v && *v)
         snprintf(whole, sizeof(whole), "%s", v);
     else if (gethostname(whole, sizeof(whole) - 1) != 0)
@@ -248,6 +263,52 @@ static void read_ipc(struct shim_config *c)
     }
 }
 
+/* NCCLSHIM_ROLE: a typo (`inferance`) must not pass unnoticed: the process's
+ * role then comes from its title, and an inference rank that is not
+ * recognised leaves the weight-update group unprotected. */
+static void check_role(const char *v)
+{
+    if (!v || !*v || classify_role_setting_valid(v))
+        return;
+    config_warn("NCCLSHIM_ROLE='%.40s' is not one of training|inference|unknown; ignored: the role comes from the "
+                "process title and libraries instead%s", v, "");
+}
+
+/*
+ * A pattern list that cannot mean what its writer meant: set but holding no
+ * pattern (its defaults are gone, nothing replaces them), a pattern longer
+ * than policy/pattern.c matches (it never matches), or one with a space at an
+ * end ("a, b": ' b' matches only a text starting with a space).  Each of them
+ * quietly stops a role or a purpose from being recognised.  One warning per
+ * variable: the first such pattern.
+ */
+static void check_pattern_list(const char *name, const char *v)
+{
+    if (!v)
+        return;
+    char what[160] = "";
+    int npatterns = 0;
+    for (const char *p = v; *p && !what[0];) {
+        size_t n = strcspn(p, ",");
+        if (n > 0)
+            npatterns++;
+        if (n >= CONFIG_PATTERN_MAX)
+            snprintf(what, sizeof(what), "pattern %d is %zu bytes long ('%.30s...'): longer than %d, it never matches",
+                     npatterns, n, p, CONFIG_PATTERN_MAX - 1);
+        else if (n > 0 && (p[0] == ' ' || p[0] == '\t' || p[n - 1] == ' ' || p[n - 1] == '\t'))
+            snprintf(what, sizeof(what), "pattern '%.*s' has a space at an end: patterns are separated by ',' "
+                     "alone, and it matches only a text with that space", (int)(n < 60 ? n : 60), p);
+        p += n;
+        if (*p == ',')
+            p++;
+    }
+    if (!what[0] && npatterns == 0)
+        snprintf(what, sizeof(what), "is set but holds no pattern: its defaults are not used and nothing replaces "
+                 "them (unset it to keep them)");
+    if (what[0])
+        config_warn("%s %s", name, what);
+}
+
 /* The policy (what to do with a weight-update communicator), the patterns
  * that tell one, and what this host's fabric allows it (auto across hosts). */
 static void read_policy(struct shim_config *c)
@@ -268,6 +329,20 @@ static void read_policy(struct shim_config *c)
     c->patterns.full_api = getenv("NCCLSHIM_FULL_API");
     c->patterns.engine_titles = getenv("NCCLSHIM_ENGINE_TITLES");
     c->patterns.engine_frames = getenv("NCCLSHIM_ENGINE_FRAMES");
+
+    check_role(c->patterns.role_env);
+    const struct { const char *name, *value; } lists[] = {
+        { "NCCLSHIM_TRAINING_TITLES", c->patterns.training_titles },
+        { "NCCLSHIM_INFERENCE_TITLES", c->patterns.inference_titles },
+        { "NCCLSHIM_INFERENCE_LIBS", c->patterns.inference_libs },
+        { "NCCLSHIM_WEIGHT_UPDATE_CALLSITES", c->patterns.weight_update_callsites },
+        { "NCCLSHIM_TRAINER_CALLSITES", c->patterns.trainer_callsites },
+        { "NCCLSHIM_FULL_API", c->patterns.full_api },
+        { "NCCLSHIM_ENGINE_TITLES", c->patterns.engine_titles },
+        { "NCCLSHIM_ENGINE_FRAMES", c->patterns.engine_frames },
+    };
+    for (size_t i = 0; i < sizeof(lists) / sizeof(lists[0]); i++)
+        check_pattern_list(lists[i].name, lists[i].value);
 }
 
 /* In the order the warnings come out in. */

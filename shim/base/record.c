@@ -77,14 +77,6 @@ void shim_record_set_first(void (*write_first)(void))
     g_write_first = write_first;
 }
 
-static void (*g_first_use)(void);
-static atomic_int g_first_used;
-
-void shim_record_set_first_use(void (*first_use)(void))
-{
-    g_first_use = first_use;
-}
-
 static void write_first(void)
 {
     if (g_write_first)
@@ -98,9 +90,6 @@ static int record_fd(void)
         return fd;
     if (atomic_load_explicit(&g_leaving, memory_order_relaxed))
         return -2;
-    /* Not under g_open_lock: it prints (stdio's lock). */
-    if (g_first_use && !atomic_exchange(&g_first_used, 1))
-        g_first_use();
     pthread_mutex_lock(&g_open_lock);
     fd = atomic_load_explicit(&g_fd, memory_order_acquire);
     int opened = 0;

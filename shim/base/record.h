@@ -42,12 +42,6 @@ int shim_record_opened(void);
 /* What to write first into a new record file (the load record: shim_main.c
  * sets it in the constructor, before any thread can open the file). */
 void shim_record_set_first(void (*write_first)(void));
-/* `first_use` runs once per process image, on the first record (the first
- * NCCL call), opened or not, before the file's first line: where the
- * constructor's caller prints the settings' warnings, so that `timeout`,
- * shells and other processes under the same LD_PRELOAD that never use NCCL
- * print nothing.  Set by the constructor. */
-void shim_record_set_first_use(void (*first_use)(void));
 /* After fork(): the child writes to a file of its own (called from the atfork handler). */
 void shim_record_after_fork_child(void);
 void shim_record_lock_for_fork(void);

@@ -22,6 +22,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <stdio.h>
@@ -63,16 +64,47 @@ static void write_load_record(void)
         shim_record_warning("bad-setting", shim_config_warning(i));
 }
 
+/* What NCCLSHIM_WARNED holds: a digest (FNV-1a) of this process's warnings. */
+static void warnings_digest(char *out, size_t len)
+{
+    uint64_t h = 0xcbf29ce484222325ull;
+    for (int i = 0; i < shim_config_warning_count(); i++)
+        for (const unsigned char *p = (const unsigned char *)shim_config_warning(i); ; p++) {
+            h = (h ^ *p) * 0x100000001b3ull;
+            if (!*p)
+                break;
+        }
+    snprintf(out, len, "%016llx", (unsigned long long)h);
+}
+
 /*
- * The settings' warnings on stderr, once: at the process's first NCCL call,
- * not at load, so that a launcher (`timeout`, a shell, torchrun) under the
- * same LD_PRELOAD does not print them a second time.  A fork child does not
- * print them again (its parent did, or will).
+ * The settings' warnings on stderr, when the shim is loaded: in every process
+ * that has it, whether or not it ever calls NCCL, so that `/bin/true` under
+ * the job's environment checks the job's settings.  Once per process tree:
+ * a launcher and the shells and scripts between it and the workers (a pyenv
+ * shim runs ~30 processes before Python starts) would each print the same
+ * lines.  So the first process that prints them leaves their digest in its
+ * environment (NCCLSHIM_WARNED), which its children inherit; a process whose
+ * own warnings have that digest stays quiet, one with other bad settings
+ * (its own environment) prints them.  Only set when there is something to
+ * say; set here, in the constructor, before the program's main and threads.
+ * A fork child prints nothing: no constructor runs in it.
  */
 static void print_setting_warnings(void)
 {
+    if (shim_config_warning_count() == 0)
+        return;
+    char digest[24];
+    warnings_digest(digest, sizeof(digest));
+    const char *seen = getenv("NCCLSHIM_WARNED");
+    if (seen && strcmp(seen, digest) == 0)
+        return;
     for (int i = 0; i < shim_config_warning_count(); i++)
         fprintf(stderr, "ncclshim: warning: %s\n", shim_config_warning(i));
+    /* Failing (no memory) costs only a repeat in the children. */
+    if (setenv("NCCLSHIM_WARNED", digest, 1) != 0)
+        fprintf(stderr, "ncclshim: warning: cannot set NCCLSHIM_WARNED (%s): child processes will repeat these "
+                        "warnings\n", strerror(errno));
 }
 
 /*
@@ -217,10 +249,11 @@ __attribute__((constructor)) static void shim_load(void)
     shim_self_base();
     g_real_exit = (exit_fn_t)shim_real_dlsym()(RTLD_NEXT, "_exit");
     shim_getenv_init();
+    /* off: the shim only forwards, and its other settings are unused. */
     if (shim_config()->mode == MODE_OFF)
         return;
+    print_setting_warnings();
     shim_record_set_first(write_load_record);
-    shim_record_set_first_use(print_setting_warnings);
     pthread_atfork(before_fork, after_fork_parent, after_fork_child);
     install_fatal_handlers();
 }

@@ -22,7 +22,7 @@ check() { # check DESC CONDITION...
 has() { grep -qE -- "$1" "$TMP/${2:-out}"; }
 jqt() { jq -e "$1" "$TMP/out" >/dev/null; }
 
-echo "1..149"
+echo "1..155"
 
 # --- (1) healthy: training comm (2 ranks, IB) + weight-update comm (3 ranks, 2 hosts, Socket)
 run --check "$FX/healthy"
@@ -52,6 +52,9 @@ cp "$TMP/out" "$TMP/plain"
 run -v "$FX/healthy"
 check "healthy -v: rank detail with python frame" has '^  rank 1: node2\.cluster\.local pid 901 tid 911 comm 0x2b00a0c0 api torch role inference purpose weight-update \(rank>0 of a training\+inference communicator\) net Socket$'
 check "healthy -v: python call site" has '^ +python: /opt/nemo_rl/models/policy/dtensor_policy_worker\.py:812 init_collective$'
+check "healthy -v: each rank's role with its reason" eval "has '^  rank 1: node2' && grep -A1 '^  rank 1: node2' \"\$TMP/out\" | tail -1 | grep -qx \"          role: inference (process title 'ray::VllmGenerationWorker' matches inference pattern)\""
+run --json "$FX/healthy"
+check "healthy --json: each rank's role_reason" jqt '[.communicators[1].ranks[].role_reason] == ["process title '"'"'ray::DTensorPolicyWorker'"'"' matches training pattern", "process title '"'"'ray::VllmGenerationWorker'"'"' matches inference pattern", "process title '"'"'ray::VllmGenerationWorker'"'"' matches inference pattern"]'
 
 # --- (2) missing rank (and an NCCL WARN from the surviving process)
 run --check "$FX/missing_rank"
@@ -107,21 +110,30 @@ printf '\000\001\377\376\n\211PNG\032\n' >"$TMP/bad/ncclshim.g.1.jsonl"
 head -c 3000 /dev/urandom | tr -d '{\n' >"$TMP/garbage.bin"
 run --json "$TMP/bad" "$TMP/garbage.bin" "$TMP/does-not-exist" "$TMP/emptydir"
 check "bad: exit 2 (an input could not be read)" test "$rc" -eq 2
-check "bad: 15 diagnostics on stderr" test "$(wc -l <"$TMP/err")" -eq 15
-check "bad: input_errors has the same 15" jqt '(.input_errors | length) == 15'
+check "bad: one line on stderr per bad file or input, 8 in all" test "$(wc -l <"$TMP/err")" -eq 8
+check "bad: input_errors: the first 5 bad lines of each file, a summary per file, and the other inputs' errors" jqt '(.input_errors | length) == 17 and ([.input_errors[] | select(.bad_lines > 0)] | length) == 4'
 B="$TMP/bad/ncclshim"
-check "bad: invalid JSON with file:line" has "^$B\\.x\\.7\\.jsonl:2: invalid JSON: " err
-check "bad: non-object line" has "^$B\\.x\\.7\\.jsonl:3: record is an array, not a JSON object$" err
-check "bad: type not a string" has "^$B\\.x\\.7\\.jsonl:4: field 'type' is an integer, expected a string$" err
-check "bad: missing type, wrong-typed pid" eval "has '^$B\\.x\\.7\\.jsonl:5: record has no .type.\$' err && has '^$B\\.x\\.7\\.jsonl:6: field .pid. is a string, expected an integer\$' err"
-check "bad: comm_end's ipc with a string count, and with a negative one" eval "has '^$B\\.x\\.7\\.jsonl:11: field .ipc\\.in\\.push. is a string, expected an integer\$' err && has '^$B\\.x\\.7\\.jsonl:12: field .ipc. has a negative count\$' err"
-check "bad: truncated last line" has "^$B\\.x\\.8\\.jsonl:3: truncated last line \\(no newline\\): invalid JSON" err
-check "bad: 2 MiB line reported and skipped, following line kept" eval "has '^$B\\.y\\.9\\.jsonl:2: line longer than 1048576 bytes \\(2097[0-9]+\\), skipped\$' err && jqt '(.warnings | map({host,pid,what,message})) == [{\"host\":\"y\",\"pid\":9,\"what\":\"bad-setting\",\"message\":\"after the huge line\"}]'"
-check "bad: binary garbage in a record file: 2 lines reported" test "$(grep -c "^$B\\.g\\.1\\.jsonl:[12]: invalid JSON" "$TMP/err")" -eq 2
+check "bad: a file's bad lines: counted, the first five named with their reasons, the rest counted" has "^$B\\.x\\.7\\.jsonl: 7 bad lines skipped: line 2: invalid JSON: [^;]*; line 3: record is an array, not a JSON object; line 4: field 'type' is an integer, expected a string; line 5: record has no 'type'; line 6: field 'pid' is a string, expected an integer; and 2 more\$" err
+check "bad: the file's summary in input_errors" jqt '[.input_errors[] | select(.file | endswith("x.7.jsonl")) | .line] == [2,3,4,5,6,0] and (.input_errors[] | select((.file | endswith("x.7.jsonl")) and .line == 0) | [.bad_lines, (.reason | startswith("7 bad lines skipped: line 2: invalid JSON: ")), (.reason | endswith("; and 2 more"))]) == [7, true, true]'
+check "bad: truncated last line" has "^$B\\.x\\.8\\.jsonl: 1 bad line skipped: line 3: truncated last line \\(no newline\\): invalid JSON" err
+check "bad: 2 MiB line reported and skipped, following line kept" eval "has '^$B\\.y\\.9\\.jsonl: 1 bad line skipped: line 2: line longer than 1048576 bytes \\(2097[0-9]+\\), skipped\$' err && jqt '(.warnings | map({host,pid,what,message})) == [{\"host\":\"y\",\"pid\":9,\"what\":\"bad-setting\",\"message\":\"after the huge line\"}]'"
+check "bad: binary garbage in a record file: 2 lines, on one line, no raw byte" eval "has '^$B\\.g\\.1\\.jsonl: 2 bad lines skipped: line 1: invalid JSON: .*; line 2: invalid JSON: unable to decode byte 0x89 ' err && ! LC_ALL=C grep -q '[^[:print:]]' \"\$TMP/err\""
+sed -n '1p;11,12p' "$FX/bad/ncclshim.x.7.jsonl" > "$TMP/ncclshim.ipcbad.7.jsonl"
+run "$TMP/ncclshim.ipcbad.7.jsonl"
+check "bad: comm_end's ipc with a string count, and with a negative one" has "^$TMP/ncclshim\\.ipcbad\\.7\\.jsonl: 2 bad lines skipped: line 2: field 'ipc\\.in\\.push' is a string, expected an integer; line 3: field 'ipc' has a negative count\$" err
+run --json "$TMP/bad" "$TMP/garbage.bin" "$TMP/does-not-exist" "$TMP/emptydir"
 check "bad: empty file, garbage log, missing path, empty dir" eval "has '^$B\\.e\\.1\\.jsonl: empty file' err && has '^$TMP/garbage.bin: no NCCL log lines found' err && has '^$TMP/does-not-exist: cannot read: No such file or directory\$' err && has '^$TMP/emptydir: no ncclshim' err"
 check "bad: the valid records are all kept" jqt '(.processes | length) == 3 and (.communicators | length) == 1 and .communicators[0].ranks_seen == 1 and .communicators[0].problems == []'
 run --check "$TMP/does-not-exist" "$FX/dropped"
 check "bad: --check problems win over unreadable input (exit 1)" test "$rc" -eq 1
+# random bytes named as records, and as an NCCL log: a bounded report, once, no raw byte
+mkdir -p "$TMP/rand"
+head -c 2000000 /dev/urandom >"$TMP/rand/ncclshim.r.1.jsonl"
+head -c 2000000 /dev/urandom >"$TMP/rand/nccl.log"
+run --check --json "$TMP/rand"
+check "random bytes: one stderr line per file, and one PROBLEM for the records file" eval 'test "$(grep -vc "^PROBLEM" "$TMP/err")" -eq 2 && test "$(grep -c "^PROBLEM input .*ncclshim\.r\.1\.jsonl: [0-9]* bad lines skipped, the first at line 1\$" "$TMP/err")" -eq 1 && has "nccl\.log: no NCCL log lines found" err'
+check "random bytes: the count, the first five, the rest counted; short, printable" eval 'has "ncclshim\.r\.1\.jsonl: [0-9]{3,} bad lines skipped: line 1: (.*; line [0-9]+: ){4}.*; and [0-9]+ more\$" err && ! LC_ALL=C grep -q "[^[:print:]]" "$TMP/err" && test "$(wc -L <"$TMP/err")" -lt 1000'
+check "random bytes: input_errors bounded: five lines and the summary" jqt '([.input_errors[] | select(.file | endswith("r.1.jsonl"))] | length) == 6'
 
 # --- real records and NCCL logs from the GPU machine (2x H200, one host, torch + ctypes)
 run --check "$FX/gpu_single_host"
@@ -231,8 +243,12 @@ check "expired listener: the fallback names NCCLSHIM_RENDEZVOUS_IDLE_MS" has '^P
   echo '{"type":"comm","ts":1.0,"host":"z","pid":1,"tid":1,"group":"id:0x1","rank":0,"nranks":3,"decision":{"by":"root","id":"0x5"}}'
 } >"$TMP/ncclshim.z.1.jsonl"
 run --check --json "$TMP/ncclshim.z.1.jsonl"
-check "bad new fields: 9 lines reported with the field" eval 'test $(wc -l <"$TMP/err") -ge 9 && has "ncclshim\\.z\\.1\\.jsonl:1: field .decision. is a string, expected an object" err && has ":2: field .decision\\.rounds. is a string, expected an integer" err && has ":3: missing field .decision_id. \\(a string\\)" err && has ":4: field .ranks. is an object, expected an array of objects" err && has ":5: field .ranks\\[\\]. is an integer, expected an object" err && has ":6: field .ranks\\[\\]\\.rank. is a string, expected an integer" err && has ":7: field .listen. is an integer, expected a string" err && has ":8: field .action. is an integer, expected a string" err && has ":9: field .rendezvous. is an array, expected a string" err'
-check "bad new fields: the valid decision still joins, junk in 'missing' is harmless" jqt '(.input_errors | length) == 9 and .communicators[0].decision.decision_id == "0x5" and .communicators[0].fell_back'
+check "bad new fields: 9 lines reported on one line with the field, the first five named" eval 'test $rc -eq 1 && test $(grep -c "bad line" "$TMP/err") -eq 2 && has "ncclshim\\.z\\.1\\.jsonl: 9 bad lines skipped: line 1: field .decision. is a string, expected an object; line 2: field .decision\\.rounds. is a string, expected an integer; line 3: missing field .decision_id. \\(a string\\); line 4: field .ranks. is an object, expected an array of objects; line 5: field .ranks\\[\\]. is an integer, expected an object; and 4 more\$" err && has "^PROBLEM input .*ncclshim\\.z\\.1\\.jsonl: 9 bad lines skipped, the first at line 1\$" err'
+sed -n '6,9p' "$TMP/ncclshim.z.1.jsonl" > "$TMP/ncclshim.z.2.jsonl"
+run "$TMP/ncclshim.z.2.jsonl"
+check "bad new fields: the other four, each named with the field" has "ncclshim\\.z\\.2\\.jsonl: 4 bad lines skipped: line 1: field .ranks\\[\\]\\.rank. is a string, expected an integer; line 2: field .listen. is an integer, expected a string; line 3: field .action. is an integer, expected a string; line 4: field .rendezvous. is an array, expected a string\$" err
+run --check --json "$TMP/ncclshim.z.1.jsonl"
+check "bad new fields: the valid decision still joins, junk in 'missing' is harmless" jqt '(.input_errors | length) == 6 and .communicators[0].decision.decision_id == "0x5" and .communicators[0].fell_back'
 
 # --- ipc communicators (real records of tests/t/13-rendezvous.t: the shim's CUDA IPC transport, no NCCL)
 # rv_ipc2: a clean run; rank 1's shim warns ipc-peer-lost after its own destroy (the teardown)
@@ -325,7 +341,7 @@ check "rv_ipc_2hosts: passthrough by the root's choice is no problem, -v gives t
   echo '{"type":"warning","ts":1.0,"host":"z","pid":1,"tid":2,"what":"ipc","message":"communicator (rank x"}'
 } >"$TMP/ncclshim.pl.1.jsonl"
 run --check --json "$TMP/ncclshim.pl.1.jsonl"
-check "malformed ipc_peer_left: reported with the field, skipped; --check counts each as a problem" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 6 && has "^PROBLEM input .*:1: field .rank. is a string" err && has ":1: field .rank. is a string, expected an integer" err && has ":2: missing field .decision_id. \\(a string\\)" err && has ":3: field .rank. is negative \\(-1\\)" err'
+check "malformed ipc_peer_left: reported with the field, skipped, once; --check counts the file as one problem" eval 'test $rc -eq 1 && test $(wc -l <"$TMP/err") -eq 2 && has "^PROBLEM input .*pl\\.1\\.jsonl: 3 bad lines skipped, the first at line 1\$" err && has ": 3 bad lines skipped: line 1: field .rank. is a string, expected an integer; line 2: missing field .decision_id. \\(a string\\); line 3: field .rank. is negative \\(-1\\)\$" err'
 check "unjoined ipc_peer_left and ipc warnings: kept, no communicator" jqt '.ipc_peer_left == [{"host":"z","pid":1,"ts":1.0,"listen":"127.0.0.1:1","decision_id":"0x0000000000000099","rank":1,"group":null,"at_destroy":false}] and ([.warnings[].group] == [null,null])'
 run "$TMP/ncclshim.pl.1.jsonl"
 check "unjoined ipc_peer_left: a header line" has '^ipc_peer_left z:1 127\.0\.0\.1:1 \(0x00000000\): rank 1 left; no rank of it in the inputs$'
@@ -379,7 +395,7 @@ mkdir -p "$TMP/notrec"
 printf 'this is not a record\n{"half":\n' > "$TMP/notrec/ncclshim.vm.1.jsonl"
 printf '{"type":"load","ts":1.0,"host":"vm","pid":2,"tid":2}\n[1,2]\n' > "$TMP/notrec/ncclshim.vm.2.jsonl"
 run --check "$TMP/notrec"
-check "--check on a records file that is not records: exit 1, each named" eval 'test $rc -eq 1 && has "^PROBLEM input .*ncclshim.vm.1.jsonl:1: invalid JSON" err && has "^PROBLEM input .*ncclshim.vm.2.jsonl:2: record is an array" err'
+check "--check on a records file that is not records: exit 1, each file named once as a problem" eval 'test $rc -eq 1 && has "^PROBLEM input .*ncclshim.vm.1.jsonl: 2 bad lines skipped, the first at line 1\$" err && has "^PROBLEM input .*ncclshim.vm.2.jsonl: 1 bad line skipped, the first at line 2\$" err && has "ncclshim.vm.2.jsonl: 1 bad line skipped: line 2: record is an array" err && test $(grep -c "record is an array" "$TMP/err") -eq 1'
 printf '{"type":"load","ts":1.0,"host":"vm","pid":3,"tid":3}\n{"type":"warning","ts":1.0,"host":"vm","pid":3,"tid":3,"what":"bad-setting","message":"NCCLSHIM_RULES: unknown action" }\n' > "$TMP/bad.jsonl"
 run --check "$TMP/bad.jsonl"
 check "--check with a malformed setting in a process: exit 1, names it" eval 'test $rc -eq 1 && has "^PROBLEM malformed setting in 1 process \(vm pid 3\): NCCLSHIM_RULES: unknown action" err'
@@ -397,6 +413,15 @@ mkdir -p "$TMP/attn_efasim"
 for f in "$FX"/efasim_noshim/*.log; do sed 's/ NCCL INFO Failed to initialize NET plugin/ NCCL ATTN Failed to initialize NET plugin/' "$f" > "$TMP/attn_efasim/${f##*/}"; done
 run --check "$TMP/attn_efasim"
 check "ATTN: a plugin's refusal logged as ATTN names the fabric in 'fell back to Socket', and is a problem itself" eval 'test $rc -eq 1 && has "^PROBLEM nccl:0x7a1200b0: fell back to Socket on ranks 0,1 .*Failed to initialize NET plugin EFASim" err && has "^PROBLEM nccl:0x7a1200b0: NCCL ATTN \(gpu1 pid 4100\): Failed to initialize NET plugin EFASim" err'
+# --- one process that makes and destroys a communicator per refit, NCCL reusing 3 comm
+# pointers and 5 handles (bench/inspect_scale.py): every rank joins its own end (the k-th
+# destroy carried 1 + k % 40 broadcasts), in file order or reversed
+python3 bench/inspect_scale.py "$TMP/refits" --mb 0.3 >/dev/null
+run --json "$TMP/refits"
+check "refits: each of 108 ranks joined its own comm_end, though addresses are reused" jqt '[.communicators[] | .ranks[0] | [.end, .ops.Broadcast.count]] == [range(108) | ["destroy", 1 + . % 40]]'
+tac "$TMP"/refits/*.jsonl >"$TMP/refits-reversed.jsonl"
+run --json "$TMP/refits-reversed.jsonl"
+check "refits: the same with the records in reverse order (joined by time, not by position)" jqt '[.communicators[] | .ranks[0] | [.end, .ops.Broadcast.count]] == [range(108) | ["destroy", 1 + . % 40]]'
 
 # --- usage
 run

@@ -55,6 +55,14 @@ run long NCCLSHIM_LOG_DIR=/tmp/$(printf 'x%.0s' $(seq 1 5000))
 is "$(cat "$TMP/long/rc")" 0 "an over-long NCCLSHIM_LOG_DIR does not harm the application"
 like "$(cat "$TMP/long/err")" 'NCCLSHIM_LOG_DIR is too long' "and is reported"
 
+# A host name longer than a host name can be: named as such (it used to surface
+# as a record file name too long, "set NCCLSHIM_LOG_DIR"), and this host's own used.
+run longhost NCCLSHIM_HOSTNAME=$(printf 'h%.0s' $(seq 1 5000))
+is "$(cat "$TMP/longhost/rc")" 0 "an over-long NCCLSHIM_HOSTNAME does not harm the application"
+like "$(cat "$TMP/longhost/err")" "NCCLSHIM_HOSTNAME is too long \('h{40}\.\.\.', 5000 bytes; a host name has at most 64\); using this host's own name" "stderr names the host name setting, cut"
+unlike "$(cat "$TMP/longhost/err")" "LOG_DIR|cannot open record file" "not the record directory"
+is "$(jqr "$TMP/longhost/rec" 'select(.type=="load") | .host')" "\"$(hostname | cut -d. -f1)\"" "records go on, under this host's name"
+
 # Host identity override (test-only) and strange bytes in settings stay valid JSON.
 run host NCCLSHIM_HOSTNAME=node-7 NCCLSHIM_ROLE=$'tr\xffain"\n'
 is "$(ls "$TMP/host/rec")" "$(jqr "$TMP/host/rec" 'select(.type=="load") | "ncclshim.node-7.\(.pid).\(.host_identity.boot_id[0:8]).\(.start_ticks).jsonl"' | tr -d '"')" "NCCLSHIM_HOSTNAME names the host (ncclshim.<host>.<pid>.<boot8>.<start>.jsonl)"

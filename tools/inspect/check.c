@@ -1158,10 +1158,13 @@ static void check_input(inspect_state *st)
             }
         }
         char *m = str_cut(w->message, 400);
+        /* strict mode is about the policy only: a bad NCCLSHIM_ROLE or mode is ignored either way */
+        int policy = strncmp(m, "NCCLSHIM_WEIGHT_UPDATE", 22) == 0 || strncmp(m, "NCCLSHIM_RULES", 14) == 0 ||
+                     strncmp(m, "NCCLSHIM_STRICT", 15) == 0;
         strlist_add(&st->problems, xasprintf("malformed setting in %zu process%s (%s%s): %s; the shim failed open with "
-                                             "the rest of its settings: fix it (NCCLSHIM_STRICT=1 makes it fail the "
-                                             "communicator instead)", n, n == 1 ? "" : "es", procs.s,
-                                             n > 4 ? ", ..." : "", m));
+                                             "the rest of its settings: fix it%s", n, n == 1 ? "" : "es", procs.s,
+                                             n > 4 ? ", ..." : "", m,
+                                             policy ? " (NCCLSHIM_STRICT=1 makes it fail the communicator instead)" : ""));
         free(m);
     }
     strlist_free(&seen);
@@ -1178,9 +1181,13 @@ static void check_input(inspect_state *st)
                                            "process of the job, and check that LD_PRELOAD reaches them"));
     for (size_t i = 0; i < st->errors.n; i++) {
         const input_error *e = &st->errors.v[i];
-        if (!e->fatal && e->line > 0 && strncmp(e->reason, "truncated last line", 19) == 0)
-            continue; /* a process killed mid-write: the records before it are whole */
-        if (e->line > 0)
+        /* a file's bad lines: one problem, its summary (their reasons went to stderr once) */
+        if ((!e->fatal && e->line > 0) || e->cut_only)
+            continue; /* cut_only: a process killed mid-write, the records before it are whole */
+        if (e->bad_lines)
+            strlist_add(&st->problems, xasprintf("input %s: %ld bad line%s skipped, the first at line %ld", e->file,
+                                                 e->bad_lines, e->bad_lines == 1 ? "" : "s", e->first_bad));
+        else if (e->line > 0)
             strlist_add(&st->problems, xasprintf("input %s:%ld: %s", e->file, e->line, e->reason));
         else
             strlist_add(&st->problems, xasprintf("input %s: %s", e->file, e->reason));

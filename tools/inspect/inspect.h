@@ -191,9 +191,23 @@ typedef struct list_buf {
 typedef struct input_error {
     char *file;
     long line;              /* 0: the file as a whole */
-    char *reason;
+    char *reason;           /* bytes from the input escaped (\xNN), cut */
     int fatal;              /* input could not be read: exit status 2 */
+    long bad_lines;         /* on a file's summary (line 0): how many of its lines were bad; else 0 */
+    long first_bad;         /* on a summary: the first bad line's number */
+    int cut_only;           /* on a summary: the one bad line is a last line cut mid-write */
 } input_error;
+
+/* The bad lines of the file being read (state.c): kept and printed as one
+ * line for the file, however many there are. */
+#define INSPECT_BAD_LINES_SHOWN 5
+typedef struct bad_lines {
+    char *file;             /* NULL: none so far */
+    long count, first;      /* how many, the first's line number */
+    int cut;                /* one is a last line cut mid-write */
+    char *shown;            /* "line L: reason; ..." of the first INSPECT_BAD_LINES_SHOWN */
+    int nshown;
+} bad_lines;
 
 typedef struct library_rec {
     char *key;              /* slot|path|version, for de-duplication across processes */
@@ -272,6 +286,7 @@ typedef struct inspect_state {
     struct { expired_rec *v; size_t n, cap; } expired;
     struct { peer_left_rec *v; size_t n, cap; } peer_left;
     struct { input_error *v; size_t n, cap; } errors;
+    bad_lines bad;          /* of the file being read, until inspect_errors_flush */
     communicator *comms;    /* hash by group */
     communicator **sorted;  /* after inspect_group() */
     size_t ncomms;
@@ -280,7 +295,8 @@ typedef struct inspect_state {
     size_t nccl_lines;      /* NCCL log lines recognised */
     /* (dev, ino) of files already read: a file named twice (directly and via
      * its directory) must not produce duplicate ranks. */
-    struct { unsigned long long *v; size_t n, cap; } seen_files;
+    struct seen_file *seen_files;       /* read_input.c, by (dev, ino) */
+    struct pending_init *pending_inits; /* read_records.c: non-blocking inits awaiting their comm_init_end */
 } inspect_state;
 
 /* util.c */
@@ -317,6 +333,9 @@ inspect_state *inspect_new(void);
 void inspect_free(inspect_state *st);
 void inspect_error(inspect_state *st, const char *file, long line, int fatal, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
+/* Reports the bad lines of the file read last (one line on stderr) and keeps
+ * their summary; read_input.c calls it after each file, inspect_group once more. */
+void inspect_errors_flush(inspect_state *st);
 process *inspect_process(inspect_state *st, const char *host, long long pid);
 void rank_free(rank_rec *r);
 void decision_free(decision_rec *d);
@@ -324,6 +343,8 @@ void decision_free(decision_rec *d);
  * (verbose: each cause explained).  NULL when the record has no causes. */
 char *inspect_rejected_text(const decision_rec *d, int verbose);
 
+/* read_records.c: frees what the feed keeps between records (inspect_free calls it). */
+void inspect_records_free(inspect_state *st);
 /* read_records.c: one line of a ncclshim.*.jsonl file (no trailing newline). */
 void inspect_feed_record_line(inspect_state *st, const char *buf, size_t len,
                               const char *file, long lineno);
@@ -338,6 +359,7 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len);
 /* read_input.c */
 enum input_kind { INPUT_AUTO, INPUT_RECORDS, INPUT_NCCL_LOG };
 void inspect_read_path(inspect_state *st, const char *path, enum input_kind kind);
+void inspect_inputs_free(inspect_state *st);
 
 /* join.c */
 void inspect_group(inspect_state *st);

@@ -3,16 +3,9 @@
  * NCCL's log reported for it. */
 #include "inspect.h"
 
+#include <ctype.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
-
-typedef struct end_bucket {
-    char *key;              /* "host:pid" */
-    comm_end_rec **v;
-    size_t n, cap;
-    UT_hash_handle hh;
-} end_bucket;
 
 static int rank_ts_cmp(const void *a, const void *b)
 {
@@ -22,63 +15,156 @@ static int rank_ts_cmp(const void *a, const void *b)
     return x->line < y->line ? -1 : x->line > y->line;
 }
 
-static int end_matches(const comm_end_rec *e, const rank_rec *r)
+/*
+ * Matching each rank to its comm_end.  A rank and an end of one process
+ * match on the handle when both have one, else on the comm pointer when both
+ * have one, else on group and rank; an end cannot precede its init (ts 0:
+ * not recorded).  Handles and comm pointers are reused after a destroy, so
+ * each rank (in time order) takes the earliest unused end that matches.
+ *
+ * Ends are indexed by the value they would be compared on, one list per
+ * (kind of comparison, the fields the end has, process, value): a rank looks
+ * in at most four lists (those whose ends it would compare that way), each
+ * sorted by time, each with a cursor past the ends no later rank can take.
+ * Linear in records however many communicators a process makes and destroys
+ * (a list per comm pointer is long when NCCL reuses a few addresses).
+ */
+typedef struct end_ref {
+    comm_end_rec *e;
+    size_t seq;             /* position in st->ends: ties of ts go to the first there */
+} end_ref;
+
+typedef struct end_list {
+    char *key;
+    end_ref *v;             /* by ts, then seq */
+    size_t n, cap;
+    size_t next;            /* those before it are used, or older than every rank still to come */
+    UT_hash_handle hh;
+} end_list;
+
+enum { KEY_HANDLE, KEY_COMM, KEY_GROUP };
+
+/* "<kind><has handle><has comm>|host:pid|value": the list an end is in, or a rank looks in. */
+static char *end_key(int kind, int has_handle, int has_comm, const char *host, long long pid, const char *value,
+                     long long rank)
 {
-    if (e->used)
-        return 0;
-    /* an end cannot precede its init (ts 0 means "not recorded") */
-    if (e->ts && r->ts && e->ts < r->ts)
-        return 0;
-    if (e->handle && r->handle)
-        return strcasecmp(e->handle, r->handle) == 0;
-    if (e->comm_norm && r->comm_norm)
-        return strcmp(e->comm_norm, r->comm_norm) == 0;
-    return e->group && r->group && e->has_rank && strcmp(e->group, r->group) == 0 && e->rank == r->rank;
+    char *k = kind == KEY_GROUP ? xasprintf("g%d%d|%s:%lld|%lld|%s", has_handle, has_comm, host, pid, rank, value)
+                                : xasprintf("%c%d%d|%s:%lld|%s", kind == KEY_HANDLE ? 'h' : 'c', has_handle,
+                                            has_comm, host, pid, value);
+    if (kind == KEY_HANDLE) /* compared case-insensitively */
+        for (char *p = k + strlen(k) - strlen(value); *p; p++)
+            *p = (char)tolower((unsigned char)*p);
+    return k;
 }
 
-/* Handles and comm pointers are reused after a destroy, so each rank takes
- * the earliest unused end that follows it; ranks go in time order. */
+static void list_add(end_list **lists, char *key, comm_end_rec *e, size_t seq)
+{
+    end_list *l;
+    HASH_FIND_STR(*lists, key, l);
+    if (!l) {
+        l = xmalloc(sizeof *l);
+        memset(l, 0, sizeof *l);
+        l->key = key;
+        HASH_ADD_KEYPTR(hh, *lists, l->key, strlen(l->key), l);
+    } else {
+        free(key);
+    }
+    VEC_RESERVE(*l, 2);
+    l->v[l->n++] = (end_ref){ e, seq };
+}
+
+static int ref_cmp(const void *a, const void *b)
+{
+    const end_ref *x = a, *y = b;
+    if (x->e->ts != y->e->ts)
+        return x->e->ts < y->e->ts ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+/* Handle ends are compared on the handle with any rank that has one; the
+ * others, on the comm pointer or on group and rank, by what the rank has. */
+static end_list *index_ends(inspect_state *st)
+{
+    end_list *lists = NULL;
+    size_t seq = 0;
+    for (comm_end_rec *e = st->ends; e; e = e->next, seq++) {
+        int h = e->handle != NULL, c = e->comm_norm != NULL;
+        if (h)
+            list_add(&lists, end_key(KEY_HANDLE, 1, c, e->host, e->pid, e->handle, 0), e, seq);
+        if (c)
+            list_add(&lists, end_key(KEY_COMM, h, 1, e->host, e->pid, e->comm_norm, 0), e, seq);
+        if (e->group && e->has_rank)
+            list_add(&lists, end_key(KEY_GROUP, h, c, e->host, e->pid, e->group, e->rank), e, seq);
+    }
+    end_list *l, *tmp;
+    HASH_ITER(hh, lists, l, tmp)
+        qsort(l->v, l->n, sizeof *l->v, ref_cmp);
+    return lists;
+}
+
+static int end_too_old(const comm_end_rec *e, const rank_rec *r)
+{
+    return e->ts && r->ts && e->ts < r->ts;
+}
+
+/* The earliest end of the list `key` that r may take, or NULL. */
+static end_ref *first_open(end_list *lists, char *key, const rank_rec *r)
+{
+    end_list *l;
+    HASH_FIND_STR(lists, key, l);
+    free(key);
+    if (!l)
+        return NULL;
+    /* Ranks come in time order: once one has a time (> 0), every later one
+     * does, no earlier, so an older end is out for good, as a used one is. */
+    while (l->next < l->n && (l->v[l->next].e->used || (r->ts > 0 && end_too_old(l->v[l->next].e, r))))
+        l->next++;
+    for (size_t i = l->next; i < l->n; i++)
+        if (!l->v[i].e->used && !end_too_old(l->v[i].e, r))
+            return &l->v[i];
+    return NULL;
+}
+
+/* Keeps in *best the earlier of it and the end the list `key` offers r. */
+static void consider(end_ref **best, end_list *lists, char *key, const rank_rec *r)
+{
+    end_ref *f = first_open(lists, key, r);
+    if (f && (!*best || ref_cmp(f, *best) < 0))
+        *best = f;
+}
+
+/* The end r takes: the earliest open one among the lists of ends r would be
+ * compared with on the handle, on the comm pointer, or on group and rank. */
+static end_ref *end_for(end_list *lists, const rank_rec *r)
+{
+    end_ref *best = NULL;
+    int h = r->handle != NULL, c = r->comm_norm != NULL;
+    for (int ec = 0; h && ec <= 1; ec++) /* ends with a handle, a comm pointer or not */
+        consider(&best, lists, end_key(KEY_HANDLE, 1, ec, r->host, r->pid, r->handle, 0), r);
+    for (int eh = 0; c && eh <= !h; eh++) /* ends with a comm pointer (and a handle, if r has none) */
+        consider(&best, lists, end_key(KEY_COMM, eh, 1, r->host, r->pid, r->comm_norm, 0), r);
+    for (int eh = 0; r->group && eh <= !h; eh++) /* ends with neither field r could be compared on */
+        for (int ec = 0; ec <= !c; ec++)
+            consider(&best, lists, end_key(KEY_GROUP, eh, ec, r->host, r->pid, r->group, r->rank), r);
+    return best;
+}
+
 static void match_ends(inspect_state *st, rank_rec **byts, size_t n)
 {
-    end_bucket *buckets = NULL, *b, *btmp;
-    for (comm_end_rec *e = st->ends; e; e = e->next) {
-        char *key = xasprintf("%s:%lld", e->host, e->pid);
-        HASH_FIND_STR(buckets, key, b);
-        if (!b) {
-            b = xmalloc(sizeof *b);
-            memset(b, 0, sizeof *b);
-            b->key = key;
-            HASH_ADD_KEYPTR(hh, buckets, b->key, strlen(b->key), b);
-        } else {
-            free(key);
-        }
-        if (b->n == b->cap) {
-            b->cap = b->cap ? b->cap * 2 : 4;
-            b->v = xrealloc(b->v, b->cap * sizeof *b->v);
-        }
-        b->v[b->n++] = e;
-    }
+    end_list *lists = index_ends(st);
     for (size_t i = 0; i < n; i++) {
-        rank_rec *r = byts[i];
-        char *key = xasprintf("%s:%lld", r->host, r->pid);
-        HASH_FIND_STR(buckets, key, b);
-        free(key);
-        if (!b)
-            continue;
-        comm_end_rec *best = NULL;
-        for (size_t j = 0; j < b->n; j++)
-            if (end_matches(b->v[j], r) && (!best || b->v[j]->ts < best->ts))
-                best = b->v[j];
+        end_ref *best = end_for(lists, byts[i]);
         if (best) {
-            best->used = 1;
-            r->end = best;
+            best->e->used = 1;
+            byts[i]->end = best->e;
         }
     }
-    HASH_ITER(hh, buckets, b, btmp) {
-        HASH_DEL(buckets, b);
-        free(b->key);
-        free(b->v);
-        free(b);
+    end_list *l, *tmp;
+    HASH_ITER(hh, lists, l, tmp) {
+        HASH_DEL(lists, l);
+        free(l->key);
+        free(l->v);
+        free(l);
     }
 }
 
@@ -93,7 +179,48 @@ static void take_net(rank_rec *r, net_entry *e)
     e->joined = 1;
 }
 
-static void join_network(inspect_state *st, rank_rec *r)
+/* NCCL's Init lines by pid and comm pointer, whatever the host name. */
+typedef struct pid_comm {
+    char *key;              /* "pid:comm" */
+    struct { net_entry **v; size_t n, cap; } entries;
+    UT_hash_handle hh;
+} pid_comm;
+
+static pid_comm *index_pid_comm(inspect_state *st)
+{
+    pid_comm *idx = NULL, *pc;
+    net_entry *e, *tmp;
+    HASH_ITER(hh, st->nccl_comm, e, tmp) {
+        if (!e->has_init || !e->comm_norm)
+            continue;
+        char *key = xasprintf("%lld:%s", e->pid, e->comm_norm);
+        HASH_FIND_STR(idx, key, pc);
+        if (pc) {
+            free(key);
+        } else {
+            pc = xmalloc(sizeof *pc);
+            memset(pc, 0, sizeof *pc);
+            pc->key = key;
+            HASH_ADD_KEYPTR(hh, idx, pc->key, strlen(pc->key), pc);
+        }
+        VEC_RESERVE(pc->entries, 2);
+        pc->entries.v[pc->entries.n++] = e;
+    }
+    return idx;
+}
+
+static void pid_comm_free(pid_comm **idx)
+{
+    pid_comm *pc, *tmp;
+    HASH_ITER(hh, *idx, pc, tmp) {
+        HASH_DEL(*idx, pc);
+        free(pc->key);
+        free(pc->entries.v);
+        free(pc);
+    }
+}
+
+static void join_network(inspect_state *st, pid_comm *bypid, rank_rec *r)
 {
     if (!r->comm_norm)
         return;
@@ -109,15 +236,19 @@ static void join_network(inspect_state *st, rank_rec *r)
     }
     /* NCCLSHIM_HOSTNAME (a test-only host identity) names the process
      * differently from NCCL's log, which prints the kernel's host name: the
-     * same pid and comm pointer under one other host name is the same comm. */
-    net_entry *found = NULL, *tmp;
+     * same pid and comm pointer under one other host name, not yet joined,
+     * is the same comm, when there is one only. */
+    pid_comm *pc;
+    key = xasprintf("%lld:%s", r->pid, r->comm_norm);
+    HASH_FIND_STR(bypid, key, pc);
+    free(key);
+    net_entry *found = NULL;
     int n = 0;
-    HASH_ITER(hh, st->nccl_comm, e, tmp) {
-        if (e->has_init && !e->joined && e->pid == r->pid && e->comm_norm && strcmp(e->comm_norm, r->comm_norm) == 0) {
-            found = e;
+    for (size_t i = 0; pc && i < pc->entries.n; i++)
+        if (!pc->entries.v[i]->joined) {
+            found = pc->entries.v[i];
             n++;
         }
-    }
     if (n == 1)
         take_net(r, found);
 }
@@ -499,11 +630,38 @@ static double recent_peer_left(const communicator *c, double ts)
 }
 
 typedef struct proc_ranks {
-    char *key;              /* "host:pid" */
+    char *key;              /* "host:pid", or "host:pid group" */
     rank_rec **v;
     size_t n, cap;
     UT_hash_handle hh;
 } proc_ranks;
+
+static void proc_ranks_add(proc_ranks **byproc, char *key, rank_rec *r)
+{
+    proc_ranks *pr;
+    HASH_FIND_STR(*byproc, key, pr);
+    if (!pr) {
+        pr = xmalloc(sizeof *pr);
+        memset(pr, 0, sizeof *pr);
+        pr->key = key;
+        HASH_ADD_KEYPTR(hh, *byproc, pr->key, strlen(pr->key), pr);
+    } else {
+        free(key);
+    }
+    VEC_RESERVE(*pr, 4);
+    pr->v[pr->n++] = r;
+}
+
+static void proc_ranks_free(proc_ranks **byproc)
+{
+    proc_ranks *pr, *ptmp;
+    HASH_ITER(hh, *byproc, pr, ptmp) {
+        HASH_DEL(*byproc, pr);
+        free(pr->key);
+        free(pr->v);
+        free(pr);
+    }
+}
 
 /*
  * Picks the rank record an ipc warning belongs to: same process, an ipc rank,
@@ -520,7 +678,9 @@ static void join_ipc_warning(inspect_state *st, proc_ranks *byproc, warning_rec 
     long long rank = -1, nranks = -1;
     if (!parse_ipc_message(w, &group, &rank, &nranks))
         return;
-    char *key = xasprintf("%s:%lld", w->host, w->pid);
+    /* Today's shims name the group: its ranks in the process, not all of them
+     * (a process that makes one per refit has thousands). */
+    char *key = group ? xasprintf("%s:%lld %s", w->host, w->pid, group) : xasprintf("%s:%lld", w->host, w->pid);
     proc_ranks *pr;
     HASH_FIND_STR(byproc, key, pr);
     free(key);
@@ -564,32 +724,49 @@ static void join_ipc_warning(inspect_state *st, proc_ranks *byproc, warning_rec 
     c->ipc_warns.v[c->ipc_warns.n++] = w;
 }
 
-/* ipc communicators: the root's ipc_peer_left records (on the decision id)
- * and the ranks' ipc warnings, then whether a peer was lost while it ran. */
-static void join_ipc(inspect_state *st)
+/* The first rank (in input order) that carried out each decision id. */
+typedef struct id_rank {
+    const char *id;         /* the rank's dec_id_norm */
+    rank_rec *r;
+    UT_hash_handle hh;
+} id_rank;
+
+/* The communicator a root's ipc_peer_left belongs to: the one its decision
+ * record joined, else the one whose ranks carried that decision out, else
+ * the one of the root's unique ID for that rendezvous address. */
+static communicator *peer_left_comm(inspect_state *st, id_rank *byid, const peer_left_rec *p)
 {
-    communicator *c, *tmp;
-    HASH_ITER(hh, st->comms, c, tmp) {
-        for (size_t i = 0; i < c->nranks_rec; i++)
-            if (is_ipc_rank(c->ranks[i]))
-                c->ipc = 1;
-        if (c->ipc && strcmp(c->network, "-") == 0)
-            c->network = "ipc";
+    communicator *c = NULL;
+    if (p->id_norm) {
+        decision_rec *d;
+        HASH_FIND_STR(st->decision_by_id, p->id_norm, d);
+        if (d && d->group)
+            HASH_FIND_STR(st->comms, d->group, c);
+        id_rank *ir;
+        HASH_FIND_STR(byid, p->id_norm, ir);
+        if (!c && ir)
+            c = comm_of(st, ir->r);
+    }
+    return c ? c : comm_of_listen(st, p->host, p->pid, p->listen, NULL);
+}
+
+static void join_peer_left(inspect_state *st)
+{
+    id_rank *byid = NULL, *ir, *itmp;
+    for (rank_rec *r = st->ranks; r && st->peer_left.n; r = r->next) {
+        if (!r->dec_id_norm)
+            continue;
+        HASH_FIND_STR(byid, r->dec_id_norm, ir);
+        if (ir)
+            continue;
+        ir = xmalloc(sizeof *ir);
+        ir->id = r->dec_id_norm;
+        ir->r = r;
+        HASH_ADD_KEYPTR(hh, byid, ir->id, strlen(ir->id), ir);
     }
     for (size_t i = 0; i < st->peer_left.n; i++) {
         peer_left_rec *p = &st->peer_left.v[i];
-        c = NULL;
-        if (p->id_norm) {
-            decision_rec *d;
-            HASH_FIND_STR(st->decision_by_id, p->id_norm, d);
-            if (d && d->group)
-                HASH_FIND_STR(st->comms, d->group, c);
-            for (rank_rec *r = st->ranks; r && !c; r = r->next)
-                if (r->dec_id_norm && strcmp(r->dec_id_norm, p->id_norm) == 0)
-                    c = comm_of(st, r);
-        }
-        if (!c)
-            c = comm_of_listen(st, p->host, p->pid, p->listen, NULL);
+        communicator *c = peer_left_comm(st, byid, p);
         if (!c)
             continue;
         p->group = xstrdup(c->group);
@@ -603,34 +780,38 @@ static void join_ipc(inspect_state *st)
             break;
         }
     }
+    HASH_ITER(hh, byid, ir, itmp) {
+        HASH_DEL(byid, ir);
+        free(ir);
+    }
+}
 
-    proc_ranks *byproc = NULL, *pr, *ptmp;
+/* ipc communicators: the root's ipc_peer_left records (on the decision id)
+ * and the ranks' ipc warnings, then whether a peer was lost while it ran. */
+static void join_ipc(inspect_state *st)
+{
+    communicator *c, *tmp;
+    HASH_ITER(hh, st->comms, c, tmp) {
+        for (size_t i = 0; i < c->nranks_rec; i++)
+            if (is_ipc_rank(c->ranks[i]))
+                c->ipc = 1;
+        if (c->ipc && strcmp(c->network, "-") == 0)
+            c->network = "ipc";
+    }
+    join_peer_left(st);
+
+    proc_ranks *byproc = NULL;
     for (rank_rec *r = st->ranks; r; r = r->next) {
         if (!is_ipc_rank(r))
             continue;
-        char *key = xasprintf("%s:%lld", r->host, r->pid);
-        HASH_FIND_STR(byproc, key, pr);
-        if (!pr) {
-            pr = xmalloc(sizeof *pr);
-            memset(pr, 0, sizeof *pr);
-            pr->key = key;
-            HASH_ADD_KEYPTR(hh, byproc, pr->key, strlen(pr->key), pr);
-        } else {
-            free(key);
-        }
-        VEC_RESERVE(*pr, 4);
-        pr->v[pr->n++] = r;
+        proc_ranks_add(&byproc, xasprintf("%s:%lld", r->host, r->pid), r);
+        proc_ranks_add(&byproc, xasprintf("%s:%lld %s", r->host, r->pid, r->group), r);
     }
     if (byproc)
         for (size_t i = 0; i < st->warnings.n; i++)
             if (is_ipc_warning(&st->warnings.v[i]))
                 join_ipc_warning(st, byproc, &st->warnings.v[i]);
-    HASH_ITER(hh, byproc, pr, ptmp) {
-        HASH_DEL(byproc, pr);
-        free(pr->key);
-        free(pr->v);
-        free(pr);
-    }
+    proc_ranks_free(&byproc);
 
     /* A peer was lost while the communicator ran: a rank lost it before its
      * own end, or some rank did not end it (died, exited without destroy).
@@ -761,6 +942,7 @@ static void summarize_decision(communicator *c)
 
 void inspect_group(inspect_state *st)
 {
+    inspect_errors_flush(st); /* the last file's bad lines, when a caller fed lines itself */
     size_t n = 0;
     for (rank_rec *r = st->ranks; r; r = r->next)
         n++;
@@ -772,8 +954,10 @@ void inspect_group(inspect_state *st)
     match_ends(st, byts, n);
     free(byts);
 
+    pid_comm *bypid = index_pid_comm(st);
     for (rank_rec *r = st->ranks; r; r = r->next)
-        join_network(st, r);
+        join_network(st, bypid, r);
+    pid_comm_free(&bypid);
     add_log_only_ranks(st);
     for (rank_rec *r = st->ranks; r; r = r->next) {
         r->proc = inspect_process(st, r->host, r->pid);

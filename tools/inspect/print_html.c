@@ -282,12 +282,16 @@ static void write_events(inspect_state *st, FILE *out, double t0, comm_idx *h)
 static void write_notes(inspect_state *st, FILE *out)
 {
     fputs(",\"errors\":[", out);
+    int first_error = 1;
     for (size_t i = 0; i < st->errors.n; i++) {
         input_error *e = &st->errors.v[i];
+        if (e->line > 0 && !e->fatal)
+            continue; /* on its file's line, as on stderr */
         char *s = e->line ? xasprintf("%s:%ld: %s", e->file, e->line, e->reason)
                           : xasprintf("%s: %s", e->file, e->reason);
-        if (i)
+        if (!first_error)
             putc(',', out);
+        first_error = 0;
         js(out, s);
         free(s);
     }

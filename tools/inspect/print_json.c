@@ -85,6 +85,7 @@ static json_t *jrank(rank_rec *r)
     json_object_set_new(o, "handle", jstr(r->handle));
     json_object_set_new(o, "api", jstr(r->api));
     json_object_set_new(o, "role", jstr(r->role));
+    json_object_set_new(o, "role_reason", jstr(r->role_reason));
     json_object_set_new(o, "purpose", jstr(r->purpose));
     json_object_set_new(o, "purpose_reason", jstr(r->purpose_reason));
     json_object_set_new(o, "action", jstr(r->action));
@@ -305,9 +306,9 @@ static void print_rendezvous_and_errors(jstream *js, inspect_state *st)
     js_array_open(js, "input_errors", 0);
     for (i = 0; i < st->errors.n; i++) {
         input_error *e = &st->errors.v[i];
-        js_elem(js, json_pack("{s:o,s:I,s:o,s:b}", "file", jstr(e->file), "line",
+        js_elem(js, json_pack("{s:o,s:I,s:o,s:b,s:I}", "file", jstr(e->file), "line",
                               (json_int_t)e->line, "reason", jstr(e->reason),
-                              "fatal", e->fatal));
+                              "fatal", e->fatal, "bad_lines", (json_int_t)e->bad_lines));
     }
     js_array_close(js);
 }

@@ -145,6 +145,10 @@ static void print_ranks(communicator *c, FILE *out)
                 r->purpose_reason ? r->purpose_reason : "no reason recorded",
                 r->network ? r->network : "-");
         free(comm);
+        /* why the process was taken for training or inference: where a typo
+         * in a setting or a title that matches no pattern shows */
+        if (r->role_reason)
+            fprintf(out, "          role: %s (%s)\n", r->role ? r->role : "?", r->role_reason);
         if (r->python0)
             fprintf(out, "          python: %s\n", r->python0);
         if (r->action)

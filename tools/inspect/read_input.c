@@ -82,19 +82,34 @@ static int is_blank(const char *s, size_t n)
     return 1;
 }
 
+/* A file already read, by device and inode: one named twice (directly and
+ * through its directory) must not give duplicate ranks. */
+typedef struct seen_file {
+    unsigned long long id[2];   /* st_dev, st_ino */
+    UT_hash_handle hh;
+} seen_file;
+
 static int already_read(inspect_state *st, const struct stat *sb)
 {
-    for (size_t i = 0; i + 1 < st->seen_files.n; i += 2)
-        if (st->seen_files.v[i] == (unsigned long long)sb->st_dev &&
-            st->seen_files.v[i + 1] == (unsigned long long)sb->st_ino)
-            return 1;
-    if (st->seen_files.n + 2 > st->seen_files.cap) {
-        st->seen_files.cap = st->seen_files.cap ? st->seen_files.cap * 2 : 16;
-        st->seen_files.v = xrealloc(st->seen_files.v, st->seen_files.cap * sizeof *st->seen_files.v);
-    }
-    st->seen_files.v[st->seen_files.n++] = (unsigned long long)sb->st_dev;
-    st->seen_files.v[st->seen_files.n++] = (unsigned long long)sb->st_ino;
+    unsigned long long id[2] = { (unsigned long long)sb->st_dev, (unsigned long long)sb->st_ino };
+    seen_file *f;
+    HASH_FIND(hh, st->seen_files, id, sizeof id, f);
+    if (f)
+        return 1;
+    f = xmalloc(sizeof *f);
+    memset(f, 0, sizeof *f);
+    memcpy(f->id, id, sizeof id);
+    HASH_ADD(hh, st->seen_files, id, sizeof f->id, f);
     return 0;
+}
+
+void inspect_inputs_free(inspect_state *st)
+{
+    seen_file *f, *tmp;
+    HASH_ITER(hh, st->seen_files, f, tmp) {
+        HASH_DEL(st->seen_files, f);
+        free(f);
+    }
 }
 
 static void read_file(inspect_state *st, const char *path, enum input_kind kind)
@@ -132,6 +147,7 @@ static void read_file(inspect_state *st, const char *path, enum input_kind kind)
         else
             inspect_feed_nccl_line(st, r->line, r->len);
     }
+    inspect_errors_flush(st);
     if (rc < 0)
         inspect_error(st, path, lineno + 1, 1, "read error: %s", strerror(errno));
     else if (nonblank == 0)

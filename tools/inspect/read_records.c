@@ -254,6 +254,72 @@ static void parse_comm_decision(ctx *c, json_t *d, rank_rec *r)
     r->dec_id_norm = norm_id(r->dec_id);
 }
 
+/*
+ * Non-blocking inits still in progress (result ncclInProgress, 7), by
+ * process and comm pointer, the latest last: a comm_init_end finishes the
+ * latest (NCCL reuses addresses), in constant time however many the process
+ * made before.
+ */
+typedef struct pending_init {
+    char *key;              /* "host:pid:comm" */
+    struct { rank_rec **v; size_t n, cap; } ranks;
+    UT_hash_handle hh;
+} pending_init;
+
+static char *pending_key(const char *host, long long pid, const char *comm_norm)
+{
+    return xasprintf("%s:%lld:%s", host, pid, comm_norm);
+}
+
+static void pending_push(inspect_state *st, rank_rec *r)
+{
+    char *key = pending_key(r->host, r->pid, r->comm_norm);
+    pending_init *p;
+    HASH_FIND_STR(st->pending_inits, key, p);
+    if (p) {
+        free(key);
+    } else {
+        p = xmalloc(sizeof *p);
+        memset(p, 0, sizeof *p);
+        p->key = key;
+        HASH_ADD_KEYPTR(hh, st->pending_inits, p->key, strlen(p->key), p);
+    }
+    VEC_RESERVE(p->ranks, 2);
+    p->ranks.v[p->ranks.n++] = r;
+}
+
+/* The latest pending init of that process and comm pointer, or NULL. */
+static rank_rec *pending_latest(inspect_state *st, const char *host, long long pid, const char *comm_norm)
+{
+    char *key = pending_key(host, pid, comm_norm);
+    pending_init *p;
+    HASH_FIND_STR(st->pending_inits, key, p);
+    free(key);
+    return p && p->ranks.n ? p->ranks.v[p->ranks.n - 1] : NULL;
+}
+
+/* r, the latest pending of its key, is no longer in progress. */
+static void pending_pop(inspect_state *st, const rank_rec *r)
+{
+    char *key = pending_key(r->host, r->pid, r->comm_norm);
+    pending_init *p;
+    HASH_FIND_STR(st->pending_inits, key, p);
+    free(key);
+    if (p && p->ranks.n && p->ranks.v[p->ranks.n - 1] == r)
+        p->ranks.n--;
+}
+
+void inspect_records_free(inspect_state *st)
+{
+    pending_init *p, *tmp;
+    HASH_ITER(hh, st->pending_inits, p, tmp) {
+        HASH_DEL(st->pending_inits, p);
+        free(p->key);
+        free(p->ranks.v);
+        free(p);
+    }
+}
+
 static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long long tid, double ts)
 {
     rank_rec *r = xmalloc(sizeof *r);
@@ -334,6 +400,8 @@ static void feed_comm(ctx *c, json_t *o, const char *host, long long pid, long l
     *c->st->ranks_tail = r;
     c->st->ranks_tail = &r->next;
     c->st->nrecords++;
+    if (r->result == 7 && r->comm_norm)
+        pending_push(c->st, r);
 }
 
 /* How a non-blocking init ended (result ncclInProgress in its comm record):
@@ -347,12 +415,10 @@ static void feed_comm_init_end(ctx *c, json_t *o, const char *host, long long pi
     char *result_str = get_str(c, o, "result_str", 0);
     long long dev = get_int(c, o, "cuda_device", 0, -1, NULL);
     char *norm = (!c->bad && comm) ? norm_comm_ptr(comm) : NULL;
-    rank_rec *hit = NULL;
-    for (rank_rec *r = c->st->ranks; norm && r; r = r->next)
-        if (r->pid == pid && r->result == 7 && r->comm_norm && strcmp(r->comm_norm, norm) == 0 &&
-            r->host && strcmp(r->host, host) == 0)
-            hit = r; /* the latest: an address NCCL reused */
+    rank_rec *hit = norm ? pending_latest(c->st, host, pid, norm) : NULL; /* the latest: an address NCCL reused */
     if (hit) {
+        if (result != 7)
+            pending_pop(c->st, hit);
         hit->result = result;
         free(hit->result_str);
         hit->result_str = result_str;

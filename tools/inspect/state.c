@@ -168,6 +168,8 @@ void inspect_free(inspect_state *st)
         free(st->errors.v[i].reason);
     }
     free(st->errors.v);
+    free(st->bad.file);
+    free(st->bad.shown);
     communicator *c, *ctmp;
     HASH_ITER(hh, st->comms, c, ctmp) {
         HASH_DEL(st->comms, c);
@@ -185,35 +187,126 @@ void inspect_free(inspect_state *st)
         free(c);
     }
     free(st->sorted);
-    free(st->seen_files.v);
+    inspect_inputs_free(st);
+    inspect_records_free(st);
     free(st);
 }
 
-/* Reported on stderr as it happens (operators watch long runs) and kept for
- * --json. */
+/* A reason's longest length (escaped): a line of garbage must not make a
+ * screenful, and the first few are enough to see what the file is. */
+#define REASON_MAX 120
+
+/* Bytes from the input (jansson quotes the text near a JSON error) as text
+ * that cannot disturb a terminal: printable ASCII as is, the rest as \xNN;
+ * cut to `max` characters, "..." marking the cut. */
+static char *escape_cut(const char *s, size_t max)
+{
+    size_t cap = max + 8, n = 0;
+    char *out = xmalloc(cap);
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        int plain = *p >= 0x20 && *p < 0x7f && *p != '\\';
+        if (n + (plain ? 1 : 4) > max) {
+            memcpy(out + n, "...", 4);
+            return out;
+        }
+        if (plain)
+            out[n++] = (char)*p;
+        else
+            n += (size_t)snprintf(out + n, cap - n, "\\x%02x", *p);
+    }
+    out[n] = '\0';
+    return out;
+}
+
+/* Keeps an error for --json, --html and --check; takes `reason`. */
+static input_error *keep_error(inspect_state *st, const char *file, long line, int fatal, char *reason)
+{
+    VEC_RESERVE(st->errors, 8);
+    input_error *e = &st->errors.v[st->errors.n++];
+    memset(e, 0, sizeof *e);
+    e->file = xstrdup(file);
+    e->line = line;
+    e->reason = reason;
+    e->fatal = fatal;
+    return e;
+}
+
+/* One more bad line of `file`: counted; the first few kept with their reason. */
+static void tally_bad_line(inspect_state *st, const char *file, long line, char *reason)
+{
+    bad_lines *b = &st->bad;
+    if (b->file && strcmp(b->file, file) != 0)
+        inspect_errors_flush(st);
+    if (!b->file) {
+        b->file = xstrdup(file);
+        b->first = line;
+    }
+    b->count++;
+    if (strncmp(reason, "truncated last line", 19) == 0)
+        b->cut = 1;
+    if (b->nshown >= INSPECT_BAD_LINES_SHOWN) {
+        free(reason);
+        return;
+    }
+    char *shown = xasprintf("%s%sline %ld: %s", b->shown ? b->shown : "", b->shown ? "; " : "", line, reason);
+    free(b->shown);
+    b->shown = shown;
+    b->nshown++;
+    keep_error(st, file, line, 0, reason);
+}
+
+void inspect_errors_flush(inspect_state *st)
+{
+    bad_lines *b = &st->bad;
+    if (!b->file)
+        return;
+    long more = b->count - b->nshown;
+    char *more_s = more > 0 ? xasprintf("; and %ld more", more) : xstrdup("");
+    input_error *e = keep_error(st, b->file, 0, 0, xasprintf("%ld bad line%s skipped: %s%s", b->count,
+                                                             b->count == 1 ? "" : "s", b->shown, more_s));
+    free(more_s);
+    e->bad_lines = b->count;
+    e->first_bad = b->first;
+    e->cut_only = b->count == 1 && b->cut;
+    char *file = escape_cut(b->file, 4 * REASON_MAX);
+    fprintf(stderr, "%s: %s\n", file, e->reason);
+    free(file);
+    free(b->file);
+    free(b->shown);
+    memset(b, 0, sizeof *b);
+}
+
+/* A bad line is counted, and reported with the others of its file once the
+ * file is read (inspect_errors_flush): one line a file, however many; any
+ * other error on stderr as it happens (operators watch long runs).  All are
+ * kept for --json. */
 void inspect_error(inspect_state *st, const char *file, long line, int fatal, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
-    char *reason = xmalloc(n > 0 ? (size_t)n + 1 : 1);
-    reason[0] = '\0';
+    char *raw = xmalloc(n > 0 ? (size_t)n + 1 : 1);
+    raw[0] = '\0';
     if (n > 0) {
         va_start(ap, fmt);
-        vsnprintf(reason, (size_t)n + 1, fmt, ap);
+        vsnprintf(raw, (size_t)n + 1, fmt, ap);
         va_end(ap);
     }
+    char *reason = escape_cut(raw, REASON_MAX);
+    free(raw);
+    if (line > 0 && !fatal) {
+        tally_bad_line(st, file, line, reason);
+        return;
+    }
+    inspect_errors_flush(st);
+    char *f = escape_cut(file, 4 * REASON_MAX);
     if (line > 0)
-        fprintf(stderr, "%s:%ld: %s\n", file, line, reason);
+        fprintf(stderr, "%s:%ld: %s\n", f, line, reason);
     else
-        fprintf(stderr, "%s: %s\n", file, reason);
-    VEC_RESERVE(st->errors, 8);
-    input_error *e = &st->errors.v[st->errors.n++];
-    e->file = xstrdup(file);
-    e->line = line;
-    e->reason = reason;
-    e->fatal = fatal;
+        fprintf(stderr, "%s: %s\n", f, reason);
+    free(f);
+    keep_error(st, file, line, fatal, reason);
 }
 
 process *inspect_process(inspect_state *st, const char *host, long long pid)
