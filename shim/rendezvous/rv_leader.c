@@ -51,6 +51,11 @@
 
 #define ADMIT 'A'
 #define FULL 'F'
+/* Connections a leader makes again when the one above closes before saying
+ * anything (as a rank does, rv_client.c HELLO_TRIES): the root may have
+ * taken it for a stranger before its first frame came in, and forgot what had
+ * come on it. */
+#define LEADER_REJOINS 3
 
 int rv_fanin(int nranks)
 {
@@ -120,13 +125,16 @@ struct leader {
     char myaddr[RV_ADDR_LEN];           /* tfd's address, said in every HELLO forwarded ("": none) */
     int kids, next_kid;                 /* other hosts' leaders taken; where the next search starts */
     int redirects;                      /* REDIRECTs followed (bounded: no loops) */
+    int above;                          /* who rfd reaches: 0 the root, 1 a leader the root sent it to */
+    int heard;                          /* a frame has come from above on rfd */
+    int rejoins;                        /* connections made again after one closed before any word */
     uint8_t *sent;                      /* every HELLO forwarded, as sent: said again after a REDIRECT */
     size_t sentlen, sentcap;
     int paused;                         /* a limit was hit: accept no more */
     int cap, nm;
     struct member *m;
     uint8_t token[RV_TOKEN_LEN];
-    struct sockaddr_storage root;
+    struct sockaddr_storage root;       /* where rfd reaches (above: the root, or a leader it sent this one to) */
     socklen_t rootlen;
     char rootstr[80];
     int timeout_ms;
@@ -143,6 +151,14 @@ struct leader {
 /* The leaders running in this process: what a fork's child must close. */
 static pthread_mutex_t g_leaders_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct leader *g_leaders;
+
+/* Who rfd reaches, for messages: a parent leader is not the root. */
+static const char *above(const struct leader *L)
+{
+    return L->above ? "its parent leader (another host's, where the root sent it)" : "the root";
+}
+
+static int connect_root(struct leader *L);
 
 static void close_member(struct member *mb)
 {
@@ -287,8 +303,8 @@ static int redirect_kid(struct leader *L, struct member *mb)
     return 0;
 }
 
-/* A member's message. */
-static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *frame, size_t len)
+/* A member's message: 1 once the rendezvous is over for this leader (it gave up). */
+static int on_member_frame(struct leader *L, struct member *mb, const uint8_t *frame, size_t len)
 {
     char err[256] = "wrong token", why[RV_REASON_LEN];
     struct rv_msg *m = L->msg;
@@ -296,20 +312,20 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
         /* Not a rank of this ID: it never spoke for a rank, so it is dropped silently. */
         if (mb->rank < 0) {
             close_member(mb);
-            return;
+            return 0;
         }
         snprintf(why, sizeof(why), "rank %d sent its host's leader a bad message (%s): passthrough for all",
                  mb->rank, err);
         close_member(mb);
         abort_root(L, why);
-        return;
+        return 0;
     }
     if (m->type == RV_HELLO && mb->rank < 0 && mb->tcp && !m->leader_pid) {
         close_member(mb); /* the TCP listener takes only other hosts' leaders */
-        return;
+        return 0;
     }
     if (m->type == RV_HELLO && mb->rank < 0 && m->leader_pid && redirect_kid(L, mb))
-        return;
+        return 0;
     if (m->type == RV_HELLO && (mb->rank < 0 || mb->is_leader)) {
         rv_fault("leader-hello");
         if (mb->rank < 0) {
@@ -319,6 +335,10 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
             L->kids += mb->is_leader;
             snprintf(mb->addr, sizeof(mb->addr), "%s", m->leader_addr);
         }
+        /* Something to forward: now the root is reached, and its first frame
+         * follows the connect at once. */
+        if (connect_root(L) != 0)
+            return 1;
         m->leader_pid = L->pid;
         snprintf(m->leader_addr, sizeof(m->leader_addr), "%s", L->myaddr);
     } else if (m->type == RV_VOTE && mb->rank >= 0) {
@@ -329,16 +349,46 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
                  "for all", mb->rank, (int)m->type);
         close_member(mb);
         abort_root(L, why);
-        return;
+        return 0;
     }
     size_t n = encode(L, m);
     if (n && m->type == RV_HELLO && keep_sent(L, n) != 0)
         n = 0;
-    if (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0) {
-        snprintf(why, sizeof(why), "the host's leader (pid %u) could not forward rank %d's message to the root at "
-                 "%s: %s", (unsigned)L->pid, mb->rank, L->rootstr, n ? strerror(errno) : "it does not encode");
+    if (L->rfd >= 0 && (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0)) {
+        snprintf(why, sizeof(why), "the host's leader (pid %u) could not forward rank %d's message to %s at "
+                 "%s: %s", (unsigned)L->pid, mb->rank, above(L), L->rootstr, n ? strerror(errno) : "it does not encode");
         abort_root(L, why);
     }
+    return 0;
+}
+
+/*
+ * Connects to `to` in place of rfd and says every HELLO forwarded so far
+ * again: 0, or -1 with the reason in err (rfd unchanged).
+ */
+static int reconnect(struct leader *L, const struct sockaddr_storage *to, socklen_t tolen, char *err, size_t errlen)
+{
+    int fd = rv_connect((const struct sockaddr *)to, tolen, shim_mono_us() + 5000000, err, errlen);
+    if (fd < 0)
+        return -1;
+    if (L->sentlen && rv_send_bytes(fd, L->sent, L->sentlen, shim_mono_us() + 5000000) != 0) {
+        snprintf(err, errlen, "saying its HELLOs again: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    pthread_mutex_lock(&g_leaders_lock);
+    if (L->rfd >= 0)
+        close(L->rfd);
+    L->rfd = fd;
+    pthread_mutex_unlock(&g_leaders_lock);
+    free(L->rrd.buf);
+    L->rrd = (struct reader){ 0, 0, { 0 }, NULL };
+    L->heard = 0;
+    if (to != &L->root) {
+        memcpy(&L->root, to, tolen);
+        L->rootlen = tolen;
+    }
+    return 0;
 }
 
 /*
@@ -351,27 +401,41 @@ static int follow_redirect(struct leader *L, const char *to)
     char err[300], why[RV_REASON_LEN];
     struct sockaddr_storage ss;
     socklen_t sl = rv_addr_parse(to, &ss);
-    int fd = -1;
-    if (sl && ++L->redirects <= 8)
-        fd = rv_connect((struct sockaddr *)&ss, sl, shim_mono_us() + 5000000, err, sizeof(err));
-    else
-        snprintf(err, sizeof(err), "%s", sl ? "sent on more than 8 times" : "not an address");
-    if (fd >= 0 && L->sentlen && rv_send_bytes(fd, L->sent, L->sentlen, shim_mono_us() + 5000000) != 0)
-        snprintf(err, sizeof(err), "saying its HELLOs again: %s", strerror(errno));
-    else if (fd >= 0) {
-        pthread_mutex_lock(&g_leaders_lock);
-        close(L->rfd);
-        L->rfd = fd;
-        pthread_mutex_unlock(&g_leaders_lock);
-        free(L->rrd.buf);
-        L->rrd = (struct reader){ 0, 0, { 0 }, NULL };
-        snprintf(L->rootstr, sizeof(L->rootstr), "%s", to); /* a leader the root sent it to */
+    if (sl && ++L->redirects <= 8 && reconnect(L, &ss, sl, err, sizeof(err)) == 0) {
+        snprintf(L->rootstr, sizeof(L->rootstr), "%s", to);
+        L->above = 1;
         return 0;
     }
-    if (fd >= 0)
-        close(fd);
+    if (!sl || L->redirects > 8)
+        snprintf(err, sizeof(err), "%s", sl ? "sent on more than 8 times" : "not an address");
     snprintf(why, sizeof(why), "the host's leader (pid %u) was sent to another host's leader at %s and could not "
              "join it (%s): passthrough", (unsigned)L->pid, to, err);
+    give_up(L, why);
+    return 1;
+}
+
+/*
+ * The connection above closed (`how`) before any word came on it: connect
+ * again, up to LEADER_REJOINS times (LEADER_REJOINS).  0 having done so, or 1
+ * having given up (its ranks ask the root: rv_client.c).
+ */
+static int rejoin(struct leader *L, const char *how)
+{
+    char err[300], why[RV_REASON_LEN];
+    if (!L->heard && L->rejoins < LEADER_REJOINS) {
+        L->rejoins++;
+        shim_warn("rendezvous", "the host's leader (pid %u): %s at %s closed its connection before any answer (%.200s); "
+                  "connecting again (attempt %d of %d)", (unsigned)L->pid, above(L), L->rootstr, how,
+                  L->rejoins + 1, LEADER_REJOINS + 1);
+        if (reconnect(L, &L->root, L->rootlen, err, sizeof(err)) == 0)
+            return 0;
+        snprintf(why, sizeof(why), "the host's leader (pid %u) lost %s at %s (%.200s) and could not connect again (%.200s): "
+                 "passthrough", (unsigned)L->pid, above(L), L->rootstr, how, err);
+    } else {
+        snprintf(why, sizeof(why), "the host's leader (pid %u) lost %s at %s (%.200s) before its final answer%s: "
+                 "passthrough", (unsigned)L->pid, above(L), L->rootstr, how,
+                 L->heard ? "" : " (it had dropped this leader's connection every time)");
+    }
     give_up(L, why);
     return 1;
 }
@@ -390,11 +454,12 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     if (!bad && m->type == RV_REDIRECT)
         return follow_redirect(L, m->u.to);
     if (bad) {
-        snprintf(why, sizeof(why), "the host's leader (pid %u) got a bad answer from the root at %s (%s): "
-                 "passthrough", (unsigned)L->pid, L->rootstr, bad);
+        snprintf(why, sizeof(why), "the host's leader (pid %u) got a bad answer from %s at %s (%s): "
+                 "passthrough", (unsigned)L->pid, above(L), L->rootstr, bad);
         give_up(L, why);
         return 1;
     }
+    L->heard = 1;
     int final = m->type == RV_COMMIT || (m->type == RV_DECISION && m->u.verdict.final);
     /* The root's bytes as they came: every member checks the same token. */
     memcpy(L->frame, frame, len);
@@ -530,6 +595,8 @@ static void open_tcp(struct leader *L)
 /* Connects to the root: 0, or -1 having given up (its ranks told why). */
 static int connect_root(struct leader *L)
 {
+    if (L->rfd >= 0)
+        return 0;
     char err[400], why[RV_REASON_LEN];
     /* Before its ranks stop waiting to be admitted (rv_leader_join: the same
      * bound, from their arrival): they then hear from it why. */
@@ -539,8 +606,10 @@ static int connect_root(struct leader *L)
     pthread_mutex_lock(&g_leaders_lock);
     L->rfd = rfd;
     pthread_mutex_unlock(&g_leaders_lock);
-    if (L->rfd >= 0)
+    if (L->rfd >= 0) {
+        open_tcp(L);
         return 0;
+    }
     int e = errno;
     if (rv_is_limit(e))
         rv_limit_reason(e, "a host's leader", "connecting to the root", why, sizeof(why));
@@ -590,10 +659,11 @@ static int read_ready(struct leader *L, int who)
             break;
         if (who == -2) {
             if (r < 0) {
-                snprintf(why, sizeof(why), "the host's leader (pid %u) lost the root at %s (%s) before its "
-                         "final answer: passthrough", (unsigned)L->pid, L->rootstr, err);
-                give_up(L, why);
-                return 1;
+                if (rejoin(L, err))
+                    return 1;
+                fd = L->rfd;
+                rd = &L->rrd;
+                continue;
             }
             int done = on_root_frame(L, frame, len);
             free(frame);
@@ -615,8 +685,10 @@ static int read_ready(struct leader *L, int who)
             }
             break;
         }
-        on_member_frame(L, mb, frame, len);
+        int over = on_member_frame(L, mb, frame, len);
         free(frame);
+        if (over)
+            return 1;
         fd = mb->fd;
     }
     return 0;
@@ -661,22 +733,29 @@ static void *lead(void *arg)
         give_up(L, why);
         goto out;
     }
-    if (connect_root(L) != 0)
-        goto out;
-    open_tcp(L);
+    /* The root is reached only when there is something to forward
+     * (connect_root, from on_member_frame): a connection that shows nothing
+     * would be a stranger to it (rv_session.h, "Admission"). */
     for (;;) {
         uint64_t now = shim_mono_us();
-        if (now >= deadline && !L->aborted) {
+        if (now >= deadline && L->rfd < 0) {
+            /* Nothing went up: nobody's HELLO depends on the root's word. */
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no HELLO to forward within %d ms "
+                     "(NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s", (unsigned)L->pid, L->timeout_ms);
+            give_up(L, why);
+            goto out;
+        } else if (now >= deadline && !L->aborted) {
             /* A request, not a decision: the root's COMMIT may be on its way. */
-            snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from the root at %s within "
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from %s at %s within "
                      "%d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s: passthrough for all", (unsigned)L->pid,
-                     L->rootstr, L->timeout_ms);
+                     above(L), L->rootstr, L->timeout_ms);
             abort_root(L, why);
             deadline = now + LEADER_GRACE_US;
         } else if (now >= deadline) {
-            /* The root took no notice: its ranks ask it themselves (rv_ask.c). */
-            snprintf(why, sizeof(why), "the host's leader (pid %u) had no answer from the root at %s to its ABORT "
-                     "within 2 s", (unsigned)L->pid, L->rootstr);
+            /* No answer: its ranks ask the root themselves (rv_ask.c). */
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no answer from %s at %s to its ABORT "
+                     "within 2 s (that process is stopped or starved of CPU)", (unsigned)L->pid, above(L),
+                     L->rootstr);
             give_up(L, why);
             goto out;
         }

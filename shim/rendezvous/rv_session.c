@@ -7,6 +7,7 @@
 #include "rv_session.h"
 
 #include "clock.h"
+#include "config.h"
 #include "record.h"
 #include "rv_io.h"
 
@@ -79,7 +80,7 @@ void rv_settle(struct rv_session *s)
             rv_close_conn(c);
     }
     s->state = ST_ANSWER;
-    s->answer_until = shim_mono_us() + RV_LINGER_US;
+    s->answer_until = shim_mono_us() + (uint64_t)shim_config()->rendezvous_timeout_ms * 1000 + RV_LINGER_US;
 }
 
 void rv_drop_quietly(struct rv_session *s, struct rv_conn *c)
