@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "record.h"
 #include "rv_decide.h"
+#include "rv_fault.h"
 #include "rv_io.h"
 #include "rv_limits.h"
 #include "rv_server_record.h"
@@ -161,5 +162,7 @@ void rv_on_acceptable(struct rv_session *s)
         }
         /* What it sent is often there already: a rank's HELLO, or a flood's garbage. */
         rv_on_readable(s, c);
+        if (n == 0)
+            rv_fault_once("root-stall");
     }
 }

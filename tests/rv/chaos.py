@@ -15,7 +15,9 @@ Faults (one per trial, at a random moment unless said):
   kill-rank     SIGKILL a rank's process
   stop-rank     SIGSTOP a rank's process for 0.5..T+8 s, then SIGCONT
   stop-leader   SIGSTOP a host's leader's process (found by its abstract socket)
-                once its host's HELLOs went up, for T+4..T+10 s
+                once its host's HELLOs went up (0.25..0.5 T; a rank of the
+                last host comes late, at 0.8 T, so the decision waits), for
+                T+4..T+10 s
   stop-parent   the same, to a leader that holds other hosts' leaders (the tree)
   kill-leader   SIGKILL a host's leader's process
   stop-root     SIGSTOP the root's process for --stall s (default 2) at 0..0.5 s
@@ -29,7 +31,7 @@ Faults (one per trial, at a random moment unless said):
 Prints one line per trial and a summary; exit status 1 if any trial broke
 the invariant.  tests/t/42-rv-chaos.t runs short ones; `make chaos` a long run.
 """
-import argparse, json, os, random, re, signal, subprocess, sys, tempfile, threading, time
+import argparse, json, os, random, re, shutil, signal, subprocess, sys, tempfile, threading, time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, ".."))
@@ -153,7 +155,7 @@ class Trial:
                         prefix = ("unshare", "-n")
                     elif self.fault in ("stop-leader", "stop-parent", "kill-leader"):
                         # Late, so that the decision waits while the leader is stopped.
-                        late = "connect=%d" % int(self.a.timeout_ms * 0.6)
+                        late = "connect=%d" % int(self.a.timeout_ms * 0.8)
                         extra_fault = ",".join(filter(None, [self.a.fault_env, late]))
                 extra = {"NCCLSHIM_HOSTNAME": "h%d" % h, "NCCLSHIM_ROLE": "training" if h == 0 else "inference",
                          "MANY_RANKS_START_AT": str(int(start_at * 1e9))}
@@ -217,7 +219,7 @@ class Trial:
                 ls = {pid: n for pid, n in ls.items() if tcp_established(pid) > 1}
             late_host = {pr.pid: h for h, _, _, pr in self.procs}[self.victim.pid]
             ls = {pid: n for pid, n in ls.items() if {pr.pid: h for h, _, _, pr in self.procs}[pid] != late_host}
-            if ls and time.monotonic() >= self.start_mono + 0.3:
+            if ls and time.monotonic() >= self.start_mono + 0.2 * self.T:
                 return self.rng.choice(sorted(ls))
             time.sleep(0.02)
         return None
@@ -243,7 +245,8 @@ class Trial:
             if pid is None:
                 self.note = "no leader found"
                 return
-            self.sleep_until(rng.uniform(0.3, 1.0))
+            # Before the late rank arrives (0.8 T): the decision waits for it.
+            self.sleep_until(rng.uniform(0.25 * T, 0.5 * T))
             if f == "kill-leader":
                 self.sig(pid, signal.SIGKILL)
                 self.killed.add(pid)
@@ -335,6 +338,7 @@ def main():
     ap.add_argument("--nofile", type=int, default=1024, help="every process's ulimit -n")
     ap.add_argument("--want", default=None, help="the action a trial without a harmful fault must take")
     ap.add_argument("--json", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="keep the records of trials that passed")
     a = ap.parse_args()
     if a.lead is None:
         a.lead = 1.0 + a.hosts * a.per * (0.004 if a.threads else 0.012)
@@ -365,7 +369,10 @@ def main():
             (" PROBLEMS: %s root: %s kinds: %s stderr: %s" % (res["problems"], res["root"], res["fallback_kinds"],
                                                              res.get("stderr"))) if res["problems"] else ""),
               flush=True)
-    print("# %d of %d trials broke the invariant (seed %d)" % (bad, a.trials, seed))
+    print("# %d of %d trials broke the invariant (seed %d)%s" % (bad, a.trials, seed,
+          ", records kept in " + tmp if bad or a.keep else ""))
+    if not bad and not a.keep:
+        shutil.rmtree(tmp, ignore_errors=True)
     return 1 if bad else 0
 
 
