@@ -398,9 +398,9 @@ void rv_limit_fall_back(struct rv_session *s, const char *cause)
     for (int i = 0; i < s->nconns; i++) {
         struct rv_conn *c = &s->conns[i];
         int unheard = c->fd >= 0 && c->rank < 0 && !c->told;
-        if (unheard && (c->have || c->need) && c->anon_slot < 0 && s->lfd >= 0)
+        if (unheard && c->rd.have && c->anon_slot < 0 && s->lfd >= 0)
             continue;
-        if (arriving && unheard && !c->have && !c->need) {
+        if (arriving && unheard && !c->rd.have) {
             arriving[n++] = c->fd;
             c->fd = -1; /* answer_final closes it */
         }

@@ -27,6 +27,7 @@
 #include "rv_fault.h"
 #include "rv_io.h"
 #include "rv_limits.h"
+#include "rv_reader.h"
 #include "rv_session.h"
 #include "worker.h"
 
@@ -62,48 +63,19 @@ int rv_fanin(int nranks)
     return nranks > shim_config()->rendezvous_fanin;
 }
 
-/* A frame read bit by bit from a non-blocking socket. */
-struct reader {
-    size_t have;
-    long need;                          /* the frame's length once the header is in, else 0 */
-    uint8_t head[RV_HEADER_LEN];
-    uint8_t *buf;
-};
-
 /* 1: a whole frame in *frame (the caller frees it); 0: nothing whole yet; -1: closed or bad (err). */
-static int read_frame(int fd, struct reader *r, uint8_t **frame, size_t *len, char *err, size_t errlen)
+static int read_frame(int fd, struct rv_reader *r, uint8_t **frame, size_t *len, char *err, size_t errlen)
 {
     for (;;) {
-        uint8_t *dst = r->need ? r->buf + r->have : r->head + r->have;
-        size_t want = r->need ? (size_t)r->need - r->have : RV_HEADER_LEN - r->have;
-        ssize_t n = recv(fd, dst, want, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return 0;
-        if (n <= 0) {
-            snprintf(err, errlen, "%s", n == 0 ? "connection closed" : strerror(errno));
-            return -1;
-        }
-        r->have += (size_t)n;
-        if (!r->need) {
-            if (r->have < RV_HEADER_LEN)
-                continue;
-            long total = rv_frame_length(r->head, r->have, err, errlen);
-            if (total <= 0)
-                return -1;
-            if (!(r->buf = malloc((size_t)total))) {
-                snprintf(err, errlen, "out of memory for a message");
-                return -1;
-            }
-            memcpy(r->buf, r->head, RV_HEADER_LEN);
-            r->need = total;
-        }
-        if (r->have == (size_t)r->need) {
-            *frame = r->buf;
-            *len = r->have;
-            r->buf = NULL;
-            r->need = 0;
-            r->have = 0;
+        switch (rv_read_step(fd, r, frame, len, err, errlen)) {
+        case RV_READ_FRAME:
             return 1;
+        case RV_READ_MORE:
+            continue;
+        case RV_READ_WAIT:
+            return 0;
+        default:
+            return -1;
         }
     }
 }
@@ -112,7 +84,7 @@ struct member {
     int fd;
     int rank;                           /* -1 until its HELLO; another host's leader: its first rank */
     uint32_t pid;
-    struct reader rd;
+    struct rv_reader rd;
     int tcp;                            /* came to the TCP listener: another host's leader, or nobody */
     int is_leader;                      /* another host's leader (its HELLOs carry leader_pid) */
     char addr[RV_ADDR_LEN];             /* such a leader's: where it takes leaders */
@@ -143,7 +115,7 @@ struct leader {
     int aborted;                        /* an ABORT went to the root: send no second one */
     int slot;                           /* of its name */
     int turned_away;                    /* ranks answered FULL */
-    struct reader rrd;
+    struct rv_reader rrd;
     struct rv_msg *msg;                 /* scratch */
     uint8_t *frame;                     /* scratch, RV_MAX_FRAME */
 };
@@ -167,8 +139,7 @@ static void close_member(struct member *mb)
         close(mb->fd);
     mb->fd = -1;
     pthread_mutex_unlock(&g_leaders_lock);
-    free(mb->rd.buf);
-    mb->rd.buf = NULL;
+    rv_reader_reset(&mb->rd);
 }
 
 /* Encodes `m` into the leader's scratch frame: its length, 0 if it does not encode. */
@@ -381,8 +352,7 @@ static int reconnect(struct leader *L, const struct sockaddr_storage *to, sockle
         close(L->rfd);
     L->rfd = fd;
     pthread_mutex_unlock(&g_leaders_lock);
-    free(L->rrd.buf);
-    L->rrd = (struct reader){ 0, 0, { 0 }, NULL };
+    rv_reader_reset(&L->rrd);
     L->heard = 0;
     if (to != &L->root) {
         memcpy(&L->root, to, tolen);
@@ -506,7 +476,7 @@ static void accept_members(struct leader *L)
         int fd = accept4(L->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), admitted = 0;
         if (fd >= 0 && L->nm < L->cap) {
             L->m[L->nm].fd = fd; /* listed before a fork can see it */
-            L->m[L->nm].rd = (struct reader){ 0, 0, { 0 }, NULL };
+            L->m[L->nm].rd = (struct rv_reader){ 0, 0, { 0 }, NULL };
             L->m[L->nm].rank = -1;
             L->m[L->nm].pid = 0;
             L->nm++;
@@ -649,7 +619,7 @@ static int watch_set(const struct leader *L, struct pollfd *pfd, int *idx)
 static int read_ready(struct leader *L, int who)
 {
     char err[400], why[RV_REASON_LEN];
-    struct reader *rd = who == -2 ? &L->rrd : &L->m[who].rd;
+    struct rv_reader *rd = who == -2 ? &L->rrd : &L->m[who].rd;
     int fd = who == -2 ? L->rfd : L->m[who].fd;
     for (int loops = 0; fd >= 0 && loops < 64; loops++) {
         uint8_t *frame = NULL;
@@ -713,7 +683,7 @@ static void leader_free(struct leader *L)
             break;
         }
     pthread_mutex_unlock(&g_leaders_lock);
-    free(L->rrd.buf);
+    rv_reader_reset(&L->rrd);
     free(L->sent);
     free(L->m);
     free(L->msg);

@@ -38,8 +38,7 @@ void rv_reject(struct rv_session *s, struct rv_conn *c, enum rej cause, const ch
     }
     close(c->fd);
     c->fd = -1;
-    free(c->buf);
-    c->buf = NULL;
+    rv_reader_reset(&c->rd);
     if (c->rank >= 0 && s->state == ST_WAIT_HELLO) {
         /* A rank that leaves before the decision is missing again (a leader's ranks too). */
         int idx = (int)(c - s->conns);
@@ -99,8 +98,7 @@ void rv_close_conn(struct rv_conn *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
-    free(c->buf);
-    c->buf = NULL;
+    rv_reader_reset(&c->rd);
 }
 
 void rv_session_free(struct rv_session *s)

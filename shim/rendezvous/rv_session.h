@@ -10,6 +10,7 @@
 #define NCCLSHIM_RV_SESSION_H
 
 #include "policy/decide.h"
+#include "rv_reader.h"
 #include "rv_wire.h"
 
 #include <stdint.h>
@@ -100,10 +101,7 @@ struct rv_conn {
     int rank;                           /* -1 until its HELLO; a leader's: its first rank */
     uint32_t leader_pid;                /* a host's leader (rv_leader.c): it speaks for several ranks */
     int told;                           /* sent ABORT: owed the final verdict although it named no rank */
-    size_t have;                        /* bytes of the current frame received */
-    long need;                          /* its length once the header is in, else 0 */
-    uint8_t head[RV_HEADER_LEN];
-    uint8_t *buf;                       /* the frame, once its length is known */
+    struct rv_reader rd;                /* the frame coming in */
     char peer[80];
     uint64_t accepted_us;
     int anon_slot;                      /* index in the session's anon[] while anonymous, else -1 */

@@ -140,7 +140,12 @@ class Trial:
         start_at = time.time() + a.lead
         self.start_mono = time.monotonic() + a.lead
         self.procs = []               # (host, first rank, count, Popen)
-        odd = self.rng.randrange(nranks) if per_rank(self.fault) else nranks - 1 - self.rng.randrange(a.per)  # the rank a per-rank fault hits
+        # The rank a per-rank fault hits; a leader fault makes it late instead.
+        odd = self.rng.randrange(nranks) if per_rank(self.fault) else nranks - 1 - self.rng.randrange(a.per)
+        # Half the per-rank faults also get a late rank (another process), so
+        # that the rendezvous is still open when the fault comes.
+        slow = (nranks - 1 if odd != nranks - 1 else 0) if per_rank(self.fault) and self.rng.random() < 0.5 else -1
+        late = "connect=%d" % int(self.a.timeout_ms * 0.8)
         outs = {}
         for h in range(a.hosts):
             ranks = [(h * a.per, a.per)] if a.threads else [(h * a.per + i, 1) for i in range(a.per)]
@@ -155,8 +160,10 @@ class Trial:
                         prefix = ("unshare", "-n")
                     elif self.fault in ("stop-leader", "stop-parent", "kill-leader"):
                         # Late, so that the decision waits while the leader is stopped.
-                        late = "connect=%d" % int(self.a.timeout_ms * 0.8)
                         extra_fault = ",".join(filter(None, [self.a.fault_env, late]))
+                if slow in range(first, first + count) and odd not in range(first, first + count):
+                    extra_fault = ",".join(filter(None, [self.a.fault_env, late]))
+                    self.note = "a late rank; "
                 extra = {"NCCLSHIM_HOSTNAME": "h%d" % h, "NCCLSHIM_ROLE": "training" if h == 0 else "inference",
                          "MANY_RANKS_START_AT": str(int(start_at * 1e9))}
                 if extra_fault:
@@ -233,7 +240,7 @@ class Trial:
             self.sig(self.root.pid, signal.SIGSTOP)
             time.sleep(self.a.stall)
             self.sig(self.root.pid, signal.SIGCONT)
-            self.note = "root stopped %.1f s" % self.a.stall
+            self.note += "root stopped %.1f s" % self.a.stall
             return
         if f == "kill-root":
             self.sleep_until(rng.uniform(0, T))
@@ -259,7 +266,7 @@ class Trial:
             self.note = "leader %d stopped %.1f s" % (pid, d)
             return
         pid = self.victim.pid
-        self.sleep_until(rng.uniform(0, T / 2))
+        self.sleep_until(rng.uniform(0, 0.9 * T))
         if f == "kill-rank":
             self.sig(pid, signal.SIGKILL)
             self.killed.add(pid)
@@ -268,7 +275,7 @@ class Trial:
             self.sig(pid, signal.SIGSTOP)
             time.sleep(d)
             self.sig(pid, signal.SIGCONT)
-            self.note = "rank stopped %.1f s" % d
+            self.note += "rank stopped %.1f s" % d
         elif f == "starve":
             until = time.monotonic() + T + 4
             while time.monotonic() < until and self.victim.poll() is None:
