@@ -18,6 +18,7 @@
 #include "rv_io.h"
 #include "rv_leader.h"
 #include "rv_limits.h"
+#include "rv_states.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -127,7 +128,7 @@ static int ask(const struct sockaddr *root, socklen_t rootlen, const struct uid_
  * that froze), else on the same connection, waiting RV_ASK_US more for its
  * word, which is the commit if it came first.
  */
-static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_t deadline, int handed,
+static int await(int fd, const struct uid_mark *mark, enum rv_rank_state state, uint64_t deadline, int handed,
                  int leader, struct rv_msg *m, char *err, size_t errlen, struct rv_result *out)
 {
     int rc = rv_recv_msg(fd, m, deadline, err, errlen);
@@ -173,9 +174,11 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
         return handed ? ASK : ALONE;
     }
     /* A veto ends the ipc setup early: COMMIT may come instead of PEERS; and
-     * a root that had every rank's word on socket commits without a DECISION. */
-    if (m->type != type && !((type == RV_PEERS || type == RV_DECISION) && m->type == RV_COMMIT)) {
-        snprintf(err, errlen, "expected message type %d, got %d", (int)type, (int)m->type);
+     * a root that had every rank's word on socket commits without a DECISION
+     * (rv_states.c, the rank's table). */
+    if (rv_rank_step(state, m->type) != RANK_TAKE) {
+        snprintf(err, errlen, "an unexpected message (type %d) %s", (int)m->type,
+                 state == RANK_HELLO ? "after its HELLO" : "after its vote");
         errno = EPROTO;
         return handed ? ASK : ALONE;
     }
@@ -280,7 +283,7 @@ static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const str
         m->u.vote.ok = ok;
         snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
         uint64_t deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
-        enum rv_type next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RV_PEERS : RV_COMMIT;
+        enum rv_rank_state next = out->rounds == 2 && decided.action == ACTION_IPC && ok ? RANK_VOTED_IPC : RANK_VOTED;
         rv_fault("vote");
         (void)rv_block_until(fd, deadline);
         /* A vote that is not sent whole leaves the root short of it: it
@@ -289,7 +292,7 @@ static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const str
                     ? await(fd, x->mark, next, deadline, 1, x->leader, m, err, sizeof(err), out)
                     /* The root may have closed after its verdict (it gave up on this
                      * vote): the verdict is then waiting in the socket. */
-                    : await(fd, x->mark, RV_COMMIT, shim_mono_us() + 100000, 0, 0, m, err, sizeof(err), out) == WORD
+                    : await(fd, x->mark, RANK_VOTED, shim_mono_us() + 100000, 0, 0, m, err, sizeof(err), out) == WORD
                         ? WORD
                         : ASK;
         if (r == ASK) {
@@ -347,7 +350,7 @@ static int say_hello(int fd, const struct rv_ctx *x, int timeout_ms, uint64_t *d
     /* Handed on: only the root's word counts now (await).  A rank
      * talking to the root itself whose connection closes connects again
      * (hello_round): its HELLO on a new connection is asking. */
-    return sent ? await(fd, x->mark, RV_DECISION, *deadline, 1, x->leader, m, err, errlen, out) : ALONE;
+    return sent ? await(fd, x->mark, RANK_HELLO, *deadline, 1, x->leader, m, err, errlen, out) : ALONE;
 }
 
 /*

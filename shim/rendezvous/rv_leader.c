@@ -28,6 +28,7 @@
 #include "rv_io.h"
 #include "rv_limits.h"
 #include "rv_reader.h"
+#include "rv_states.h"
 #include "rv_session.h"
 #include "worker.h"
 
@@ -112,7 +113,7 @@ struct leader {
     int timeout_ms;
     uint64_t start_us;
     uint32_t pid;
-    int aborted;                        /* an ABORT went to the root: send no second one */
+    enum rv_leader_state state;         /* rv_states.h: GATHER until it connects above */
     int slot;                           /* of its name */
     int turned_away;                    /* ranks answered FULL */
     struct rv_reader rrd;
@@ -151,9 +152,9 @@ static size_t encode(struct leader *L, const struct rv_msg *m)
 /* Tells the root (once) that this host's ranks cannot go on: it falls back for all. */
 static void abort_root(struct leader *L, const char *why)
 {
-    if (L->rfd < 0 || L->aborted)
-        return;
-    L->aborted = 1;
+    if (L->state != LEADER_UP)
+        return; /* nothing went up (GATHER), or an ABORT already did (ASKED), or over */
+    L->state = LEADER_ASKED;
     rv_make_abort(L->msg, L->token, why);
     size_t n = encode(L, L->msg);
     if (n)
@@ -225,6 +226,7 @@ static void give_up(struct leader *L, const char *why)
         answer_the_rest(L, m);
         relay_to(L, n, 1);
     }
+    L->state = LEADER_OVER;
 }
 
 /* Keeps the HELLO just encoded (n bytes of L->frame), to say it again after a REDIRECT: 0, or -1 (no memory). */
@@ -297,7 +299,8 @@ static int on_member_frame(struct leader *L, struct member *mb, const uint8_t *f
     }
     if (m->type == RV_HELLO && mb->rank < 0 && m->leader_pid && redirect_kid(L, mb))
         return 0;
-    if (m->type == RV_HELLO && (mb->rank < 0 || mb->is_leader)) {
+    enum rv_member_do what = rv_member_step(L->state, m->type, mb->rank >= 0, mb->is_leader);
+    if (what == MEMBER_HELLO) {
         rv_fault("leader-hello");
         if (mb->rank < 0) {
             mb->rank = m->u.hello.rank;
@@ -312,14 +315,18 @@ static int on_member_frame(struct leader *L, struct member *mb, const uint8_t *f
             return 1;
         m->leader_pid = L->pid;
         snprintf(m->leader_addr, sizeof(m->leader_addr), "%s", L->myaddr);
-    } else if (m->type == RV_VOTE && mb->rank >= 0) {
+    } else if (what == MEMBER_VOTE) {
         if (!mb->is_leader)
             m->u.vote.rank = mb->rank; /* another leader's votes name their ranks */
-    } else if (m->type != RV_ABORT) {
-        snprintf(why, sizeof(why), "rank %d sent its host's leader an unexpected message (type %d): passthrough "
-                 "for all", mb->rank, (int)m->type);
+    } else if (what == MEMBER_DROP) {
+        /* One that never said HELLO counts for no rank: dropped silently. */
+        int rank = mb->rank;
         close_member(mb);
-        abort_root(L, why);
+        if (rank >= 0) {
+            snprintf(why, sizeof(why), "rank %d sent its host's leader an unexpected message (type %d): "
+                     "passthrough for all", rank, (int)m->type);
+            abort_root(L, why);
+        }
         return 0;
     }
     size_t n = encode(L, m);
@@ -417,11 +424,11 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     struct rv_msg *m = L->msg;
     const char *bad = rv_decode(frame, len, m, err, sizeof(err)) != 0 ? err
                       : !rv_token_equal(m->token, L->token)          ? "wrong token"
-                      : !(m->type == RV_DECISION || m->type == RV_PEERS || m->type == RV_COMMIT ||
-                          m->type == RV_REDIRECT)
-                          ? "an unexpected message type"
-                          : NULL;
-    if (!bad && m->type == RV_REDIRECT)
+                                                                     : NULL;
+    enum rv_leader_do what = bad ? LEADER_BAD : rv_leader_step(L->state, m->type, m->type == RV_DECISION && m->u.verdict.final);
+    if (!bad && what == LEADER_BAD)
+        bad = "an unexpected message type";
+    if (what == LEADER_FOLLOW)
         return follow_redirect(L, m->u.to);
     if (bad) {
         snprintf(why, sizeof(why), "the host's leader (pid %u) got a bad answer from %s at %s (%s): "
@@ -430,10 +437,11 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
         return 1;
     }
     L->heard = 1;
-    int final = m->type == RV_COMMIT || (m->type == RV_DECISION && m->u.verdict.final);
+    int final = what == LEADER_FINAL;
     /* The root's bytes as they came: every member checks the same token. */
     memcpy(L->frame, frame, len);
     if (final) {
+        L->state = LEADER_OVER;
         rv_fault("leader-commit");
         /* This process's own ranks last, after the ranks still at the door:
          * once they have it, this process may exit. */
@@ -577,6 +585,7 @@ static int connect_root(struct leader *L)
     L->rfd = rfd;
     pthread_mutex_unlock(&g_leaders_lock);
     if (L->rfd >= 0) {
+        L->state = LEADER_UP;
         open_tcp(L);
         return 0;
     }
@@ -708,13 +717,13 @@ static void *lead(void *arg)
      * would be a stranger to it (rv_session.h, "Admission"). */
     for (;;) {
         uint64_t now = shim_mono_us();
-        if (now >= deadline && L->rfd < 0) {
+        if (now >= deadline && L->state == LEADER_GATHER) {
             /* Nothing went up: nobody's HELLO depends on the root's word. */
             snprintf(why, sizeof(why), "the host's leader (pid %u) had no HELLO to forward within %d ms "
                      "(NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s", (unsigned)L->pid, L->timeout_ms);
             give_up(L, why);
             goto out;
-        } else if (now >= deadline && !L->aborted) {
+        } else if (now >= deadline && L->state == LEADER_UP) {
             /* A request, not a decision: the root's COMMIT may be on its way. */
             snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from %s at %s within "
                      "%d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s: passthrough for all", (unsigned)L->pid,

@@ -142,9 +142,10 @@ class Trial:
         self.procs = []               # (host, first rank, count, Popen)
         # The rank a per-rank fault hits; a leader fault makes it late instead.
         odd = self.rng.randrange(nranks) if per_rank(self.fault) else nranks - 1 - self.rng.randrange(a.per)
-        # Half the per-rank faults also get a late rank (another process), so
+        # Half the per-rank faults (not a herd's "none") also get a late rank, so
         # that the rendezvous is still open when the fault comes.
-        slow = (nranks - 1 if odd != nranks - 1 else 0) if per_rank(self.fault) and self.rng.random() < 0.5 else -1
+        slow = (nranks - 1 if odd != nranks - 1 else 0) \
+            if per_rank(self.fault) and self.fault != "none" and self.rng.random() < 0.5 else -1
         late = "connect=%d" % int(self.a.timeout_ms * 0.8)
         outs = {}
         for h in range(a.hosts):
