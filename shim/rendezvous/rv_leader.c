@@ -29,6 +29,7 @@
 #include "rv_limits.h"
 #include "rv_reader.h"
 #include "rv_states.h"
+#include "rv_watch.h"
 #include "rv_session.h"
 #include "worker.h"
 
@@ -598,45 +599,40 @@ static int connect_root(struct leader *L)
     return -1;
 }
 
-/* What to wait on: the root (idx -2), the listeners while they admit (-1; TCP -3),
- * each member still connected (its index).  Returns how many. */
-static int watch_set(const struct leader *L, struct pollfd *pfd, int *idx)
+/* What to wait on, tagged: the connection above (ABOVE: none in GATHER),
+ * the listeners while they admit (RANKS, KIDS), each member still connected
+ * (its index); until `deadline`. */
+enum { ABOVE = -2, RANKS = -1, KIDS = -3 };
+static void watch_set(const struct leader *L, struct rv_watch *w, uint64_t deadline)
 {
-    int k = 0;
-    pfd[k] = (struct pollfd){ L->rfd, POLLIN, 0 };
-    idx[k++] = -2;
-    if (!L->paused) {
-        pfd[k] = (struct pollfd){ L->lfd, POLLIN, 0 };
-        idx[k++] = -1;
-    }
-    if (!L->paused && L->tfd >= 0) {
-        pfd[k] = (struct pollfd){ L->tfd, POLLIN, 0 };
-        idx[k++] = -3;
-    }
+    rv_watch_begin(w, (size_t)L->cap + 3);
+    rv_watch_until(w, deadline);
+    rv_watch_add(w, L->rfd, NULL, ABOVE);
+    if (!L->paused)
+        rv_watch_add(w, L->lfd, NULL, RANKS);
+    if (!L->paused && L->tfd >= 0)
+        rv_watch_add(w, L->tfd, NULL, KIDS);
     for (int i = 0; i < L->nm; i++)
-        if (L->m[i].fd >= 0) {
-            pfd[k] = (struct pollfd){ L->m[i].fd, POLLIN, 0 };
-            idx[k++] = i;
-        }
-    return k;
+        if (L->m[i].fd >= 0)
+            rv_watch_add(w, L->m[i].fd, NULL, i);
 }
 
-/* The frames that have come in from the root (who -2) or member `who` (a
+/* The frames that have come in from the root (who ABOVE) or member `who` (a
  * bounded number, so that the others get their turn), or its leaving: the
  * root's ends the leader's work (returns 1); a member's, once it has a rank,
  * makes the root fall back for all. */
 static int read_ready(struct leader *L, int who)
 {
     char err[400], why[RV_REASON_LEN];
-    struct rv_reader *rd = who == -2 ? &L->rrd : &L->m[who].rd;
-    int fd = who == -2 ? L->rfd : L->m[who].fd;
+    struct rv_reader *rd = who == ABOVE ? &L->rrd : &L->m[who].rd;
+    int fd = who == ABOVE ? L->rfd : L->m[who].fd;
     for (int loops = 0; fd >= 0 && loops < 64; loops++) {
         uint8_t *frame = NULL;
         size_t len = 0;
         int r = read_frame(fd, rd, &frame, &len, err, sizeof(err));
         if (r == 0)
             break;
-        if (who == -2) {
+        if (who == ABOVE) {
             if (r < 0) {
                 if (rejoin(L, err))
                     return 1;
@@ -705,9 +701,9 @@ static void *lead(void *arg)
     struct leader *L = arg;
     char why[RV_REASON_LEN];
     uint64_t deadline = L->start_us + (uint64_t)L->timeout_ms * 1000 + LEADER_GRACE_US;
-    struct pollfd *pfd = calloc((size_t)L->cap + 3, sizeof(*pfd));
-    int *idx = calloc((size_t)L->cap + 3, sizeof(*idx));
-    if (!pfd || !idx) {
+    struct rv_watch w = { NULL, NULL, 0, 0, UINT64_MAX };
+    rv_watch_begin(&w, (size_t)L->cap + 3);
+    if (w.cap < (size_t)L->cap + 3) {
         rv_limit_reason(ENOMEM, "a host's leader", "starting", why, sizeof(why));
         give_up(L, why);
         goto out;
@@ -738,28 +734,27 @@ static void *lead(void *arg)
             give_up(L, why);
             goto out;
         }
-        int k = watch_set(L, pfd, idx);
-        int n = poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000));
+        watch_set(L, &w, deadline);
+        int n = rv_watch_wait(&w, 60000);
         if (n < 0 && errno != EINTR) {
             snprintf(why, sizeof(why), "the host's leader (pid %u): poll: %s", (unsigned)L->pid, strerror(errno));
             give_up(L, why);
             goto out;
         }
-        for (int j = 0; j < k && n > 0; j++) {
-            if (!pfd[j].revents)
+        for (size_t j = 0; j < w.n && n > 0; j++) {
+            if (!w.pfd[j].revents)
                 continue;
-            if (idx[j] == -1)
+            if (w.tag[j].what == RANKS)
                 accept_members(L);
-            else if (idx[j] == -3)
+            else if (w.tag[j].what == KIDS)
                 accept_kids(L);
-            else if (read_ready(L, idx[j]))
+            else if (read_ready(L, w.tag[j].what))
                 goto out;
         }
     }
 out:
     leader_free(L);
-    free(pfd);
-    free(idx);
+    rv_watch_free(&w);
     return NULL;
 }
 
