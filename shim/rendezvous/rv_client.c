@@ -120,13 +120,13 @@ static int ask(const struct sockaddr *root, socklen_t rootlen, const struct uid_
 }
 
 /*
- * The root's answer of type `type`: WORD; ALONE with the reason (nothing was
- * handed on, or the root itself is frozen); ASK (this rank's HELLO was handed
- * on and its path broke: ask the root).  Once `handed`, the deadline only
- * makes this rank ask the root to give up: through a host's leader
- * (`leader`), on a connection of its own (the leader may be the one
- * that froze), else on the same connection, waiting RV_ASK_US more for its
- * word, which is the commit if it came first.
+ * The root's answer to a rank in `state` (rv_states.c): WORD; ALONE with the
+ * reason (nothing was handed on, or the root itself is frozen); ASK (this
+ * rank's HELLO was handed on and its path broke: ask the root).  Once
+ * `handed`, the deadline only makes this rank ask the root to give up:
+ * through a host's leader (`leader`), on a connection of its own (the leader
+ * may be the one that froze), else on the same connection, waiting RV_ASK_US
+ * more for its word, which is the commit if it came first.
  */
 static int await(int fd, const struct uid_mark *mark, enum rv_rank_state state, uint64_t deadline, int handed,
                  int leader, struct rv_msg *m, char *err, size_t errlen, struct rv_result *out)
@@ -140,7 +140,7 @@ static int await(int fd, const struct uid_mark *mark, enum rv_rank_state state, 
     if (rc != 0 && handed && leader) {
         char e[300];
         snprintf(e, sizeof(e), "%s", err);
-        snprintf(err, errlen, "this host's leader closed its connection (%.250s: its process died or gave up)", e);
+        snprintf(err, errlen, "the connection to this host's leader broke (%.250s: its process died or gave up)", e);
         return ASK;
     }
     if (rc != 0 && errno == ETIMEDOUT && handed) {

@@ -335,7 +335,8 @@ static int on_member_frame(struct leader *L, struct member *mb, const uint8_t *f
         n = 0;
     if (L->rfd >= 0 && (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0)) {
         snprintf(why, sizeof(why), "the host's leader (pid %u) could not forward rank %d's message to %s at "
-                 "%s: %s", (unsigned)L->pid, mb->rank, above(L), L->rootstr, n ? strerror(errno) : "it does not encode");
+                 "%s: %s", (unsigned)L->pid, mb->rank, above(L), L->rootstr,
+                 n ? strerror(errno) : "it does not encode");
         abort_root(L, why);
     }
     return 0;
@@ -393,22 +394,22 @@ static int follow_redirect(struct leader *L, const char *to)
 }
 
 /*
- * The connection above closed (`how`) before any word came on it: connect
- * again, up to LEADER_REJOINS times (LEADER_REJOINS).  0 having done so, or 1
- * having given up (its ranks ask the root: rv_client.c).
+ * The connection above closed (`how`): if no word had come on it, connect
+ * again, up to LEADER_REJOINS times.  0 having done so, or 1 having given up
+ * (its ranks ask the root: rv_client.c).
  */
 static int rejoin(struct leader *L, const char *how)
 {
     char err[300], why[RV_REASON_LEN];
     if (!L->heard && L->rejoins < LEADER_REJOINS) {
         L->rejoins++;
-        shim_warn("rendezvous", "the host's leader (pid %u): %s at %s closed its connection before any answer (%.200s); "
-                  "connecting again (attempt %d of %d)", (unsigned)L->pid, above(L), L->rootstr, how,
+        shim_warn("rendezvous", "the host's leader (pid %u): %s at %s closed its connection before any answer "
+                  "(%.200s); connecting again (attempt %d of %d)", (unsigned)L->pid, above(L), L->rootstr, how,
                   L->rejoins + 1, LEADER_REJOINS + 1);
         if (reconnect(L, &L->root, L->rootlen, err, sizeof(err)) == 0)
             return 0;
-        snprintf(why, sizeof(why), "the host's leader (pid %u) lost %s at %s (%.200s) and could not connect again (%.200s): "
-                 "passthrough", (unsigned)L->pid, above(L), L->rootstr, how, err);
+        snprintf(why, sizeof(why), "the host's leader (pid %u) lost %s at %s (%.200s) and could not connect again "
+                 "(%.200s): passthrough", (unsigned)L->pid, above(L), L->rootstr, how, err);
     } else {
         snprintf(why, sizeof(why), "the host's leader (pid %u) lost %s at %s (%.200s) before its final answer%s: "
                  "passthrough", (unsigned)L->pid, above(L), L->rootstr, how,
@@ -426,7 +427,8 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     const char *bad = rv_decode(frame, len, m, err, sizeof(err)) != 0 ? err
                       : !rv_token_equal(m->token, L->token)          ? "wrong token"
                                                                      : NULL;
-    enum rv_leader_do what = bad ? LEADER_BAD : rv_leader_step(L->state, m->type, m->type == RV_DECISION && m->u.verdict.final);
+    int final = !bad && m->type == RV_DECISION && m->u.verdict.final;
+    enum rv_leader_do what = bad ? LEADER_BAD : rv_leader_step(L->state, m->type, final);
     if (!bad && what == LEADER_BAD)
         bad = "an unexpected message type";
     if (what == LEADER_FOLLOW)
@@ -438,7 +440,7 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
         return 1;
     }
     L->heard = 1;
-    int final = what == LEADER_FINAL;
+    final = what == LEADER_FINAL;
     /* The root's bytes as they came: every member checks the same token. */
     memcpy(L->frame, frame, len);
     if (final) {

@@ -19,7 +19,7 @@
 
 /* Who sent it, as the root knows the connection. */
 enum rv_who {
-    WHO_NEW,                            /* no HELLO counted on it yet: a rank, a leader or a stranger with the token */
+    WHO_NEW,                            /* no HELLO counted on it yet (a rank, a leader, a stranger) */
     WHO_RANK,                           /* a rank that arrived on it, talking to the root itself */
     WHO_LEADER,                         /* a host's leader: it speaks for several ranks */
     WHO_COUNT
