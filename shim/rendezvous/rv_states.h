@@ -30,7 +30,8 @@ enum rv_root_do {
     ROOT_REJECT = 0,                    /* out of place: dropped (during the vote, a rank's: passthrough for all) */
     ROOT_HELLO,                         /* a rank (or a leader's ranks) arrive; the decision once all have */
     ROOT_ABORT,                         /* someone gave up before the verdict: passthrough for all, now */
-    ROOT_HELLO_IN_VOTE,                 /* a rank connected again during the vote (its path broke): passthrough for all */
+    ROOT_HELLO_IN_VOTE,                 /* a rank connected again during the vote (its path broke): */
+                                        /* passthrough for all */
     ROOT_VOTE,                          /* a vote counted; COMMIT once all are in */
     ROOT_ANSWER,                        /* after the verdict: an asker (HELLO or ABORT) gets the verdict */
 };
