@@ -155,7 +155,7 @@ tests/bin/test_host_id: tests/unit/test_host_id.c shim/base/host_id.c shim/base/
 # The rendezvous's chaos harness, a long run (tests/rv/chaos.py; a short one is
 # tests/t/45-rv-chaos.t): random faults at random moments on 4 hosts x 4 rank
 # processes and on a tree of leaders, herds of 128 x 4, 256 x 4 and 1024 x 1
-# ranks released at once, root stalls.  About 20 minutes on 2 cores;
+# ranks released at once, root stalls.  About 10 minutes on 2 cores;
 # CHAOS_SEED=n repeats a run, CHAOS_TRIALS=n sets the random trials.
 CHAOS_TRIALS ?= 48
 CHAOS_SEED ?=
