@@ -579,10 +579,11 @@ static int connect_root(struct leader *L)
     if (L->rfd >= 0)
         return 0;
     char err[400], why[RV_REASON_LEN];
-    /* Before its ranks stop waiting to be admitted (rv_leader_join: the same
-     * bound, from their arrival): they then hear from it why. */
+    /* From the first HELLO to forward (the leader admits its ranks before
+     * it connects, so they do not wait on this), and well before that rank's
+     * own deadline (its HELLO + the timeout + 2 s): it then hears why. */
     uint64_t connect_deadline =
-        L->start_us + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 750;
+        shim_mono_us() + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 750;
     int rfd = rv_connect((struct sockaddr *)&L->root, L->rootlen, connect_deadline, err, sizeof(err));
     pthread_mutex_lock(&g_leaders_lock);
     L->rfd = rfd;

@@ -301,7 +301,7 @@ class Trial:
             if k:
                 kinds[k] = kinds.get(k, 0) + 1
         dec = [r for r in recs if r.get("type") == "decision"]
-        res = {"fault": self.fault, "note": self.note, "actions": {k: len(v) for k, v in acts.items()},
+        res = {"fault": self.fault, "note": self.note.rstrip("; "), "actions": {k: len(v) for k, v in acts.items()},
                "ranks": want_ranks, "records": len(comms), "hung": len(hung), "fallback_kinds": kinds,
                "root": {k: dec[0].get(k) for k in ("action", "arrived", "rejected_by", "leaders", "action_reason")}
                if dec else None}
