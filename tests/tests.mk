@@ -170,3 +170,10 @@ chaos: all
 	$(CHAOS) --trials 5 --fault stop-root --hosts 32 --per 4 --timeout-ms 5000 --stall 2 --want socket
 	$(CHAOS) --trials 3 --fault none --hosts 16 --per 2 --timeout-ms 5000 \
 	    --fault-env root-stall=2000,leader-hello=300 --want socket
+
+# The rendezvous protocol's state tables (tests/t/45-rv-states.t runs it).
+tests-bin: tests/bin/test_rv_states
+tests/bin/test_rv_states: tests/unit/test_rv_states.c shim/rendezvous/rv_states.c shim/rendezvous/rv_states.h \
+                          shim/rendezvous/rv_session.h tests/unit/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_rv_states.c shim/rendezvous/rv_states.c
