@@ -13,6 +13,8 @@
 
 /* The longest a rank waits to connect to the root and for its answer, when it asks. */
 #define RV_ASK_US 5000000ull
+/* Connections an ask makes, within RV_ASK_US, when the root closes one without a word. */
+#define RV_ASK_TRIES 4
 
 /*
  * Sends ABORT (`reason`) to the root on a new connection and waits for its
