@@ -151,3 +151,29 @@ tests-bin: tests/bin/test_host_id
 tests/bin/test_host_id: tests/unit/test_host_id.c shim/base/host_id.c shim/base/host_id.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_host_id.c shim/base/host_id.c
+
+# The rendezvous's chaos harness, a long run (tests/rv/chaos.py; a short one is
+# tests/t/45-rv-chaos.t): random faults at random moments on 4 hosts x 4 rank
+# processes and on a tree of leaders, herds of 128 x 4, 256 x 4 and 1024 x 1
+# ranks released at once, root stalls.  About 10 minutes on 2 cores;
+# CHAOS_SEED=n repeats a run, CHAOS_TRIALS=n sets the random trials.
+CHAOS_TRIALS ?= 48
+CHAOS_SEED ?=
+CHAOS := $(PYTHON) tests/rv/chaos.py $(if $(CHAOS_SEED),--seed $(CHAOS_SEED))
+.PHONY: chaos
+chaos: all
+	$(CHAOS) --trials $(CHAOS_TRIALS) --hosts 4 --per 4 --timeout-ms 3000
+	$(CHAOS) --trials $(CHAOS_TRIALS) --hosts 6 --per 2 --timeout-ms 2000 --fault-env fanout=2
+	$(CHAOS) --trials 3 --fault none --hosts 128 --per 4 --timeout-ms 30000 --want socket
+	$(CHAOS) --trials 2 --fault none --hosts 256 --per 4 --threads --timeout-ms 30000 --want socket
+	$(CHAOS) --trials 2 --fault none --hosts 1024 --per 1 --timeout-ms 30000 --want socket
+	$(CHAOS) --trials 5 --fault stop-root --hosts 32 --per 4 --timeout-ms 5000 --stall 2 --want socket
+	$(CHAOS) --trials 3 --fault none --hosts 16 --per 2 --timeout-ms 5000 \
+	    --fault-env root-stall=2000,leader-hello=300 --want socket
+
+# The rendezvous protocol's state tables (tests/t/45-rv-states.t runs it).
+tests-bin: tests/bin/test_rv_states
+tests/bin/test_rv_states: tests/unit/test_rv_states.c shim/rendezvous/rv_states.c shim/rendezvous/rv_states.h \
+                          shim/rendezvous/rv_session.h tests/unit/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_rv_states.c shim/rendezvous/rv_states.c

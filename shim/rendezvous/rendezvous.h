@@ -28,7 +28,7 @@
  * makes it send ABORT and wait for the root's word (the commit, if that came
  * first); a rank whose leader dies or whose connection breaks asks the root
  * on a new connection (rv_ask.c): ABORT before the verdict makes the root
- * fall back for all, after it the listener (kept RV_LINGER_US) answers the
+ * fall back for all, after it the listener (kept T + RV_LINGER_US) answers the
  * verdict.  Deadlines that end anything are the root's (the first HELLO +
  * the timeout).  Only a root that is gone or frozen leaves a rank alone.
  *

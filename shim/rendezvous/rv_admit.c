@@ -11,6 +11,7 @@
 #include "clock.h"
 #include "record.h"
 #include "rv_decide.h"
+#include "rv_fault.h"
 #include "rv_io.h"
 #include "rv_limits.h"
 #include "rv_server_record.h"
@@ -32,18 +33,18 @@ void rv_on_readable(struct rv_session *s, struct rv_conn *c)
     }
     char err[256];
     for (int loops = 0; c->fd >= 0 && s->state != ST_DONE && loops < 64; loops++) {
-        uint8_t *dst = c->need ? c->buf + c->have : c->head + c->have;
-        size_t want = c->need ? (size_t)c->need - c->have : RV_HEADER_LEN - c->have;
-        ssize_t n = recv(c->fd, dst, want, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        uint8_t *frame = NULL;
+        size_t len = 0;
+        enum rv_read r = rv_read_step(c->fd, &c->rd, &frame, &len, err, sizeof(err));
+        if (r == RV_READ_WAIT)
             return;
-        if (n <= 0) {
+        if (r == RV_READ_CLOSED) {
             int was_voter = c->rank >= 0 && s->state == ST_WAIT_VOTES;
             int rank = c->rank;
             uint32_t leader = s->state == ST_WAIT_HELLO ? c->leader_pid : 0;
             char peer[sizeof(c->peer)];
             memcpy(peer, c->peer, sizeof(peer));
-            rv_reject(s, c, REJ_CLOSED, n == 0 ? "connection closed" : strerror(errno));
+            rv_reject(s, c, REJ_CLOSED, err);
             if (leader) {
                 /* Its ranks cannot be reached any more: no point waiting for the timeout. */
                 char why[RV_REASON_LEN];
@@ -57,36 +58,26 @@ void rv_on_readable(struct rv_session *s, struct rv_conn *c)
             }
             return;
         }
-        c->have += (size_t)n;
-        if (!c->need) {
-            if (c->have < RV_HEADER_LEN)
-                continue;
-            long total = rv_frame_length(c->head, c->have, err, sizeof(err));
-            if (total <= 0 || !(c->buf = malloc((size_t)total))) {
-                rv_reject(s, c, total <= 0 ? REJ_MALFORMED : REJ_OTHER, total <= 0 ? err : "out of memory for a message");
-                return;
-            }
-            memcpy(c->buf, c->head, RV_HEADER_LEN);
-            c->need = total;
+        if (r == RV_READ_BAD || r == RV_READ_NOMEM) {
+            rv_reject(s, c, r == RV_READ_BAD ? REJ_MALFORMED : REJ_OTHER, err);
+            return;
         }
-        if (c->anon_slot >= 0) {
+        size_t have = len;
+        const uint8_t *got = r == RV_READ_FRAME ? frame : rv_reader_partial(&c->rd, &have);
+        if (c->anon_slot >= 0 && got) {
             /* The token, as soon as it is in: a rank then leaves the
              * anonymous count (and its deadline) before its HELLO is whole. */
             uint8_t tok[RV_TOKEN_LEN];
-            int t = rv_frame_token(c->buf, c->have, tok);
+            int t = rv_frame_token(got, have, tok);
             if (t == 1 && !rv_token_equal(tok, s->token)) {
+                free(frame);
                 rv_reject(s, c, REJ_WRONG_TOKEN, WRONG_TOKEN);
                 return;
             }
             if (t == 1)
                 rv_anon_remove(s, c);
         }
-        if (c->have == (size_t)c->need) {
-            uint8_t *frame = c->buf;
-            size_t len = c->have;
-            c->buf = NULL;
-            c->need = 0;
-            c->have = 0;
+        if (r == RV_READ_FRAME) {
             rv_on_message(s, c, frame, len);
             free(frame);
             if (s->state == ST_MONITOR)
@@ -161,5 +152,7 @@ void rv_on_acceptable(struct rv_session *s)
         }
         /* What it sent is often there already: a rank's HELLO, or a flood's garbage. */
         rv_on_readable(s, c);
+        if (n == 0)
+            rv_fault_once("root-stall");
     }
 }

@@ -13,11 +13,13 @@
 
 /* The longest a rank waits to connect to the root and for its answer, when it asks. */
 #define RV_ASK_US 5000000ull
+/* Connections an ask makes, within RV_ASK_US, when the root closes one without a word. */
+#define RV_ASK_TRIES 4
 
 /*
  * Sends ABORT (`reason`) to the root on a new connection and waits for its
  * answer: the final verdict if there is one (the root's listener answers it
- * for RV_LINGER_US after its verdict), else the root falls back for every rank
+ * for T + RV_LINGER_US after its verdict), else the root falls back for every rank
  * at once and answers that.  0 with the verdict in *v (final), or -1 with the
  * reason (errno set): the root could not be reached or said nothing.
  */

@@ -18,6 +18,7 @@
 #include "rv_io.h"
 #include "rv_leader.h"
 #include "rv_limits.h"
+#include "rv_states.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -61,6 +62,10 @@ static const char *fix_of(const char *kind)
                  "stopped or starved of CPU"
            : strcmp(kind, "root") == 0
                ? "fix what the reason names; inspect --check on the records says more"
+           : strcmp(kind, "lost") == 0
+               ? "the reason names which process stopped, died or could not be reached; the root's process (the "
+                 "caller of ncclGetUniqueId) must stay alive and answering until every rank has created the "
+                 "communicator"
                : "check that this host can reach the root and that the process that called ncclGetUniqueId is "
                  "alive until every rank has created the communicator";
 }
@@ -80,6 +85,22 @@ static void say_fallback(const struct rank_facts *facts, struct rv_result *out)
             "%.600s; fix: %s\n", facts->rank, facts->nranks, out->fallback_kind, why, fix_of(out->fallback_kind));
 }
 
+/* What a failed ask says of the root: only a refused connection means that
+ * nothing listens there any more, and even that is not proof that its process
+ * is gone (it answers askers for a bounded time after its verdict: rv_session.h). */
+static const char *ask_failure(int e)
+{
+    return e == ECONNREFUSED
+               ? ": nothing listens on the root's port any more (the root's process exited, or stopped answering "
+                 "askers: it answers for NCCLSHIM_RENDEZVOUS_TIMEOUT_MS + 15 s after its verdict)"
+           : e == ETIMEDOUT
+               ? ": no answer within 5 s (the root's process is stopped or starved of CPU, or its host cannot be "
+                 "reached from here)"
+           : e == EHOSTUNREACH || e == ENETUNREACH
+               ? ": the root's address cannot be reached from this host (routing, NCCL_SOCKET_IFNAME)"
+               : "";
+}
+
 /* Asks the root the verdict after this rank's path broke (`why`): 0 with it, else fallen back alone. */
 static int ask(const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark, int rank,
                const char *why, struct rv_result *out)
@@ -91,23 +112,37 @@ static int ask(const struct sockaddr *root, socklen_t rootlen, const struct uid_
         out->asked = 1;
         return 0;
     }
+    char failed[600];
+    snprintf(failed, sizeof(failed), "%.300s)%s", err, ask_failure(errno));
     snprintf(out->fallback_kind, sizeof(out->fallback_kind), "lost");
-    fall_back(out, "rendezvous: %.300s, and asking the root directly failed (%.300s): the root's process is gone, "
-              "and no communicator can form without it: passthrough", why, err);
+    fall_back(out, "rendezvous: %.250s, and asking the root directly failed (%.400s: passthrough", why, failed);
     return -1;
 }
 
 /*
- * The root's answer of type `type`: WORD; ALONE with the reason (nothing was
- * handed on, or the root is frozen); ASK (this rank's HELLO was handed on and
- * its path broke: ask the root).  Once `handed`, the deadline only makes this
- * rank ask the root to give up, on the same connection, and wait RV_ASK_US
+ * The root's answer to a rank in `state` (rv_states.c): WORD; ALONE with the
+ * reason (nothing was handed on, or the root itself is frozen); ASK (this
+ * rank's HELLO was handed on and its path broke: ask the root).  Once
+ * `handed`, the deadline only makes this rank ask the root to give up:
+ * through a host's leader (`leader`), on a connection of its own (the leader
+ * may be the one that froze), else on the same connection, waiting RV_ASK_US
  * more for its word, which is the commit if it came first.
  */
-static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_t deadline, int handed,
-                 struct rv_msg *m, char *err, size_t errlen, struct rv_result *out)
+static int await(int fd, const struct uid_mark *mark, enum rv_rank_state state, uint64_t deadline, int handed,
+                 int leader, struct rv_msg *m, char *err, size_t errlen, struct rv_result *out)
 {
     int rc = rv_recv_msg(fd, m, deadline, err, errlen);
+    if (rc != 0 && handed && leader && errno == ETIMEDOUT) {
+        snprintf(err, errlen, "no word from this host's leader within NCCLSHIM_RENDEZVOUS_TIMEOUT_MS + 2 s of "
+                 "this rank's HELLO (the leader's process is stopped or starved of CPU)");
+        return ASK;
+    }
+    if (rc != 0 && handed && leader) {
+        char e[300];
+        snprintf(e, sizeof(e), "%s", err);
+        snprintf(err, errlen, "the connection to this host's leader broke (%.250s: its process died or gave up)", e);
+        return ASK;
+    }
     if (rc != 0 && errno == ETIMEDOUT && handed) {
         struct rv_msg *a = calloc(1, sizeof(*a));
         char e2[200], why[RV_REASON_LEN];
@@ -121,6 +156,7 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
             free(a);
         }
         if (rc != 0 && errno == ETIMEDOUT) {
+            /* This rank talks to the root itself: it is the root's process that froze. */
             snprintf(out->fallback_kind, sizeof(out->fallback_kind), "frozen");
             return ALONE;
         }
@@ -134,13 +170,15 @@ static int await(int fd, const struct uid_mark *mark, enum rv_type type, uint64_
     }
     if (m->type == RV_ABORT) {
         /* This host's leader gave up: the root may have committed all the same. */
-        snprintf(err, errlen, "%.390s", m->u.reason);
+        snprintf(err, errlen, "this host's leader gave up: %.350s", m->u.reason);
         return handed ? ASK : ALONE;
     }
     /* A veto ends the ipc setup early: COMMIT may come instead of PEERS; and
-     * a root that had every rank's word on socket commits without a DECISION. */
-    if (m->type != type && !((type == RV_PEERS || type == RV_DECISION) && m->type == RV_COMMIT)) {
-        snprintf(err, errlen, "expected message type %d, got %d", (int)type, (int)m->type);
+     * a root that had every rank's word on socket commits without a DECISION
+     * (rv_states.c, the rank's table). */
+    if (rv_rank_step(state, m->type) != RANK_TAKE) {
+        snprintf(err, errlen, "an unexpected message (type %d) %s", (int)m->type,
+                 state == RANK_HELLO ? "after its HELLO" : "after its vote");
         errno = EPROTO;
         return handed ? ASK : ALONE;
     }
@@ -213,6 +251,7 @@ struct rv_ctx {
     const struct uid_mark *mark;
     const struct rank_facts *facts;
     const char *where;                  /* the root, and how this rank reaches it */
+    int leader;                         /* through this host's leader */
 };
 
 /*
@@ -244,17 +283,17 @@ static int vote_rounds(int fd, const struct rv_ctx *x, int timeout_ms, const str
         m->u.vote.ok = ok;
         snprintf(m->u.vote.reason, sizeof(m->u.vote.reason), "%s", why);
         uint64_t deadline = shim_mono_us() + (uint64_t)timeout_ms * 1000 + GRACE_US;
-        enum rv_type next = out->rounds == 2 && action_has((enum action)decided.action, ACT_PEERS) && ok ? RV_PEERS
-                                                                                                   : RV_COMMIT;
+        enum rv_rank_state next =
+            out->rounds == 2 && action_has((enum action)decided.action, ACT_PEERS) && ok ? RANK_VOTED_IPC : RANK_VOTED;
         rv_fault("vote");
         (void)rv_block_until(fd, deadline);
         /* A vote that is not sent whole leaves the root short of it: it
          * cannot commit, so asking it is safe (and it answers passthrough). */
         int r = rv_send_msg(fd, m, deadline, err, sizeof(err)) == 0
-                    ? await(fd, x->mark, next, deadline, 1, m, err, sizeof(err), out)
+                    ? await(fd, x->mark, next, deadline, 1, x->leader, m, err, sizeof(err), out)
                     /* The root may have closed after its verdict (it gave up on this
                      * vote): the verdict is then waiting in the socket. */
-                    : await(fd, x->mark, RV_COMMIT, shim_mono_us() + 100000, 0, m, err, sizeof(err), out) == WORD
+                    : await(fd, x->mark, RANK_VOTED, shim_mono_us() + 100000, 0, 0, m, err, sizeof(err), out) == WORD
                         ? WORD
                         : ASK;
         if (r == ASK) {
@@ -312,7 +351,7 @@ static int say_hello(int fd, const struct rv_ctx *x, int timeout_ms, uint64_t *d
     /* Handed on: only the root's word counts now (await).  A rank
      * talking to the root itself whose connection closes connects again
      * (hello_round): its HELLO on a new connection is asking. */
-    return sent ? await(fd, x->mark, RV_DECISION, *deadline, 1, m, err, errlen, out) : ALONE;
+    return sent ? await(fd, x->mark, RANK_HELLO, *deadline, 1, x->leader, m, err, errlen, out) : ALONE;
 }
 
 /*
@@ -320,7 +359,7 @@ static int say_hello(int fd, const struct rv_ctx *x, int timeout_ms, uint64_t *d
  * ranks), HELLO, and the root's first answer in *m.  Returns the connection,
  * or -1 with *out fallen back (or answered by asking the root).
  */
-static int hello_round(const struct rv_ctx *x, char *where, size_t wherelen, int timeout_ms, uint64_t t0,
+static int hello_round(struct rv_ctx *x, char *where, size_t wherelen, int timeout_ms, uint64_t t0,
                        uint64_t deadline, struct rv_msg *m, struct rv_result *out)
 {
     const struct uid_mark *mark = x->mark;
@@ -341,6 +380,7 @@ static int hello_round(const struct rv_ctx *x, char *where, size_t wherelen, int
                         : -1;
         if (fd == -2)
             return -1;
+        x->leader = fd >= 0;
         if (fd >= 0) {
             via = " (through this host's leader)";
             snprintf(where, wherelen, "%s%s", out->root, via);
@@ -410,7 +450,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     rv_addr_str((struct sockaddr *)&ss, out->root, sizeof(out->root));
     char where[sizeof(out->root) + 40]; /* the root, and how this rank reaches it */
     snprintf(where, sizeof(where), "%s", out->root);
-    struct rv_ctx x = { (struct sockaddr *)&ss, sl, mark, facts, where };
+    struct rv_ctx x = { (struct sockaddr *)&ss, sl, mark, facts, where, 0 };
     fd = hello_round(&x, where, sizeof(where), timeout_ms, t0, deadline, m, out);
     if (fd < 0)
         goto done;

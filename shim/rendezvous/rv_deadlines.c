@@ -8,27 +8,54 @@
 
 #include "config.h"
 #include "random.h"
+#include "rv_admit.h"
 #include "rv_decide.h"
 #include "rv_io.h"
 #include "rv_server_record.h"
 
 #include <stdio.h>
 
-/* Closes the anonymous connections past their HELLO deadline; lowers *next
- * to the nearest one left (or the listener's pause). */
+/* Closes the anonymous connections past their HELLO deadline, each read
+ * first: a token that came while this thread was not running (its process
+ * stopped, starved) is not missing.  Lowers *next to the nearest deadline
+ * left (or the listener's pause). */
 static void expire_anonymous(struct rv_session *s, uint64_t now, uint64_t *next)
 {
-    /* Backwards: a removal moves the last entry into the one removed. */
+    /* Backwards: a removal moves the last entry into the one removed; a
+     * decision (the token made a rank) may close them all. */
     for (int i = s->nanon - 1; i >= 0; i--) {
+        if (i >= s->nanon)
+            continue;
         struct rv_conn *c = &s->conns[s->anon[i]];
         uint64_t d = c->accepted_us + HELLO_DEADLINE_US;
-        if (now >= d)
-            rv_reject(s, c, REJ_NO_HELLO, "no token within 1 s of connecting");
-        else if (d < *next)
+        if (now >= d) {
+            rv_on_readable(s, c);
+            if (c->fd >= 0 && c->anon_slot >= 0 && s->state != ST_DONE)
+                rv_reject(s, c, REJ_NO_HELLO, "no token within 1 s of connecting");
+        } else if (d < *next) {
             *next = d;
+        }
     }
     if (s->accept_paused_until > now && s->accept_paused_until < *next)
         *next = s->accept_paused_until;
+}
+
+/*
+ * Before a deadline ends anything: what is already waiting (connections in
+ * the listener's backlog, frames in the sockets) is taken in, as if this
+ * thread had been running all along.  A root whose process stalled (a GC
+ * pause, a busy host) for less than the timeout then loses nothing.
+ * Returns 1 if that changed the session's state (the deadline is moot).
+ */
+static int catch_up(struct rv_session *s)
+{
+    int state = s->state;
+    if (s->lfd >= 0 && s->state == ST_WAIT_HELLO)
+        rv_on_acceptable(s);
+    for (int i = 0; i < s->nconns && s->state == state; i++)
+        if (s->conns[i].fd >= 0)
+            rv_on_readable(s, &s->conns[i]);
+    return s->state != state;
 }
 
 int rv_check_deadlines(struct rv_session *s, uint64_t now)
@@ -63,6 +90,8 @@ int rv_check_deadlines(struct rv_session *s, uint64_t now)
         }
     } else if (s->state == ST_WAIT_HELLO) {
         deadline = s->first_us + (uint64_t)cfg->rendezvous_timeout_ms * 1000;
+        if (now >= deadline && catch_up(s))
+            return 0;
         if (now >= deadline) {
             char missing[200];
             rv_rank_list(s, 0, missing, sizeof(missing));
@@ -81,6 +110,8 @@ int rv_check_deadlines(struct rv_session *s, uint64_t now)
         }
     } else if (s->state == ST_WAIT_VOTES) {
         deadline = s->decided_us + (uint64_t)cfg->rendezvous_timeout_ms * 1000;
+        if (now >= deadline && catch_up(s))
+            return 0;
         if (now >= deadline) {
             snprintf(why, sizeof(why), "%d of %d votes within %d ms: passthrough for all", s->votes, s->nranks,
                      cfg->rendezvous_timeout_ms);

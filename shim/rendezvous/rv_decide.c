@@ -15,6 +15,7 @@
 #include "rv_limits.h"
 #include "rv_server_record.h"
 #include "record.h"
+#include "rv_states.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -406,9 +407,9 @@ void rv_limit_fall_back(struct rv_session *s, const char *cause)
     for (int i = 0; i < s->nconns; i++) {
         struct rv_conn *c = &s->conns[i];
         int unheard = c->fd >= 0 && c->rank < 0 && !c->told;
-        if (unheard && (c->have || c->need) && c->anon_slot < 0 && s->lfd >= 0)
+        if (unheard && c->rd.have && c->anon_slot < 0 && s->lfd >= 0)
             continue;
-        if (arriving && unheard && !c->have && !c->need) {
+        if (arriving && unheard && !c->rd.have) {
             arriving[n++] = c->fd;
             c->fd = -1; /* answer_final closes it */
         }
@@ -470,6 +471,47 @@ void rv_answer_late(struct rv_session *s)
     answer_final(s, NULL, 0);
 }
 
+/* A message of this ID's token, as the root's table says (rv_states.c). */
+static void dispatch(struct rv_session *s, struct rv_conn *c, struct rv_msg *m)
+{
+    char why[RV_REASON_LEN];
+    enum rv_who who = c->rank < 0 ? WHO_NEW : c->leader_pid ? WHO_LEADER : WHO_RANK;
+    switch (rv_root_step(s->state, m->type, who)) {
+    case ROOT_HELLO:
+        on_hello(s, c, &m->u.hello, m->leader_pid, m->leader_addr);
+        return;
+    case ROOT_ABORT:
+        /* A leader lost a rank or hit a limit, or a rank hit one: nobody waits for the timeout. */
+        rv_anon_remove(s, c);
+        c->told = 1;
+        rv_limit_fall_back(s, m->u.reason[0] ? m->u.reason : "a rank gave up (no reason given)");
+        return;
+    case ROOT_ANSWER:
+        answer_begun(s, c);
+        return;
+    case ROOT_HELLO_IN_VOTE:
+        /* Every rank had arrived: a rank connecting again lost its path (or
+         * a stranger holds the token).  Nobody can tell which, so nobody goes on. */
+        rv_anon_remove(s, c);
+        c->told = 1;
+        snprintf(why, sizeof(why), "rank %d connected again during the vote (its path to the root broke): "
+                 "passthrough for all", m->u.hello.rank);
+        rv_limit_fall_back(s, why);
+        return;
+    case ROOT_VOTE:
+        on_vote(s, c, &m->u.vote);
+        return;
+    case ROOT_REJECT:
+        break;
+    }
+    snprintf(why, sizeof(why), "unexpected message type %d%s", (int)m->type,
+             c->rank >= 0 ? " from a rank that had arrived" : " before HELLO");
+    int was_rank = c->rank >= 0 && s->state == ST_WAIT_VOTES;
+    rv_reject(s, c, REJ_PROTOCOL, why);
+    if (was_rank)
+        rv_fall_back(s, RV_COMMIT, "a rank broke the protocol during the vote: passthrough for all");
+}
+
 void rv_on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *buf, size_t len)
 {
     struct rv_msg *m = malloc(sizeof(*m));
@@ -482,36 +524,8 @@ void rv_on_message(struct rv_session *s, struct rv_conn *c, const uint8_t *buf, 
         rv_reject(s, c, REJ_MALFORMED, err);
     else if (!rv_token_equal(m->token, s->token))
         rv_reject(s, c, REJ_WRONG_TOKEN, WRONG_TOKEN);
-    else if (m->type == RV_HELLO && (c->rank < 0 || c->leader_pid) && s->state == ST_WAIT_HELLO)
-        on_hello(s, c, &m->u.hello, m->leader_pid, m->leader_addr);
-    else if (m->type == RV_ABORT && (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES)) {
-        /* A leader lost a rank or hit a limit, or a rank hit one: nobody waits for the timeout. */
-        rv_anon_remove(s, c);
-        c->told = 1;
-        rv_limit_fall_back(s, m->u.reason[0] ? m->u.reason : "a rank gave up (no reason given)");
-    }
-    else if ((m->type == RV_HELLO || m->type == RV_ABORT) && c->rank < 0 && s->state == ST_ANSWER)
-        answer_begun(s, c);
-    else if (m->type == RV_HELLO && c->rank < 0 && s->state == ST_WAIT_VOTES) {
-        /* Every rank had arrived: a rank connecting again lost its path (or
-         * a stranger holds the token).  Nobody can tell which, so nobody goes on. */
-        rv_anon_remove(s, c);
-        c->told = 1;
-        char why[RV_REASON_LEN];
-        snprintf(why, sizeof(why), "rank %d connected again during the vote (its path to the root broke): "
-                 "passthrough for all", m->u.hello.rank);
-        rv_limit_fall_back(s, why);
-    }
-    else if (m->type == RV_VOTE && c->rank >= 0 && s->state == ST_WAIT_VOTES)
-        on_vote(s, c, &m->u.vote);
-    else {
-        snprintf(err, sizeof(err), "unexpected message type %d%s", (int)m->type,
-                 c->rank >= 0 ? " from a rank that had arrived" : " before HELLO");
-        int was_rank = c->rank >= 0 && s->state == ST_WAIT_VOTES;
-        rv_reject(s, c, REJ_PROTOCOL, err);
-        if (was_rank)
-            rv_fall_back(s, RV_COMMIT, "a rank broke the protocol during the vote: passthrough for all");
-    }
+    else
+        dispatch(s, c, m);
     free(m);
 }
 

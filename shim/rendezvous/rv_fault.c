@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -49,6 +50,14 @@ void rv_fault(const char *point)
         }
         p = end ? end + 1 : NULL;
     }
+}
+
+void rv_fault_once(const char *point)
+{
+    /* Set by whichever thread calls first; atomic, as any thread may. */
+    static atomic_int done;
+    if (!atomic_exchange(&done, 1))
+        rv_fault(point);
 }
 
 int rv_test_fanout(int dflt)

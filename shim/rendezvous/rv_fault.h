@@ -14,12 +14,17 @@
  *   leader-commit  a host's leader, before it hands the final verdict on
  *   root-decide    the root, every rank arrived, before it decides
  *   root-commit    the root, before it sends a final verdict (COMMIT, or a final DECISION)
+ *   root-stall     the root's serving thread, once per process, after it
+ *                  accepted its first connection and read what was there: a
+ *                  process stopped while connections wait (tests/t/45-rv-chaos.t)
  * and "fanout=N" (rv_test_fanout).
  */
 #ifndef NCCLSHIM_RV_FAULT_H
 #define NCCLSHIM_RV_FAULT_H
 
 void rv_fault(const char *point);
+/* rv_fault at the first call in this process only (one call site: root-stall). */
+void rv_fault_once(const char *point);
 
 /* "fanout=N" in the same setting: the leaders the root and each leader take
  * before sending the next ones on (RV_ROOT_LEADERS, RV_LEADER_KIDS), so that

@@ -27,6 +27,9 @@
 #include "rv_fault.h"
 #include "rv_io.h"
 #include "rv_limits.h"
+#include "rv_reader.h"
+#include "rv_states.h"
+#include "rv_watch.h"
 #include "rv_session.h"
 #include "worker.h"
 
@@ -51,54 +54,30 @@
 
 #define ADMIT 'A'
 #define FULL 'F'
+/* Connections a leader makes again when the one above closes before saying
+ * anything (as a rank does, rv_client.c HELLO_TRIES): the root may have
+ * taken it for a stranger before its first frame came in, and forgot what had
+ * come on it. */
+#define LEADER_REJOINS 3
 
 int rv_fanin(int nranks)
 {
     return nranks > shim_config()->rendezvous_fanin;
 }
 
-/* A frame read bit by bit from a non-blocking socket. */
-struct reader {
-    size_t have;
-    long need;                          /* the frame's length once the header is in, else 0 */
-    uint8_t head[RV_HEADER_LEN];
-    uint8_t *buf;
-};
-
 /* 1: a whole frame in *frame (the caller frees it); 0: nothing whole yet; -1: closed or bad (err). */
-static int read_frame(int fd, struct reader *r, uint8_t **frame, size_t *len, char *err, size_t errlen)
+static int read_frame(int fd, struct rv_reader *r, uint8_t **frame, size_t *len, char *err, size_t errlen)
 {
     for (;;) {
-        uint8_t *dst = r->need ? r->buf + r->have : r->head + r->have;
-        size_t want = r->need ? (size_t)r->need - r->have : RV_HEADER_LEN - r->have;
-        ssize_t n = recv(fd, dst, want, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-            return 0;
-        if (n <= 0) {
-            snprintf(err, errlen, "%s", n == 0 ? "connection closed" : strerror(errno));
-            return -1;
-        }
-        r->have += (size_t)n;
-        if (!r->need) {
-            if (r->have < RV_HEADER_LEN)
-                continue;
-            long total = rv_frame_length(r->head, r->have, err, errlen);
-            if (total <= 0)
-                return -1;
-            if (!(r->buf = malloc((size_t)total))) {
-                snprintf(err, errlen, "out of memory for a message");
-                return -1;
-            }
-            memcpy(r->buf, r->head, RV_HEADER_LEN);
-            r->need = total;
-        }
-        if (r->have == (size_t)r->need) {
-            *frame = r->buf;
-            *len = r->have;
-            r->buf = NULL;
-            r->need = 0;
-            r->have = 0;
+        switch (rv_read_step(fd, r, frame, len, err, errlen)) {
+        case RV_READ_FRAME:
             return 1;
+        case RV_READ_MORE:
+            continue;
+        case RV_READ_WAIT:
+            return 0;
+        default:
+            return -1;
         }
     }
 }
@@ -107,7 +86,7 @@ struct member {
     int fd;
     int rank;                           /* -1 until its HELLO; another host's leader: its first rank */
     uint32_t pid;
-    struct reader rd;
+    struct rv_reader rd;
     int tcp;                            /* came to the TCP listener: another host's leader, or nobody */
     int is_leader;                      /* another host's leader (its HELLOs carry leader_pid) */
     char addr[RV_ADDR_LEN];             /* such a leader's: where it takes leaders */
@@ -120,22 +99,25 @@ struct leader {
     char myaddr[RV_ADDR_LEN];           /* tfd's address, said in every HELLO forwarded ("": none) */
     int kids, next_kid;                 /* other hosts' leaders taken; where the next search starts */
     int redirects;                      /* REDIRECTs followed (bounded: no loops) */
+    int above;                          /* who rfd reaches: 0 the root, 1 a leader the root sent it to */
+    int heard;                          /* a frame has come from above on rfd */
+    int rejoins;                        /* connections made again after one closed before any word */
     uint8_t *sent;                      /* every HELLO forwarded, as sent: said again after a REDIRECT */
     size_t sentlen, sentcap;
     int paused;                         /* a limit was hit: accept no more */
     int cap, nm;
     struct member *m;
     uint8_t token[RV_TOKEN_LEN];
-    struct sockaddr_storage root;
+    struct sockaddr_storage root;       /* where rfd reaches (above: the root, or a leader it sent this one to) */
     socklen_t rootlen;
     char rootstr[80];
     int timeout_ms;
     uint64_t start_us;
     uint32_t pid;
-    int aborted;                        /* an ABORT went to the root: send no second one */
+    enum rv_leader_state state;         /* rv_states.h: GATHER until it connects above */
     int slot;                           /* of its name */
     int turned_away;                    /* ranks answered FULL */
-    struct reader rrd;
+    struct rv_reader rrd;
     struct rv_msg *msg;                 /* scratch */
     uint8_t *frame;                     /* scratch, RV_MAX_FRAME */
 };
@@ -144,6 +126,14 @@ struct leader {
 static pthread_mutex_t g_leaders_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct leader *g_leaders;
 
+/* Who rfd reaches, for messages: a parent leader is not the root. */
+static const char *above(const struct leader *L)
+{
+    return L->above ? "its parent leader (another host's, where the root sent it)" : "the root";
+}
+
+static int connect_root(struct leader *L);
+
 static void close_member(struct member *mb)
 {
     pthread_mutex_lock(&g_leaders_lock);
@@ -151,8 +141,7 @@ static void close_member(struct member *mb)
         close(mb->fd);
     mb->fd = -1;
     pthread_mutex_unlock(&g_leaders_lock);
-    free(mb->rd.buf);
-    mb->rd.buf = NULL;
+    rv_reader_reset(&mb->rd);
 }
 
 /* Encodes `m` into the leader's scratch frame: its length, 0 if it does not encode. */
@@ -164,9 +153,9 @@ static size_t encode(struct leader *L, const struct rv_msg *m)
 /* Tells the root (once) that this host's ranks cannot go on: it falls back for all. */
 static void abort_root(struct leader *L, const char *why)
 {
-    if (L->rfd < 0 || L->aborted)
-        return;
-    L->aborted = 1;
+    if (L->state != LEADER_UP)
+        return; /* nothing went up (GATHER), or an ABORT already did (ASKED), or over */
+    L->state = LEADER_ASKED;
     rv_make_abort(L->msg, L->token, why);
     size_t n = encode(L, L->msg);
     if (n)
@@ -238,6 +227,7 @@ static void give_up(struct leader *L, const char *why)
         answer_the_rest(L, m);
         relay_to(L, n, 1);
     }
+    L->state = LEADER_OVER;
 }
 
 /* Keeps the HELLO just encoded (n bytes of L->frame), to say it again after a REDIRECT: 0, or -1 (no memory). */
@@ -287,8 +277,8 @@ static int redirect_kid(struct leader *L, struct member *mb)
     return 0;
 }
 
-/* A member's message. */
-static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *frame, size_t len)
+/* A member's message: 1 once the rendezvous is over for this leader (it gave up). */
+static int on_member_frame(struct leader *L, struct member *mb, const uint8_t *frame, size_t len)
 {
     char err[256] = "wrong token", why[RV_REASON_LEN];
     struct rv_msg *m = L->msg;
@@ -296,21 +286,22 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
         /* Not a rank of this ID: it never spoke for a rank, so it is dropped silently. */
         if (mb->rank < 0) {
             close_member(mb);
-            return;
+            return 0;
         }
         snprintf(why, sizeof(why), "rank %d sent its host's leader a bad message (%s): passthrough for all",
                  mb->rank, err);
         close_member(mb);
         abort_root(L, why);
-        return;
+        return 0;
     }
     if (m->type == RV_HELLO && mb->rank < 0 && mb->tcp && !m->leader_pid) {
         close_member(mb); /* the TCP listener takes only other hosts' leaders */
-        return;
+        return 0;
     }
     if (m->type == RV_HELLO && mb->rank < 0 && m->leader_pid && redirect_kid(L, mb))
-        return;
-    if (m->type == RV_HELLO && (mb->rank < 0 || mb->is_leader)) {
+        return 0;
+    enum rv_member_do what = rv_member_step(L->state, m->type, mb->rank >= 0, mb->is_leader);
+    if (what == MEMBER_HELLO) {
         rv_fault("leader-hello");
         if (mb->rank < 0) {
             mb->rank = m->u.hello.rank;
@@ -319,26 +310,64 @@ static void on_member_frame(struct leader *L, struct member *mb, const uint8_t *
             L->kids += mb->is_leader;
             snprintf(mb->addr, sizeof(mb->addr), "%s", m->leader_addr);
         }
+        /* Something to forward: now the root is reached, and its first frame
+         * follows the connect at once. */
+        if (connect_root(L) != 0)
+            return 1;
         m->leader_pid = L->pid;
         snprintf(m->leader_addr, sizeof(m->leader_addr), "%s", L->myaddr);
-    } else if (m->type == RV_VOTE && mb->rank >= 0) {
+    } else if (what == MEMBER_VOTE) {
         if (!mb->is_leader)
             m->u.vote.rank = mb->rank; /* another leader's votes name their ranks */
-    } else if (m->type != RV_ABORT) {
-        snprintf(why, sizeof(why), "rank %d sent its host's leader an unexpected message (type %d): passthrough "
-                 "for all", mb->rank, (int)m->type);
+    } else if (what == MEMBER_DROP) {
+        /* One that never said HELLO counts for no rank: dropped silently. */
+        int rank = mb->rank;
         close_member(mb);
-        abort_root(L, why);
-        return;
+        if (rank >= 0) {
+            snprintf(why, sizeof(why), "rank %d sent its host's leader an unexpected message (type %d): "
+                     "passthrough for all", rank, (int)m->type);
+            abort_root(L, why);
+        }
+        return 0;
     }
     size_t n = encode(L, m);
     if (n && m->type == RV_HELLO && keep_sent(L, n) != 0)
         n = 0;
-    if (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0) {
-        snprintf(why, sizeof(why), "the host's leader (pid %u) could not forward rank %d's message to the root at "
-                 "%s: %s", (unsigned)L->pid, mb->rank, L->rootstr, n ? strerror(errno) : "it does not encode");
+    if (L->rfd >= 0 && (!n || rv_send_bytes(L->rfd, L->frame, n, shim_mono_us() + RV_SEND_US) != 0)) {
+        snprintf(why, sizeof(why), "the host's leader (pid %u) could not forward rank %d's message to %s at "
+                 "%s: %s", (unsigned)L->pid, mb->rank, above(L), L->rootstr,
+                 n ? strerror(errno) : "it does not encode");
         abort_root(L, why);
     }
+    return 0;
+}
+
+/*
+ * Connects to `to` in place of rfd and says every HELLO forwarded so far
+ * again: 0, or -1 with the reason in err (rfd unchanged).
+ */
+static int reconnect(struct leader *L, const struct sockaddr_storage *to, socklen_t tolen, char *err, size_t errlen)
+{
+    int fd = rv_connect((const struct sockaddr *)to, tolen, shim_mono_us() + 5000000, err, errlen);
+    if (fd < 0)
+        return -1;
+    if (L->sentlen && rv_send_bytes(fd, L->sent, L->sentlen, shim_mono_us() + 5000000) != 0) {
+        snprintf(err, errlen, "saying its HELLOs again: %s", strerror(errno));
+        close(fd);
+        return -1;
+    }
+    pthread_mutex_lock(&g_leaders_lock);
+    if (L->rfd >= 0)
+        close(L->rfd);
+    L->rfd = fd;
+    pthread_mutex_unlock(&g_leaders_lock);
+    rv_reader_reset(&L->rrd);
+    L->heard = 0;
+    if (to != &L->root) {
+        memcpy(&L->root, to, tolen);
+        L->rootlen = tolen;
+    }
+    return 0;
 }
 
 /*
@@ -351,27 +380,41 @@ static int follow_redirect(struct leader *L, const char *to)
     char err[300], why[RV_REASON_LEN];
     struct sockaddr_storage ss;
     socklen_t sl = rv_addr_parse(to, &ss);
-    int fd = -1;
-    if (sl && ++L->redirects <= 8)
-        fd = rv_connect((struct sockaddr *)&ss, sl, shim_mono_us() + 5000000, err, sizeof(err));
-    else
-        snprintf(err, sizeof(err), "%s", sl ? "sent on more than 8 times" : "not an address");
-    if (fd >= 0 && L->sentlen && rv_send_bytes(fd, L->sent, L->sentlen, shim_mono_us() + 5000000) != 0)
-        snprintf(err, sizeof(err), "saying its HELLOs again: %s", strerror(errno));
-    else if (fd >= 0) {
-        pthread_mutex_lock(&g_leaders_lock);
-        close(L->rfd);
-        L->rfd = fd;
-        pthread_mutex_unlock(&g_leaders_lock);
-        free(L->rrd.buf);
-        L->rrd = (struct reader){ 0, 0, { 0 }, NULL };
-        snprintf(L->rootstr, sizeof(L->rootstr), "%s", to); /* a leader the root sent it to */
+    if (sl && ++L->redirects <= 8 && reconnect(L, &ss, sl, err, sizeof(err)) == 0) {
+        snprintf(L->rootstr, sizeof(L->rootstr), "%s", to);
+        L->above = 1;
         return 0;
     }
-    if (fd >= 0)
-        close(fd);
+    if (!sl || L->redirects > 8)
+        snprintf(err, sizeof(err), "%s", sl ? "sent on more than 8 times" : "not an address");
     snprintf(why, sizeof(why), "the host's leader (pid %u) was sent to another host's leader at %s and could not "
              "join it (%s): passthrough", (unsigned)L->pid, to, err);
+    give_up(L, why);
+    return 1;
+}
+
+/*
+ * The connection above closed (`how`): if no word had come on it, connect
+ * again, up to LEADER_REJOINS times.  0 having done so, or 1 having given up
+ * (its ranks ask the root: rv_client.c).
+ */
+static int rejoin(struct leader *L, const char *how)
+{
+    char err[300], why[RV_REASON_LEN];
+    if (!L->heard && L->rejoins < LEADER_REJOINS) {
+        L->rejoins++;
+        shim_warn("rendezvous", "the host's leader (pid %u): %s at %s closed its connection before any answer "
+                  "(%.200s); connecting again (attempt %d of %d)", (unsigned)L->pid, above(L), L->rootstr, how,
+                  L->rejoins + 1, LEADER_REJOINS + 1);
+        if (reconnect(L, &L->root, L->rootlen, err, sizeof(err)) == 0)
+            return 0;
+        snprintf(why, sizeof(why), "the host's leader (pid %u) lost %s at %s (%.200s) and could not connect again "
+                 "(%.200s): passthrough", (unsigned)L->pid, above(L), L->rootstr, how, err);
+    } else {
+        snprintf(why, sizeof(why), "the host's leader (pid %u) lost %s at %s (%.200s) before its final answer%s: "
+                 "passthrough", (unsigned)L->pid, above(L), L->rootstr, how,
+                 L->heard ? "" : " (it had dropped this leader's connection every time)");
+    }
     give_up(L, why);
     return 1;
 }
@@ -383,22 +426,25 @@ static int on_root_frame(struct leader *L, const uint8_t *frame, size_t len)
     struct rv_msg *m = L->msg;
     const char *bad = rv_decode(frame, len, m, err, sizeof(err)) != 0 ? err
                       : !rv_token_equal(m->token, L->token)          ? "wrong token"
-                      : !(m->type == RV_DECISION || m->type == RV_PEERS || m->type == RV_COMMIT ||
-                          m->type == RV_REDIRECT)
-                          ? "an unexpected message type"
-                          : NULL;
-    if (!bad && m->type == RV_REDIRECT)
+                                                                     : NULL;
+    int final = !bad && m->type == RV_DECISION && m->u.verdict.final;
+    enum rv_leader_do what = bad ? LEADER_BAD : rv_leader_step(L->state, m->type, final);
+    if (!bad && what == LEADER_BAD)
+        bad = "an unexpected message type";
+    if (what == LEADER_FOLLOW)
         return follow_redirect(L, m->u.to);
     if (bad) {
-        snprintf(why, sizeof(why), "the host's leader (pid %u) got a bad answer from the root at %s (%s): "
-                 "passthrough", (unsigned)L->pid, L->rootstr, bad);
+        snprintf(why, sizeof(why), "the host's leader (pid %u) got a bad answer from %s at %s (%s): "
+                 "passthrough", (unsigned)L->pid, above(L), L->rootstr, bad);
         give_up(L, why);
         return 1;
     }
-    int final = m->type == RV_COMMIT || (m->type == RV_DECISION && m->u.verdict.final);
+    L->heard = 1;
+    final = what == LEADER_FINAL;
     /* The root's bytes as they came: every member checks the same token. */
     memcpy(L->frame, frame, len);
     if (final) {
+        L->state = LEADER_OVER;
         rv_fault("leader-commit");
         /* This process's own ranks last, after the ranks still at the door:
          * once they have it, this process may exit. */
@@ -441,7 +487,7 @@ static void accept_members(struct leader *L)
         int fd = accept4(L->lfd, NULL, NULL, SOCK_CLOEXEC | SOCK_NONBLOCK), admitted = 0;
         if (fd >= 0 && L->nm < L->cap) {
             L->m[L->nm].fd = fd; /* listed before a fork can see it */
-            L->m[L->nm].rd = (struct reader){ 0, 0, { 0 }, NULL };
+            L->m[L->nm].rd = (struct rv_reader){ 0, 0, { 0 }, NULL };
             L->m[L->nm].rank = -1;
             L->m[L->nm].pid = 0;
             L->nm++;
@@ -530,17 +576,23 @@ static void open_tcp(struct leader *L)
 /* Connects to the root: 0, or -1 having given up (its ranks told why). */
 static int connect_root(struct leader *L)
 {
+    if (L->rfd >= 0)
+        return 0;
     char err[400], why[RV_REASON_LEN];
-    /* Before its ranks stop waiting to be admitted (rv_leader_join: the same
-     * bound, from their arrival): they then hear from it why. */
+    /* From the first HELLO to forward (the leader admits its ranks before
+     * it connects, so they do not wait on this), and well before that rank's
+     * own deadline (its HELLO + the timeout + 2 s): it then hears why. */
     uint64_t connect_deadline =
-        L->start_us + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 750;
+        shim_mono_us() + (uint64_t)(L->timeout_ms < 10000 ? L->timeout_ms : 10000) * 750;
     int rfd = rv_connect((struct sockaddr *)&L->root, L->rootlen, connect_deadline, err, sizeof(err));
     pthread_mutex_lock(&g_leaders_lock);
     L->rfd = rfd;
     pthread_mutex_unlock(&g_leaders_lock);
-    if (L->rfd >= 0)
+    if (L->rfd >= 0) {
+        L->state = LEADER_UP;
+        open_tcp(L);
         return 0;
+    }
     int e = errno;
     if (rv_is_limit(e))
         rv_limit_reason(e, "a host's leader", "connecting to the root", why, sizeof(why));
@@ -550,50 +602,46 @@ static int connect_root(struct leader *L)
     return -1;
 }
 
-/* What to wait on: the root (idx -2), the listeners while they admit (-1; TCP -3),
- * each member still connected (its index).  Returns how many. */
-static int watch_set(const struct leader *L, struct pollfd *pfd, int *idx)
+/* What to wait on, tagged: the connection above (ABOVE: none in GATHER),
+ * the listeners while they admit (RANKS, KIDS), each member still connected
+ * (its index); until `deadline`. */
+enum { ABOVE = -2, RANKS = -1, KIDS = -3 };
+static void watch_set(const struct leader *L, struct rv_watch *w, uint64_t deadline)
 {
-    int k = 0;
-    pfd[k] = (struct pollfd){ L->rfd, POLLIN, 0 };
-    idx[k++] = -2;
-    if (!L->paused) {
-        pfd[k] = (struct pollfd){ L->lfd, POLLIN, 0 };
-        idx[k++] = -1;
-    }
-    if (!L->paused && L->tfd >= 0) {
-        pfd[k] = (struct pollfd){ L->tfd, POLLIN, 0 };
-        idx[k++] = -3;
-    }
+    rv_watch_begin(w, (size_t)L->cap + 3);
+    rv_watch_until(w, deadline);
+    rv_watch_add(w, L->rfd, NULL, ABOVE);
+    if (!L->paused)
+        rv_watch_add(w, L->lfd, NULL, RANKS);
+    if (!L->paused && L->tfd >= 0)
+        rv_watch_add(w, L->tfd, NULL, KIDS);
     for (int i = 0; i < L->nm; i++)
-        if (L->m[i].fd >= 0) {
-            pfd[k] = (struct pollfd){ L->m[i].fd, POLLIN, 0 };
-            idx[k++] = i;
-        }
-    return k;
+        if (L->m[i].fd >= 0)
+            rv_watch_add(w, L->m[i].fd, NULL, i);
 }
 
-/* The frames that have come in from the root (who -2) or member `who` (a
+/* The frames that have come in from the root (who ABOVE) or member `who` (a
  * bounded number, so that the others get their turn), or its leaving: the
  * root's ends the leader's work (returns 1); a member's, once it has a rank,
  * makes the root fall back for all. */
 static int read_ready(struct leader *L, int who)
 {
     char err[400], why[RV_REASON_LEN];
-    struct reader *rd = who == -2 ? &L->rrd : &L->m[who].rd;
-    int fd = who == -2 ? L->rfd : L->m[who].fd;
+    struct rv_reader *rd = who == ABOVE ? &L->rrd : &L->m[who].rd;
+    int fd = who == ABOVE ? L->rfd : L->m[who].fd;
     for (int loops = 0; fd >= 0 && loops < 64; loops++) {
         uint8_t *frame = NULL;
         size_t len = 0;
         int r = read_frame(fd, rd, &frame, &len, err, sizeof(err));
         if (r == 0)
             break;
-        if (who == -2) {
+        if (who == ABOVE) {
             if (r < 0) {
-                snprintf(why, sizeof(why), "the host's leader (pid %u) lost the root at %s (%s) before its "
-                         "final answer: passthrough", (unsigned)L->pid, L->rootstr, err);
-                give_up(L, why);
-                return 1;
+                if (rejoin(L, err))
+                    return 1;
+                fd = L->rfd;
+                rd = &L->rrd;
+                continue;
             }
             int done = on_root_frame(L, frame, len);
             free(frame);
@@ -615,8 +663,10 @@ static int read_ready(struct leader *L, int who)
             }
             break;
         }
-        on_member_frame(L, mb, frame, len);
+        int over = on_member_frame(L, mb, frame, len);
         free(frame);
+        if (over)
+            return 1;
         fd = mb->fd;
     }
     return 0;
@@ -641,7 +691,7 @@ static void leader_free(struct leader *L)
             break;
         }
     pthread_mutex_unlock(&g_leaders_lock);
-    free(L->rrd.buf);
+    rv_reader_reset(&L->rrd);
     free(L->sent);
     free(L->m);
     free(L->msg);
@@ -654,54 +704,60 @@ static void *lead(void *arg)
     struct leader *L = arg;
     char why[RV_REASON_LEN];
     uint64_t deadline = L->start_us + (uint64_t)L->timeout_ms * 1000 + LEADER_GRACE_US;
-    struct pollfd *pfd = calloc((size_t)L->cap + 3, sizeof(*pfd));
-    int *idx = calloc((size_t)L->cap + 3, sizeof(*idx));
-    if (!pfd || !idx) {
+    struct rv_watch w = { NULL, NULL, 0, 0, UINT64_MAX };
+    rv_watch_begin(&w, (size_t)L->cap + 3);
+    if (w.cap < (size_t)L->cap + 3) {
         rv_limit_reason(ENOMEM, "a host's leader", "starting", why, sizeof(why));
         give_up(L, why);
         goto out;
     }
-    if (connect_root(L) != 0)
-        goto out;
-    open_tcp(L);
+    /* The root is reached only when there is something to forward
+     * (connect_root, from on_member_frame): a connection that shows nothing
+     * would be a stranger to it (rv_session.h, "Admission"). */
     for (;;) {
         uint64_t now = shim_mono_us();
-        if (now >= deadline && !L->aborted) {
+        if (now >= deadline && L->state == LEADER_GATHER) {
+            /* Nothing went up: nobody's HELLO depends on the root's word. */
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no HELLO to forward within %d ms "
+                     "(NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s", (unsigned)L->pid, L->timeout_ms);
+            give_up(L, why);
+            goto out;
+        } else if (now >= deadline && L->state == LEADER_UP) {
             /* A request, not a decision: the root's COMMIT may be on its way. */
-            snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from the root at %s within "
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no final answer from %s at %s within "
                      "%d ms (NCCLSHIM_RENDEZVOUS_TIMEOUT_MS) + 2 s: passthrough for all", (unsigned)L->pid,
-                     L->rootstr, L->timeout_ms);
+                     above(L), L->rootstr, L->timeout_ms);
             abort_root(L, why);
             deadline = now + LEADER_GRACE_US;
         } else if (now >= deadline) {
-            /* The root took no notice: its ranks ask it themselves (rv_ask.c). */
-            snprintf(why, sizeof(why), "the host's leader (pid %u) had no answer from the root at %s to its ABORT "
-                     "within 2 s", (unsigned)L->pid, L->rootstr);
+            /* No answer: its ranks ask the root themselves (rv_ask.c). */
+            snprintf(why, sizeof(why), "the host's leader (pid %u) had no answer from %s at %s to its ABORT "
+                     "within 2 s (that process is stopped or starved of CPU)", (unsigned)L->pid, above(L),
+                     L->rootstr);
             give_up(L, why);
             goto out;
         }
-        int k = watch_set(L, pfd, idx);
-        int n = poll(pfd, (nfds_t)k, (int)((deadline - now + 999) / 1000));
+        watch_set(L, &w, deadline);
+        int n = rv_watch_wait(&w, 60000);
         if (n < 0 && errno != EINTR) {
             snprintf(why, sizeof(why), "the host's leader (pid %u): poll: %s", (unsigned)L->pid, strerror(errno));
             give_up(L, why);
             goto out;
         }
-        for (int j = 0; j < k && n > 0; j++) {
-            if (!pfd[j].revents)
+        for (size_t j = 0; j < w.n && n > 0; j++) {
+            if (!w.pfd[j].revents)
                 continue;
-            if (idx[j] == -1)
+            if (w.tag[j].what == RANKS)
                 accept_members(L);
-            else if (idx[j] == -3)
+            else if (w.tag[j].what == KIDS)
                 accept_kids(L);
-            else if (read_ready(L, idx[j]))
+            else if (read_ready(L, w.tag[j].what))
                 goto out;
         }
     }
 out:
     leader_free(L);
-    free(pfd);
-    free(idx);
+    rv_watch_free(&w);
     return NULL;
 }
 

@@ -23,6 +23,7 @@
 #include "rv_decide.h"
 #include "rv_io.h"
 #include "rv_session.h"
+#include "rv_watch.h"
 #include "worker.h"
 
 #include <arpa/inet.h>
@@ -43,22 +44,15 @@ static int g_nsessions;
 static int g_thread_running;
 static int g_wake[2] = { -1, -1 };
 
-/* What each poll entry stands for: a session's listener (conn -1) or one of
- * its connections (an index: the array may grow while entries are handled). */
-struct poll_ref {
-    struct rv_session *s;
-    int conn;
-};
-
-/* The serving thread's poll arrays.  File-scope, not on its stack, so that a
- * process that exits while the thread runs leaves them reachable (the thread
- * alone uses them). */
-static struct pollfd *g_pfd;
-static struct poll_ref *g_ref;
-static size_t g_cap;
+/* What the serving thread waits on (rv_watch.h): each entry tagged with its
+ * session (NULL: the wake pipe) and which of its descriptors (-1 the listener,
+ * else a connection's index: the array may grow while entries are handled).
+ * File-scope, not on its stack, so that a process that exits while the
+ * thread runs leaves the arrays reachable (the thread alone uses them). */
+static struct rv_watch g_watch = { NULL, NULL, 0, 0, UINT64_MAX };
 
 /* Frees the finished sessions.  Under g_rv_lock; only this thread removes
- * sessions, so the pointers in the poll references stay valid. */
+ * sessions, so the pointers in the watch's tags stay valid. */
 static void drop_finished(void)
 {
     for (struct rv_session **pp = &g_sessions; *pp;) {
@@ -73,91 +67,62 @@ static void drop_finished(void)
     }
 }
 
-/* Room for an entry per listener and connection, and the wake pipe's.  Under
- * g_rv_lock.  Out of memory, the arrays stay as they were: fewer entries. */
-static void grow_poll_arrays(struct pollfd **pfd, struct poll_ref **ref, size_t *cap)
+/* Acts on the deadlines passed, and lists what to wait on, in the order
+ * they are handled: the wake pipe, the ranks' connections (and those that
+ * showed the token), the listeners, the strangers.  Under g_rv_lock. */
+static void watch_set(struct rv_watch *w)
 {
-    size_t n = 1;
-    for (struct rv_session *s = g_sessions; s; s = s->next)
-        n += 1 + (size_t)s->nconns;
-    if (n <= *cap)
-        return;
-    struct pollfd *p = realloc(*pfd, n * sizeof(*p));
-    if (p)
-        *pfd = p;
-    struct poll_ref *r = realloc(*ref, n * sizeof(*r));
-    if (r)
-        *ref = r;
-    if (p && r)
-        *cap = n;
-    g_pfd = *pfd;
-    g_ref = *ref;
-    g_cap = *cap;
-}
-
-/* Acts on the deadlines passed; fills the poll arrays (up to `cap`): the
- * wake pipe, then in the order they are handled, the ranks' connections
- * (and those that showed the token), the listeners, the strangers.  Returns
- * the number of entries; `timeout` the poll's, ms.  Under g_rv_lock. */
-static size_t watch_set(struct pollfd *pfd, struct poll_ref *ref, size_t cap, int *timeout)
-{
-    uint64_t now = shim_mono_us();
-    size_t k = 0;
-    *timeout = 60000;
-    if (!cap)
-        return 0;
-    pfd[k] = (struct pollfd){ g_wake[0], POLLIN, 0 };
-    ref[k++] = (struct poll_ref){ NULL, -1 };
+    uint64_t now = shim_mono_us(), until = UINT64_MAX;
+    /* First: acting on a deadline may accept connections (rv_deadlines.c). */
     for (struct rv_session *s = g_sessions; s; s = s->next) {
         int t = rv_check_deadlines(s, now);
-        if (s->state == ST_DONE)
-            *timeout = 0;
-        else if (t < *timeout)
-            *timeout = t;
+        uint64_t d = s->state == ST_DONE ? now : now + (uint64_t)t * 1000;
+        until = d < until ? d : until;
     }
+    size_t need = 1;
+    for (struct rv_session *s = g_sessions; s; s = s->next)
+        need += 1 + (size_t)s->nconns;
+    rv_watch_begin(w, need); /* out of memory: fewer entries, this turn */
+    rv_watch_until(w, until);
+    rv_watch_add(w, g_wake[0], NULL, -1);
     for (int pass = 0; pass < 3; pass++) {
         for (struct rv_session *s = g_sessions; s; s = s->next) {
             if (s->state == ST_DONE)
                 continue;
             if (pass == 1) {
-                if (s->lfd >= 0 && s->accept_paused_until <= now && k < cap) {
-                    pfd[k] = (struct pollfd){ s->lfd, POLLIN, 0 };
-                    ref[k++] = (struct poll_ref){ s, -1 };
-                }
+                if (s->lfd >= 0 && s->accept_paused_until <= now)
+                    rv_watch_add(w, s->lfd, s, -1);
                 continue;
             }
-            for (int i = 0; i < s->nconns && k < cap; i++) {
-                if (s->conns[i].fd < 0 || (s->conns[i].anon_slot >= 0) != (pass == 2))
-                    continue;
-                pfd[k] = (struct pollfd){ s->conns[i].fd, POLLIN, 0 };
-                ref[k++] = (struct poll_ref){ s, i };
-            }
+            for (int i = 0; i < s->nconns; i++)
+                if (s->conns[i].fd >= 0 && (s->conns[i].anon_slot >= 0) == (pass == 2))
+                    rv_watch_add(w, s->conns[i].fd, s, i);
         }
     }
-    return k;
 }
 
-/* What poll found ready.  Under g_rv_lock. */
-static void handle_ready(const struct pollfd *pfd, const struct poll_ref *ref, size_t k)
+/* What the wait found ready.  Under g_rv_lock. */
+static void handle_ready(const struct rv_watch *w)
 {
-    for (size_t j = 0; j < k; j++) {
-        if (!pfd[j].revents)
+    for (size_t j = 0; j < w->n; j++) {
+        if (!w->pfd[j].revents)
             continue;
-        struct rv_session *s = ref[j].s;
+        struct rv_session *s = w->tag[j].owner;
+        int conn = w->tag[j].what;
         if (!s) {
             shim_worker_drain(g_wake);
             continue;
         }
         if (s->state == ST_DONE)
             continue;
-        if (ref[j].conn < 0) {
-            if (s->lfd == pfd[j].fd && (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES))
+        if (conn < 0) {
+            if (s->lfd == w->pfd[j].fd && (s->state == ST_WAIT_HELLO || s->state == ST_WAIT_VOTES))
                 rv_on_acceptable(s);
-            else if (s->lfd == pfd[j].fd && s->state == ST_ANSWER)
+            else if (s->lfd == w->pfd[j].fd && s->state == ST_ANSWER)
                 rv_answer_late(s);
-        } else if (s->conns[ref[j].conn].fd == pfd[j].fd) {
-            /* Not closed (and its slot not reused) since the poll. */
-            rv_on_readable(s, &s->conns[ref[j].conn]);
+        } else if (s->conns[conn].fd == w->pfd[j].fd) {
+            /* Not closed (and its slot not reused) since the wait. */
+            rv_on_readable(s, &s->conns[conn]);
         }
     }
 }
@@ -165,9 +130,6 @@ static void handle_ready(const struct pollfd *pfd, const struct poll_ref *ref, s
 static void *serve(void *arg)
 {
     (void)arg;
-    struct pollfd *pfd = g_pfd;
-    struct poll_ref *ref = g_ref;
-    size_t cap = g_cap;
     for (;;) {
         pthread_mutex_lock(&g_rv_lock);
         drop_finished();
@@ -175,27 +137,23 @@ static void *serve(void *arg)
             /* None left: the thread ends. */
             g_thread_running = 0;
             shim_worker_close(g_wake);
-            g_pfd = NULL;
-            g_ref = NULL;
-            g_cap = 0;
+            rv_watch_free(&g_watch);
             pthread_mutex_unlock(&g_rv_lock);
-            free(pfd);
-            free(ref);
             return NULL;
         }
-        grow_poll_arrays(&pfd, &ref, &cap);
-        int timeout;
-        size_t k = watch_set(pfd, ref, cap, &timeout);
+        watch_set(&g_watch);
         pthread_mutex_unlock(&g_rv_lock);
 
-        if (poll(pfd, k, cap ? timeout : 10) < 0) {
+        /* With no room at all (out of memory), a short sleep, then again. */
+        int n = g_watch.n ? rv_watch_wait(&g_watch, 60000) : poll(NULL, 0, 10);
+        if (n < 0) {
             if (errno != EINTR)
                 shim_warn("rendezvous", "poll: %s", strerror(errno));
             continue;
         }
 
         pthread_mutex_lock(&g_rv_lock);
-        handle_ready(pfd, ref, k);
+        handle_ready(&g_watch);
         pthread_mutex_unlock(&g_rv_lock);
     }
 }

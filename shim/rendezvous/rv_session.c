@@ -7,6 +7,7 @@
 #include "rv_session.h"
 
 #include "clock.h"
+#include "config.h"
 #include "record.h"
 #include "rv_io.h"
 
@@ -37,8 +38,7 @@ void rv_reject(struct rv_session *s, struct rv_conn *c, enum rej cause, const ch
     }
     close(c->fd);
     c->fd = -1;
-    free(c->buf);
-    c->buf = NULL;
+    rv_reader_reset(&c->rd);
     if (c->rank >= 0 && s->state == ST_WAIT_HELLO) {
         /* A rank that leaves before the decision is missing again (a leader's ranks too). */
         int idx = (int)(c - s->conns);
@@ -79,7 +79,7 @@ void rv_settle(struct rv_session *s)
             rv_close_conn(c);
     }
     s->state = ST_ANSWER;
-    s->answer_until = shim_mono_us() + RV_LINGER_US;
+    s->answer_until = shim_mono_us() + (uint64_t)shim_config()->rendezvous_timeout_ms * 1000 + RV_LINGER_US;
 }
 
 void rv_drop_quietly(struct rv_session *s, struct rv_conn *c)
@@ -98,8 +98,7 @@ void rv_close_conn(struct rv_conn *c)
     if (c->fd >= 0)
         close(c->fd);
     c->fd = -1;
-    free(c->buf);
-    c->buf = NULL;
+    rv_reader_reset(&c->rd);
 }
 
 void rv_session_free(struct rv_session *s)

@@ -10,6 +10,7 @@
 #define NCCLSHIM_RV_SESSION_H
 
 #include "policy/decide.h"
+#include "rv_reader.h"
 #include "rv_wire.h"
 
 #include <stdint.h>
@@ -21,7 +22,7 @@
  * ranks' shims take that as "a peer is gone" (shim/ipc/ipc_monitor.c). */
 /* ST_ANSWER: the final verdict is out (or the root fell back at a limit);
  * the listener answers whoever shows the token with that verdict, until the
- * timeout and at least RV_LINGER_US after the verdict: a rank that lost its
+ * timeout and at least T + RV_LINGER_US after the verdict: a rank that lost its
  * host's leader, or whose connection broke before the verdict reached it,
  * asks here (rv_ask_root), and hears what every other rank heard. */
 enum { ST_WAIT_HELLO, ST_WAIT_VOTES, ST_MONITOR, ST_ANSWER, ST_DONE };
@@ -54,9 +55,14 @@ _Static_assert(MAX_ANONYMOUS <= MAX_ANONYMOUS_HARD, "the hard cap is above the c
  * and a rank that loses this race connects again (rv_client.c), so a longer
  * deadline would only let strangers hold descriptors longer. */
 #define HELLO_DEADLINE_US 1000000ull
-/* How long the root answers askers after its final verdict (ST_ANSWER): a
- * rank asks as soon as its path breaks, within its own bounded waits
- * (rv_client.c ASK_US), so this only has to outlast those. */
+/* How long the root answers askers after its final verdict (ST_ANSWER): the
+ * rendezvous timeout T plus RV_LINGER_US.  A rank whose HELLO went up before
+ * the verdict hears it, or asks, within T + 2 s of its HELLO (rv_client.c:
+ * its own deadline; a rank behind a frozen leader asks then) or T + 4 s (a
+ * leader's deadline and its grace, then its ranks ask); an ask takes at most
+ * RV_ASK_US (5 s) to connect and be answered.  So T + 15 s outlasts every
+ * ask of a rank that can still be waiting, with a few seconds to spare for a
+ * host that is slow to schedule it. */
 #define RV_LINGER_US 15000000ull
 #define ACCEPT_BURST 64
 /*
@@ -95,10 +101,7 @@ struct rv_conn {
     int rank;                           /* -1 until its HELLO; a leader's: its first rank */
     uint32_t leader_pid;                /* a host's leader (rv_leader.c): it speaks for several ranks */
     int told;                           /* sent ABORT: owed the final verdict although it named no rank */
-    size_t have;                        /* bytes of the current frame received */
-    long need;                          /* its length once the header is in, else 0 */
-    uint8_t head[RV_HEADER_LEN];
-    uint8_t *buf;                       /* the frame, once its length is known */
+    struct rv_reader rd;                /* the frame coming in */
     char peer[80];
     uint64_t accepted_us;
     int anon_slot;                      /* index in the session's anon[] while anonymous, else -1 */
@@ -151,7 +154,7 @@ static inline void rv_finish(struct rv_session *s)
 
 /* The final verdict has gone to every rank connected: their connections are
  * closed, and where someone may ask (askers) the listener answers for
- * RV_LINGER_US (ST_ANSWER); else the session is over. */
+ * T + RV_LINGER_US (ST_ANSWER); else the session is over. */
 void rv_settle(struct rv_session *s);
 
 /* `c` is no longer anonymous (it showed the token, or it is closed). */

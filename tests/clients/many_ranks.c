@@ -20,6 +20,8 @@
  *       communicator, print "CREATED" and destroy them only when stdin
  *       closes: bench/rv_scale.py holds every process's teardown until all
  *       processes have created theirs.
+ *       MANY_RANKS_START_AT=ns: every rank's thread calls init at that
+ *       CLOCK_REALTIME instant (tests/rv/chaos.py: a herd released at once).
  *       (CLOCK_REALTIME, as the records' ts: comparable between processes of one machine).
  */
 #define _GNU_SOURCE
@@ -29,6 +31,7 @@
 
 #include <alloca.h>
 #include <dirent.h>
+#include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
@@ -45,6 +48,7 @@
 
 static ncclUniqueId g_id;
 static int g_nranks;
+static struct timespec g_start_at; /* MANY_RANKS_START_AT; zero: at once */
 /* Destroys wait until every rank of this process has its communicator (and
  * with MANY_RANKS_HOLD, of every process): a destroy, a thread's exit and a
  * process's exit are no part of creating one, and would take the cores from
@@ -132,6 +136,8 @@ static void *run_rank(void *arg)
         warm_stack(g_warm_kib);
     timer_t storm;
     int storming = g_signal_us > 0 && signal_storm(&storm) == 0;
+    while (g_start_at.tv_sec && clock_nanosleep(CLOCK_REALTIME, TIMER_ABSTIME, &g_start_at, NULL) == EINTR)
+        ;
     r->t0 = now_ns();
     ncclResult_t rc = ncclCommInitRank(&comm, g_nranks, g_id, r->rank);
     r->t1 = now_ns();
@@ -176,6 +182,11 @@ int main(int argc, char **argv)
         return 2;
     }
     g_nranks = atoi(argv[3]);
+    if (getenv("MANY_RANKS_START_AT")) {
+        unsigned long long at = strtoull(getenv("MANY_RANKS_START_AT"), NULL, 10);
+        g_start_at.tv_sec = (time_t)(at / 1000000000ull);
+        g_start_at.tv_nsec = (long)(at % 1000000000ull);
+    }
     /* MANY_RANKS_WARM_STACK_KIB=n: each rank's thread touches n KiB of its stack first (warm_stack). */
     g_warm_kib = getenv("MANY_RANKS_WARM_STACK_KIB") ? (size_t)atoi(getenv("MANY_RANKS_WARM_STACK_KIB")) : 0;
     if (g_warm_kib > 256)

@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+# The rendezvous under faults and herds (issue 45), a short run of the chaos
+# harness (tests/rv/chaos.py; `make chaos` runs a long one): each class the
+# issue found is a check of its own, then a few random faults.  Every trial
+# is bounded by the harness (a process past its bound is killed and counted
+# as hung); the invariant is one action for every surviving rank.
+import concurrent.futures, json, os, subprocess, sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+from tap import ROOT, done, ok  # noqa: E402
+
+CHAOS = os.path.join(ROOT, "tests", "rv", "chaos.py")
+
+
+def run(args, want=None, bound=240):
+    """chaos.py's output with `args` (its JSON lines), within `bound` seconds."""
+    cmd = [sys.executable, CHAOS, "--json", "--seed", "45"] + args + (["--want", want] if want else [])
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=bound)
+        return p.stdout, p.stderr
+    except subprocess.TimeoutExpired as e:
+        out = e.stdout or ""
+        return out.decode() if isinstance(out, bytes) else out, "chaos.py ran past %d s" % bound
+
+
+def report(what, out, err):
+    """One check that the harness ran, and one per trial (its invariant, and its `want`)."""
+    trials = [json.loads(line) for line in out.splitlines() if line.startswith("{")]
+    skipped = [line for line in out.splitlines() if "skipped" in line]
+    if not trials and skipped:
+        ok(True, "%s # SKIP %s" % (what, skipped[0]))
+        return
+    ok(trials, "%s: the harness ran" % what, (out + err)[-2000:])
+    for t in trials:
+        ok(not t["problems"], "%s: %s (%s): %s" % (what, t["fault"], t["note"] or "no note", t["actions"]), t)
+
+
+def wave(runs):
+    """Runs of chaos.py side by side (their processes mostly stopped or asleep), reported in order."""
+    with concurrent.futures.ThreadPoolExecutor(len(runs)) as ex:
+        futs = [(what, ex.submit(run, args, want)) for what, args, want in runs]
+        for what, f in futs:
+            report(what, *f.result())
+
+
+def chaos(what, args, want=None):
+    report(what, *run(args, want))
+
+
+# Side by side (their processes are mostly stopped or waiting):
+# A host's leader stopped after its host's HELLOs went up, for longer than
+# T + 7 s: its host-mates used to pass through ("frozen") while the others
+# took socket.  Now they ask the root, which answers for T + 15 s.
+# The same at an interior node of a tree of leaders (fanout 2): the hosts
+# below it must not split from the rest.
+# Random moments: killed ranks and leaders, wrong and black-holed addresses,
+# a rank in an empty network namespace.
+wave([("a frozen leader", ["--fault", "stop-leader", "--trials", "1", "--hosts", "3", "--per", "3",
+                           "--timeout-ms", "1000", "--stop-s", "8.5"], "socket"),
+      ("a frozen interior leader", ["--fault", "stop-parent", "--trials", "1", "--hosts", "6", "--per", "2",
+                                    "--fault-env", "fanout=2", "--timeout-ms", "2000", "--stop-s", "9.5"], None),
+      ("random faults", ["--fault", "kill-rank,kill-leader,bad-address,black-hole,netns", "--trials", "5",
+                         "--hosts", "3", "--per", "2", "--timeout-ms", "1500"], None)])
+# Herds released at once with no fault decide: leaders used to be dropped
+# as strangers (they connected before they had anything to say).
+chaos("a herd of 128 hosts x 4", ["--fault", "none", "--trials", "1", "--hosts", "128", "--per", "4", "--threads",
+                                  "--timeout-ms", "30000"], want="socket")
+chaos("a herd of 256 hosts x 1", ["--fault", "none", "--trials", "1", "--hosts", "256", "--per", "1",
+                                  "--timeout-ms", "30000"], want="socket")
+# The root's process stopped 2 s at T = 5 s, as the herd arrives: nothing
+# that came in meanwhile is lost.
+chaos("a stalled root", ["--fault", "stop-root", "--trials", "1", "--hosts", "16", "--per", "4",
+                         "--timeout-ms", "5000", "--stall", "2"], want="socket")
+# The same at the worst moment (root-stall: once the root has accepted a
+# leader's connection whose HELLO is still on its way, leader-hello=300):
+# the HELLO came during the stall, and the root used to expire the
+# connection as a silent stranger before reading it.
+chaos("a root stalled with a HELLO on its way", ["--fault", "none", "--trials", "1", "--hosts", "8", "--per", "2",
+                                                 "--timeout-ms", "5000",
+                                                 "--fault-env", "root-stall=2000,leader-hello=300"], want="socket")
+done()
