@@ -25,6 +25,15 @@ tests/bin/test_policy: tests/unit/test_policy.c policy/classify.c policy/pattern
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_policy.c policy/classify.c policy/pattern.c
 
 TESTS := $(sort $(wildcard tests/t/*.t)) tests/inspect/test_inspect.sh
+# prove's jobs: one per core (`make test TEST_JOBS=1` runs them one by one).
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# How many times slower than the plain build each slow run is, on a quiet machine: every
+# bound and product timeout a test sets is multiplied by it, and by the load (tests/tap.sh,
+# tap_scale; tests/tap.py, scaled).  A run that is slower still only needs SHIM_TEST_SLOW
+# raised (`make test-aarch64 SHIM_TEST_SLOW_AARCH64=8`), never a test edited.
+SHIM_TEST_SLOW_ASAN ?= 2
+SHIM_TEST_SLOW_VALGRIND ?= 10
+SHIM_TEST_SLOW_AARCH64 ?= 4
 
 tests-bin: tests/bin/fork_client
 tests/bin/fork_client: tests/clients/fork_client.c

@@ -350,7 +350,7 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
     /* With g_huge, more than one of each of the chain's size-chosen steps
      * (ipc_bcast.c, step_of: 8 MiB up to 32 MiB, 46 MiB above): three of
      * 8 MiB, two of 46 (60 MiB, not more: every byte is filled and checked
-     * by a loop, which ASan makes slow, within the tests' 30 s bound). */
+     * by a loop, which ASan makes slow; t/13 bounds the run by these bytes). */
     if (g_huge) {
         sizes[nsizes++] = (20u << 20) + 3;
         sizes[nsizes++] = (60u << 20) + 5;

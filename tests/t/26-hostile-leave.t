@@ -11,7 +11,7 @@ leave() {
     local d=$TMP/$1
     mkdir -p "$d"
     # (in a subshell whose stderr is kept: the shell's "Segmentation fault" line goes there)
-    (NCCLSHIM_LOG_DIR=$d/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/leave_client" "$1" > "$d/out" 2> "$d/err") 2> "$d/shell"
+    (NCCLSHIM_LOG_DIR=$d/rec LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 30)" "$BIN/leave_client" "$1" > "$d/out" 2> "$d/err") 2> "$d/shell"
     is "$?" "$2" "$1: the process ends as without the shim (status $2)"
     is "$(jqr "$d/rec" 'select(.type=="comm_end") | [.how, .ops.AllReduce.count, .ops.AllReduce.bytes] | map(tostring) | join(",")')" '"exit,1,256"' \
         "$1: the live communicator's end and traffic are recorded"
@@ -57,12 +57,12 @@ is "$(jqr "$TMP/kill/rec" 'select(.type=="comm_end") | .ops.AllReduce.count')" 1
 
 # exit() is unchanged: one exit record, by exit.
 mkdir -p "$TMP/normal"
-NCCLSHIM_LOG_DIR=$TMP/normal/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/fork_client" > /dev/null 2>&1
+NCCLSHIM_LOG_DIR=$TMP/normal/rec LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 30)" "$BIN/fork_client" > /dev/null 2>&1
 is "$(jqr "$TMP/normal/rec" 'select(.type=="exit") | .by' | sort | uniq -c | awk '{print $1, $2}')" '2 "exit"' "exit(): each process's exit record says exit, once"
 # A non-blocking init (blocking=0) returns ncclInProgress; its end is recorded
 # when ncclCommGetAsyncError reveals it, once, however often it is polled.
 mkdir -p "$TMP/nb"
-FAKE_NCCL_INPROGRESS_POLLS=3 NCCLSHIM_LOG_DIR=$TMP/nb/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/leave_client" nonblocking > "$TMP/nb/out" 2> "$TMP/nb/err"
+FAKE_NCCL_INPROGRESS_POLLS=3 NCCLSHIM_LOG_DIR=$TMP/nb/rec LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 30)" "$BIN/leave_client" nonblocking > "$TMP/nb/out" 2> "$TMP/nb/err"
 is "$?" 0 "non-blocking init: the client's init, polls and destroy pass"
 is "$(jqr "$TMP/nb/rec" 'select(.type=="comm") | .result_str')" '"ncclInProgress"' "the comm record has the in-progress result"
 is "$(jqr "$TMP/nb/rec" 'select(.type=="comm_init_end") | [.result_str, .by, .cuda_device] | map(tostring) | join(",")')" \

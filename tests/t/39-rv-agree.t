@@ -10,10 +10,10 @@
 import os, resource, select, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import PRELOAD, ROOT, done, ok, read_first_id, records, wait_bounded  # noqa: E402
+from tap import PRELOAD, ROOT, done, env_fault, env_time, ok, read_first_id, records, wait_bounded  # noqa: E402
 
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
-BOUND = 40
+BOUND = 40  # seconds a process may live, on a quiet machine (tap.py scales it)
 TMP = tempfile.mkdtemp(prefix="ncclshim-rvagree.")
 N = 6
 HOST = lambda r: "hostA" if r < 3 else "hostB"  # noqa: E731
@@ -40,11 +40,14 @@ class Proc:
 
 def scenario(name, fault, targets, env=None, want=None):
     """fault: NCCLSHIM_TEST_RV_FAULT for the processes in targets (ranks, or "root").
-    want: the action every survivor must take, or None (any, as long as all agree)."""
+    want: the action every survivor must take, or None (any, as long as all agree).
+    The timeout and a fault's delay are a quiet machine's, stretched alike (tap.py env_fault):
+    a delay inside the timeout or past it stays so on a loaded machine."""
     d = os.path.join(TMP, name)
     os.makedirs(d)
+    fault = env_fault(fault)
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket",
-            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "1000"}
+            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(1000)}
     base.update(env or {})
     root_env = dict(base, NCCLSHIM_ROLE="training")
     if "root" in targets:
@@ -85,9 +88,9 @@ def scenario(name, fault, targets, env=None, want=None):
 for path, fanin in (("leaders", "0"), ("direct", "64")):
     env = {"NCCLSHIM_RENDEZVOUS_FANIN": fanin}
     two = dict(env, NCCLSHIM_RENDEZVOUS_ONE_ROUND="0")  # a vote round
-    # Delays at each step.  Short ones change nothing; long ones cross the
-    # deadlines: the root's (1 s from the first HELLO) gives up for all, or
-    # the ranks' own (1 s + 2 s from their arrival) make them ask the root to
+    # Delays at each step (a quiet machine's ms, stretched with the timeout).  Short ones change
+    # nothing; long ones cross the deadlines: the root's (1 s from the first HELLO) gives up for all,
+    # or the ranks' own (1 s + 2 s from their arrival) make them ask the root to
     # give up while it sleeps, and they take its word: the commit.
     scenario(path + "-connect-late", "connect=1500", {5}, env)
     scenario(path + "-hello-short", "hello=200", {5}, env, want="socket")

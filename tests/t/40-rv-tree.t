@@ -9,10 +9,10 @@
 import os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import PRELOAD, ROOT, done, ok, read_first_id, records, wait_bounded  # noqa: E402
+from tap import PRELOAD, ROOT, done, env_fault, env_time, ok, read_first_id, records, wait_bounded  # noqa: E402
 
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
-BOUND = 40
+BOUND = 40  # seconds a process may live, on a quiet machine (tap.py scales it, the timeout and delays)
 TMP = tempfile.mkdtemp(prefix="ncclshim-rvtree.")
 HOSTS, PER = 12, 2
 
@@ -30,8 +30,9 @@ def tree(name, faults=None, env=None, want=None):
     d = os.path.join(TMP, name)
     os.makedirs(d)
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_FANIN": "0",
-            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "3000", "NCCLSHIM_TEST_RV_FAULT": "fanout=2"}
+            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(3000), "NCCLSHIM_TEST_RV_FAULT": "fanout=2"}
     base.update(env or {})
+    base["NCCLSHIM_TEST_RV_FAULT"] = env_fault(base["NCCLSHIM_TEST_RV_FAULT"])
     start = time.monotonic()
     root = proc(["id"], dict(base, NCCLSHIM_ROLE="training"), stdin=True)
     hid = read_first_id(root, BOUND)
@@ -39,7 +40,7 @@ def tree(name, faults=None, env=None, want=None):
     for h in range(HOSTS):
         e = dict(base, NCCLSHIM_HOSTNAME="h%d" % h, NCCLSHIM_ROLE="training" if h == 0 else "inference")
         if faults and h in faults:
-            e["NCCLSHIM_TEST_RV_FAULT"] += "," + faults[h]
+            e["NCCLSHIM_TEST_RV_FAULT"] += "," + env_fault(faults[h])
         ps[h] = proc(["ranks", hid, str(HOSTS * PER), str(h * PER), str(PER)], e)
     res = {h: wait_bounded(p, start, BOUND) for h, p in ps.items()}
     root.stdin.close()
