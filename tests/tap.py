@@ -87,7 +87,9 @@ def scaled(seconds):
 def env_time(n):
     """A product's timeout (an NCCLSHIM_*_MS or _US, FAKE_*_MS value, or a fault's delay) of `n`
     on a quiet machine, as the string an environment takes: the test's time relations (a rank
-    later than the timeout, a delay inside it) hold at any speed."""
+    later than the timeout, a delay inside it) hold at any speed.  Not for a setting already at
+    the top of its range (NCCLSHIM_IPC_PUSH_WAIT_US=1000000), nor for a delay measured against the
+    shim's fixed times (t/39's LATE)."""
     return str(int(n * slow()))
 
 
@@ -131,6 +133,13 @@ def ok(cond, what, diag=None):
         for line in str(diag).splitlines()[:40]:
             print("#   " + line)
             sys.stderr.write("#   " + line + "\n")
+
+
+def diag(*lines):
+    """TAP comments (shown by prove -v): what a test did on purpose, a process it killed."""
+    for line in lines:
+        for part in str(line).splitlines():
+            print("# " + part, flush=True)
 
 
 def is_(got, want, what):

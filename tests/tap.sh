@@ -79,7 +79,8 @@ case ${SHIM_TEST_SLOW:-1} in
     *) _tap_slow_ok=$(awk -v b="${SHIM_TEST_SLOW:-1}" 'BEGIN { print (b >= 1 && b <= 1000) ? 0 : 1 }') ;;
 esac
 if [ "$_tap_slow_ok" != 0 ]; then
-    echo "Bail out! SHIM_TEST_SLOW='${SHIM_TEST_SLOW}': want a number from 1 to 1000 (how many times slower than a plain build this run is)"
+    echo "Bail out! SHIM_TEST_SLOW='${SHIM_TEST_SLOW}': want a number from 1 to 1000" \
+         "(how many times slower than a plain build this run is)"
     exit 255
 fi
 

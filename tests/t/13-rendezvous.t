@@ -8,7 +8,7 @@ import json, os, select, signal, socket, struct, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 from tap import (BIN, CUDA, PRELOAD, ROOT, Deadline, communicate_until, done, env_time, is_, ok,  # noqa: E402
-                 records, scaled)
+                 diag, records, scaled)
 
 CLIENT = os.path.join(BIN, "rank_client")
 FRAME = os.path.join(BIN, "rv_frame")
@@ -468,6 +468,7 @@ while not deadline.passed():
         break
     time.sleep(0.005)
 holder.p.kill()
+diag("the root (the ID's holder) killed on purpose (SIGKILL) mid-rendezvous")
 holder.wait()
 out = waiting.wait()
 ok(waiting.elapsed < scaled(5) and " rc=0 " in out,
@@ -648,6 +649,9 @@ CUDA_LOG_FIELDS = 8
 def cuda_released(x):
     return (x in ("allocs=0", "ipc_opens=0", "vmm_handles=0", "vmm_maps=0", "vmm_reserves=0") or x.isdigit() or
             x.startswith(("opened=", "vmm_imports=")))
+# A sender's wait for its receiver, NCCLSHIM_IPC_PUSH_WAIT_US, at the most the setting takes (1 s: not
+# stretched with the machine, which it cannot be).
+PUSH_WAIT_US = "1000000"
 IPC_ENV = {"NCCLSHIM_WEIGHT_UPDATE": "ipc", "NCCLSHIM_IPC_CHUNK_BYTES": "4096", "NCCLSHIM_IPC_SLOTS": "2", "NCCLSHIM_IPC_STEP_BYTES": "8192",
            "FAKE_CUDA_WAIT_TIMEOUT_MS": env_time(10000)}
 for n in (2, 4, 8):
@@ -732,7 +736,7 @@ ok(len(xfer) == 4 and all(" ok" in l for l in xfer) and len(ends) == 4 and count
 #      counted in on it, so from the second broadcast on every receiver is one behind at worst,
 #      and with a generous wait only the first broadcast can be pulled.
 log = os.path.join(TMP, "ipc-push2.cuda")
-d, procs, ids = scenario("ipc-push2", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=env_time(1000000)),
+d, procs, ids = scenario("ipc-push2", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                          lambda r: dict(roles(1)(r), RANK_CLIENT_MEM="cuda"), root_args=["xfer=1"],
                          rank_args=["xfer=1"])
 xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
@@ -749,7 +753,7 @@ ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and count
 for n in (2, 4):
     name = "ipc-one-gpu%d" % n
     log = os.path.join(TMP, name + ".cuda")
-    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=env_time(1000000)),
+    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                              lambda r, n=n: dict(roles(n - 1)(r), RANK_CLIENT_MEM="cuda"), root_args=["xfer=1"],
                              rank_args=["xfer=1"], one_gpu=True)
     xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
@@ -839,7 +843,7 @@ def released(log, n):
 #      the neighbour's mapping kept allocated is given back within 10 s (the freeing rank's
 #      reaper says A is gone; the neighbour's closes its mapping), and B's mappings stay.
 log = os.path.join(TMP, "ipc-keep.cuda")
-d, procs, ids = scenario("ipc-keep", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=env_time(1000000)),
+d, procs, ids = scenario("ipc-keep", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                          lambda r: dict(roles(1)(r), RANK_CLIENT_MEM="cuda"), root_args=["keep=1"],
                          rank_args=["keep=1"])
 kp = tagged(procs, "KEEP")
@@ -860,7 +864,7 @@ ok(all(c["destroy"] == "0" for p in procs for c in p.comms().values()) and rel,
 #      exportable), so every hop is pushed: rank 1 exports its buffers and maps nothing of rank 0's.
 #      Its reaper must still find A freed (on an H100 it slept without a bound while nothing was
 #      mapped, and the trainer's mappings kept 512 MiB of freed buffers).
-d, procs, ids = scenario("ipc-keep-pushed", 2, dict(IPC_ENV, NCCLSHIM_IPC_PUSH_WAIT_US=env_time(1000000)),
+d, procs, ids = scenario("ipc-keep-pushed", 2, dict(IPC_ENV, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                          lambda r: dict(roles(1)(r), **({"RANK_CLIENT_MEM": "cuda"} if r else {})),
                          root_args=["keep=2"], rank_args=["keep=2"])
 kp = tagged(procs, "KEEP")  # rank 0 first
@@ -956,7 +960,7 @@ ok(len(vm) == 2 and any("note" in v for v in vm) and
 #  nothing); rank 1 shares its buffers' pieces, rank 0 maps them and pushes, exact.
 name = "ipc-vmm-fresh"
 log = os.path.join(TMP, name + ".cuda")
-d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=env_time(1000000)),
+d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                          roles(1),
                          root_args=["vmm=fresh"], rank_args=["vmm=fresh"])
 fr = tagged(procs, "FRESH")

@@ -7,7 +7,8 @@
 import os, resource, select, signal, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import PRELOAD, ROOT, Deadline, done, env_time, ok, read_first_id, records, scaled, wait_bounded  # noqa: E402
+from tap import (PRELOAD, ROOT, Deadline, diag, done, env_time, ok, read_first_id, records, scaled,  # noqa: E402
+                 wait_bounded)
 
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
 # Seconds no process of these tests may live longer, on a quiet machine; TIMEOUT the rendezvous
@@ -192,6 +193,7 @@ while not deadline.passed():
 time.sleep(0.2)  # both leaders have forwarded their ranks' HELLOs
 t0 = time.monotonic()
 leader.p.kill()
+diag("node0's leader killed on purpose (SIGKILL) mid-rendezvous")
 leader.wait()
 member.wait()
 other.wait()
