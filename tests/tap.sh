@@ -19,11 +19,9 @@ TARGET_CC=${TARGET_CC:-cc}
 target_wrap() { [ -z "$TEST_ARCH" ] || "$ROOT/tools/cross/wrap_exec.sh" "$@"; }
 target_elf() { if [ -n "$TEST_ARCH" ] && [ -f "$1.$TEST_ARCH" ]; then echo "$1.$TEST_ARCH"; else echo "$1"; fi; }
 FAKE=$ROOT/tests/fake
-# A test run before the build says so in one TAP line (not "No plan found" after exit 127).
-if [ -z "${SHIM_PRELOAD:-}" ] && [ ! -e "$SHIM_LIB" ]; then
-    echo "Bail out! run make first: $SHIM_LIB is missing (make builds what the tests run)"
-    exit 255
-fi
+# (under make test-aarch64, SHIM_PRELOAD names the library by the loader's $LIB: no one path)
+. "$ROOT/tests/built.sh"
+[ -n "${SHIM_PRELOAD:-}" ] || need_built "$SHIM_LIB"
 BIN=$ROOT/tests/bin
 INSPECT=${INSPECT:-$ROOT/tools/ncclshim-inspect}
 _tap_n=0
