@@ -42,7 +42,7 @@ tests/bin/fork_client: tests/clients/fork_client.c
 
 # One rank of the multi-process rendezvous tests (tests/t/13-rendezvous.t).
 tests-bin: tests/bin/rank_client
-tests/bin/rank_client: tests/clients/rank_client.c tests/clients/client_util.h shim/nccl/nccl_config.def shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/rank_client: tests/clients/rank_client.c tests/clients/client_util.h tests/clients/test_bound.h shim/nccl/nccl_config.def shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< shim/ipc/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
@@ -90,7 +90,7 @@ tests/bin/newer_dlopen: tests/clients/newer_client.c tests/clients/check.h shim/
 
 # fork() while threads create communicators (tests/t/25-hostile-fork.t).
 tests-bin: tests/bin/fork_threads
-tests/bin/fork_threads: tests/clients/fork_threads.c
+tests/bin/fork_threads: tests/clients/fork_threads.c tests/clients/test_bound.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
 

@@ -2,7 +2,8 @@
 # fork() while other threads create communicators (Python multiprocessing and
 # Ray workers do this), then a communicator in each child: no child may hang
 # (issue 17: 4-6 of 10 hung in their first init, on a lock another thread held
-# at the fork) or crash.  Every child is bounded by alarm(10) (fork_threads).
+# at the fork) or crash.  Every child is bounded by alarm(10) (fork_threads; 10 s on a quiet
+# machine, stretched as every bound is: tests/clients/test_bound.h).
 . "$(dirname "$0")/../tap.sh"
 # qemu-user is not fork-safe in a threaded guest: a child forked while another thread holds
 # the emulator's own locks hangs (4 of 100 children of fork_threads, without the shim).

@@ -96,9 +96,10 @@ def scenario(name, fault, targets, env=None, want=None):
 for path, fanin in (("leaders", "0"), ("direct", "64")):
     env = {"NCCLSHIM_RENDEZVOUS_FANIN": fanin}
     two = dict(env, NCCLSHIM_RENDEZVOUS_ONE_ROUND="0")  # a vote round
-    # Delays at each step (a quiet machine's ms, stretched with the timeout; LATE: ASKED_MS).  Short
-    # ones change nothing; long ones cross the deadlines: the root's (1 s from the first HELLO) gives
-    # up for all, or the ranks' own (1 s + 2 s from their arrival) make them ask the root to
+    # Delays at each step (a quiet machine's ms, stretched with the timeout; a HELLO's not: it
+    # races the fixed 1 s a connection has to show its token; LATE: ASKED_MS).  Short ones change
+    # nothing; long ones cross the deadlines: the root's (1 s from the first HELLO) gives up for all,
+    # or the ranks' own (1 s + 2 s from their arrival) make them ask the root to
     # give up while it sleeps, and they take its word: the commit.
     scenario(path + "-connect-late", "connect=1500", {5}, env)
     scenario(path + "-hello-short", "hello=200", {5}, env, want="socket")
