@@ -46,12 +46,12 @@ class Proc:
 def scenario(name, fault, targets, env=None, want=None):
     """fault: NCCLSHIM_TEST_RV_FAULT for the processes in targets (ranks, or "root").
     want: the action every survivor must take, or None (any, as long as all agree).
-    The timeout and a fault's delay are a quiet machine's, stretched alike (tap.py env_fault):
-    a delay inside the timeout or past it stays so on a loaded machine."""
+    The timeout is a quiet machine's, stretched (tap.py env_time); so are the delays the
+    callers pass through env_fault: a delay inside the timeout or past it stays so."""
     d = os.path.join(TMP, name)
     os.makedirs(d)
     timeout = env_time(1000)
-    fault = env_fault(fault).replace("LATE", str(int(timeout) + ASKED_MS))
+    fault = fault.replace("LATE", str(int(timeout) + ASKED_MS))
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket",
             "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": timeout}
     base.update(env or {})
@@ -96,15 +96,16 @@ def scenario(name, fault, targets, env=None, want=None):
 for path, fanin in (("leaders", "0"), ("direct", "64")):
     env = {"NCCLSHIM_RENDEZVOUS_FANIN": fanin}
     two = dict(env, NCCLSHIM_RENDEZVOUS_ONE_ROUND="0")  # a vote round
-    # Delays at each step (a quiet machine's ms, stretched with the timeout; a HELLO's not: it
-    # races the fixed 1 s a connection has to show its token; LATE: ASKED_MS).  Short ones change
-    # nothing; long ones cross the deadlines: the root's (1 s from the first HELLO) gives up for all,
+    # Delays at each step (a quiet machine's ms, stretched with the timeout by env_fault; the short
+    # HELLO's not: it must stay inside the fixed 1 s a connection has to show its token, on a
+    # loaded machine too; LATE: ASKED_MS).  Short ones change nothing; long ones cross the
+    # deadlines: the root's (1 s from the first HELLO) gives up for all,
     # or the ranks' own (1 s + 2 s from their arrival) make them ask the root to
     # give up while it sleeps, and they take its word: the commit.
-    scenario(path + "-connect-late", "connect=1500", {5}, env)
+    scenario(path + "-connect-late", env_fault("connect=1500"), {5}, env)
     scenario(path + "-hello-short", "hello=200", {5}, env, want="socket")
-    scenario(path + "-hello-late", "hello=2000", {5}, env, want="passthrough")
-    scenario(path + "-vote-late", "vote=2000", {5}, two, want="passthrough")
+    scenario(path + "-hello-late", env_fault("hello=2000"), {5}, env, want="passthrough")
+    scenario(path + "-vote-late", env_fault("vote=2000"), {5}, two, want="passthrough")
     scenario(path + "-root-decide-late", "root-decide=LATE", {"root"}, env, want="socket")
     scenario(path + "-root-commit-late", "root-commit=LATE", {"root"}, two, want="socket")
     # Kills at each level.
@@ -117,8 +118,8 @@ for path, fanin in (("leaders", "0"), ("direct", "64")):
 # on (its ranks then ask the root, which answers what everyone else heard).
 env = {"NCCLSHIM_RENDEZVOUS_FANIN": "0"}
 host_b = {3, 4, 5}  # the fault hits whichever of them leads
-scenario("leader-hello-late", "leader-hello=1500", host_b, env)
-scenario("leader-commit-late", "leader-commit=1500", host_b, env, want="socket")
+scenario("leader-hello-late", env_fault("leader-hello=1500"), host_b, env)
+scenario("leader-commit-late", env_fault("leader-commit=1500"), host_b, env, want="socket")
 scenario("leader-killed-forwarding", "leader-hello=kill", host_b, env, want="passthrough")
 scenario("leader-killed-handing-on", "leader-commit=kill", host_b, env, want="socket")
 scenario("leader-killed-in-vote", "leader-commit=kill", host_b, dict(env, NCCLSHIM_RENDEZVOUS_ONE_ROUND="0"),
