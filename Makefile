@@ -85,22 +85,25 @@ $(LIB): $(SHIM_SRCS) $(SHIM_HDRS) $(MAP)
 -include tools/fabric/fabric.mk
 -include tools/cross/cross.mk
 
+# One test: `make test TESTS=tests/t/13-rendezvous.t` (or, once built, `prove -v tests/t/13-rendezvous.t`).
+# TEST_JOBS (tests/tests.mk): as many at once as the machine has cores.
 test: all
-	prove -j4 --timer $(TESTS)
+	prove -j$(TEST_JOBS) --timer $(TESTS)
 
 # The whole CPU suite with the shim, the fakes and the clients built with
-# AddressSanitizer and UBSan (the runtime is preloaded ahead of the shim).
+# AddressSanitizer and UBSan (the runtime is preloaded ahead of the shim); its bounds
+# stretched by SHIM_TEST_SLOW_ASAN (tests/tests.mk).
 SAN_FLAGS := -O1 -g -fno-omit-frame-pointer -fsanitize=address,undefined -fno-sanitize-recover=undefined
 test-asan:
 	$(MAKE) clean
 	$(MAKE) all CFLAGS="$(SAN_FLAGS)" LDFLAGS="-fsanitize=address,undefined"
 	ASAN_OPTIONS=detect_leaks=0:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  SHIM_PRELOAD_EXTRA="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-	  prove -j4 $(TESTS); status=$$?; $(MAKE) clean; exit $$status
+	  SHIM_TEST_SLOW=$(SHIM_TEST_SLOW_ASAN) prove -j$(TEST_JOBS) $(TESTS); status=$$?; $(MAKE) clean; exit $$status
 
 # The C clients and the inspect tool under valgrind (memcheck, leaks).
 test-valgrind: all
-	prove -v tests/valgrind/run.sh
+	SHIM_TEST_SLOW=$(SHIM_TEST_SLOW_VALGRIND) prove -v tests/valgrind/run.sh
 
 # GPU tests: real NCCL and torch on 2 GPUs (skipped, with a reason, without them).
 test-gpu: $(LIB) fabric

@@ -24,6 +24,105 @@ _n = 0
 _failed = 0
 
 
+def _need_build():
+    """A test run before `make` says so in one TAP line, not with a traceback and no plan."""
+    missing = [f for f in (SHIM, os.path.join(BIN, "rank_client")) if not os.path.exists(f)]
+    if missing and not os.environ.get("SHIM_PRELOAD"):
+        print("Bail out! run make first: %s is missing (make builds what the tests run)" % missing[0], flush=True)
+        sys.exit(255)
+
+
+_need_build()
+
+
+# How much slower than a quiet machine this run may be: SHIM_TEST_SLOW (the build's own
+# factor: `make test-asan`, `test-aarch64` and `test-valgrind` set it) times the load, the
+# runnable tasks per core (1 at most counts as none).  Every bound and every product timeout a
+# test sets is a quiet machine's figure times this, so a verdict does not depend on the
+# neighbours (CONTRIBUTING.md, "Bounds").  The load is re-read at each look and the highest
+# seen kept (loadavg lags a change by tens of seconds; a bound once given only grows).
+# The peak is one float, replaced whole: safe from the tests' threads under the GIL.
+def _build_factor():
+    v = os.environ.get("SHIM_TEST_SLOW", "") or "1"
+    try:
+        f = float(v)
+    except ValueError:
+        f = 0.0
+    if not 1 <= f <= 1000:
+        print("Bail out! SHIM_TEST_SLOW=%r: want a number from 1 to 1000 (how many times slower than a "
+              "plain build this run is)" % v, flush=True)
+        sys.exit(255)
+    return f
+
+
+_BUILD_SLOW = _build_factor()
+_peak = 1.0
+
+
+def load_factor():
+    """Runnable tasks per core now (the 1-minute load average over the cores), at least 1,
+    and never less than an earlier look of this test saw."""
+    global _peak
+    try:
+        with open("/proc/loadavg") as fh:
+            load = float(fh.read().split()[0])
+        f = load / len(os.sched_getaffinity(0))  # the cores this test may run on, as nproc counts
+    except (OSError, ValueError, IndexError):
+        f = 1.0
+    if f > _peak:
+        _peak = f
+    return _peak
+
+
+def slow():
+    """The factor every bound of this test is multiplied by (SHIM_TEST_SLOW times the load)."""
+    return _BUILD_SLOW * load_factor()
+
+
+def scaled(seconds):
+    """A bound of `seconds` on a quiet machine, for this one now."""
+    return seconds * slow()
+
+
+def env_time(n):
+    """A product's timeout (an NCCLSHIM_*_MS or _US, FAKE_*_MS value, or a fault's delay) of `n`
+    on a quiet machine, as the string an environment takes: the test's time relations (a rank
+    later than the timeout, a delay inside it) hold at any speed.  Not for a setting already at
+    the top of its range (NCCLSHIM_IPC_PUSH_WAIT_US=1000000), nor for a delay measured against the
+    shim's fixed times (t/39's LATE)."""
+    return str(int(n * slow()))
+
+
+def env_fault(spec):
+    """NCCLSHIM_TEST_RV_FAULT's delays ("point=<ms>") stretched as env_time does; its kills and
+    "fanout=N" (a count) as given.  A delay that must stay short of one of the shim's fixed times
+    (the 1 s a connection has to show its token) is not for this."""
+    out = []
+    for item in spec.split(","):
+        point, _, what = item.partition("=")
+        stretch = what.isdigit() and point != "fanout"
+        out.append("%s=%s" % (point, env_time(int(what))) if stretch else item)
+    return ",".join(out)
+
+
+class Deadline:
+    """`seconds` (a quiet machine's) from now, stretched as the load grows."""
+
+    def __init__(self, seconds, start=None):
+        self.seconds = seconds
+        self.start = time.monotonic() if start is None else start
+
+    def left(self):
+        return self.start + scaled(self.seconds) - time.monotonic()
+
+    def passed(self):
+        return self.left() <= 0
+
+    def bound(self):
+        """The bound as it stands, in seconds (for messages)."""
+        return round(scaled(self.seconds))
+
+
 def ok(cond, what, diag=None):
     global _n, _failed
     _n += 1
@@ -36,6 +135,13 @@ def ok(cond, what, diag=None):
         for line in str(diag).splitlines()[:40]:
             print("#   " + line)
             sys.stderr.write("#   " + line + "\n")
+
+
+def diag(*lines):
+    """TAP comments (shown by prove -v): what a test did on purpose, a process it killed."""
+    for line in lines:
+        for part in str(line).splitlines():
+            print("# " + part, flush=True)
 
 
 def is_(got, want, what):
@@ -83,13 +189,15 @@ def skip_emulated(why):
 
 def read_first_id(p, bound):
     """The ID a process prints first ("ID <hex>" or "UID <hex>"), read within `bound` seconds
-    (raw reads of its stdout: the process goes on running)."""
+    (a quiet machine's, scaled; raw reads of its stdout: the process goes on running)."""
     fd, buf = p.stdout.fileno(), b""
-    deadline = time.monotonic() + bound
+    deadline = Deadline(bound)
     while b"\n" not in buf:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([fd], [], [], left)[0]:
-            raise RuntimeError("no ID within %ds" % bound)
+        left = deadline.left()
+        if left <= 0 or not select.select([fd], [], [], min(left, 1))[0]:
+            if deadline.passed():
+                raise RuntimeError("no ID within %ds" % deadline.bound())
+            continue
         chunk = os.read(fd, 4096)
         if not chunk:
             raise RuntimeError("the ID's process exited: %s" % p.stderr.read())
@@ -97,17 +205,28 @@ def read_first_id(p, bound):
     return buf.split(b"\n", 1)[0].decode().split()[1]
 
 
-def collect_bounded(procs, head, deadline, bound):
-    """Each process's (returncode, stdout, stderr) by `deadline`; one that runs past it is killed
-    and its stderr says so.  `head`: what was already read of the first one's stdout."""
+def communicate_until(p, deadline):
+    """p.communicate() by a Deadline, looked at every second (it may stretch meanwhile); past it
+    the process is killed.  (stdout, stderr, True if it was killed.)"""
+    while True:
+        try:
+            out, err = p.communicate(timeout=max(0.05, min(deadline.left(), 1)))
+            return out, err, False
+        except subprocess.TimeoutExpired:
+            if deadline.passed():
+                p.kill()
+                out, err = p.communicate()
+                return out, err, True
+
+
+def collect_bounded(procs, head, deadline):
+    """Each process's (returncode, stdout, stderr) by `deadline` (a Deadline); one that runs past
+    it is killed and its stderr says so.  `head`: what was already read of the first one's stdout."""
     res = []
     for k, p in enumerate(procs):
-        try:
-            out, err = p.communicate(timeout=max(1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            p.kill()
-            out, err = p.communicate()
-            err += b"\nKILLED: ran past the bound of %ds (a hang)" % bound
+        out, err, killed = communicate_until(p, deadline)
+        if killed:
+            err += b"\nKILLED: ran past the bound of %ds (a hang)" % deadline.bound()
         res.append((p.returncode, ((head if k == 0 else b"") + out).decode(errors="replace"),
                     err.decode(errors="replace")))
     return res
@@ -115,12 +234,14 @@ def collect_bounded(procs, head, deadline, bound):
 
 def read_until(p, word, deadline):
     """What a process printed up to `word` (rank 0's "UID ", said once the ID file is whole),
-    or up to its end or the deadline; the process goes on running."""
+    or up to its end or the deadline (a Deadline); the process goes on running."""
     head = b""
     while word not in head:
-        left = deadline - time.monotonic()
-        if left <= 0 or not select.select([p.stdout], [], [], left)[0]:
-            break
+        left = deadline.left()
+        if left <= 0 or not select.select([p.stdout], [], [], min(left, 1))[0]:
+            if deadline.passed():
+                break
+            continue
         chunk = os.read(p.stdout.fileno(), 65536)
         if not chunk:
             break
@@ -129,11 +250,10 @@ def read_until(p, word, deadline):
 
 
 def wait_bounded(p, start, bound):
-    """A process's (stdout, stderr), killed once it has lived `bound` seconds since `start`
-    (its stderr then says so)."""
-    try:
-        return p.communicate(timeout=max(1, bound - (time.monotonic() - start)))
-    except subprocess.TimeoutExpired:
-        p.kill()
-        out, err = p.communicate()
-        return out, err + "\nKILLED: ran past %ds (a hang)" % bound
+    """A process's (stdout, stderr), killed once it has lived `bound` seconds (a quiet
+    machine's, scaled) since `start` (its stderr then says so)."""
+    deadline = Deadline(bound, start)
+    out, err, killed = communicate_until(p, deadline)
+    if killed:
+        err += "\nKILLED: ran past %ds (a hang)" % deadline.bound()
+    return out, err

@@ -1,5 +1,6 @@
 # A small TAP library for the bash tests: source it, call the checks, call done_testing.
-# Every test runs under a time bound (tap_run), so nothing can hang CI.
+# Every test runs under a time bound (tap_run), so nothing can hang CI; the bounds are a quiet
+# machine's, stretched to this one (tap_scale), so the verdict does not depend on the load.
 set -u
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 SHIM_LIB=${SHIM_LIB:-$ROOT/build/libncclshim.so}
@@ -18,6 +19,9 @@ TARGET_CC=${TARGET_CC:-cc}
 target_wrap() { [ -z "$TEST_ARCH" ] || "$ROOT/tools/cross/wrap_exec.sh" "$@"; }
 target_elf() { if [ -n "$TEST_ARCH" ] && [ -f "$1.$TEST_ARCH" ]; then echo "$1.$TEST_ARCH"; else echo "$1"; fi; }
 FAKE=$ROOT/tests/fake
+# (under make test-aarch64, SHIM_PRELOAD names the library by the loader's $LIB: no one path)
+. "$ROOT/tests/built.sh"
+[ -n "${SHIM_PRELOAD:-}" ] || need_built "$SHIM_LIB"
 BIN=$ROOT/tests/bin
 INSPECT=${INSPECT:-$ROOT/tools/ncclshim-inspect}
 _tap_n=0
@@ -60,8 +64,27 @@ second_user() {
     case "$VU" in ''|0) return 1 ;; esac
 }
 
-# tap_run <seconds> <command...>: runs with a bound; exit status 124 means it hung.
-tap_run() { local t=$1; shift; timeout -k 5 "$t" "$@"; }
+# tap_scale <seconds>: a quiet machine's bound for this machine now, in whole seconds: times
+# SHIM_TEST_SLOW (the build's own factor: make test-asan, test-aarch64, test-valgrind set it)
+# and the load (runnable tasks per core, the 1-minute average; 1 at most counts as none), as
+# tests/tap.py's scaled().  CONTRIBUTING.md, "Bounds".
+tap_scale() {
+    awk -v s="$1" -v b="${SHIM_TEST_SLOW:-1}" -v n="$(nproc)" \
+        '{ l = $1 / n; if (l < 1) l = 1; t = s * b * l; printf "%d\n", t == int(t) ? t : int(t) + 1 }' /proc/loadavg
+}
+case ${SHIM_TEST_SLOW:-1} in
+    ''|*[!0-9.]*|*.*.*|.*|*.) _tap_slow_ok=1 ;;
+    *) _tap_slow_ok=$(awk -v b="${SHIM_TEST_SLOW:-1}" 'BEGIN { print (b >= 1 && b <= 1000) ? 0 : 1 }') ;;
+esac
+if [ "$_tap_slow_ok" != 0 ]; then
+    echo "Bail out! SHIM_TEST_SLOW='${SHIM_TEST_SLOW}': want a number from 1 to 1000" \
+         "(how many times slower than a plain build this run is)"
+    exit 255
+fi
+
+# tap_run <seconds> <command...>: runs with a bound (a quiet machine's seconds, scaled);
+# exit status 124 means it hung.
+tap_run() { local t; t=$(tap_scale "$1"); shift; timeout -k 5 "$t" "$@"; }
 
 # Import CHECK lines that a client printed ("CHECK ok desc" / "CHECK fail desc") as TAP.
 import_checks() { # import_checks <file>

@@ -25,6 +25,15 @@ tests/bin/test_policy: tests/unit/test_policy.c policy/classify.c policy/pattern
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_policy.c policy/classify.c policy/pattern.c
 
 TESTS := $(sort $(wildcard tests/t/*.t)) tests/inspect/test_inspect.sh
+# prove's jobs: one per core (`make test TEST_JOBS=1` runs them one by one).
+TEST_JOBS ?= $(shell nproc 2>/dev/null || echo 2)
+# How many times slower than the plain build each slow run is, on a quiet machine: every
+# bound and product timeout a test sets is multiplied by it, and by the load (tests/tap.sh,
+# tap_scale; tests/tap.py, scaled).  A run that is slower still only needs SHIM_TEST_SLOW
+# raised (`make test-aarch64 SHIM_TEST_SLOW_AARCH64=8`), never a test edited.
+SHIM_TEST_SLOW_ASAN ?= 2
+SHIM_TEST_SLOW_VALGRIND ?= 10
+SHIM_TEST_SLOW_AARCH64 ?= 4
 
 tests-bin: tests/bin/fork_client
 tests/bin/fork_client: tests/clients/fork_client.c
@@ -33,7 +42,7 @@ tests/bin/fork_client: tests/clients/fork_client.c
 
 # One rank of the multi-process rendezvous tests (tests/t/13-rendezvous.t).
 tests-bin: tests/bin/rank_client
-tests/bin/rank_client: tests/clients/rank_client.c tests/clients/client_util.h shim/nccl/nccl_config.def shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
+tests/bin/rank_client: tests/clients/rank_client.c tests/clients/client_util.h tests/clients/test_bound.h shim/nccl/nccl_config.def shim/ipc/reduce.c shim/ipc/reduce.h shim/nccl/nccl_api.def tests/fake/a/libnccl.so.2
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< shim/ipc/reduce.c -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -ldl -lpthread
 
@@ -81,7 +90,7 @@ tests/bin/newer_dlopen: tests/clients/newer_client.c tests/clients/check.h shim/
 
 # fork() while threads create communicators (tests/t/25-hostile-fork.t).
 tests-bin: tests/bin/fork_threads
-tests/bin/fork_threads: tests/clients/fork_threads.c
+tests/bin/fork_threads: tests/clients/fork_threads.c tests/clients/test_bound.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
 

@@ -147,8 +147,8 @@ show() { # show NAME TITLE
 name_ipc=same-host
 group same-host
 group other-host NCCLSHIM_HOSTNAME=node-b
-show same-host "one host: trainer 0, trainer 1 and the inference process (auto: ipc for the weight update; training passes through)"
-show other-host "the inference process as another host (NCCLSHIM_HOSTNAME=node-b on it, test-only): auto chooses socket"
+show same-host "one host, 4 processes: trainer 0, trainer 1 and the inference process in the weight-update group (auto: ipc), and a training communicator in a fourth (it passes through)"
+show other-host "the inference process as another host (NCCLSHIM_HOSTNAME=node-b on it, test-only): auto chooses socket for the weight update"
 
 echo
 echo "records and logs: $OUT"

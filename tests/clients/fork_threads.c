@@ -5,6 +5,7 @@
  * destroyed a communicator within its bound. */
 #include "nccl_abi.h"
 #include "nccl_decls.h"
+#include "test_bound.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -54,6 +55,8 @@ int main(int argc, char **argv)
     while (atomic_load(&g_made) < nthr)
         sched_yield();
     int hung = 0, failed = 0;
+    /* (reckoned before the forks: a child of threads keeps to async-signal-safe calls) */
+    unsigned bound = (unsigned)test_bound(10);
     for (int i = 0; i < nchild; i++) {
         pid_t pid = fork();
         if (pid < 0) {
@@ -61,7 +64,7 @@ int main(int argc, char **argv)
             return 2;
         }
         if (pid == 0) {
-            alarm(10); /* the bound: a hung child dies of SIGALRM */
+            alarm(bound); /* the bound: a hung child dies of SIGALRM */
             exit(use_nccl() ? 0 : 1);
         }
         int st;

@@ -67,6 +67,7 @@
 #include "nccl_abi.h"
 #include "nccl_decls.h"
 #include "reduce.h"
+#include "test_bound.h"
 
 #include <dirent.h>
 #include <dlfcn.h>
@@ -357,7 +358,7 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
     /* With g_huge, more than one of each of the chain's size-chosen steps
      * (ipc_bcast.c, step_of: 8 MiB up to 32 MiB, 46 MiB above): three of
      * 8 MiB, two of 46 (60 MiB, not more: every byte is filled and checked
-     * by a loop, which ASan makes slow, within the tests' 30 s bound). */
+     * by a loop, which ASan makes slow; t/13 bounds the run by these bytes). */
     if (g_huge) {
         sizes[nsizes++] = (20u << 20) + 3;
         sizes[nsizes++] = (60u << 20) + 5;
@@ -697,7 +698,7 @@ static int sync_wait(const char *what, int cyc)
 {
     char path[512];
     sync_path(path, sizeof(path), what, cyc);
-    for (int i = 0; i < 20000; i++) {
+    for (long i = 0, n = test_bound(20000); i < n; i++) {
         if (access(path, F_OK) == 0)
             return 0;
         struct timespec ts = { 0, 1000000 };
@@ -830,7 +831,7 @@ static void suspend_cycles(ncclComm_t comm, int idx)
                     (unsigned long long)total1);
             /* The peers' reapers let go within milliseconds. */
             int rel = 0;
-            for (int k = 0; k < (g_midbcast ? 1 : 5000) && !rel; k++) {
+            for (long k = 0, n = g_midbcast ? 1 : test_bound(5000); k < n && !rel; k++) {
                 rel = free_mem() - f0 >= (long long)sb;
                 if (!rel && !g_midbcast) {
                     struct timespec ts = { 0, 1000000 };
@@ -1008,14 +1009,14 @@ static void keep_maps(ncclComm_t comm, int idx)
             ms = mono_ms() - t0;
             break;
         }
-        if (mono_ms() - t0 > 10000)
+        if (mono_ms() - t0 > test_bound(10000))
             break;
         struct timespec ts = { 0, 5000000 };
         nanosleep(&ts, NULL);
     }
     /* keep=1: the neighbour's A, mapped here, goes when its reaper says it
      * is gone: its own check, up to half a second after this one's. */
-    while (g_keep == 1 && ipc_open_now() >= open0 && mono_ms() - t0 <= 10000) {
+    while (g_keep == 1 && ipc_open_now() >= open0 && mono_ms() - t0 <= test_bound(10000)) {
         struct timespec ts = { 0, 5000000 };
         nanosleep(&ts, NULL);
     }
@@ -1062,7 +1063,7 @@ static void vmm_forget(ncclComm_t comm, int idx)
     long long t0 = mono_ms();
     for (;;) {
         vmm_held(&h, &m, &r, &imp);
-        if ((h == 0 && m == 0 && r == 0) || mono_ms() - t0 > 10000)
+        if ((h == 0 && m == 0 && r == 0) || mono_ms() - t0 > test_bound(10000))
             break;
         struct timespec ts = { 0, 5000000 };
         nanosleep(&ts, NULL);
@@ -1487,7 +1488,7 @@ int main(int argc, char **argv)
         /* The shim's serving thread ends once the last ID is decided; it may
          * still be closing.  Bounded wait for the condition, then report. */
         int tasks = 0, fds = 0;
-        for (int tries = 0; tries < 2000; tries++) {
+        for (long tries = 0, n = test_bound(2000); tries < n; tries++) {
             tasks = count_dir("/proc/self/task");
             fds = count_socks();
             if (tasks <= tasks0 && fds <= fds0)

@@ -5,6 +5,7 @@
 set -u
 cd "$(dirname "$0")/../.." || exit 1
 INSPECT=${INSPECT:-tools/ncclshim-inspect}
+. tests/built.sh && need_built "$INSPECT"
 WRAP=${INSPECT_WRAP:-}
 FX=tests/inspect/fixtures
 TMP=$(mktemp -d)

@@ -23,9 +23,8 @@ import select
 import shutil
 import subprocess
 import sys
-import time
 
-from tap import CUDA, PRELOAD, ROOT, records
+from tap import CUDA, PRELOAD, ROOT, Deadline, env_time, records, scaled
 
 STUBS = os.path.join(ROOT, "tests", "bin", "replay")
 RANK_PY = os.path.join(ROOT, "tests", "replay", "rank.py")
@@ -43,10 +42,10 @@ BINDING_FILES = {
 }
 # Settings of every rank: small ipc staging (the refit's buffers then take several chunks and
 # steps), an empty sysfs (no fabric facts: across hosts auto takes socket, whatever the
-# machine running the tests has), bounded waits.
+# machine running the tests has), bounded waits (a quiet machine's, stretched: tap.py env_time).
 RANK_ENV = {
     "NCCLSHIM_IPC_CHUNK_BYTES": "65536", "NCCLSHIM_IPC_SLOTS": "2", "NCCLSHIM_IPC_STEP_BYTES": "131072",
-    "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "15000", "FAKE_CUDA_WAIT_TIMEOUT_MS": "15000",
+    "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(15000), "FAKE_CUDA_WAIT_TIMEOUT_MS": env_time(15000),
     "PYTHONDONTWRITEBYTECODE": "1",
 }
 
@@ -164,7 +163,7 @@ class Result:
     def check(self):
         """ncclshim-inspect --check on the records: (exit status, its problems)."""
         p = subprocess.run([INSPECT, "--check", os.path.join(self.dir, "rec")], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, timeout=60)
+                           stderr=subprocess.PIPE, text=True, timeout=scaled(60))
         return p.returncode, p.stderr.strip()
 
 
@@ -187,7 +186,7 @@ def _env(d, r, hosts, extra):
 def run(d, ranks, hosts=None, env=None, bound=40):
     """Runs the ranks (rank r = ranks[r]; rank 0 is the stack's root, the trainer) in
     directory d (a neutral name: frames and titles carry its path), every process under one
-    bound of `bound` seconds.  hosts: a host name per rank (NCCLSHIM_HOSTNAME), or None for
+    bound of `bound` seconds (a quiet machine's, scaled).  hosts: a host name per rank (NCCLSHIM_HOSTNAME), or None for
     one host.  Returns a Result."""
     tree = os.path.join(d, "site-packages")
     os.makedirs(os.path.join(d, "sysfs"))
@@ -208,12 +207,14 @@ def run(d, ranks, hosts=None, env=None, bound=40):
     res = Result(d, [rk.title for rk in ranks])
     out = [b""] * len(procs)
     open_fds = {p.stdout.fileno(): r for r, (p, _) in enumerate(procs)}
-    deadline = time.monotonic() + bound
+    deadline = Deadline(bound)
     while open_fds:
-        left = deadline - time.monotonic()
-        ready = select.select(list(open_fds), [], [], left)[0] if left > 0 else []
+        left = deadline.left()
+        ready = select.select(list(open_fds), [], [], min(left, 1))[0] if left > 0 else []
         if not ready:
-            break
+            if deadline.passed():
+                break
+            continue
         for fd in ready:
             r = open_fds[fd]
             chunk = os.read(fd, 65536)
@@ -234,9 +235,9 @@ def run(d, ranks, hosts=None, env=None, bound=40):
                             except (BrokenPipeError, OSError):
                                 pass
     for r, (p, err) in enumerate(procs):
-        hung = p.poll() is None and (open_fds or time.monotonic() >= deadline)
+        hung = p.poll() is None and (open_fds or deadline.passed())
         try:
-            p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            p.wait(timeout=max(0.1, deadline.left()))
             hung = False
         except subprocess.TimeoutExpired:
             p.kill()

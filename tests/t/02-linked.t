@@ -8,7 +8,7 @@ run() { # run <name> <env...> -- runs the linked client basic scenario
     local name=$1; shift
     mkdir -p "$TMP/$name"
     env FAKE_NCCL_LOG="$TMP/$name/fake.log" NCCLSHIM_LOG_DIR="$TMP/$name/rec" "$@" \
-        timeout -k 5 30 "$BIN/client_linked" linked basic > "$TMP/$name/out" 2> "$TMP/$name/err"
+        timeout -k 5 "$(tap_scale 30)" "$BIN/client_linked" linked basic > "$TMP/$name/out" 2> "$TMP/$name/err"
     echo $? > "$TMP/$name/rc"
 }
 
@@ -71,7 +71,7 @@ like "$bad" '^[0-9]+$' "every line is one JSON object with type, ts, host, pid, 
 # ncclCommInitAll: one record per rank, one group, the ranks in order.
 mkdir -p "$TMP/all"
 FAKE_NCCL_LOG=$TMP/all/fake.log NCCLSHIM_LOG_DIR=$TMP/all/rec LD_PRELOAD=$SHIM \
-    timeout -k 5 30 "$BIN/client_linked" linked initall > "$TMP/all/out" 2>&1
+    timeout -k 5 "$(tap_scale 30)" "$BIN/client_linked" linked initall > "$TMP/all/out" 2>&1
 is "$?" 0 "ncclCommInitAll client passes under the shim"
 import_checks "$TMP/all/out"
 is "$(jqr "$TMP/all/rec" 'select(.type=="comm") | [.fn, .rank, .nranks]' | tr '\n' ' ')" \

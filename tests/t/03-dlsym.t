@@ -5,7 +5,7 @@
 . "$(dirname "$0")/../tap.sh"
 A=$FAKE/a/libnccl.so.2 B=$FAKE/b/libnccl.so.2 OLD=$FAKE/old/libnccl.so.2
 
-look() { timeout -k 5 20 "$BIN/dl_lookup" "$A" "$B" "$OLD"; }
+look() { timeout -k 5 "$(tap_scale 20)" "$BIN/dl_lookup" "$A" "$B" "$OLD"; }
 # (Under test-asan the sanitizer runtime is preloaded in both runs.)
 without=$(LD_PRELOAD=${SHIM_PRELOAD_EXTRA:-} look 2>&1)
 with=$(LD_PRELOAD=$SHIM NCCLSHIM_LOG_DIR=$TMP/rec look 2>&1)
@@ -36,9 +36,9 @@ is "$(field "$with_g" version-a)" "22809" "and calls reach libnccl a"
 # (docs/design.md, "One forwarding table per library").
 mkdir -p "$TMP/two"
 FAKE_NCCL_LOG=$TMP/two/fake.log NCCLSHIM_LOG_DIR=$TMP/two/rec LD_PRELOAD=$SHIM \
-    timeout -k 5 20 "$BIN/client_linked" linked basic > "$TMP/two/linked.out" 2>&1
+    timeout -k 5 "$(tap_scale 20)" "$BIN/client_linked" linked basic > "$TMP/two/linked.out" 2>&1
 FAKE_NCCL_LOG=$TMP/two/fake.log NCCLSHIM_LOG_DIR=$TMP/two/rec LD_PRELOAD=$SHIM \
-    timeout -k 5 20 "$BIN/client_dlopen" dlopen "$B" basic > "$TMP/two/dlopen.out" 2>&1
+    timeout -k 5 "$(tap_scale 20)" "$BIN/client_dlopen" dlopen "$B" basic > "$TMP/two/dlopen.out" 2>&1
 is "$?" 0 "the dlopen client (like vLLM's pynccl) passes under the shim"
 import_checks "$TMP/two/dlopen.out"
 is "$(awk '{print $1}' "$TMP/two/fake.log" | sort -u | tr '\n' ' ')" "a b " "both libraries were called"
@@ -70,7 +70,7 @@ C
 "$TARGET_CC" -std=gnu11 -I"$ROOT/shim/nccl" -o "$TMP/both" "$TMP/both.c" -L"$FAKE/a" -l:libnccl.so.2 -Wl,-rpath,"$FAKE/a" -ldl
 target_wrap "$TMP/both"
 : > "$TMP/both.log"
-out=$(FAKE_NCCL_LOG=$TMP/both.log NCCLSHIM_LOG_DIR=$TMP/bothrec LD_PRELOAD=$SHIM timeout -k 5 20 "$TMP/both" "$B" 2>&1)
+out=$(FAKE_NCCL_LOG=$TMP/both.log NCCLSHIM_LOG_DIR=$TMP/bothrec LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 20)" "$TMP/both" "$B" 2>&1)
 is "$out" "both-ok" "linked libnccl a and dlopened libnccl b in one process both work"
 is "$(grep -c '^a [0-9]* ncclCommInitRank' "$TMP/both.log") $(grep -c '^b [0-9]* ncclCommInitRank' "$TMP/both.log")" "1 1" "each init reached its own library"
 is "$(grep -E '^(a|b) [0-9]* ncclCommDestroy' "$TMP/both.log" | awk '{print $1}' | tr '\n' ' ')" "a b " "each destroy reached the library that made the communicator"

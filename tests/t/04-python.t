@@ -16,7 +16,7 @@ runpy() { # runpy <name> <env...> -- <args>
     echo $? > "$TMP/$name/rc"
 }
 
-runpy vllm timeout -k 5 60 "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A"
+runpy vllm timeout -k 5 "$(tap_scale 60)" "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A"
 is "$(cat "$TMP/vllm/rc")" 0 "the vLLM-style ctypes client passes under the shim"
 import_checks "$TMP/vllm/out"
 rec=$TMP/vllm/rec
@@ -34,23 +34,23 @@ is "$(jqr "$rec" 'select(.type=="comm_end") | .ops')" '{"AllReduce":{"count":1,"
 # A Ray-named vLLM actor process: the title gives the role.
 # Ray renames actor processes (setproctitle); exec -a gives the same /proc/self/cmdline.
 PYBIN=$("$PY" -c 'import sys; print(sys.executable)')
-runpy ray timeout -k 5 60 bash -c 'exec -a "ray::VllmGenerationWorker" "$0" "$@"' "$PYBIN" "$ROOT/tests/clients/pynccl_like.py" "$A"
+runpy ray timeout -k 5 "$(tap_scale 60)" bash -c 'exec -a "ray::VllmGenerationWorker" "$0" "$@"' "$PYBIN" "$ROOT/tests/clients/pynccl_like.py" "$A"
 is "$(cat "$TMP/ray/rc")" 0 "client passes under a Ray actor title"
 is "$(jqr "$TMP/ray/rec" "$c | [.role, .title]")" '["inference","ray::VllmGenerationWorker '"$ROOT"'/tests/clients/pynccl_like.py '"$A"'"]' "role inference from the process title ray::VllmGenerationWorker"
 like "$(jqr "$TMP/ray/rec" "$c | .role_reason")" "matches inference pattern" "role reason names the pattern"
 
 # NCCLSHIM_ROLE overrides, and the call-site rule can be switched off.
-runpy role NCCLSHIM_ROLE=training NCCLSHIM_WEIGHT_UPDATE_CALLSITES=nothing-matches timeout -k 5 60 "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A"
+runpy role NCCLSHIM_ROLE=training NCCLSHIM_WEIGHT_UPDATE_CALLSITES=nothing-matches timeout -k 5 "$(tap_scale 60)" "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A"
 is "$(jqr "$TMP/role/rec" "$c | [.role, .local_purpose]")" '["training","weight-update"]' "NCCLSHIM_ROLE=training + ctypes -> weight-update on this rank's evidence"
 like "$(jqr "$TMP/role/rec" "$c | .local_purpose_reason")" 'not torch.*training process' "reason: a second NCCL client in a trainer"
 is "$(jqr "$TMP/role/rec" "$c | .purpose")" '"training"' "but all ranks (the only one) train: training by consensus"
 
 # NCCLSHIM_PYTHON_CALLSITE=0: no frames.
-runpy nopy NCCLSHIM_PYTHON_CALLSITE=0 timeout -k 5 60 "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A"
+runpy nopy NCCLSHIM_PYTHON_CALLSITE=0 timeout -k 5 "$(tap_scale 60)" "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A"
 is "$(jqr "$TMP/nopy/rec" "$c | has(\"python\")")" false "NCCLSHIM_PYTHON_CALLSITE=0 records no frames"
 
 # nccl4py-style lookups: RTLD_DEFAULT first (nothing global here), then the handle.
-runpy n4py timeout -k 5 60 "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A" --nccl4py
+runpy n4py timeout -k 5 "$(tap_scale 60)" "$PY" "$ROOT/tests/clients/pynccl_like.py" "$A" --nccl4py
 is "$(cat "$TMP/n4py/rc")" 0 "nccl4py-style lookups work under the shim"
 import_checks "$TMP/n4py/out"
 is "$(grep -c ncclCommInitRank "$TMP/n4py/fake.log")" 1 "the init reached the real library once"

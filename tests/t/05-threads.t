@@ -5,7 +5,7 @@
 
 mkdir -p "$TMP/th"
 FAKE_NCCL_LOG=$TMP/th/fake.log NCCLSHIM_LOG_DIR=$TMP/th/rec LD_PRELOAD=$SHIM \
-    timeout -k 5 60 "$BIN/client_linked" linked threads 16 25 > "$TMP/th/out" 2>&1
+    timeout -k 5 "$(tap_scale 60)" "$BIN/client_linked" linked threads 16 25 > "$TMP/th/out" 2>&1
 rc=$?
 ok $([ $rc -eq 0 ] && echo 0 || echo 1) "16 threads x 25 communicators finish in bounds (rc=$rc; 124 = hung)"
 import_checks "$TMP/th/out"
@@ -24,7 +24,7 @@ unlike "$(cat "$TMP/th/fake.log")" 'INVALID-COMM' "no handle leaked to the real 
 # it, and dlopens/dlsyms like a plugin loader, from inside the shim's wrapper.
 mkdir -p "$TMP/re"
 FAKE_NCCL_REENTER=1 FAKE_NCCL_LOG=$TMP/re/fake.log NCCLSHIM_LOG_DIR=$TMP/re/rec LD_PRELOAD=$SHIM \
-    timeout -k 5 30 "$BIN/client_linked" linked reenter > "$TMP/re/out" 2>&1
+    timeout -k 5 "$(tap_scale 30)" "$BIN/client_linked" linked reenter > "$TMP/re/out" 2>&1
 rc=$?
 ok $([ $rc -eq 0 ] && echo 0 || echo 1) "init with a re-entrant NCCL returns (rc=$rc; 124 = deadlock)"
 import_checks "$TMP/re/out"
@@ -32,7 +32,7 @@ like "$(cat "$TMP/re/fake.log")" 'reenter ok version=22809' "the nested lookups 
 is "$(jqr "$TMP/re/rec" 'select(.type=="comm")' | wc -l)" 1 "one comm record: nested calls are not recorded twice"
 # The same, from 8 threads of the dlopen client at once.
 FAKE_NCCL_REENTER=1 NCCLSHIM_LOG_DIR=$TMP/re2/rec LD_PRELOAD=$SHIM \
-    timeout -k 5 60 "$BIN/client_dlopen" dlopen "$FAKE/a/libnccl.so.2" threads 8 10 > "$TMP/re/out2" 2>&1
+    timeout -k 5 "$(tap_scale 60)" "$BIN/client_dlopen" dlopen "$FAKE/a/libnccl.so.2" threads 8 10 > "$TMP/re/out2" 2>&1
 rc=$?
 ok $([ $rc -eq 0 ] && echo 0 || echo 1) "8 threads of re-entrant inits through dlsym wrappers finish (rc=$rc)"
 done_testing

@@ -5,7 +5,7 @@
 run() { # run <dir> <env...>
     local d=$TMP/$1; shift
     mkdir -p "$d"
-    env NCCLSHIM_LOG_DIR="$d/rec" LD_PRELOAD="$SHIM" "$@" timeout -k 5 30 "$BIN/client_linked" linked basic > "$d/out" 2> "$d/err"
+    env NCCLSHIM_LOG_DIR="$d/rec" LD_PRELOAD="$SHIM" "$@" timeout -k 5 "$(tap_scale 30)" "$BIN/client_linked" linked basic > "$d/out" 2> "$d/err"
     echo $? > "$d/rc"
 }
 
@@ -46,7 +46,7 @@ like "$(jqr "$TMP/obs/rec" 'select(.type=="comm" and .fn=="ncclCommInitRank") | 
 mkdir -p "$TMP/ro"; : > "$TMP/ro/file"
 mkdir -p "$TMP/unw"
 FAKE_NCCL_LOG=$TMP/unw/fake.log NCCLSHIM_LOG_DIR=$TMP/ro/file/sub LD_PRELOAD=$SHIM \
-    timeout -k 5 30 "$BIN/client_linked" linked basic > "$TMP/unw/out" 2> "$TMP/unw/err"
+    timeout -k 5 "$(tap_scale 30)" "$BIN/client_linked" linked basic > "$TMP/unw/out" 2> "$TMP/unw/err"
 is "$?" 0 "an impossible NCCLSHIM_LOG_DIR does not harm the application"
 like "$(cat "$TMP/unw/err")" "cannot create record directory .*/ro/file/sub: Not a directory; records are off \(set NCCLSHIM_LOG_DIR" "stderr names the directory, the cause and the fix"
 is "$(grep -c 'ncclAllReduce' "$TMP/unw/fake.log")" 2 "calls are still forwarded"
@@ -72,7 +72,7 @@ like "$(jqr "$TMP/host/rec" 'select(.type=="comm") | .role_reason' | head -1)" '
 
 # fork: the child writes its own file, with its own load record.
 mkdir -p "$TMP/fork"
-out=$(NCCLSHIM_LOG_DIR=$TMP/fork/rec LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/fork_client" 2>&1)
+out=$(NCCLSHIM_LOG_DIR=$TMP/fork/rec LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 30)" "$BIN/fork_client" 2>&1)
 is "$?" 0 "fork client passes"
 child=$(echo "$out" | sed -n 's/^child //p')
 is "$(ls "$TMP/fork/rec" | wc -l)" 2 "parent and child each have a record file"

@@ -23,9 +23,9 @@ rc = lib.ncclGetUniqueId(uid)
 print("uniqueid", rc, "tail-zero", all(b == 0 for b in uid[64:]), "head-set", any(b != 0 for b in uid[:40]))
 print("has", hasattr(lib, "ncclCommShrink"), hasattr(lib, "ncclNoSuchThing"))
 PY
-without=$(timeout -k 5 60 python3 "$TMP/real.py" "$REAL" 2>&1)
+without=$(timeout -k 5 "$(tap_scale 60)" python3 "$TMP/real.py" "$REAL" 2>&1)
 # NCCLSHIM_TAG=none: the ID exactly as NCCL made it (the mark is tested below).
-with=$(NCCLSHIM_TAG=none NCCLSHIM_LOG_DIR=$TMP/rec LD_PRELOAD=$SHIM timeout -k 5 60 python3 "$TMP/real.py" "$REAL" 2>&1)
+with=$(NCCLSHIM_TAG=none NCCLSHIM_LOG_DIR=$TMP/rec LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 60)" python3 "$TMP/real.py" "$REAL" 2>&1)
 like "$without" '^version 0 2[0-9]{4}' "the real NCCL answers without the shim"
 is "$with" "$without" "and the same through the shim's dlsym wrappers (version, error strings, unique ID layout, hasattr)"
 like "$(jqr "$TMP/rec" 'select(.type=="library") | .path')" "$(basename "$REAL")" "the library record names the real NCCL"
@@ -35,7 +35,7 @@ is "$(jqr "$TMP/rec" 'select(.type=="library") | .missing')" "$newer" "NCCL $ver
 
 # By default a ctypes caller's ID is marked: NCCL's 40 bytes stay, the tail
 # carries the mark, and the root listens on the address NCCL put in the ID.
-marked=$(NCCLSHIM_LOG_DIR=$TMP/rec3 LD_PRELOAD=$SHIM timeout -k 5 60 python3 "$TMP/real.py" "$REAL" 2>&1)
+marked=$(NCCLSHIM_LOG_DIR=$TMP/rec3 LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 60)" python3 "$TMP/real.py" "$REAL" 2>&1)
 like "$marked" 'uniqueid 0 tail-zero False head-set True' "the real NCCL's ID gets the mark in its tail, its head is NCCL's"
 like "$(jqr "$TMP/rec3" 'select(.type=="unique_id") | .rendezvous')" '^"[0-9.]+:[0-9]+"$' \
     "the unique_id record names the rendezvous address (NCCL's bootstrap address, our port)"
@@ -55,8 +55,8 @@ int main(void) {
 }
 C
 if cc -std=gnu11 -I"$ROOT/shim/nccl" -o "$TMP/linked" "$TMP/linked.c" "$REAL" -Wl,-rpath,"$(dirname "$REAL")" 2> "$TMP/cc.err"; then
-    a=$(timeout -k 5 60 "$TMP/linked" 2>&1)
-    b=$(NCCLSHIM_TAG=none NCCLSHIM_LOG_DIR=$TMP/rec2 LD_PRELOAD=$SHIM timeout -k 5 60 "$TMP/linked" 2>&1)
+    a=$(timeout -k 5 "$(tap_scale 60)" "$TMP/linked" 2>&1)
+    b=$(NCCLSHIM_TAG=none NCCLSHIM_LOG_DIR=$TMP/rec2 LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 60)" "$TMP/linked" 2>&1)
     like "$a" '^0 2[0-9]{4} 0 1 ' "linked against the real NCCL: version, unique ID with a zero tail"
     is "$b" "$a" "the same answers with the shim interposing the symbols"
     is "$(jqr "$TMP/rec2" 'select(.type=="library") | .how')" '"symbol"' "found as a global symbol"

@@ -7,18 +7,22 @@
 import json, os, select, signal, socket, struct, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import BIN, CUDA, PRELOAD, ROOT, done, is_, ok, records  # noqa: E402
+from tap import (BIN, CUDA, PRELOAD, ROOT, Deadline, communicate_until, done, env_time, is_, ok,  # noqa: E402
+                 diag, records, scaled)
 
 CLIENT = os.path.join(BIN, "rank_client")
 FRAME = os.path.join(BIN, "rv_frame")
-BOUND = 30  # seconds: no process of these tests may live longer
+# Seconds no process of these tests may live longer, on a quiet machine: every bound and product
+# timeout here is scaled to this one (tap.py: scaled, env_time, Deadline).
+BOUND = 30
 TMP = tempfile.mkdtemp(prefix="ncclshim-rv.")
 
 class Proc:
-    """One process of a scenario, killed (and reported) if it outlives BOUND."""
+    """One process of a scenario, killed (and reported) if it outlives `bound` (BOUND by default)."""
 
-    def __init__(self, name, args, env, shim=True, stdin=False):
+    def __init__(self, name, args, env, shim=True, stdin=False, bound=BOUND):
         self.name = name
+        self.bound = bound
         full = dict(os.environ)
         for k in list(full):
             if k.startswith("NCCLSHIM_") or k.startswith("FAKE_"):
@@ -46,12 +50,15 @@ class Proc:
         ids = []
         buf = b""
         fd = self.p.stdout.fileno()
-        deadline = time.monotonic() + BOUND
+        deadline = Deadline(self.bound)
         while len(ids) < n:
             while b"\n" not in buf:
-                left = deadline - time.monotonic()
-                if left <= 0 or not select.select([fd], [], [], left)[0]:
-                    raise RuntimeError("%s printed %d of %d IDs within %ds" % (self.name, len(ids), n, BOUND))
+                left = deadline.left()
+                if left <= 0 or not select.select([fd], [], [], min(left, 1))[0]:
+                    if deadline.passed():
+                        raise RuntimeError("%s printed %d of %d IDs within %ds" % (self.name, len(ids), n,
+                                                                                 deadline.bound()))
+                    continue
                 chunk = os.read(fd, 65536)
                 if not chunk:
                     raise RuntimeError("%s exited before printing its IDs: %s" % (self.name, self.p.stderr.read()))
@@ -67,12 +74,10 @@ class Proc:
     def wait(self):
         if self.out is not None:
             return self.out
-        try:
-            out, self.err = self.p.communicate(timeout=max(1, BOUND - (time.monotonic() - self.start)))
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            out, self.err = self.p.communicate()
-            self.err += "\nKILLED: %s ran past %ds (a hang)" % (self.name, BOUND)
+        deadline = Deadline(self.bound, self.start)
+        out, self.err, killed = communicate_until(self.p, deadline)
+        if killed:
+            self.err += "\nKILLED: %s ran past %ds (a hang)" % (self.name, deadline.bound())
         self.out = "".join(self.lines) + out
         self.elapsed = time.monotonic() - self.start
         return self.out
@@ -95,11 +100,12 @@ def fake_lines(path):
 
 
 def scenario(name, nranks, env=None, per_rank=None, shimless=(), absent=(), root_args=(), rank_args=(),
-             k=1, rank0_env=None, one_gpu=False):
+             k=1, rank0_env=None, one_gpu=False, bound=BOUND):
     """Rank 0 is the root (makes the IDs, then inits); ranks 1.. init with them.
     per_rank(r) -> extra env of rank r; ranks in `shimless` run without the
     shim; ranks in `absent` never start; rank r on the fake's device r % 8,
-    or all on device 0 (`one_gpu`: colocated processes)."""
+    or all on device 0 (`one_gpu`: colocated processes); each process bounded
+    by `bound` (a quiet machine's seconds)."""
     d = os.path.join(TMP, name)
     os.makedirs(d)
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log", "RANK_CLIENT_CUDA": CUDA}
@@ -111,13 +117,13 @@ def scenario(name, nranks, env=None, per_rank=None, shimless=(), absent=(), root
         e["FAKE_CUDA_DEVICE"] = "0" if one_gpu else str(r % 8)
         return e
 
-    procs = [Proc("root", ["root", str(k), str(nranks)] + list(root_args), env_of(0))]
+    procs = [Proc("root", ["root", str(k), str(nranks)] + list(root_args), env_of(0), bound=bound)]
     ids = procs[0].read_ids(k)
     for r in range(1, nranks):
         if r in absent:
             continue
         procs.append(Proc("rank%d" % r, ["rank", str(r), str(nranks), ",".join(ids)] + list(rank_args),
-                          env_of(r), shim=r not in shimless))
+                          env_of(r), shim=r not in shimless, bound=bound))
     for p in procs:
         p.wait()
     return d, procs, ids
@@ -372,7 +378,7 @@ ok(len(cr) == 2 and all(c["action"] == "passthrough" for c in cr) and "unprotect
    "an unmarked weight-update ID: passthrough; the rank whose own setting would mark it records why it is unprotected",
    cr)
 chk = subprocess.run([os.path.join(ROOT, "tools", "ncclshim-inspect"), "--check", d + "/rec"], capture_output=True,
-                     text=True, timeout=BOUND)
+                     text=True, timeout=scaled(BOUND))
 ok(chk.returncode == 1 and "weight-update communicator not redirected on rank 1" in chk.stderr,
    "inspect --check fails and names it", chk.stderr[-600:])
 
@@ -406,7 +412,8 @@ ok(len(cr) == 16 and len({(c["purpose"], c["action"], c["decision"]["id"]) for c
 ok(len({c["local_purpose"] for c in cr}) > 1, "(their local verdicts did differ)")
 
 # 9. A rank without the shim: the others wait the timeout, then all pass through.
-d, procs, ids = scenario("noshim", 3, {"NCCLSHIM_WEIGHT_UPDATE": "drop", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "800"},
+d, procs, ids = scenario("noshim", 3, {"NCCLSHIM_WEIGHT_UPDATE": "drop",
+                                       "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(800)},
                          roles(2), shimless=(2,))
 all_comms_ok(procs, "a rank without the shim: every rank's init succeeds")
 cr = comm_records(d)
@@ -417,9 +424,10 @@ ok(len([l for l in fake_lines(d + "/fake.log") if "ncclCommInitRank " in l]) == 
    "all 3 ranks (with and without the shim) init NCCL with the same ID")
 
 # 10. A rank that never comes: bounded, passthrough, named.
-d, procs, ids = scenario("absent", 3, {"NCCLSHIM_WEIGHT_UPDATE": "drop", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "500"},
+d, procs, ids = scenario("absent", 3, {"NCCLSHIM_WEIGHT_UPDATE": "drop",
+                                       "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(500)},
                          roles(2), absent=(1,))
-ok(all(p.elapsed < 10 for p in procs), "a rank that never comes: the others return within the bound",
+ok(all(p.elapsed < scaled(10) for p in procs), "a rank that never comes: the others return within the bound",
    [(p.name, p.elapsed) for p in procs])
 dr = decision_records(d)
 ok(dr and dr[0]["missing"] == "1" and dr[0]["action"] == "passthrough", "the root's record names the missing rank",
@@ -427,15 +435,15 @@ ok(dr and dr[0]["missing"] == "1" and dr[0]["action"] == "passthrough", "the roo
 
 # 11. A slow root (its own init comes late, within the timeout): still one real decision.
 d, procs, ids = scenario("slowroot", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket",
-                                         "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "10000"}, roles(1),
-                         root_args=["delay_ms=400"])
+                                         "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(10000)}, roles(1),
+                         root_args=["delay_ms=" + env_time(400)])
 ok([c["action"] for c in comm_records(d)] == ["socket", "socket"], "slow root: both ranks still get socket",
    comm_records(d))
 
 # 12. A slow rank past the timeout: the first ones give up together, the late one is refused: all passthrough.
 d, procs, ids = scenario("slowrank", 2, {"NCCLSHIM_WEIGHT_UPDATE": "socket",
-                                         "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "300"}, roles(1),
-                         rank_args=["delay_ms=1200"])
+                                         "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(300)}, roles(1),
+                         rank_args=["delay_ms=" + env_time(1200)])
 is_(sorted(c["action"] for c in comm_records(d)), ["passthrough", "passthrough"],
     "a rank later than the timeout: passthrough on both sides")
 
@@ -449,8 +457,8 @@ hid = holder.read_ids(1)[0]
 waiting = Proc("rank1", ["rank", "1", "2", hid], dict(env, NCCLSHIM_ROLE="inference"))
 # The rank is connected and waiting once the root has its HELLO: a rejected-free
 # root holds one connection.  Kill the root then.
-deadline = time.monotonic() + BOUND
-while time.monotonic() < deadline:
+deadline = Deadline(BOUND)
+while not deadline.passed():
     try:
         fds = os.listdir("/proc/%d/fd" % holder.p.pid)
         socks = [os.readlink("/proc/%d/fd/%s" % (holder.p.pid, f)) for f in fds]
@@ -460,16 +468,19 @@ while time.monotonic() < deadline:
         break
     time.sleep(0.005)
 holder.p.kill()
+diag("the root (the ID's holder) killed on purpose (SIGKILL) mid-rendezvous")
 holder.wait()
 out = waiting.wait()
-ok(waiting.elapsed < 5 and " rc=0 " in out, "root killed mid-rendezvous: the waiting rank passes through at once",
+ok(waiting.elapsed < scaled(5) and " rc=0 " in out,
+   "root killed mid-rendezvous: the waiting rank passes through at once",
    (waiting.elapsed, out, waiting.err[-300:]))
 cr = comm_records(d)
 ok(cr and cr[0]["action"] == "passthrough" and "connection closed" in cr[0]["decision"]["fallback"],
    "and its record says the root's connection closed", cr)
 late = Proc("late", ["rank", "1", "2", hid], dict(env, NCCLSHIM_ROLE="inference"))
 late.wait()
-ok(late.elapsed < 5 and "refused (nothing listens there: the root's process exited" in json.dumps(comm_records(d)[-1]),
+ok(late.elapsed < scaled(5) and
+   "refused (nothing listens there: the root's process exited" in json.dumps(comm_records(d)[-1]),
    "a rank arriving after the root died: connection refused, passthrough, and the reason says why", comm_records(d)[-1:])
 
 # 14. Strangers on the port: garbage, a truncated frame, an oversized length, a wrong token,
@@ -522,7 +533,7 @@ ok(len(rej) >= 4 and "wrong token" in reasons and "magic" in reasons.lower(),
 d = os.path.join(TMP, "duplicate")
 os.makedirs(d)
 env = {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log", "NCCLSHIM_WEIGHT_UPDATE": "socket",
-       "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "600"}
+       "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(600)}
 holder = Proc("holder", ["ids", "1", "hold"], dict(env, NCCLSHIM_ROLE="training"), stdin=True)
 hid = holder.read_ids(1)[0]
 token, port = subprocess.run([FRAME, "token", hid], capture_output=True, text=True).stdout.split()
@@ -555,12 +566,12 @@ ok(leak and (lambda f: f[2] == f[3] and f[5] == f[6])(leak[0].replace("->", " ")
 d = os.path.join(TMP, "idle")
 os.makedirs(d)
 holder = Proc("holder", ["ids", "1", "hold"], {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log",
-                                               "NCCLSHIM_RENDEZVOUS_IDLE_MS": "200"}, stdin=True)
+                                               "NCCLSHIM_RENDEZVOUS_IDLE_MS": env_time(200)}, stdin=True)
 hid = holder.read_ids(1)[0]
 port = int(subprocess.run([FRAME, "token", hid], capture_output=True, text=True).stdout.split()[1])
 refused = False
-deadline = time.monotonic() + 10
-while time.monotonic() < deadline and not refused:
+deadline = Deadline(10)
+while not deadline.passed() and not refused:
     try:
         socket.create_connection(("127.0.0.1", port), timeout=1).close()
         time.sleep(0.02)
@@ -638,8 +649,11 @@ CUDA_LOG_FIELDS = 8
 def cuda_released(x):
     return (x in ("allocs=0", "ipc_opens=0", "vmm_handles=0", "vmm_maps=0", "vmm_reserves=0") or x.isdigit() or
             x.startswith(("opened=", "vmm_imports=")))
+# A sender's wait for its receiver, NCCLSHIM_IPC_PUSH_WAIT_US, at the most the setting takes (1 s: not
+# stretched with the machine, which it cannot be).
+PUSH_WAIT_US = "1000000"
 IPC_ENV = {"NCCLSHIM_WEIGHT_UPDATE": "ipc", "NCCLSHIM_IPC_CHUNK_BYTES": "4096", "NCCLSHIM_IPC_SLOTS": "2", "NCCLSHIM_IPC_STEP_BYTES": "8192",
-           "FAKE_CUDA_WAIT_TIMEOUT_MS": "10000"}
+           "FAKE_CUDA_WAIT_TIMEOUT_MS": env_time(10000)}
 for n in (2, 4, 8):
     d, procs, ids = scenario("ipc%d" % n, n, dict(IPC_ENV, FAKE_CUDA_LOG=os.path.join(TMP, "ipc%d.cuda" % n)),
                              roles(n - 1), root_args=["xfer=1"], rank_args=["xfer=1"])
@@ -703,9 +717,12 @@ for n, name, mem, extra in ((2, "ipc-direct2", lambda r: "cuda", {}), (4, "ipc-d
 #       4 ranks pushing and pulling 20 and 60 MiB from every root: several steps a hop, exact.
 log = os.path.join(TMP, "ipc-steps4.cuda")
 env = {k: v for k, v in IPC_ENV.items() if k != "NCCLSHIM_IPC_STEP_BYTES"}
+# Bounded by what it moves: each rank fills (or clears) and checks byte by byte 20 + 60 MiB for each of
+# the 4 roots (rank_client.c, transfers), besides the copies; a quiet machine's ASan build does 16 MiB/s.
+RANK_MIB = 4 * (20 + 60) * 2
 d, procs, ids = scenario("ipc-steps4", 4, dict(env, FAKE_CUDA_LOG=log),
                          lambda r: dict(roles(3)(r), RANK_CLIENT_MEM="cuda", RANK_CLIENT_HUGE="1"),
-                         root_args=["xfer=1"], rank_args=["xfer=1"])
+                         root_args=["xfer=1"], rank_args=["xfer=1"], bound=BOUND + RANK_MIB / 16)
 xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
 ends = ipc_ends(d)
 ok(len(xfer) == 4 and all(" ok" in l for l in xfer) and len(ends) == 4 and counted_all(ends) and
@@ -719,7 +736,7 @@ ok(len(xfer) == 4 and all(" ok" in l for l in xfer) and len(ends) == 4 and count
 #      counted in on it, so from the second broadcast on every receiver is one behind at worst,
 #      and with a generous wait only the first broadcast can be pulled.
 log = os.path.join(TMP, "ipc-push2.cuda")
-d, procs, ids = scenario("ipc-push2", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"),
+d, procs, ids = scenario("ipc-push2", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                          lambda r: dict(roles(1)(r), RANK_CLIENT_MEM="cuda"), root_args=["xfer=1"],
                          rank_args=["xfer=1"])
 xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
@@ -736,7 +753,7 @@ ok(len(xfer) == 2 and all(" ok" in l for l in xfer) and len(ends) == 2 and count
 for n in (2, 4):
     name = "ipc-one-gpu%d" % n
     log = os.path.join(TMP, name + ".cuda")
-    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"),
+    d, procs, ids = scenario(name, n, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                              lambda r, n=n: dict(roles(n - 1)(r), RANK_CLIENT_MEM="cuda"), root_args=["xfer=1"],
                              rank_args=["xfer=1"], one_gpu=True)
     xfer = [l for p in procs for l in p.wait().splitlines() if l.startswith("XFER")]
@@ -826,7 +843,7 @@ def released(log, n):
 #      the neighbour's mapping kept allocated is given back within 10 s (the freeing rank's
 #      reaper says A is gone; the neighbour's closes its mapping), and B's mappings stay.
 log = os.path.join(TMP, "ipc-keep.cuda")
-d, procs, ids = scenario("ipc-keep", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"),
+d, procs, ids = scenario("ipc-keep", 2, dict(IPC_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                          lambda r: dict(roles(1)(r), RANK_CLIENT_MEM="cuda"), root_args=["keep=1"],
                          rank_args=["keep=1"])
 kp = tagged(procs, "KEEP")
@@ -847,7 +864,7 @@ ok(all(c["destroy"] == "0" for p in procs for c in p.comms().values()) and rel,
 #      exportable), so every hop is pushed: rank 1 exports its buffers and maps nothing of rank 0's.
 #      Its reaper must still find A freed (on an H100 it slept without a bound while nothing was
 #      mapped, and the trainer's mappings kept 512 MiB of freed buffers).
-d, procs, ids = scenario("ipc-keep-pushed", 2, dict(IPC_ENV, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"),
+d, procs, ids = scenario("ipc-keep-pushed", 2, dict(IPC_ENV, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
                          lambda r: dict(roles(1)(r), **({"RANK_CLIENT_MEM": "cuda"} if r else {})),
                          root_args=["keep=2"], rank_args=["keep=2"])
 kp = tagged(procs, "KEEP")  # rank 0 first
@@ -943,7 +960,8 @@ ok(len(vm) == 2 and any("note" in v for v in vm) and
 #  nothing); rank 1 shares its buffers' pieces, rank 0 maps them and pushes, exact.
 name = "ipc-vmm-fresh"
 log = os.path.join(TMP, name + ".cuda")
-d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US="1000000"), roles(1),
+d, procs, ids = scenario(name, 2, dict(VMM_ENV, FAKE_CUDA_LOG=log, NCCLSHIM_IPC_PUSH_WAIT_US=PUSH_WAIT_US),
+                         roles(1),
                          root_args=["vmm=fresh"], rank_args=["vmm=fresh"])
 fr = tagged(procs, "FRESH")
 ends = ipc_ends(d)
@@ -990,7 +1008,7 @@ ok(len(vm) == 2 and vm[1].get("note", "").startswith("NCCLSHIM_IPC_VMM=0: ") and
    "%s: rank 1's record says NCCLSHIM_IPC_VMM=0, rank 0's that rank 1 does not share (NCCLSHIM_IPC_VMM=0 there?)"
    % name, vm)
 rel, left = released(log, 2)
-ok(rel and all(p.elapsed < BOUND - 5 for p in procs), "%s: nothing held at exit, no wait for the socket" % name,
+ok(rel and all(p.elapsed < scaled(BOUND - 5) for p in procs), "%s: nothing held at exit, no wait for the socket" % name,
    left + [p.elapsed for p in procs])
 
 #  (probe) Rank 1 cannot import cuMemCreate memory at all (the fake's FAKE_CUDA_FAIL on
@@ -1027,11 +1045,11 @@ root = Proc("root", ["root", "1", "2", "xfer=1", "hold=1"], dict(env, FAKE_CUDA_
 rid = root.read_ids(1)
 rank1 = Proc("rank1", ["rank", "1", "2", rid[0], "xfer=1", "poke=1"],
              dict(env, FAKE_CUDA_DEVICE="1", FAKE_CUDA_PAUSE="cuMemHostRegister:" + go, **INFER))
-deadline = time.monotonic() + 20
+deadline = Deadline(20)
 
 
 def wait_for(cond):
-    while time.monotonic() < deadline:
+    while not deadline.passed():
         got = cond()
         if got:
             return got
@@ -1072,7 +1090,7 @@ open(go, "w").close()
 
 
 def closed(s):
-    left = deadline - time.monotonic()
+    left = deadline.left()
     if left <= 0 or not select.select([s], [], [], left)[0]:
         return False
     try:
@@ -1209,7 +1227,7 @@ ok(all(c["action"] == "passthrough" and "one host" in c["action_reason"] for c i
 #     ncclRemoteError (ncclCommGetAsyncError says so), destroy returns; nothing hangs.
 d, procs, ids = scenario("ipc-dead-peer", 2, IPC_ENV, roles(1), root_args=["xfer=1"], rank_args=["vanish=1"])
 out = procs[0].wait()
-ok(procs[0].elapsed < 20 and "ASYNC 0 6" in out and " destroy=0" in out,
+ok(procs[0].elapsed < scaled(20) and "ASYNC 0 6" in out and " destroy=0" in out,
    "rank 1 exits after init: rank 0's transfers stop, GetAsyncError gives ncclRemoteError (6), destroy returns",
    (procs[0].elapsed, out[-400:], procs[0].err[-400:]))
 # The fake's work queues (fake_cuda.c) hold what the driver would: a release that a stream wait

@@ -7,17 +7,18 @@
 # refit whole, byte for byte, through the shim's ipc chain; across hosts every rank's
 # NCCL init gets netName=Socket.  Every process runs under a bound and is killed, and the
 # test fails, if it outlives it.
-import os, select, subprocess, sys, tempfile, time
+import os, select, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import CUDA, PRELOAD, ROOT, collect_bounded, done, ok, read_until, records, skip_emulated  # noqa: E402
+from tap import (CUDA, PRELOAD, ROOT, Deadline, collect_bounded, done, env_time, ok, read_until,  # noqa: E402
+                 records, skip_emulated)
 
 skip_emulated("its ranks are Python ctypes clients, and the host's python3 cannot load the aarch64 "
               "library and fakes; t/13 runs the ipc chain and the socket redirect from C")
 
 CLIENT = os.path.join(ROOT, "tests", "clients", "pynccl_like.py")
 NCCL = os.path.join(ROOT, "tests", "fake", "a", "libnccl.so.2")
-BOUND = 60  # seconds for one group, all its processes together
+BOUND = 60  # seconds (a quiet machine's, scaled) for one group, all its processes together
 TMP = tempfile.mkdtemp(prefix="ncclshim-auto.")
 # A refit's packed buffers: a byte, a chunk and one, several chunks, several steps of the chain.
 REFIT = [1, 65537, 200003, 1 << 20]
@@ -28,7 +29,7 @@ def start(d, r, roles, hosts, extra):
     (a role the shim cannot tell) for a 'U'."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLSHIM_", "FAKE_"))}
     env.update({"LD_PRELOAD": PRELOAD, "NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log",
-                "FAKE_CUDA_DEVICE": str(r % 8), "FAKE_CUDA_WAIT_TIMEOUT_MS": "20000",
+                "FAKE_CUDA_DEVICE": str(r % 8), "FAKE_CUDA_WAIT_TIMEOUT_MS": env_time(20000),
                 "NCCLSHIM_IPC_CHUNK_BYTES": "65536", "NCCLSHIM_IPC_SLOTS": "2", "NCCLSHIM_IPC_STEP_BYTES": "131072"})
     if hosts:
         env["NCCLSHIM_HOSTNAME"] = hosts[r]
@@ -47,12 +48,12 @@ def group(name, roles, hosts=None, extra=None):
     the ID; the others start once it has written it.  Returns (dir, [(rc, out, err)])."""
     d = os.path.join(TMP, name)
     os.makedirs(d)
-    deadline = time.monotonic() + BOUND
+    deadline = Deadline(BOUND)
     procs = [start(d, 0, roles, hosts, extra or {})]
     head = read_until(procs[0], b"UID ", deadline)  # rank 0 says when the ID file is complete
     if b"UID " in head:
         procs += [start(d, r, roles, hosts, extra or {}) for r in range(1, len(roles))]
-    res = collect_bounded(procs, head, deadline, BOUND)
+    res = collect_bounded(procs, head, deadline)
     if len(res) < len(roles):
         res += [(None, "", "never started: rank 0 wrote no ID")] * (len(roles) - len(res))
     return d, res

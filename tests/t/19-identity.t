@@ -14,7 +14,7 @@ run() { # run <dir> <client...>: the client under the shim, with its call log an
     local d=$TMP/$1; shift
     mkdir -p "$d"
     env FAKE_NCCL_LOG="$d/fake.log" NCCLSHIM_LOG_DIR="$d/rec" LD_PRELOAD="$SHIM" \
-        timeout -k 5 60 "$@" > "$d/out" 2> "$d/err"
+        timeout -k 5 "$(tap_scale 60)" "$@" > "$d/out" 2> "$d/err"
     echo $? > "$d/rc"
 }
 newcomm() { sed -n 's/.*ncclCommInitRank[A-Za-z]* .* \*newcomm=\(0x[0-9a-f]*\) .*/\1/p' "$1" | head -1; }

@@ -10,16 +10,20 @@
 import json, os, select, socket, subprocess, sys, tempfile, threading, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import BIN, CUDA, PRELOAD, ROOT, done, ok, records  # noqa: E402
+from tap import (BIN, CUDA, PRELOAD, ROOT, Deadline, communicate_until, done, env_time, ok, records,  # noqa: E402
+                 scaled)
 
 CLIENT = os.path.join(BIN, "rank_client")
 FRAME = os.path.join(BIN, "rv_frame")
 ABUSE = os.path.join(ROOT, "tests", "rv", "abuse.py")
 INSPECT = os.environ.get("INSPECT", os.path.join(ROOT, "tools", "ncclshim-inspect"))
-BOUND = 30  # seconds: no process of these tests may live longer
+# Seconds no process of these tests may live longer, on a quiet machine; TIMEOUT the rendezvous
+# timeout (the default), which no rank may come near.  Both stretched with the machine (tap.py).
+BOUND = 30
+TIMEOUT = env_time(30000)
 TMP = tempfile.mkdtemp(prefix="ncclshim-abuse.")
 # Every attack runs until its stdin closes; this is only its own bound.
-ATTACK_S = "25"
+ATTACK_S = str(int(scaled(25)))
 
 class Proc:
     """A process killed (and reported) if it outlives BOUND."""
@@ -40,15 +44,17 @@ class Proc:
     def line(self, prefix):
         """The first line starting with `prefix`, within the bound (raw reads: select sees them)."""
         fd = self.p.stdout.fileno()
-        deadline = self.start + BOUND
+        deadline = Deadline(BOUND, self.start)
         while True:
             while b"\n" in self.buf:
                 line, self.buf = self.buf.split(b"\n", 1)
                 if line.decode(errors="replace").startswith(prefix):
                     return line.decode()
-            left = deadline - time.monotonic()
-            if left <= 0 or not select.select([fd], [], [], left)[0]:
-                raise RuntimeError("%s printed no %r line within %ds" % (self.name, prefix, BOUND))
+            left = deadline.left()
+            if left <= 0 or not select.select([fd], [], [], min(left, 1))[0]:
+                if deadline.passed():
+                    raise RuntimeError("%s printed no %r line within %ds" % (self.name, prefix, deadline.bound()))
+                continue
             chunk = os.read(fd, 65536)
             if not chunk:
                 raise RuntimeError("%s exited before a %r line: %s" % (self.name, prefix,
@@ -62,11 +68,8 @@ class Proc:
 
     def wait(self):
         if self.out is None:
-            try:
-                out, err = self.p.communicate(timeout=max(1, BOUND - (time.monotonic() - self.start)))
-            except subprocess.TimeoutExpired:
-                self.p.kill()
-                out, err = self.p.communicate()
+            out, err, killed = communicate_until(self.p, Deadline(BOUND, self.start))
+            if killed:
                 err += b"\nKILLED: ran past the bound (a hang)"
             self.out = self.buf.decode(errors="replace") + out.decode(errors="replace")
             self.err = err.decode(errors="replace")
@@ -86,7 +89,7 @@ def attack(name, mode, n, extra=(), ready="READY", rules=None, own_rank0=None):
     d = os.path.join(TMP, name)
     os.makedirs(d)
     env = {"NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log", "RANK_CLIENT_CUDA": CUDA,
-           "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_ROLE": "training"}
+           "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_ROLE": "training", "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": TIMEOUT}
     if rules:
         env["NCCLSHIM_RULES"] = rules
     holder = Proc("holder", [CLIENT, "ids", "1", "hold"], env, stdin=True)
@@ -125,7 +128,7 @@ def check(d, ranks, what, want_causes, at_least):
        [(c.get("rank"), c.get("action"), c.get("action_reason")) for c in comms] +
        [p.err[-300:] for p in ranks if p.err])
     waits = [c.get("decision", {}).get("wait_us", 10 ** 9) for c in comms]
-    ok(waits and max(waits) < 10 * 10 ** 6,
+    ok(waits and max(waits) < scaled(10) * 10 ** 6,
        "%s: and no rank waited anywhere near the rendezvous timeout (%s ms)" % (what, [w // 1000 for w in waits]))
     dec = [r for r in rec if r.get("type") == "decision"]
     by = dec[-1].get("rejected_by", {}) if dec else {}
@@ -217,7 +220,7 @@ def rank0_token(port, token):
     """Connects and shows the token (the first 32 bytes of its HELLO) before any stranger
     comes: nothing can evict it before the root has read them."""
     hello = bytes.fromhex(frame("hello", token, "0", "2")[0])
-    s = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+    s = socket.create_connection(("127.0.0.1", port), timeout=scaled(BOUND))
     s.sendall(hello[:32])
     return s, hello, bytes.fromhex(frame("vote", token, "1")[0])
 
@@ -249,7 +252,7 @@ def rank0_rest(mine):
 d, stats, ranks, (s, th, seen) = attack("authenticated", "idle", 200, ready="CLOSED 72",
                                         extra=["--report-closed", "72"], rules="nranks=2,inference=1:socket",
                                         own_rank0=(rank0_token, rank0_rest))
-th.join(BOUND)
+th.join(scaled(BOUND))
 s.close()
 ok(seen == [2, 4], "a rank that showed its token, then held its HELLO 1.3 s amid 200 churning strangers: "
    "DECISION then COMMIT come on its connection", seen)
@@ -276,12 +279,12 @@ holder = Proc("holder", [CLIENT, "ids", "1", "hold"], {"NCCLSHIM_LOG_DIR": d + "
 token, port = frame("token", holder.line("ID ").split()[1])
 port = int(port)
 hello = bytes.fromhex(frame("hello", token, "0", "2")[0])
-a = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+a = socket.create_connection(("127.0.0.1", port), timeout=scaled(BOUND))
 a.sendall(hello[:32])
-c = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+c = socket.create_connection(("127.0.0.1", port), timeout=scaled(BOUND))
 c.sendall(bytes.fromhex(hello_wrong))
 stranger = read_frame(c)
-b = socket.create_connection(("127.0.0.1", port), timeout=BOUND)
+b = socket.create_connection(("127.0.0.1", port), timeout=scaled(BOUND))
 b.sendall(bytes.fromhex(frame("abort", token, "test: a leader at its descriptor limit")[0]))
 told = read_frame(b)
 try:

@@ -65,7 +65,7 @@ for i in $(seq 1 "$N"); do
             esac
         done
     fi
-    timeout -k 2 20 env -u NCCLSHIM_LOG_DIR sh -c "echo \$\$ > '$TMP/run/pid'; N=ncclshim.$H.\$\$.$B8.\$(sed 's/.*) //' /proc/\$\$/stat | cut -d' ' -f20); $plant
+    timeout -k 2 "$(tap_scale 20)" env -u NCCLSHIM_LOG_DIR sh -c "echo \$\$ > '$TMP/run/pid'; N=ncclshim.$H.\$\$.$B8.\$(sed 's/.*) //' /proc/\$\$/stat | cut -d' ' -f20); $plant
         exec setpriv --reuid=$VU --regid=$VG --clear-groups env NCCLSHIM_HOSTNAME=$H LD_PRELOAD='$SHIM' '$BIN/client_linked' linked basic" \
         > "$TMP/run/out" 2> "$TMP/run/err"
     rc=$?

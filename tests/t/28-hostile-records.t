@@ -21,7 +21,7 @@ run() {
     local o=$TMP/$name
     mkdir -p "$o"
     printf '%s\n' "${plant:-:}" > "$o/plant.sh"
-    timeout -k 5 30 env -u NCCLSHIM_LOG_DIR sh -c '
+    timeout -k 5 "$(tap_scale 30)" env -u NCCLSHIM_LOG_DIR sh -c '
         o=$1; dir=$2; hp=$3; shift 3
         N="ncclshim.$hp.$$.$(head -c 8 /proc/sys/kernel/random/boot_id).$(sed "s/.*) //" /proc/$$/stat | cut -d" " -f20)"
         echo $$ > "$o/pid"; echo "$N" > "$o/stem"; P=$$ N=$N . "$o/plant.sh" || exit 99

@@ -9,7 +9,7 @@
 run() {
     local d=$TMP/$1; shift
     mkdir -p "$d"
-    env NCCLSHIM_LOG_DIR="$d/rec" LD_PRELOAD="$SHIM" "$@" timeout -k 5 30 "$BIN/client_linked" linked basic > "$d/out" 2> "$d/err"
+    env NCCLSHIM_LOG_DIR="$d/rec" LD_PRELOAD="$SHIM" "$@" timeout -k 5 "$(tap_scale 30)" "$BIN/client_linked" linked basic > "$d/out" 2> "$d/err"
     echo $? > "$d/rc"
 }
 warnings() { grep -c '^ncclshim: warning: ' "$1" || true; }
@@ -78,7 +78,7 @@ is "$(jqr "$TMP/fifty/rec" 'select(.type=="warning" and .what=="bad-setting") | 
 
 # A fork child that uses NCCL after its parent did prints nothing again.
 mkdir -p "$TMP/fork"
-NCCLSHIM_LOG_DIR=$TMP/fork/rec NCCLSHIM_MODE=obsrve LD_PRELOAD=$SHIM timeout -k 5 30 "$BIN/fork_client" > "$TMP/fork/out" 2> "$TMP/fork/err"
+NCCLSHIM_LOG_DIR=$TMP/fork/rec NCCLSHIM_MODE=obsrve LD_PRELOAD=$SHIM timeout -k 5 "$(tap_scale 30)" "$BIN/fork_client" > "$TMP/fork/out" 2> "$TMP/fork/err"
 is "$?" 0 "fork client passes"
 is "$(grep -c "NCCLSHIM_MODE='obsrve'" "$TMP/fork/err")" 1 "parent and child: the warning printed once"
 is "$(jqr "$TMP/fork/rec" 'select(.type=="warning" and .what=="bad-setting") | .pid' | sort -u | wc -l)" 2 "each process's records keep it"

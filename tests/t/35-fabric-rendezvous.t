@@ -9,10 +9,10 @@
 import os, shutil, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import BIN, CUDA, PRELOAD, done, ok, records  # noqa: E402
+from tap import BIN, CUDA, PRELOAD, Deadline, done, ok, records, wait_bounded  # noqa: E402
 
 CLIENT = os.path.join(BIN, "rank_client")
-BOUND = 30
+BOUND = 30  # seconds a process may live, on a quiet machine (tap.py scales it)
 TMP = tempfile.mkdtemp(prefix="ncclshim-fabric.")
 HOSTS = ["node-a", "node-a", "node-b", "node-b"]
 
@@ -25,23 +25,19 @@ class Proc:
         self.name = name
         self.p = subprocess.Popen([CLIENT] + args, env=full, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                   stdin=subprocess.DEVNULL, text=True)
+        self.start = time.monotonic()
 
     def first_line(self):
-        deadline = time.monotonic() + BOUND
+        deadline = Deadline(BOUND)
         line = ""
-        while not line.startswith("ID ") and time.monotonic() < deadline:
+        while not line.startswith("ID ") and not deadline.passed():
             line = self.p.stdout.readline()
             if not line:
                 break
         return line.split()[1] if line.startswith("ID ") else None
 
     def wait(self):
-        try:
-            self.out, self.err = self.p.communicate(timeout=BOUND)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            self.out, self.err = self.p.communicate()
-            self.err += "\nKILLED after %ds (a hang)" % BOUND
+        self.out, self.err = wait_bounded(self.p, self.start, BOUND)
         return self.p.returncode
 
 

@@ -1,2 +1,3 @@
 #!/bin/bash
+. "$(dirname "$0")/../built.sh" && need_built "$(dirname "$0")/../bin/test_config"
 exec "$(dirname "$0")/../bin/test_config"

@@ -8,11 +8,11 @@
 # which identity each rank had.  And record files are never shared: a taken name costs
 # the next one, records whole.  Ranks are vLLM-style ctypes clients
 # (tests/clients/pynccl_like.py) on the fake NCCL and the fake libcuda, each bounded.
-import glob, json, os, select, shutil, subprocess, sys, tempfile, time
+import glob, json, os, select, shutil, subprocess, sys, tempfile
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import (BIN, CUDA, PRELOAD, ROOT, collect_bounded, done, is_, ok, read_until, records,  # noqa: E402
-                 skip_emulated)
+from tap import (BIN, CUDA, PRELOAD, ROOT, Deadline, collect_bounded, done, env_time, is_, ok,  # noqa: E402
+                 read_until, records, scaled, skip_emulated)
 
 skip_emulated("its ranks are Python ctypes clients, and the host's python3 cannot load the aarch64 "
               "library and fakes")
@@ -20,7 +20,7 @@ skip_emulated("its ranks are Python ctypes clients, and the host's python3 canno
 CLIENT = os.path.join(ROOT, "tests", "clients", "pynccl_like.py")
 NCCL = os.path.join(ROOT, "tests", "fake", "a", "libnccl.so.2")
 INSPECT = os.path.join(ROOT, "tools", "ncclshim-inspect")
-BOUND = 60  # seconds for one group, all its processes together
+BOUND = 60  # seconds (a quiet machine's, scaled) for one group, all its processes together
 TMP = tempfile.mkdtemp(prefix="ncclshim-hostid.")
 REFIT = [1, 200003]
 TITLES = ["ray::DTensorPolicyWorker", "ray::VllmGenerationWorker"]  # a trainer, an inference rank
@@ -30,7 +30,8 @@ with open("/proc/sys/kernel/random/boot_id") as fh:
 
 def can_unshare():
     try:
-        return subprocess.run(["unshare", "--uts", "hostname", "x"], capture_output=True, timeout=10).returncode == 0
+        return subprocess.run(["unshare", "--uts", "hostname", "x"], capture_output=True,
+                              timeout=scaled(10)).returncode == 0
     except (OSError, subprocess.TimeoutExpired):
         return False
 
@@ -40,7 +41,8 @@ def start(d, r, env_r, uts):
     its own named `uts` (a pod's own host name, as Kubernetes gives it) if set."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLSHIM_", "FAKE_", "NCCL_"))}
     env.update({"LD_PRELOAD": PRELOAD, "NCCLSHIM_LOG_DIR": d + "/rec", "FAKE_NCCL_LOG": d + "/fake.log",
-                "FAKE_CUDA_DEVICE": str(r), "FAKE_CUDA_WAIT_TIMEOUT_MS": "20000", "NCCLSHIM_WEIGHT_UPDATE": "auto",
+                "FAKE_CUDA_DEVICE": str(r), "FAKE_CUDA_WAIT_TIMEOUT_MS": env_time(20000),
+                "NCCLSHIM_WEIGHT_UPDATE": "auto",
                 "NCCLSHIM_IPC_CHUNK_BYTES": "65536", "NCCLSHIM_IPC_SLOTS": "2", "HOME": d})
     env.update(env_r)
     uid = "--uid-out=" if r == 0 else "--uid-in="
@@ -63,12 +65,12 @@ def group(name, envs, uts=(None, None)):
     Returns (dir, [(rc, out, err)])."""
     d = os.path.join(TMP, name)
     os.makedirs(d)
-    deadline = time.monotonic() + BOUND
+    deadline = Deadline(BOUND)
     procs = [start(d, 0, envs[0], uts[0])]
     head = read_until(procs[0], b"UID ", deadline)  # rank 0 says when the ID file is complete
     if b"UID " in head:
         procs.append(start(d, 1, envs[1], uts[1]))
-    res = collect_bounded(procs, head, deadline, BOUND)
+    res = collect_bounded(procs, head, deadline)
     while len(res) < 2:
         res.append((None, "", "never started: rank 0 wrote no ID"))
     return d, res
@@ -98,7 +100,7 @@ def check(name, envs, want, hosts, uts=(None, None)):
 
 
 # --- the identity from its parts (tests/unit/test_host_id.c), relayed --------------------------
-u = subprocess.run([os.path.join(BIN, "test_host_id")], capture_output=True, text=True, timeout=60)
+u = subprocess.run([os.path.join(BIN, "test_host_id")], capture_output=True, text=True, timeout=scaled(60))
 unit = [l for l in u.stdout.splitlines() if l.startswith(("ok ", "not ok "))]
 for l in unit:
     ok(l.startswith("ok "), "unit: " + l.split(" - ", 1)[-1])
@@ -197,7 +199,7 @@ for f in old:
 shutil.copy(mine[0] if mine else os.devnull, os.path.join(mixed, os.path.basename(mine[0]) if mine else "none"))
 for f in glob.glob(os.path.join(TMP, "pods", "rec", "*.jsonl")):
     shutil.copy(f, mixed)
-q = subprocess.run([INSPECT, "--json", mixed], capture_output=True, text=True, timeout=60)
+q = subprocess.run([INSPECT, "--json", mixed], capture_output=True, text=True, timeout=scaled(60))
 try:
     procs = json.loads(q.stdout).get("processes", [])
 except ValueError:
@@ -221,11 +223,11 @@ with open(os.path.join(twin, os.path.basename(src).replace(".jsonl", ".1.jsonl")
         if r["type"] == "load":
             r["start_ticks"] += 1
         fh.write(json.dumps(r) + "\n")
-q = subprocess.run([INSPECT, "--check", twin], capture_output=True, text=True, timeout=60)
+q = subprocess.run([INSPECT, "--check", twin], capture_output=True, text=True, timeout=scaled(60))
 ok(q.returncode == 1 and "two processes recorded as host coll pid" in q.stdout + q.stderr,
    "inspect --check: two load records of one host and pid, started apart, are named as two processes",
    [q.returncode, q.stderr[-800:]])
-q = subprocess.run([INSPECT, "--check", os.path.dirname(src)], capture_output=True, text=True, timeout=60)
+q = subprocess.run([INSPECT, "--check", os.path.dirname(src)], capture_output=True, text=True, timeout=scaled(60))
 ok("two processes recorded" not in q.stdout + q.stderr, "inspect --check: one process's single file is not",
    q.stderr[-400:])
 

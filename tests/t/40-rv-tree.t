@@ -9,10 +9,10 @@
 import os, subprocess, sys, tempfile, time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import PRELOAD, ROOT, done, ok, read_first_id, records, wait_bounded  # noqa: E402
+from tap import PRELOAD, ROOT, diag, done, env_fault, env_time, ok, read_first_id, records, wait_bounded  # noqa: E402
 
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
-BOUND = 40
+BOUND = 40  # seconds a process may live, on a quiet machine (tap.py scales it, the timeout and delays)
 TMP = tempfile.mkdtemp(prefix="ncclshim-rvtree.")
 HOSTS, PER = 12, 2
 
@@ -30,8 +30,10 @@ def tree(name, faults=None, env=None, want=None):
     d = os.path.join(TMP, name)
     os.makedirs(d)
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_FANIN": "0",
-            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "3000", "NCCLSHIM_TEST_RV_FAULT": "fanout=2"}
+            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": env_time(3000), "NCCLSHIM_TEST_RV_FAULT": "fanout=2"}
     base.update(env or {})
+    base["NCCLSHIM_TEST_RV_FAULT"] = env_fault(base["NCCLSHIM_TEST_RV_FAULT"]).replace(
+        "LATE", str(int(base["NCCLSHIM_RENDEZVOUS_TIMEOUT_MS"]) + 2000 + 2500))
     start = time.monotonic()
     root = proc(["id"], dict(base, NCCLSHIM_ROLE="training"), stdin=True)
     hid = read_first_id(root, BOUND)
@@ -39,7 +41,7 @@ def tree(name, faults=None, env=None, want=None):
     for h in range(HOSTS):
         e = dict(base, NCCLSHIM_HOSTNAME="h%d" % h, NCCLSHIM_ROLE="training" if h == 0 else "inference")
         if faults and h in faults:
-            e["NCCLSHIM_TEST_RV_FAULT"] += "," + faults[h]
+            e["NCCLSHIM_TEST_RV_FAULT"] += "," + env_fault(faults[h])
         ps[h] = proc(["ranks", hid, str(HOSTS * PER), str(h * PER), str(PER)], e)
     res = {h: wait_bounded(p, start, BOUND) for h, p in ps.items()}
     root.stdin.close()
@@ -51,6 +53,9 @@ def tree(name, faults=None, env=None, want=None):
             stats = {k: int(v) for k, v in (kv.split("=") for kv in line.split()[1:])}
     killed = sorted(h for h, p in ps.items() if p.returncode == -9)
     hung = [h for h in ps if "KILLED" in res[h][1]]
+    if [h for h in killed if h not in hung]:
+        diag("%s: the process(es) of host(s) %s killed on purpose (SIGKILL, by the fault)"
+             % (name, [h for h in killed if h not in hung]))
     pids = {p.pid: h for h, p in ps.items()}
     comms = [c for c in records(d + "/rec") if c.get("type") == "comm" and c.get("pid") in pids]
     acts = {}
@@ -83,5 +88,7 @@ tree("a-leader-killed-forwarding", {h: "leader-hello=kill" for h in (HOSTS - 1,)
 # timeout, passthrough, but the same for all.
 tree("leaders-slow-forwarding", {h: "leader-hello=100" for h in range(HOSTS)})
 tree("leaders-slow-handing-on", {h: "leader-commit=300" for h in range(HOSTS)}, want="socket")
-tree("root-slow-committing", None, dict(NCCLSHIM_TEST_RV_FAULT="fanout=2,root-commit=5500"), want="socket")
+# The root commits past its ranks' own deadline (the timeout and 2 s, rv_client.c), in the middle of
+# the 5 s they then wait for its word (rv_ask.h): fixed times, so not stretched with the timeout.
+tree("root-slow-committing", None, dict(NCCLSHIM_TEST_RV_FAULT="fanout=2,root-commit=LATE"), want="socket")
 done()

@@ -7,20 +7,36 @@
 import concurrent.futures, json, os, subprocess, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import ROOT, done, ok  # noqa: E402
+from tap import ROOT, done, ok, scaled, slow  # noqa: E402
 
 CHAOS = os.path.join(ROOT, "tests", "rv", "chaos.py")
+# The rendezvous timeouts (T) are a quiet machine's, stretched as every bound of the suite
+# (tap.slow(): SHIM_TEST_SLOW times the load), read once so that one run's relations hold: a
+# frozen node stays stopped T + 7.5 s (longer than T + 7, the split the issue found, and
+# shorter than the T + 15 s the root answers askers for); a root's stall stays 2 s, inside T.
+SLOW = slow()
+
+
+def T(ms):
+    """A timeout of `ms` on a quiet machine, stretched, as chaos.py's --timeout-ms."""
+    return str(int(ms * SLOW))
+
+
+def frozen(ms):
+    """How long a node stays stopped under a timeout of `ms` (stretched)."""
+    return "%.1f" % (ms * SLOW / 1000.0 + 7.5)
 
 
 def run(args, want=None, bound=240):
-    """chaos.py's output with `args` (its JSON lines), within `bound` seconds."""
+    """chaos.py's output with `args` (its JSON lines), within `bound` seconds (a quiet machine's)."""
     cmd = [sys.executable, CHAOS, "--json", "--seed", "45"] + args + (["--want", want] if want else [])
+    bound = scaled(bound)
     try:
         p = subprocess.run(cmd, capture_output=True, text=True, timeout=bound)
         return p.stdout, p.stderr
     except subprocess.TimeoutExpired as e:
         out = e.stdout or ""
-        return out.decode() if isinstance(out, bytes) else out, "chaos.py ran past %d s" % bound
+        return out.decode() if isinstance(out, bytes) else out, "chaos.py ran past %.0f s" % bound
 
 
 def report(what, out, err):
@@ -56,26 +72,26 @@ def chaos(what, args, want=None):
 # Random moments: killed ranks and leaders, wrong and black-holed addresses,
 # a rank in an empty network namespace.
 wave([("a frozen leader", ["--fault", "stop-leader", "--trials", "1", "--hosts", "3", "--per", "3",
-                           "--timeout-ms", "1000", "--stop-s", "8.5"], "socket"),
+                           "--timeout-ms", T(1000), "--stop-s", frozen(1000)], "socket"),
       ("a frozen interior leader", ["--fault", "stop-parent", "--trials", "1", "--hosts", "6", "--per", "2",
-                                    "--fault-env", "fanout=2", "--timeout-ms", "2000", "--stop-s", "9.5"], None),
+                                    "--fault-env", "fanout=2", "--timeout-ms", T(2000), "--stop-s", frozen(2000)], None),
       ("random faults", ["--fault", "kill-rank,kill-leader,bad-address,black-hole,netns", "--trials", "5",
-                         "--hosts", "3", "--per", "2", "--timeout-ms", "1500"], None)])
+                         "--hosts", "3", "--per", "2", "--timeout-ms", T(1500)], None)])
 # Herds released at once with no fault decide: leaders used to be dropped
 # as strangers (they connected before they had anything to say).
 chaos("a herd of 128 hosts x 4", ["--fault", "none", "--trials", "1", "--hosts", "128", "--per", "4", "--threads",
-                                  "--timeout-ms", "30000"], want="socket")
+                                  "--timeout-ms", T(30000)], want="socket")
 chaos("a herd of 256 hosts x 1", ["--fault", "none", "--trials", "1", "--hosts", "256", "--per", "1",
-                                  "--timeout-ms", "30000"], want="socket")
+                                  "--timeout-ms", T(30000)], want="socket")
 # The root's process stopped 2 s at T = 5 s, as the herd arrives: nothing
 # that came in meanwhile is lost.
 chaos("a stalled root", ["--fault", "stop-root", "--trials", "1", "--hosts", "16", "--per", "4",
-                         "--timeout-ms", "5000", "--stall", "2"], want="socket")
+                         "--timeout-ms", T(5000), "--stall", "2"], want="socket")
 # The same at the worst moment (root-stall: once the root has accepted a
 # leader's connection whose HELLO is still on its way, leader-hello=300):
 # the HELLO came during the stall, and the root used to expire the
 # connection as a silent stranger before reading it.
 chaos("a root stalled with a HELLO on its way", ["--fault", "none", "--trials", "1", "--hosts", "8", "--per", "2",
-                                                 "--timeout-ms", "5000",
+                                                 "--timeout-ms", T(5000),
                                                  "--fault-env", "root-stall=2000,leader-hello=300"], want="socket")
 done()

@@ -1,12 +1,13 @@
 #!/bin/bash
 # The CPU clients with the shim preloaded, and the inspect tool, under valgrind
-# memcheck: no invalid access, no uninitialised use, no definite leak.
+# memcheck: no invalid access, no uninitialised use, no definite leak.  Its bounds are a plain
+# run's: `make test-valgrind` stretches them by SHIM_TEST_SLOW (10) and the load (tap_scale).
 . "$(dirname "$0")/../tap.sh"
 command -v valgrind >/dev/null || skip_all "valgrind not installed"
 VG="valgrind -q --error-exitcode=99 --leak-check=full --errors-for-leak-kinds=definite --trace-children=no"
 vg() { # vg <description> <command...>
     local d=$1; shift
-    timeout -k 5 300 env NCCLSHIM_LOG_DIR="$TMP/rec" LD_PRELOAD="$SHIM" $VG "$@" > "$TMP/out" 2> "$TMP/err"
+    timeout -k 5 "$(tap_scale 30)" env NCCLSHIM_LOG_DIR="$TMP/rec" LD_PRELOAD="$SHIM" $VG "$@" > "$TMP/out" 2> "$TMP/err"
     local rc=$?
     ok $rc "$d (rc=$rc)"
     [ $rc -eq 0 ] || sed 's/^/#   /' "$TMP/err" | head -40
@@ -29,12 +30,12 @@ RANK_CLIENT_CUDA="$ROOT/tests/fake/cuda/libcuda.so.1" LD_LIBRARY_PATH="$FAKE/new
 rv_pair() { # rv_pair <description> <extra args> <env...>
     local d=$1 extra=$2 line rc0 rc1; shift 2
     rm -f "$TMP/fifo"; mkfifo "$TMP/fifo"
-    timeout -k 5 300 env "$@" NCCLSHIM_ROLE=training NCCLSHIM_LOG_DIR="$TMP/rec" LD_PRELOAD="$SHIM" \
+    timeout -k 5 "$(tap_scale 30)" env "$@" NCCLSHIM_ROLE=training NCCLSHIM_LOG_DIR="$TMP/rec" LD_PRELOAD="$SHIM" \
         $VG "$BIN/rank_client" root 1 2 ops=2 $extra > "$TMP/fifo" 2> "$TMP/err0" &
     local pid=$!
     exec 3< "$TMP/fifo"
-    read -r -t 200 -u 3 line
-    timeout -k 5 300 env "$@" NCCLSHIM_ROLE=inference NCCLSHIM_LOG_DIR="$TMP/rec" LD_PRELOAD="$SHIM" \
+    read -r -t "$(tap_scale 20)" -u 3 line
+    timeout -k 5 "$(tap_scale 30)" env "$@" NCCLSHIM_ROLE=inference NCCLSHIM_LOG_DIR="$TMP/rec" LD_PRELOAD="$SHIM" \
         $VG "$BIN/rank_client" rank 1 2 "${line#ID }" ops=2 $extra > "$TMP/out1" 2> "$TMP/err1"
     rc1=$?
     cat <&3 > "$TMP/out0"
@@ -64,12 +65,12 @@ rv_pair "ipc: 10 suspend/resume cycles (staging given back and taken again), des
 grep -q ' ok=10 .*bad=-' "$TMP/out1" && grep -q ' released=10 .*freed_mapped=0 .*bad=-' "$TMP/out1"
 ok $? "... every cycle exact, the staging given back each time, never while mapped"
 
-timeout -k 5 300 $VG "$INSPECT" "$TMP/rec" > "$TMP/out" 2> "$TMP/err"
+timeout -k 5 "$(tap_scale 30)" $VG "$INSPECT" "$TMP/rec" > "$TMP/out" 2> "$TMP/err"
 rc=$?
 ok $([ $rc -le 2 ] && echo 0 || echo 1) "ncclshim-inspect over those records (rc=$rc)"
 [ $rc -le 2 ] || sed 's/^/#   /' "$TMP/err" | head -40
 # --html over the same records and fixtures with every kind of problem (decisions, peers lost, drops)
-timeout -k 5 300 $VG "$INSPECT" --html "$TMP/r.html" "$TMP/rec" "$ROOT/tests/inspect/fixtures/rv_ipc_dead_peer" \
+timeout -k 5 "$(tap_scale 300)" $VG "$INSPECT" --html "$TMP/r.html" "$TMP/rec" "$ROOT/tests/inspect/fixtures/rv_ipc_dead_peer" \
     "$ROOT/tests/inspect/fixtures/rv_drop" "$ROOT/tests/inspect/fixtures/efasim_passthrough" \
     "$ROOT/tests/inspect/fixtures/nccl232_attn" > /dev/null 2> "$TMP/err"
 rc=$?

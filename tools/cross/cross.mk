@@ -23,7 +23,7 @@ CROSS_MAKE = tools/cross/build_tree.sh $(1) $(BUILD) $(OUTPUTS) -- CC=$(CROSS_CC
 .PHONY: test-aarch64 wheel-aarch64
 test-aarch64: $(LIB)
 	$(call CROSS_MAKE,$(CROSS_ROOT),all)
-	tools/cross/run_suite.sh $(CROSS_DIR) aarch64 $(LIB) $(TESTS)
+	TEST_JOBS=$(TEST_JOBS) SHIM_TEST_SLOW=$(SHIM_TEST_SLOW_AARCH64) tools/cross/run_suite.sh $(CROSS_DIR) aarch64 $(LIB) $(TESTS)
 
 wheel-aarch64:
 	$(call CROSS_MAKE,$(CROSS_WHEEL),build/libncclshim.so tools/ncclshim-inspect)
