@@ -35,6 +35,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         inspect_print_json(st, devnull);
         inspect_print_html(st, devnull);
     }
-    inspect_free(st);
+    inspect_close(st);
     return 0;
 }

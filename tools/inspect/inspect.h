@@ -343,7 +343,7 @@ void decision_free(decision_rec *d);
  * (verbose: each cause explained).  NULL when the record has no causes. */
 char *inspect_rejected_text(const decision_rec *d, int verbose);
 
-/* read_records.c: frees what the feed keeps between records (inspect_free calls it). */
+/* read_records.c: frees what the feed keeps between records (inspect_close calls it). */
 void inspect_records_free(inspect_state *st);
 /* read_records.c: one line of a ncclshim.*.jsonl file (no trailing newline). */
 void inspect_feed_record_line(inspect_state *st, const char *buf, size_t len,
@@ -359,7 +359,9 @@ int inspect_feed_nccl_line(inspect_state *st, const char *buf, size_t len);
 /* read_input.c */
 enum input_kind { INPUT_AUTO, INPUT_RECORDS, INPUT_NCCL_LOG };
 void inspect_read_path(inspect_state *st, const char *path, enum input_kind kind);
-void inspect_inputs_free(inspect_state *st);
+/* The state freed with what the readers keep in it (the files seen, the
+ * records' pending inits): the readers sit above state.c, which frees the rest. */
+void inspect_close(inspect_state *st);
 
 /* join.c */
 void inspect_group(inspect_state *st);

@@ -157,6 +157,6 @@ int main(int argc, char **argv)
         print_problems(st);
         status = 1;
     }
-    inspect_free(st);
+    inspect_close(st);
     return status;
 }

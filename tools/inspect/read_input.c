@@ -103,13 +103,15 @@ static int already_read(inspect_state *st, const struct stat *sb)
     return 0;
 }
 
-void inspect_inputs_free(inspect_state *st)
+void inspect_close(inspect_state *st)
 {
     seen_file *f, *tmp;
     HASH_ITER(hh, st->seen_files, f, tmp) {
         HASH_DEL(st->seen_files, f);
         free(f);
     }
+    inspect_records_free(st);
+    inspect_free(st);
 }
 
 static void read_file(inspect_state *st, const char *path, enum input_kind kind)

@@ -187,8 +187,6 @@ void inspect_free(inspect_state *st)
         free(c);
     }
     free(st->sorted);
-    inspect_inputs_free(st);
-    inspect_records_free(st);
     free(st);
 }
 
