@@ -142,7 +142,7 @@ static int one_round(struct rv_session *s)
     if (not_ready >= 0) {
         char why[RV_REASON_LEN];
         snprintf(why, sizeof(why), "rank %d could not set up %s (%.300s): passthrough for all", not_ready,
-                 action_name((enum action)s->verdict.action), s->facts[not_ready].socket_why);
+                 action_name((enum action)s->verdict.action), s->facts[not_ready].text->socket_why);
         rv_fall_back(s, RV_COMMIT, why);
         return 1;
     }
@@ -251,8 +251,10 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
             rv_limit_fall_back(s, why);
             return;
         }
-        for (int r = 0; r < f->nranks; r++)
+        for (int r = 0; r < f->nranks; r++) {
             s->conn_of_rank[r] = -1;
+            s->facts[r].text = &facts_no_text;
+        }
         s->nranks = f->nranks;
         s->first_us = shim_mono_us();
     }
@@ -265,10 +267,18 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
                  s->facts[f->rank].pid, s->facts[f->rank].host);
         bad = 1;
     }
+    /* Kept once per distinct text (rv_texts.h): ranks of a job say the same things. */
+    const struct rank_text *text = bad ? NULL : rv_texts_intern(&s->texts, f->text);
+    if (!bad && !text) {
+        snprintf(why, sizeof(why), "the root's process (pid %u) is out of memory for rank %d's facts",
+                 (unsigned)getpid(), f->rank);
+        bad = 2;
+    }
     if (bad && (c->leader_pid || leader_pid)) {
         /* A host's leader speaks for other ranks too: dropping its connection
          * would leave them all missing until the timeout.  The job is
-         * misconfigured: every rank passes through now, told why. */
+         * misconfigured (or the root out of memory): every rank passes
+         * through now, told why. */
         char all[RV_REASON_LEN];
         snprintf(all, sizeof(all), "%.300s (through the leader of a host, pid %u): passthrough for all", why,
                  (unsigned)(c->leader_pid ? c->leader_pid : leader_pid));
@@ -278,7 +288,7 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         return;
     }
     if (bad) {
-        rv_reject(s, c, REJ_PROTOCOL, why);
+        rv_reject(s, c, bad == 2 ? REJ_OTHER : REJ_PROTOCOL, why);
         return;
     }
     rv_anon_remove(s, c);
@@ -292,6 +302,7 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         }
     }
     s->facts[f->rank] = *f;
+    s->facts[f->rank].text = text;
     s->conn_of_rank[f->rank] = (int)(c - s->conns);
     s->arrived++;
     if (s->arrived == s->nranks) {
