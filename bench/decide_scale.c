@@ -43,8 +43,8 @@ int main(int argc, char **argv)
     for (int j = 0; j < 2; j++) {
         snprintf(texts[j].title, sizeof(texts[j].title), "%s", j == 0 ? "python3 grpo.py (trainer)" : "vllm worker");
         for (int k = 0; k < EVIDENCE_MAX_FRAMES; k++)
-            snprintf(texts[j].frames[k], sizeof(texts[j].frames[k]), "/usr/lib/python3/site-packages/pkg/mod_%d.py:%d fn_%d",
-                     k, 100 + k, k);
+            snprintf(texts[j].frames[k], sizeof(texts[j].frames[k]),
+                     "/usr/lib/python3/site-packages/pkg/mod_%d.py:%d fn_%d", k, 100 + k, k);
     }
     for (int i = 0; i < n; i++) {
         struct rank_facts *f = &F[i];

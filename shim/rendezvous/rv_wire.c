@@ -133,15 +133,15 @@ _Static_assert(EVIDENCE_REASON_LEN <= 65536 && FACTS_PATH_LEN <= 65536 && RV_REA
                "strings fit a TLV");
 
 /* The largest HELLO payload: every field, every string at its limit, all frames. */
-#define RV_HELLO_MAX_PAYLOAD                                                                             \
-    (TLV_HDR + RV_TOKEN_LEN + 10 * (TLV_HDR + 4) + 2 * (TLV_HDR + SLIM(u.hello.host)) +                  \
-     (TLV_HDR + SLIM(u.hello.fn)) + (TLV_HDR + SLIM(u.hello.shim_version)) +                             \
-     (TLV_HDR + SLIM(u.hello_text.caller_lib)) + (TLV_HDR + SLIM(u.hello_text.title)) +                            \
-     (TLV_HDR + SLIM(u.hello_text.role_reason)) + (TLV_HDR + SLIM(u.hello_text.local_purpose_reason)) +            \
-     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.socket_why)) +                                              \
-     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.frugal_why)) + 5 * (TLV_HDR + 4) +                          \
-     (TLV_HDR + SLIM(u.hello.fabric.why)) + (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.full_api_why)) +            \
-     2 * (TLV_HDR + 4) +                                                                                \
+#define RV_HELLO_MAX_PAYLOAD                                                                              \
+    (TLV_HDR + RV_TOKEN_LEN + 10 * (TLV_HDR + 4) + 2 * (TLV_HDR + SLIM(u.hello.host)) +                   \
+     (TLV_HDR + SLIM(u.hello.fn)) + (TLV_HDR + SLIM(u.hello.shim_version)) +                              \
+     (TLV_HDR + SLIM(u.hello_text.caller_lib)) + (TLV_HDR + SLIM(u.hello_text.title)) +                   \
+     (TLV_HDR + SLIM(u.hello_text.role_reason)) + (TLV_HDR + SLIM(u.hello_text.local_purpose_reason)) +   \
+     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.socket_why)) +                                          \
+     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.frugal_why)) + 5 * (TLV_HDR + 4) +                      \
+     (TLV_HDR + SLIM(u.hello.fabric.why)) + (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.full_api_why)) + \
+     2 * (TLV_HDR + 4) +                                                                                  \
      EVIDENCE_MAX_FRAMES * (TLV_HDR + EVIDENCE_FRAME_LEN - 1))
 _Static_assert(RV_HELLO_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal HELLO fits a frame");
 #define RV_VERDICT_MAX_PAYLOAD                                                                           \

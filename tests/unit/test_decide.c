@@ -37,8 +37,8 @@ static void set_rank(int i, enum role role, enum api_family api, const char *hos
     snprintf(f->host_id, sizeof(f->host_id), "%s", host_id);
     snprintf(t->title, sizeof(t->title), "%s", title);
     if (role == ROLE_TRAINING)
-        snprintf(t->role_reason, sizeof(t->role_reason), "process title '%s' matches training pattern 'ray::*PolicyWorker*'",
-                 title);
+        snprintf(t->role_reason, sizeof(t->role_reason),
+                 "process title '%s' matches training pattern 'ray::*PolicyWorker*'", title);
     else if (role == ROLE_INFERENCE)
         snprintf(t->role_reason, sizeof(t->role_reason), "process title '%s' matches inference pattern 'ray::*Vllm*'",
                  title);

@@ -362,7 +362,8 @@ static size_t hello_max_payload(void)
     struct rank_text x;
     size_t t = 4; /* a TLV's header */
     return (t + RV_TOKEN_LEN) + 20 * (t + 4) + (t + sizeof(x.socket_why) - 1) + (t + sizeof(x.frugal_why) - 1) +
-           (t + sizeof(h.fabric.why) - 1) + (t + sizeof(x.full_api_why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
+           (t + sizeof(h.fabric.why) - 1) + (t + sizeof(x.full_api_why) - 1) + (t + sizeof(h.host) - 1) +
+           (t + sizeof(h.host_id) - 1) +
            (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(x.caller_lib) - 1) +
            (t + sizeof(x.title) - 1) + (t + sizeof(x.role_reason) - 1) + (t + sizeof(x.local_purpose_reason) - 1) +
            EVIDENCE_MAX_FRAMES * (t + sizeof(x.frames[0]) - 1) + (t + RV_ADDR_LEN - 1);
