@@ -36,8 +36,16 @@ int main(int argc, char **argv)
         return 2;
     struct rank_facts *F = calloc((size_t)n, sizeof(*F));
     double *t = calloc((size_t)reps, sizeof(*t));
+    /* Two distinct texts, a trainer's and an engine's, as the root keeps them (interned). */
+    static struct rank_text texts[2];
     if (!F || !t)
         return 1;
+    for (int j = 0; j < 2; j++) {
+        snprintf(texts[j].title, sizeof(texts[j].title), "%s", j == 0 ? "python3 grpo.py (trainer)" : "vllm worker");
+        for (int k = 0; k < EVIDENCE_MAX_FRAMES; k++)
+            snprintf(texts[j].frames[k], sizeof(texts[j].frames[k]),
+                     "/usr/lib/python3/site-packages/pkg/mod_%d.py:%d fn_%d", k, 100 + k, k);
+    }
     for (int i = 0; i < n; i++) {
         struct rank_facts *f = &F[i];
         f->rank = i;
@@ -46,11 +54,8 @@ int main(int argc, char **argv)
         f->api = API_CTYPES;
         snprintf(f->host, sizeof(f->host), "node-%d", i % hosts);
         snprintf(f->host_id, sizeof(f->host_id), "%08x-boot-id-%d", (unsigned)(i % hosts) * 2654435761u, i % hosts);
-        snprintf(f->title, sizeof(f->title), "%s", i < n / 2 ? "python3 grpo.py (trainer)" : "vllm worker");
+        f->text = &texts[i < n / 2 ? 0 : 1];
         f->nframes = EVIDENCE_MAX_FRAMES;
-        for (int k = 0; k < EVIDENCE_MAX_FRAMES; k++)
-            snprintf(f->frames[k], sizeof(f->frames[k]), "/usr/lib/python3/site-packages/pkg/mod_%d.py:%d fn_%d", k,
-                     100 + k, k);
         f->socket_ready = 1;
         f->fabric = (struct fabric_facts){ .state = FABRIC_READ, .kind = FABRIC_IB, .devices = 8, .gpus = 8 };
     }

@@ -105,8 +105,8 @@ static int nframes_of(const struct rank_facts *f)
 static int callsite_frame(const char *sites, const struct rank_facts *f, char *pat, size_t patlen)
 {
     for (int k = 0; k < nframes_of(f); k++)
-        if (memchr(f->frames[k], '\0', sizeof(f->frames[k])) &&
-            pattern_list_match(sites, f->frames[k], pat, patlen) >= 0)
+        if (memchr(f->text->frames[k], '\0', sizeof(f->text->frames[k])) &&
+            pattern_list_match(sites, f->text->frames[k], pat, patlen) >= 0)
             return k;
     return -1;
 }
@@ -212,8 +212,8 @@ static const char *engine_frames(const struct policy_patterns *pp)
 /* Whether rank f's title matches the root's engine titles. */
 static int engine_title(const struct policy_patterns *pp, const struct rank_facts *f, char *pat, size_t patlen)
 {
-    return f->title[0] && memchr(f->title, '\0', sizeof(f->title)) &&
-           pattern_list_match(engine_titles(pp), f->title, pat, patlen) >= 0;
+    return f->text->title[0] && memchr(f->text->title, '\0', sizeof(f->text->title)) &&
+           pattern_list_match(engine_titles(pp), f->text->title, pat, patlen) >= 0;
 }
 
 /*
@@ -235,7 +235,7 @@ static void engine_strengths(const struct policy_patterns *pp, const struct rank
     for (int i = 0; i < nranks; i++) {
         const struct rank_facts *f = &facts[i], *prev = i ? &facts[i - 1] : NULL;
         if (prev && prev->engine == f->engine && facts_same_frames(prev, f) &&
-            strncmp(prev->title, f->title, sizeof(f->title)) == 0)
+            strncmp(prev->text->title, f->text->title, sizeof(f->text->title)) == 0)
             eng[i] = eng[i - 1];
         else
             eng[i] = engine_strength(pp, f);
@@ -251,20 +251,20 @@ static void sb_engine_why(struct sb *b, const struct policy_patterns *pp, const 
     int k;
     if (engine_title(pp, f, pat, sizeof(pat))) {
         sb_add(b, "title '");
-        sb_quote(b, f->title, sizeof(f->title), 100);
+        sb_quote(b, f->text->title, sizeof(f->text->title), 100);
         sb_add(b, "' matches engine title pattern '");
         sb_quote(b, pat, sizeof(pat), 60);
         sb_add(b, "'");
     } else if ((k = callsite_frame(engine_frames(pp), f, pat, sizeof(pat))) >= 0) {
         sb_add(b, "Python frame '");
-        sb_quote(b, f->frames[k], sizeof(f->frames[k]), 160);
+        sb_quote(b, f->text->frames[k], sizeof(f->text->frames[k]), 160);
         sb_add(b, "' matches engine frame pattern '");
         sb_quote(b, pat, sizeof(pat), 60);
         sb_add(b, "'");
     } else if ((f->engine & ENGINE_FRAMES) && f->engine_frame >= 0 && f->engine_frame < nframes_of(f) &&
-               memchr(f->frames[f->engine_frame], '\0', sizeof(f->frames[0]))) {
+               memchr(f->text->frames[f->engine_frame], '\0', sizeof(f->text->frames[0]))) {
         sb_add(b, "Python frame '");
-        sb_quote(b, f->frames[f->engine_frame], sizeof(f->frames[0]), 160);
+        sb_quote(b, f->text->frames[f->engine_frame], sizeof(f->text->frames[0]), 160);
         sb_add(b, "' matches its own NCCLSHIM_ENGINE_FRAMES");
     } else if (f->engine & ENGINE_STRONG) {
         sb_add(b, "the engine's own title by its own NCCLSHIM_ENGINE_TITLES");
@@ -316,8 +316,8 @@ static void role_evidence(struct sb *b, const struct rank_facts *facts, int nran
         first++;
     sb_ranks(b, &s, facts, nranks, count, 48);
     sb_addf(b, " %s (rank %d: ", role_name(role), first);
-    if (facts[first].role_reason[0])
-        sb_quote(b, facts[first].role_reason, sizeof(facts[first].role_reason), max);
+    if (facts[first].text->role_reason[0])
+        sb_quote(b, facts[first].text->role_reason, sizeof(facts[first].text->role_reason), max);
     else
         sb_add(b, "no reason given");
     sb_add(b, ")");
@@ -357,7 +357,7 @@ static int purpose_by_structure(const struct policy_patterns *pp, const struct r
     out->purpose = PURPOSE_TRAINING;
     sb_ranks(b, &w, facts, nranks, out->nweak, 48);
     sb_addf(b, " only loaded an engine library (rank %d: ", k);
-    sb_quote(b, facts[k].role_reason, sizeof(facts[k].role_reason), 200);
+    sb_quote(b, facts[k].text->role_reason, sizeof(facts[k].text->role_reason), 200);
     sb_add(b, "), no rank shows an engine's title or frames: trainers that import the engine, their own group");
     return 1;
 }
@@ -397,7 +397,7 @@ static int purpose_by_callsite(const struct policy_patterns *pp, const struct ra
             sb_addf(b, "%d rank%s", count, count > 1 ? "s" : "");
         }
         sb_addf(b, " at a weight-update call site (rank %d: Python frame '", first);
-        sb_quote(b, facts[first].frames[frame], sizeof(facts[first].frames[frame]), 200);
+        sb_quote(b, facts[first].text->frames[frame], sizeof(facts[first].text->frames[frame]), 200);
         sb_add(b, "' matches weight-update pattern '");
         sb_quote(b, pat, sizeof(pat), 100);
         sb_add(b, "')");
@@ -562,7 +562,7 @@ static void no_ipc_for_full_api(const struct rank_facts *facts, int nranks, stru
         return;
     out->action = ACTION_PASSTHROUGH;
     sb_addf(b, "; but rank %d's creator needs NCCL's whole API (", r);
-    sb_quote(b, facts[r].full_api_why, sizeof(facts[r].full_api_why), 160);
+    sb_quote(b, facts[r].text->full_api_why, sizeof(facts[r].text->full_api_why), 160);
     sb_add(b, "), which ipc has not: passthrough");
 }
 
@@ -662,7 +662,7 @@ static void sb_suggest_role(struct sb *b, const struct rank_facts *facts, int r,
                             const char *hint)
 {
     sb_addf(b, "; to protect it set NCCLSHIM_ROLE=%s in %s (rank %d, title '", role_name(role), who, r);
-    sb_quote(b, facts[r].title, sizeof(facts[r].title), 80);
+    sb_quote(b, facts[r].text->title, sizeof(facts[r].text->title), 80);
     sb_addf(b, "'%s)", hint);
 }
 

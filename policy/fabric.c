@@ -170,8 +170,9 @@ enum action fabric_choose(const struct rank_facts *facts, int nranks, char *why,
                      : "", best);
     int r = a == ACTION_FRUGAL ? frugal_refuser(facts, nranks) : -1;
     if (r >= 0 && n > 0 && (size_t)n < whylen) {
-        const char *rw = facts[r].frugal_ready == 2 && memchr(facts[r].frugal_why, 0, sizeof(facts[r].frugal_why))
-                             ? facts[r].frugal_why : "it did not say it could";
+        const char *fw = facts[r].text->frugal_why;
+        const char *rw = facts[r].frugal_ready == 2 && memchr(fw, 0, FACTS_SOCKET_WHY_LEN) ? fw
+                                                                                            : "it did not say it could";
         snprintf(why + n, whylen - (size_t)n, ", but rank %d cannot take frugal (%.200s)", r, rw);
         a = ACTION_SOCKET;
     }

@@ -44,6 +44,25 @@ struct fabric_facts {
     char why[FABRIC_WHY_LEN];           /* UNREADABLE: why */
 };
 
+/*
+ * The heavy strings of a rank's facts: its evidence as text.  Out of line
+ * because thousands of ranks of one job say the same things: the root keeps
+ * one copy of each distinct text (shim/rendezvous/rv_texts.c) and every rank
+ * that said it points at that copy, so its memory grows with the job's
+ * distinct texts, not with its ranks.  A rank's own facts point at its own
+ * text; a decoded HELLO at the message's.
+ */
+struct rank_text {
+    char caller_lib[FACTS_PATH_LEN];
+    char title[FACTS_TITLE_LEN];
+    char role_reason[EVIDENCE_REASON_LEN];
+    char local_purpose_reason[EVIDENCE_REASON_LEN];
+    char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
+    char socket_why[FACTS_SOCKET_WHY_LEN];
+    char frugal_why[FACTS_SOCKET_WHY_LEN];
+    char full_api_why[FACTS_SOCKET_WHY_LEN];
+};
+
 struct rank_facts {
     int rank, nranks;
     uint32_t pid;
@@ -54,32 +73,28 @@ struct rank_facts {
     int nccl_version;                   /* of the library this rank's call reached */
     char shim_version[16];
     enum api_family api;
-    char caller_lib[FACTS_PATH_LEN];
-    char title[FACTS_TITLE_LEN];
+    /* caller_lib, title, role_reason, local_purpose_reason, frames, and the
+     * why of socket_ready, frugal_ready and full_api: never NULL (an empty
+     * text is facts_no_text). */
+    const struct rank_text *text;
     enum role role;
-    char role_reason[EVIDENCE_REASON_LEN];
     enum purpose local_purpose;         /* classify_purpose on this rank's evidence alone */
-    char local_purpose_reason[EVIDENCE_REASON_LEN];
-    int nframes;                        /* 0..EVIDENCE_MAX_FRAMES */
-    char frames[EVIDENCE_MAX_FRAMES][EVIDENCE_FRAME_LEN];
+    int nframes;                        /* 0..EVIDENCE_MAX_FRAMES: text->frames used */
     int strict_error;                   /* NCCLSHIM_STRICT=1 and a malformed policy on this rank */
     /* Whether this rank can carry out socket, checked before its HELLO (all
      * the checks are local): lets the root commit socket in one round.
      * 0: not said (a shim before this, or NCCLSHIM_RENDEZVOUS_ONE_ROUND=0):
-     * the vote round decides; 1: ready; 2: not ready, socket_why says why. */
+     * the vote round decides; 1: ready; 2: not ready, text->socket_why says why. */
     int socket_ready;
-    char socket_why[FACTS_SOCKET_WHY_LEN];
     /* The same for frugal (its checks are local too: the NCCL release, the
      * NCCL_MIN_CTAS family): lets auto choose socket instead of a frugal
      * that a rank would veto into passthrough.  0: not said; 1: ready; 2: not. */
     int frugal_ready;
-    char frugal_why[FACTS_SOCKET_WHY_LEN];
     /* Whether this rank's creator needs NCCL's whole API on the communicator
      * (windows, the device API, split: NeMo-RL's nccl_reshard, vLLM's m2n),
      * from its frames and loaded libraries (NCCLSHIM_FULL_API): then it never
-     * gets ipc.  0: no (or not said); 1: yes, full_api_why says what matched. */
+     * gets ipc.  0: no (or not said); 1: yes, text->full_api_why says what matched. */
     int full_api;
-    char full_api_why[FACTS_SOCKET_WHY_LEN];
     struct fabric_facts fabric;
     /* Whether this rank is an inference engine's worker (enum engine_evidence
      * bits: its title, its frames, or only its library), and the index of
@@ -87,6 +102,9 @@ struct rank_facts {
     int engine;
     int engine_frame;
 };
+
+/* The text of a rank that said nothing: every string empty. */
+extern const struct rank_text facts_no_text;
 
 /*
  * 1 if ranks a and b have the same Python frames (and as many): a rank's
@@ -97,9 +115,11 @@ static inline int facts_same_frames(const struct rank_facts *a, const struct ran
 {
     if (a->nframes != b->nframes)
         return 0;
+    if (a->text == b->text)
+        return 1; /* at the root, the same text is one copy */
     int n = a->nframes < 0 ? 0 : a->nframes > EVIDENCE_MAX_FRAMES ? EVIDENCE_MAX_FRAMES : a->nframes;
     for (int k = 0; k < n; k++)
-        if (strncmp(a->frames[k], b->frames[k], EVIDENCE_FRAME_LEN) != 0)
+        if (strncmp(a->text->frames[k], b->text->frames[k], EVIDENCE_FRAME_LEN) != 0)
             return 0;
     return 1;
 }

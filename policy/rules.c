@@ -457,7 +457,7 @@ static int compare(long have, int op, long want)
 static int any_title(const struct rank_facts *facts, int nranks, const char *glob)
 {
     for (int i = 0; i < nranks; i++)
-        if (fnmatch(glob, field(facts[i].title, sizeof(facts[i].title)), FNM_CASEFOLD) == 0)
+        if (fnmatch(glob, field(facts[i].text->title, sizeof(facts[i].text->title)), FNM_CASEFOLD) == 0)
             return 1;
     return 0;
 }
@@ -470,7 +470,7 @@ static int any_callsite(const struct rank_facts *facts, int nranks, const char *
         int nf = facts[i].nframes < 0 ? 0 : facts[i].nframes > EVIDENCE_MAX_FRAMES ? EVIDENCE_MAX_FRAMES
                                                                                       : facts[i].nframes;
         for (int f = 0; f < nf; f++)
-            if (fnmatch(glob, field(facts[i].frames[f], sizeof(facts[i].frames[f])), FNM_CASEFOLD) == 0)
+            if (fnmatch(glob, field(facts[i].text->frames[f], sizeof(facts[i].text->frames[f])), FNM_CASEFOLD) == 0)
                 return 1;
     }
     return 0;

@@ -186,3 +186,10 @@ tests/bin/test_rv_states: tests/unit/test_rv_states.c shim/rendezvous/rv_states.
                           shim/rendezvous/rv_session.h tests/unit/tap.h
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_rv_states.c shim/rendezvous/rv_states.c
+
+# The root's interned texts of its ranks (tests/t/45-rv-texts.t runs it).
+tests-bin: tests/bin/test_rv_texts
+tests/bin/test_rv_texts: tests/unit/test_rv_texts.c shim/rendezvous/rv_texts.c shim/rendezvous/rv_texts.h \
+                         shim/rendezvous/rv_wire.c shim/rendezvous/rv_wire.h policy/facts.h tests/unit/tap.h
+	@mkdir -p $(@D)
+	$(CC) $(TEST_CFLAGS) -o $@ tests/unit/test_rv_texts.c shim/rendezvous/rv_texts.c shim/rendezvous/rv_wire.c

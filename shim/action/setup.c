@@ -9,14 +9,14 @@
 #include <stdio.h>
 #include <string.h>
 
-void action_setup_hello(struct action_setup *s, struct rank_facts *f, int one_round)
+void action_setup_hello(struct action_setup *s, struct rank_facts *f, struct rank_text *t, int one_round)
 {
     /* What auto across hosts weighs: whether this rank could take frugal
      * (policy/fabric.c). */
     const struct action_ops *frugal = action_ops(ACTION_FRUGAL);
-    f->frugal_ready = frugal->possible(s->in, f->frugal_why, sizeof(f->frugal_why)) == 0 ? 1 : 2;
+    f->frugal_ready = frugal->possible(s->in, t->frugal_why, sizeof(t->frugal_why)) == 0 ? 1 : 2;
     if (f->frugal_ready == 1)
-        f->frugal_why[0] = '\0';
+        t->frugal_why[0] = '\0';
     s->ready_action = -1;
     s->prepared = ACTION_PASSTHROUGH;
     if (!one_round)
@@ -29,7 +29,7 @@ void action_setup_hello(struct action_setup *s, struct rank_facts *f, int one_ro
     s->ready_action = ACTION_SOCKET;
     s->ready_ok = socket->prepare(s->in, s->plan, NULL, &dummy, s->ready_why, sizeof(s->ready_why)) == 0;
     f->socket_ready = s->ready_ok ? 1 : 2;
-    snprintf(f->socket_why, sizeof(f->socket_why), "%s", s->ready_ok ? "" : s->ready_why);
+    snprintf(t->socket_why, sizeof(t->socket_why), "%s", s->ready_ok ? "" : s->ready_why);
 }
 
 /* Round 2: can this rank carry out `action`?  Sets it up if so. */

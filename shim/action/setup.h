@@ -20,9 +20,9 @@ struct action_setup {
     int prepared;                       /* the action round 2 set up (enum action) */
 };
 
-/* Fills the readiness a rank says in its HELLO (socket_ready, frugal_ready,
- * and their reasons) into `f`, setting up what can be set up before it. */
-void action_setup_hello(struct action_setup *s, struct rank_facts *f, int one_round);
+/* Fills the readiness a rank says in its HELLO (socket_ready, frugal_ready)
+ * into `f` and their reasons into `t` (f's text), setting up what can be set up before it. */
+void action_setup_hello(struct action_setup *s, struct rank_facts *f, struct rank_text *t, int one_round);
 
 /* The callbacks for rv_client_run, working on `s`. */
 struct rv_setup action_setup_callbacks(struct action_setup *s);

@@ -66,11 +66,13 @@ int plan_mark_id(enum api_family caller_api, char *why, size_t whylen)
     }
 }
 
-static void fill_facts(const struct plan_input *in, const struct plan *p, struct rank_facts *f)
+static void fill_facts(const struct plan_input *in, const struct plan *p, struct rank_facts *f, struct rank_text *t)
 {
     const struct shim_config *cfg = shim_config();
     const struct creator *cr = in->cr;
     memset(f, 0, sizeof(*f));
+    memset(t, 0, sizeof(*t));
+    f->text = t;
     f->rank = in->rank;
     f->nranks = in->nranks;
     f->pid = (uint32_t)getpid();
@@ -81,18 +83,18 @@ static void fill_facts(const struct plan_input *in, const struct plan *p, struct
     f->nccl_version = in->slot->version;
     snprintf(f->shim_version, sizeof(f->shim_version), "%s", NCCLSHIM_VERSION);
     f->api = cr->api;
-    snprintf(f->caller_lib, sizeof(f->caller_lib), "%.*s", (int)sizeof(f->caller_lib) - 1, cr->caller_path);
-    snprintf(f->title, sizeof(f->title), "%s", cr->title);
+    snprintf(t->caller_lib, sizeof(t->caller_lib), "%.*s", (int)sizeof(t->caller_lib) - 1, cr->caller_path);
+    snprintf(t->title, sizeof(t->title), "%s", cr->title);
     f->role = (enum role)cr->role.value;
-    snprintf(f->role_reason, sizeof(f->role_reason), "%s", cr->role.reason);
+    snprintf(t->role_reason, sizeof(t->role_reason), "%s", cr->role.reason);
     f->local_purpose = p->local_purpose;
-    snprintf(f->local_purpose_reason, sizeof(f->local_purpose_reason), "%s", p->local_purpose_reason);
+    snprintf(t->local_purpose_reason, sizeof(t->local_purpose_reason), "%s", p->local_purpose_reason);
     f->nframes = cr->nframes;
     for (int i = 0; i < cr->nframes && i < EVIDENCE_MAX_FRAMES; i++)
-        snprintf(f->frames[i], sizeof(f->frames[i]), "%s", cr->frames[i]);
+        snprintf(t->frames[i], sizeof(t->frames[i]), "%s", cr->frames[i]);
     f->strict_error = cfg->policy.strict && !cfg->policy.ok;
     f->full_api = cr->full_api.value ? 1 : 0;
-    snprintf(f->full_api_why, sizeof(f->full_api_why), "%.*s", (int)sizeof(f->full_api_why) - 1, cr->full_api.reason);
+    snprintf(t->full_api_why, sizeof(t->full_api_why), "%.*s", (int)sizeof(t->full_api_why) - 1, cr->full_api.reason);
     f->engine = cr->engine.bits;
     f->engine_frame = cr->engine.frame;
 }
@@ -278,11 +280,11 @@ static const char *no_rendezvous(const struct plan_input *in, struct uid_mark *m
  * (what auto across hosts weighs, policy/fabric.c), and the actions it could
  * take (shim/action/setup.c). */
 static void gather_facts(const struct plan_input *in, struct plan *p, struct action_setup *setup,
-                         struct rank_facts *f)
+                         struct rank_facts *f, struct rank_text *t)
 {
-    fill_facts(in, p, f);
+    fill_facts(in, p, f, t);
     fabric_probe(&f->fabric);
-    action_setup_hello(setup, f, shim_config()->rendezvous_one_round);
+    action_setup_hello(setup, f, t, shim_config()->rendezvous_one_round);
 }
 
 /* The rendezvous's outcome as the plan: its action, and its purpose (this
@@ -317,16 +319,20 @@ void plan_creation(const struct plan_input *in, struct plan *p)
     }
     p->marked = 1;
     p->cuda_device = shim_cuda_current_device();
-    struct rank_facts *f = malloc(sizeof(*f));
-    if (!f) {
+    /* Off the stack: its text is a few KiB, and init may run on a small one. */
+    struct hello {
+        struct rank_facts f;
+        struct rank_text t;
+    } *h = malloc(sizeof(*h));
+    if (!h) {
         decide_locally(in, p, "out of memory for the rendezvous");
         return;
     }
     struct action_setup setup = { .in = in, .plan = p };
-    gather_facts(in, p, &setup, f);
+    gather_facts(in, p, &setup, &h->f, &h->t);
     struct rv_setup callbacks = action_setup_callbacks(&setup);
-    rv_client_run(in->id, &mark, f, shim_config()->rendezvous_timeout_ms, &callbacks, &p->rv);
-    free(f);
+    rv_client_run(in->id, &mark, &h->f, shim_config()->rendezvous_timeout_ms, &callbacks, &p->rv);
+    free(h);
     take_verdict(p);
     plan_hold(p);
 }

@@ -142,7 +142,7 @@ static int one_round(struct rv_session *s)
     if (not_ready >= 0) {
         char why[RV_REASON_LEN];
         snprintf(why, sizeof(why), "rank %d could not set up %s (%.300s): passthrough for all", not_ready,
-                 action_name((enum action)s->verdict.action), s->facts[not_ready].socket_why);
+                 action_name((enum action)s->verdict.action), s->facts[not_ready].text->socket_why);
         rv_fall_back(s, RV_COMMIT, why);
         return 1;
     }
@@ -229,33 +229,41 @@ static int redirect_leader(struct rv_session *s, struct rv_conn *c)
     return 0;
 }
 
+/* The first HELLO: the arrays by rank, for `nranks` ranks.  0, or -1 when
+ * out of memory (every rank then passes through, told why). */
+static int new_ranks(struct rv_session *s, struct rv_conn *c, int nranks)
+{
+    s->facts = calloc((size_t)nranks, sizeof(*s->facts));
+    s->conn_of_rank = malloc((size_t)nranks * sizeof(*s->conn_of_rank));
+    s->voted = calloc((size_t)nranks, 1);
+    if (!s->facts || !s->conn_of_rank || !s->voted) {
+        rv_session_free_ranks(s);
+        char who[64], what[96], why[RV_REASON_LEN];
+        snprintf(who, sizeof(who), "the root's process (pid %u)", (unsigned)getpid());
+        snprintf(what, sizeof(what), "for %d ranks' facts (%zu bytes)", nranks, (size_t)nranks * sizeof(*s->facts));
+        rv_limit_reason(ENOMEM, who, what, why, sizeof(why));
+        rv_anon_remove(s, c);
+        c->told = 1;
+        rv_limit_fall_back(s, why);
+        return -1;
+    }
+    for (int r = 0; r < nranks; r++) {
+        s->conn_of_rank[r] = -1;
+        s->facts[r].text = &facts_no_text; /* until its HELLO: read as "said nothing" */
+    }
+    s->nranks = nranks;
+    s->first_us = shim_mono_us();
+    return 0;
+}
+
 static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_facts *f, uint32_t leader_pid,
                      const char *leader_addr)
 {
     if (leader_pid && c->rank < 0 && !c->leader_pid && redirect_leader(s, c))
         return;
     char why[RV_REASON_LEN];
-    if (s->nranks == 0) {
-        s->facts = calloc((size_t)f->nranks, sizeof(*s->facts));
-        s->conn_of_rank = malloc((size_t)f->nranks * sizeof(*s->conn_of_rank));
-        s->voted = calloc((size_t)f->nranks, 1);
-        if (!s->facts || !s->conn_of_rank || !s->voted) {
-            rv_session_free_ranks(s);
-            char who[64], what[96];
-            snprintf(who, sizeof(who), "the root's process (pid %u)", (unsigned)getpid());
-            snprintf(what, sizeof(what), "for %d ranks' facts (%zu bytes)", f->nranks,
-                     (size_t)f->nranks * sizeof(*s->facts));
-            rv_limit_reason(ENOMEM, who, what, why, sizeof(why));
-            rv_anon_remove(s, c);
-            c->told = 1;
-            rv_limit_fall_back(s, why);
-            return;
-        }
-        for (int r = 0; r < f->nranks; r++)
-            s->conn_of_rank[r] = -1;
-        s->nranks = f->nranks;
-        s->first_us = shim_mono_us();
-    }
+    if (s->nranks == 0 && new_ranks(s, c, f->nranks) != 0)
+        return;
     int bad = 0;
     if (f->nranks != s->nranks) {
         snprintf(why, sizeof(why), "rank %d says nranks=%d, the first rank said %d", f->rank, f->nranks, s->nranks);
@@ -265,10 +273,18 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
                  s->facts[f->rank].pid, s->facts[f->rank].host);
         bad = 1;
     }
+    /* Kept once per distinct text (rv_texts.h): ranks of a job say the same things. */
+    const struct rank_text *text = bad ? NULL : rv_texts_intern(&s->texts, f->text);
+    if (!bad && !text) {
+        snprintf(why, sizeof(why), "the root's process (pid %u) is out of memory for rank %d's facts",
+                 (unsigned)getpid(), f->rank);
+        bad = 2;
+    }
     if (bad && (c->leader_pid || leader_pid)) {
         /* A host's leader speaks for other ranks too: dropping its connection
          * would leave them all missing until the timeout.  The job is
-         * misconfigured: every rank passes through now, told why. */
+         * misconfigured (or the root out of memory): every rank passes
+         * through now, told why. */
         char all[RV_REASON_LEN];
         snprintf(all, sizeof(all), "%.300s (through the leader of a host, pid %u): passthrough for all", why,
                  (unsigned)(c->leader_pid ? c->leader_pid : leader_pid));
@@ -278,7 +294,7 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         return;
     }
     if (bad) {
-        rv_reject(s, c, REJ_PROTOCOL, why);
+        rv_reject(s, c, bad == 2 ? REJ_OTHER : REJ_PROTOCOL, why);
         return;
     }
     rv_anon_remove(s, c);
@@ -292,6 +308,7 @@ static void on_hello(struct rv_session *s, struct rv_conn *c, const struct rank_
         }
     }
     s->facts[f->rank] = *f;
+    s->facts[f->rank].text = text;
     s->conn_of_rank[f->rank] = (int)(c - s->conns);
     s->arrived++;
     if (s->arrived == s->nranks) {

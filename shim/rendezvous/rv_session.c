@@ -118,6 +118,7 @@ void rv_session_free_ranks(struct rv_session *s)
     free(s->facts);
     free(s->conn_of_rank);
     free(s->voted);
+    rv_texts_free(&s->texts);
     s->facts = NULL;
     s->conn_of_rank = NULL;
     s->voted = NULL;

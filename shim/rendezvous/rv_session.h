@@ -11,6 +11,7 @@
 
 #include "policy/decide.h"
 #include "rv_reader.h"
+#include "rv_texts.h"
 #include "rv_wire.h"
 
 #include <stdint.h>
@@ -122,7 +123,8 @@ struct rv_session {
     int arrived, votes;
     int round;                          /* 0: deciding; 1: committed on the HELLOs (socket); 2: setting up; 3: ipc connecting (after PEERS) */
     struct rv_peers *peers;             /* ipc: every rank's export, sent with PEERS */
-    struct rank_facts *facts;           /* nranks, by rank */
+    struct rank_facts *facts;           /* nranks, by rank; their texts are in `texts` */
+    struct rv_texts texts;              /* the distinct texts the ranks sent */
     int *conn_of_rank;                  /* index into conns, -1 if absent (a leader's: many ranks) */
     unsigned char *voted;               /* nranks, by rank: voted in this round */
     int leaders;                        /* connections of hosts' leaders */
@@ -170,7 +172,7 @@ void rv_close_conn(struct rv_conn *c);
  * (a leader sent to another): its slot is free again. */
 void rv_drop_quietly(struct rv_session *s, struct rv_conn *c);
 void rv_session_free(struct rv_session *s);
-/* The arrays by rank (facts, conn_of_rank, voted), NULL again. */
+/* The arrays by rank (facts, conn_of_rank, voted), NULL again, and the texts. */
 void rv_session_free_ranks(struct rv_session *s);
 /* A slot for a new connection, anonymous: NULL when out of memory.  (The
  * array may move: conns' addresses change.) */

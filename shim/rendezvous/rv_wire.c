@@ -10,7 +10,7 @@
  * Tags, per message type ("req": a message without it is rejected; every
  * tag may appear at most once except HELLO's frame).
  *
- *   HELLO (struct rank_facts)
+ *   HELLO (struct rank_facts, its strings in struct rank_text)
  *     tag  field                 encoding   req  accepted values
  *      1   token                 16 bytes   yes
  *      2   rank                  i32        yes  0..nranks-1
@@ -133,22 +133,22 @@ _Static_assert(EVIDENCE_REASON_LEN <= 65536 && FACTS_PATH_LEN <= 65536 && RV_REA
                "strings fit a TLV");
 
 /* The largest HELLO payload: every field, every string at its limit, all frames. */
-#define RV_HELLO_MAX_PAYLOAD                                                                             \
-    (TLV_HDR + RV_TOKEN_LEN + 10 * (TLV_HDR + 4) + 2 * (TLV_HDR + SLIM(u.hello.host)) +                  \
-     (TLV_HDR + SLIM(u.hello.fn)) + (TLV_HDR + SLIM(u.hello.shim_version)) +                             \
-     (TLV_HDR + SLIM(u.hello.caller_lib)) + (TLV_HDR + SLIM(u.hello.title)) +                            \
-     (TLV_HDR + SLIM(u.hello.role_reason)) + (TLV_HDR + SLIM(u.hello.local_purpose_reason)) +            \
-     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.socket_why)) +                                              \
-     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.frugal_why)) + 5 * (TLV_HDR + 4) +                          \
-     (TLV_HDR + SLIM(u.hello.fabric.why)) + (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello.full_api_why)) +            \
-     2 * (TLV_HDR + 4) +                                                                                \
+#define RV_HELLO_MAX_PAYLOAD                                                                              \
+    (TLV_HDR + RV_TOKEN_LEN + 10 * (TLV_HDR + 4) + 2 * (TLV_HDR + SLIM(u.hello.host)) +                   \
+     (TLV_HDR + SLIM(u.hello.fn)) + (TLV_HDR + SLIM(u.hello.shim_version)) +                              \
+     (TLV_HDR + SLIM(u.hello_text.caller_lib)) + (TLV_HDR + SLIM(u.hello_text.title)) +                   \
+     (TLV_HDR + SLIM(u.hello_text.role_reason)) + (TLV_HDR + SLIM(u.hello_text.local_purpose_reason)) +   \
+     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.socket_why)) +                                          \
+     (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.frugal_why)) + 5 * (TLV_HDR + 4) +                      \
+     (TLV_HDR + SLIM(u.hello.fabric.why)) + (TLV_HDR + 4) + (TLV_HDR + SLIM(u.hello_text.full_api_why)) + \
+     2 * (TLV_HDR + 4) +                                                                                  \
      EVIDENCE_MAX_FRAMES * (TLV_HDR + EVIDENCE_FRAME_LEN - 1))
 _Static_assert(RV_HELLO_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal HELLO fits a frame");
 #define RV_VERDICT_MAX_PAYLOAD                                                                           \
     (TLV_HDR + RV_TOKEN_LEN + 7 * (TLV_HDR + 4) + (TLV_HDR + 8) + 2 * (TLV_HDR + RV_REASON_LEN - 1))
 _Static_assert(RV_VERDICT_MAX_PAYLOAD <= RV_MAX_PAYLOAD, "a maximal DECISION fits a frame");
 
-enum kind { K_TOKEN, K_I32, K_U32, K_U64, K_STR, K_FRAME, K_BLOB, K_PEER };
+enum kind { K_TOKEN, K_I32, K_U32, K_U64, K_STR, K_TXT, K_FRAME, K_BLOB, K_PEER };
 
 #define REQ 1u           /* required */
 #define DECISION_ONLY 2u /* not part of COMMIT */
@@ -158,7 +158,7 @@ struct field {
     uint8_t kind;
     uint8_t flags;
     const char *name;
-    size_t off;          /* offsetof(struct rv_msg, ...) */
+    size_t off;          /* offsetof(struct rv_msg, ...); K_TXT, K_FRAME: offsetof(struct rank_text, ...) */
     size_t size;         /* strings: the destination's size (the limit is size - 1) */
     int64_t min, max;    /* K_I32 */
 };
@@ -170,6 +170,8 @@ struct field {
 /* An optional number of a nested struct, named as on the wire. */
 #define F_I32N(tag, m, name, lo, hi) { tag, K_I32, 0, name, offsetof(struct rv_msg, m), 4, lo, hi }
 #define F_STR(tag, m, flags) { tag, K_STR, flags, #m, offsetof(struct rv_msg, m), MSIZE(m), 0, 0 }
+/* An optional string of a HELLO's text (struct rank_text), read through hello.text. */
+#define F_TXT(tag, m) { tag, K_TXT, 0, #m, offsetof(struct rank_text, m), sizeof(((struct rank_text *)0)->m), 0, 0 }
 
 /* #m gives "u.hello.rank": names are printed from after the last '.'. */
 /* Every table starts with the token: rv_encode then sends it first, which
@@ -189,16 +191,16 @@ static const struct field hello_fields[] = {
     F_I32(12, u.hello.role, REQ, 0, ROLE_INFERENCE),
     F_I32(13, u.hello.local_purpose, REQ, 0, PURPOSE_INFERENCE),
     F_I32(14, u.hello.strict_error, REQ, 0, 1),
-    F_STR(15, u.hello.caller_lib, 0),
-    F_STR(16, u.hello.title, 0),
-    F_STR(17, u.hello.role_reason, 0),
-    F_STR(18, u.hello.local_purpose_reason, 0),
-    { 19, K_FRAME, 0, "frame", offsetof(struct rv_msg, u.hello.frames), EVIDENCE_FRAME_LEN, 0, 0 },
+    F_TXT(15, caller_lib),
+    F_TXT(16, title),
+    F_TXT(17, role_reason),
+    F_TXT(18, local_purpose_reason),
+    { 19, K_FRAME, 0, "frame", offsetof(struct rank_text, frames), EVIDENCE_FRAME_LEN, 0, 0 },
     F_U32(20, leader_pid, 0),
     F_I32(21, u.hello.socket_ready, 0, 0, 2),
-    F_STR(22, u.hello.socket_why, 0),
+    F_TXT(22, socket_why),
     F_I32(23, u.hello.frugal_ready, 0, 0, 2),
-    F_STR(24, u.hello.frugal_why, 0),
+    F_TXT(24, frugal_why),
     F_I32N(25, u.hello.fabric.state, "fabric_state", 0, FABRIC_UNREADABLE),
     F_I32N(26, u.hello.fabric.kind, "fabric_kind", 0, FABRIC_MIXED),
     F_I32N(27, u.hello.fabric.devices, "fabric_devices", 0, FABRIC_MAX_COUNT),
@@ -206,7 +208,7 @@ static const struct field hello_fields[] = {
     F_I32N(29, u.hello.fabric.budget, "fabric_budget", 0, FABRIC_MAX_BUDGET),
     { 30, K_STR, 0, "fabric_why", offsetof(struct rv_msg, u.hello.fabric.why), MSIZE(u.hello.fabric.why), 0, 0 },
     F_I32(31, u.hello.full_api, 0, 0, 1),
-    F_STR(32, u.hello.full_api_why, 0),
+    F_TXT(32, full_api_why),
     F_STR(33, leader_addr, 0),
     F_I32(34, u.hello.engine, 0, 0, ENGINE_ALL_BITS),
     F_I32(35, u.hello.engine_frame, 0, -1, EVIDENCE_MAX_FRAMES - 1),
@@ -461,6 +463,9 @@ static int store_value(struct rv_msg *m, const struct msg_desc *d, const struct 
     case K_STR:
         memcpy(base + f->off, v, tl);
         break;
+    case K_TXT:
+        memcpy((uint8_t *)&m->u.hello_text + f->off, v, tl);
+        break;
     case K_BLOB:
         memcpy(m->u.vote.blob, v, tl);
         m->u.vote.bloblen = (int)tl;
@@ -483,7 +488,7 @@ static int store_value(struct rv_msg *m, const struct msg_desc *d, const struct 
         if (m->u.hello.nframes >= EVIDENCE_MAX_FRAMES)
             return fail(err, errlen, "%s: tag %u (%s) appears more than %d times", d->name, tag, fname,
                         EVIDENCE_MAX_FRAMES);
-        memcpy(m->u.hello.frames[m->u.hello.nframes++], v, tl);
+        memcpy(m->u.hello_text.frames[m->u.hello.nframes++], v, tl);
         break;
     }
     return 0;
@@ -492,6 +497,9 @@ static int store_value(struct rv_msg *m, const struct msg_desc *d, const struct 
 int rv_decode(const uint8_t *buf, size_t len, struct rv_msg *m, char *err, size_t errlen)
 {
     memset(m, 0, sizeof(*m));
+    /* A HELLO's strings go into the message itself (the root interns them,
+     * rv_texts.c); set first, so that even a failed decode reads as empty. */
+    m->u.hello.text = &m->u.hello_text;
     if (len < RV_HEADER_LEN)
         return fail(err, errlen, "truncated header: %zu bytes, a header is %d", len, RV_HEADER_LEN);
     unsigned type;
@@ -598,8 +606,10 @@ static int put_scalar(struct writer *w, const struct rv_msg *m, const struct fie
         put_tlv(w, f->tag, tmp, 8);
         break;
     }
-    case K_STR: {
-        const char *s = (const char *)(base + f->off);
+    case K_STR:
+    case K_TXT: {
+        const struct rank_text *t = m->u.hello.text;
+        const char *s = f->kind != K_TXT ? (const char *)(base + f->off) : t ? (const char *)t + f->off : "";
         size_t n = strnlen(s, f->size);
         if (n == f->size)
             return -1; /* not terminated */
@@ -641,11 +651,14 @@ static int put_frames(struct writer *w, const struct rv_msg *m, const struct fie
 {
     if (m->u.hello.nframes < 0 || m->u.hello.nframes > EVIDENCE_MAX_FRAMES)
         return -1;
+    const struct rank_text *t = m->u.hello.nframes ? m->u.hello.text : NULL;
+    if (m->u.hello.nframes && !t)
+        return -1;
     for (int k = 0; k < m->u.hello.nframes; k++) {
-        size_t n = strnlen(m->u.hello.frames[k], EVIDENCE_FRAME_LEN);
+        size_t n = strnlen(t->frames[k], EVIDENCE_FRAME_LEN);
         if (n == EVIDENCE_FRAME_LEN)
             return -1;
-        put_tlv(w, f->tag, m->u.hello.frames[k], n);
+        put_tlv(w, f->tag, t->frames[k], n);
     }
     return 0;
 }

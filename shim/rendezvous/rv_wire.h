@@ -88,7 +88,10 @@ struct rv_msg {
     union {
         char reason[RV_REASON_LEN];     /* RV_ABORT */
         char to[RV_ADDR_LEN];           /* RV_REDIRECT: "ip:port" of the leader to join */
-        struct rank_facts hello;
+        struct {                        /* RV_HELLO: decoded, hello.text is &hello_text */
+            struct rank_facts hello;
+            struct rank_text hello_text;
+        };
         struct rv_verdict verdict;      /* RV_DECISION and RV_COMMIT */
         struct rv_vote vote;
         struct rv_peers peers;

@@ -30,17 +30,21 @@ static int set_nranks[NSETS] = { 3, 4, 2, 1, 64 };
 static void rank(struct rank_facts *f, int i, enum role role, enum api_family api, const char *host, const char *title,
                  const char *frame)
 {
+    /* Kept for the fuzzer's life, like the sets (reachable through f->text). */
+    struct rank_text *t = calloc(1, sizeof(*t));
+    CHECK(t != NULL);
     memset(f, 0, sizeof(*f));
+    f->text = t;
     f->rank = i;
     f->role = role;
     f->api = api;
     snprintf(f->host_id, sizeof(f->host_id), "%s", host);
-    snprintf(f->title, sizeof(f->title), "%s", title);
-    snprintf(f->role_reason, sizeof(f->role_reason), "process title '%s' matches a pattern", title);
+    snprintf(t->title, sizeof(t->title), "%s", title);
+    snprintf(t->role_reason, sizeof(t->role_reason), "process title '%s' matches a pattern", title);
     if (frame) {
         f->nframes = 2;
-        snprintf(f->frames[0], sizeof(f->frames[0]), "/x/pynccl.py:99 __init__");
-        snprintf(f->frames[1], sizeof(f->frames[1]), "%s", frame);
+        snprintf(t->frames[0], sizeof(t->frames[0]), "/x/pynccl.py:99 __init__");
+        snprintf(t->frames[1], sizeof(t->frames[1]), "%s", frame);
     }
 }
 

@@ -17,6 +17,7 @@ static void diag(const char *label, const char *s)
 /* 8192 ranks: FACTS_MAX_RANKS (65536) of them would take 390 MB here; bench/decide_scale.c times those. */
 #define TEST_RANKS 8192
 static struct rank_facts F[TEST_RANKS];
+static struct rank_text T[TEST_RANKS]; /* F[i]'s text, written here */
 static struct policy P;
 static struct decision D;
 static const struct policy_patterns PP = { 0 };
@@ -24,27 +25,30 @@ static const struct policy_patterns PP = { 0 };
 static void set_rank(int i, enum role role, enum api_family api, const char *host_id, const char *title)
 {
     struct rank_facts *f = &F[i];
+    struct rank_text *t = &T[i];
     memset(f, 0, sizeof(*f));
+    memset(t, 0, sizeof(*t));
+    f->text = t;
     f->rank = i;
     f->role = role;
     f->api = api;
     f->cuda_device = -1;
     snprintf(f->host, sizeof(f->host), "%s", host_id);
     snprintf(f->host_id, sizeof(f->host_id), "%s", host_id);
-    snprintf(f->title, sizeof(f->title), "%s", title);
+    snprintf(t->title, sizeof(t->title), "%s", title);
     if (role == ROLE_TRAINING)
-        snprintf(f->role_reason, sizeof(f->role_reason), "process title '%s' matches training pattern 'ray::*PolicyWorker*'",
-                 title);
+        snprintf(t->role_reason, sizeof(t->role_reason),
+                 "process title '%s' matches training pattern 'ray::*PolicyWorker*'", title);
     else if (role == ROLE_INFERENCE)
-        snprintf(f->role_reason, sizeof(f->role_reason), "process title '%s' matches inference pattern 'ray::*Vllm*'",
+        snprintf(t->role_reason, sizeof(t->role_reason), "process title '%s' matches inference pattern 'ray::*Vllm*'",
                  title);
     else
-        snprintf(f->role_reason, sizeof(f->role_reason), "title '%s' matches no pattern", title);
+        snprintf(t->role_reason, sizeof(t->role_reason), "title '%s' matches no pattern", title);
 }
 
 static void add_frame(int i, const char *frame)
 {
-    snprintf(F[i].frames[F[i].nframes++], EVIDENCE_FRAME_LEN, "%s", frame);
+    snprintf(T[i].frames[F[i].nframes++], EVIDENCE_FRAME_LEN, "%s", frame);
 }
 
 /* The NeMo-RL shape: ranks 0-1 trainer (torch), rank 2 vLLM (ctypes). */
@@ -483,11 +487,11 @@ static void test_rules(void)
     set_rank(0, ROLE_TRAINING, API_TORCH, "h1", "A,B;C:D\"E\\F\\g");
     run(1);
     ok(D.rule == -1, "a backslash in a glob escapes the next character (fnmatch)");
-    snprintf(F[0].title, sizeof(F[0].title), "a,b;c:d\"efg");
+    snprintf(T[0].title, sizeof(T[0].title), "a,b;c:d\"efg");
     run(1);
     ok(D.rule == 0, "quoted glob matches a title with , ; : \" and \\");
     parse(NULL, "title~\"\":drop", NULL);
-    F[0].title[0] = '\0';
+    T[0].title[0] = '\0';
     run(1);
     ok(P.ok && D.rule == 0, "an empty quoted glob matches an empty title");
     parse(NULL, "nranks=\"1\":drop", NULL);
@@ -653,16 +657,18 @@ static void test_limits(void)
     big[sizeof(big) - 2] = big[sizeof(big) - 1] = '\0';
     for (int i = 0; i < N; i++) {
         struct rank_facts *f = &F[i];
+        struct rank_text *t = &T[i];
         memset(f, 0, sizeof(*f));
+        f->text = t;
         f->rank = i;
         f->role = i % 2 ? ROLE_INFERENCE : ROLE_TRAINING;
         f->api = i % 3 ? API_CTYPES : API_TORCH;
         snprintf(f->host_id, sizeof(f->host_id), "host-%d-%.100s", i / 2, big);
-        fill(f->title, sizeof(f->title), big);
-        fill(f->role_reason, sizeof(f->role_reason), big);
+        fill(t->title, sizeof(t->title), big);
+        fill(t->role_reason, sizeof(t->role_reason), big);
         f->nframes = EVIDENCE_MAX_FRAMES;
         for (int k = 0; k < EVIDENCE_MAX_FRAMES; k++)
-            fill(f->frames[k], sizeof(f->frames[k]), big);
+            fill(t->frames[k], sizeof(t->frames[k]), big);
     }
     parse(NULL, NULL, NULL);
     double t0 = now();
@@ -680,7 +686,7 @@ static void test_limits(void)
     /* every rank unknown: the call-site scan over every frame of every rank, no match */
     for (int i = 0; i < N; i++)
         F[i].role = ROLE_UNKNOWN;
-    snprintf(F[N - 1].frames[EVIDENCE_MAX_FRAMES - 1], EVIDENCE_FRAME_LEN, "%.250s update_weights", big);
+    snprintf(T[N - 1].frames[EVIDENCE_MAX_FRAMES - 1], EVIDENCE_FRAME_LEN, "%.250s update_weights", big);
     double t1 = now();
     run(N);
     dt += now() - t1;
@@ -693,7 +699,7 @@ static void test_limits(void)
         F[i].host_id[0] = (char)('a' + i % 26);
     for (int i = 0; i < N; i++)
         F[i].host_id[1] = '\0';
-    F[N - 1].frames[EVIDENCE_MAX_FRAMES - 1][0] = '\0';
+    T[N - 1].frames[EVIDENCE_MAX_FRAMES - 1][0] = '\0';
     t1 = now();
     run(N);
     dt += now() - t1;
@@ -754,7 +760,7 @@ static void test_full_api(void)
     parse(NULL, NULL, NULL);
     nemo_rl("h1");
     F[2].full_api = 1;
-    snprintf(F[2].full_api_why, sizeof(F[2].full_api_why), "loaded library '/x/nccl/m2n/libnccl_m2n.so' matches");
+    snprintf(T[2].full_api_why, sizeof(T[2].full_api_why), "loaded library '/x/nccl/m2n/libnccl_m2n.so' matches");
     run(3);
     ok(D.purpose == PURPOSE_WEIGHT_UPDATE && D.action == ACTION_PASSTHROUGH &&
            has(D.action_reason, "all 3 ranks on one host: ipc; but rank 2's creator needs NCCL's whole API") &&
@@ -781,7 +787,7 @@ static void test_full_api(void)
 static void weak_rank(int i, enum api_family api, const char *host_id, const char *title)
 {
     set_rank(i, ROLE_INFERENCE, api, host_id, title);
-    snprintf(F[i].role_reason, sizeof(F[i].role_reason), "loaded library '/x/vllm/_C.abi3.so' matches inference "
+    snprintf(T[i].role_reason, sizeof(T[i].role_reason), "loaded library '/x/vllm/_C.abi3.so' matches inference "
              "pattern '*/vllm/_C*.so' (the title '%s' names no role)", title);
     F[i].engine = ENGINE_LIB | ENGINE_ROLE_BY_LIB;
 }

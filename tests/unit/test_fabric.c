@@ -28,6 +28,7 @@ const struct shim_config *shim_config(void)
 /* 8192 ranks: FACTS_MAX_RANKS (65536) of them would take 390 MB here; bench/decide_scale.c times those. */
 #define TEST_RANKS 8192
 static struct rank_facts F[TEST_RANKS];
+static struct rank_text T[TEST_RANKS]; /* F[i]'s text, written here */
 static struct policy P;
 static struct decision D;
 static const struct policy_patterns PP = { 0 };
@@ -47,6 +48,8 @@ static void group(int n, int ntrain, const char *(*host)(int), struct fabric_fac
     for (int i = 0; i < n; i++) {
         struct rank_facts *f = &F[i];
         memset(f, 0, sizeof(*f));
+        memset(&T[i], 0, sizeof(T[i]));
+        f->text = &T[i];
         f->rank = i;
         f->nranks = n;
         f->role = i < ntrain ? ROLE_TRAINING : ROLE_INFERENCE;
@@ -184,7 +187,7 @@ static void test_frugal_refused(void)
 {
     group(4, 2, two_hosts, fab(FABRIC_IB, 1, 2, 18));
     F[3].frugal_ready = 2;
-    snprintf(F[3].frugal_why, sizeof(F[3].frugal_why), "NCCL 21605 has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later "
+    snprintf(T[3].frugal_why, sizeof(T[3].frugal_why), "NCCL 21605 has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later "
              "needed)");
     run(4);
     expect(ACTION_SOCKET, "12 at one), but rank 3 cannot take frugal (NCCL 21605 has no ncclConfig_t.minCTAs/maxCTAs "

@@ -40,6 +40,7 @@ static void hello_max(struct rv_msg *m)
     for (int i = 0; i < RV_TOKEN_LEN; i++)
         m->token[i] = (uint8_t)(0xf0 + i);
     struct rank_facts *h = &m->u.hello;
+    h->text = &m->u.hello_text;
     h->rank = FACTS_MAX_RANKS - 1;
     h->nranks = FACTS_MAX_RANKS;
     h->pid = 0xfffffffeu;
@@ -50,20 +51,20 @@ static void hello_max(struct rv_msg *m)
     h->nccl_version = -2147483647 - 1;
     FILL_MAX(h->shim_version, 4);
     h->api = API_CUPY;
-    FILL_MAX(h->caller_lib, 5);
-    FILL_MAX(h->title, 6);
+    FILL_MAX(m->u.hello_text.caller_lib, 5);
+    FILL_MAX(m->u.hello_text.title, 6);
     h->role = ROLE_INFERENCE;
-    FILL_MAX(h->role_reason, 7);
+    FILL_MAX(m->u.hello_text.role_reason, 7);
     h->local_purpose = PURPOSE_INFERENCE;
-    FILL_MAX(h->local_purpose_reason, 8);
+    FILL_MAX(m->u.hello_text.local_purpose_reason, 8);
     h->nframes = EVIDENCE_MAX_FRAMES;
     for (int i = 0; i < EVIDENCE_MAX_FRAMES; i++)
-        FILL_MAX(h->frames[i], (char)(9 + i));
+        FILL_MAX(m->u.hello_text.frames[i], (char)(9 + i));
     h->strict_error = 1;
     h->socket_ready = 2;
-    FILL_MAX(h->socket_why, 17);
+    FILL_MAX(m->u.hello_text.socket_why, 17);
     h->frugal_ready = 2;
-    FILL_MAX(h->frugal_why, 18);
+    FILL_MAX(m->u.hello_text.frugal_why, 18);
     h->fabric.state = FABRIC_UNREADABLE; /* every field at its maximum: not a READ, whose kind must fit devices */
     h->fabric.kind = FABRIC_MIXED;
     h->fabric.devices = FABRIC_MAX_COUNT;
@@ -71,7 +72,7 @@ static void hello_max(struct rv_msg *m)
     h->fabric.budget = FABRIC_MAX_BUDGET;
     FILL_MAX(h->fabric.why, 19);
     h->full_api = 1;
-    FILL_MAX(h->full_api_why, 20);
+    FILL_MAX(m->u.hello_text.full_api_why, 20);
     h->engine = ENGINE_ALL_BITS;
     h->engine_frame = EVIDENCE_MAX_FRAMES - 1;
     m->leader_pid = 0xfffffffdu;
@@ -83,6 +84,7 @@ static void hello_min(struct rv_msg *m)
 {
     memset(m, 0, sizeof(*m));
     m->type = RV_HELLO;
+    m->u.hello.text = &m->u.hello_text;
     m->u.hello.nranks = 1;
     m->u.hello.cuda_device = -1;
 }
@@ -330,8 +332,8 @@ static int write_corpus(const char *dir)
     m.u.hello.nranks = 4;
     m.u.hello.rank = 2;
     m.u.hello.nframes = 2;
-    strcpy(m.u.hello.frames[0], "/x/vllm/distributed/pynccl.py:99 __init__");
-    strcpy(m.u.hello.frames[1], "/x/nemo_rl/vllm_backend.py:120 init_collective");
+    strcpy(m.u.hello_text.frames[0], "/x/vllm/distributed/pynccl.py:99 __init__");
+    strcpy(m.u.hello_text.frames[1], "/x/nemo_rl/vllm_backend.py:120 init_collective");
     size_t len = rv_encode(&m, buf, sizeof(buf));
     split(buf, len, &fr);
     append(&fr, 4000, "future", 6);
@@ -357,12 +359,14 @@ static int write_corpus(const char *dir)
 static size_t hello_max_payload(void)
 {
     struct rank_facts h;
+    struct rank_text x;
     size_t t = 4; /* a TLV's header */
-    return (t + RV_TOKEN_LEN) + 20 * (t + 4) + (t + sizeof(h.socket_why) - 1) + (t + sizeof(h.frugal_why) - 1) +
-           (t + sizeof(h.fabric.why) - 1) + (t + sizeof(h.full_api_why) - 1) + (t + sizeof(h.host) - 1) + (t + sizeof(h.host_id) - 1) +
-           (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(h.caller_lib) - 1) +
-           (t + sizeof(h.title) - 1) + (t + sizeof(h.role_reason) - 1) + (t + sizeof(h.local_purpose_reason) - 1) +
-           EVIDENCE_MAX_FRAMES * (t + sizeof(h.frames[0]) - 1) + (t + RV_ADDR_LEN - 1);
+    return (t + RV_TOKEN_LEN) + 20 * (t + 4) + (t + sizeof(x.socket_why) - 1) + (t + sizeof(x.frugal_why) - 1) +
+           (t + sizeof(h.fabric.why) - 1) + (t + sizeof(x.full_api_why) - 1) + (t + sizeof(h.host) - 1) +
+           (t + sizeof(h.host_id) - 1) +
+           (t + sizeof(h.fn) - 1) + (t + sizeof(h.shim_version) - 1) + (t + sizeof(x.caller_lib) - 1) +
+           (t + sizeof(x.title) - 1) + (t + sizeof(x.role_reason) - 1) + (t + sizeof(x.local_purpose_reason) - 1) +
+           EVIDENCE_MAX_FRAMES * (t + sizeof(x.frames[0]) - 1) + (t + RV_ADDR_LEN - 1);
 }
 
 /* Tags 23-30 (issue 25): frugal readiness and the host's fabric. */
@@ -377,7 +381,7 @@ static void test_fabric_fields(void)
     round_trip(&in, "HELLO, a host without RDMA devices (kind none, 0 devices)");
     in.u.hello.fabric = (struct fabric_facts){ FABRIC_UNREADABLE, 0, 0, 0, 0, "cannot list /sys/class/infiniband" };
     in.u.hello.frugal_ready = 2;
-    strcpy(in.u.hello.frugal_why, "NCCL 21605 has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later needed)");
+    strcpy(in.u.hello_text.frugal_why, "NCCL 21605 has no ncclConfig_t.minCTAs/maxCTAs (2.17 or later needed)");
     round_trip(&in, "HELLO, fabric unreadable with its reason, frugal not ready with its reason");
     /* Tags 34-35 (issue 43): the engine evidence, round trip and absent. */
     hello_min(&in);
@@ -474,8 +478,8 @@ int main(int argc, char **argv)
     round_trip(&in, "REDIRECT, the longest address");
     hello_min(&in);
     in.u.hello.nframes = 3;
-    strcpy(in.u.hello.frames[0], "a.py:1 f");
-    strcpy(in.u.hello.frames[2], "c.py:3 h"); /* an empty frame in the middle survives */
+    strcpy(in.u.hello_text.frames[0], "a.py:1 f");
+    strcpy(in.u.hello_text.frames[2], "c.py:3 h"); /* an empty frame in the middle survives */
     round_trip(&in, "HELLO, 3 frames, one empty, order kept");
     hello_min(&in);
     in.u.hello.socket_ready = 1;
@@ -484,7 +488,7 @@ int main(int argc, char **argv)
     hello_min(&in);
     ok(len == rv_encode(&in, buf, sizeof(buf)) + 8, "socket_ready = 1 adds one 8-byte item; 0 (not said) adds none");
     in.u.hello.socket_ready = 2;
-    strcpy(in.u.hello.socket_why, "NCCL 21304 has no ncclConfig_t.netName (2.14 or later needed)");
+    strcpy(in.u.hello_text.socket_why, "NCCL 21304 has no ncclConfig_t.netName (2.14 or later needed)");
     round_trip(&in, "HELLO, not ready for socket, with the reason");
     test_fabric_fields();
     verdict_max(&in, RV_DECISION);
@@ -551,7 +555,7 @@ int main(int argc, char **argv)
         case 3: in.u.hello.nframes = EVIDENCE_MAX_FRAMES + 1; break;
         case 4: in.u.hello.nframes = -1; break;
         case 5: in.type = (enum rv_type)8; break;
-        case 6: in.u.hello.nframes = 1; memset(in.u.hello.frames[0], 'x', EVIDENCE_FRAME_LEN); break;
+        case 6: in.u.hello.nframes = 1; memset(in.u.hello_text.frames[0], 'x', EVIDENCE_FRAME_LEN); break;
         case 7: verdict_min(&in, RV_DECISION); in.u.verdict.action = ACTION_COUNT; break;
         case 8: vote_min(&in); in.u.vote.ok = 2; break;
         }
@@ -818,7 +822,7 @@ int main(int argc, char **argv)
         while (find(&fr, tag))
             drop(&fr, tag);
     drop(&fr, 10);
-    ok(decode_fr() == 0 && out.u.hello.nframes == 0 && out.u.hello.title[0] == '\0',
+    ok(decode_fr() == 0 && out.u.hello.nframes == 0 && out.u.hello_text.title[0] == '\0',
        "HELLO: optional tags may all be missing");
 
     const char *verdict_req[] = { "token", "action", "purpose", "final", "decision_id",
@@ -912,8 +916,12 @@ int main(int argc, char **argv)
     len = rv_encode(&in, buf, sizeof(buf));
     rc = rv_decode(buf, len, &out, err, sizeof(err));
     static const struct rank_facts zero;
-    ok(rc == 0 && memcmp(&out.u.hello.host, &zero.host, sizeof(zero) - offsetof(struct rank_facts, host)) == 0,
-       "decode clears what the previous message left");
+    static const struct rank_text zero_text;
+    struct rank_facts was = out.u.hello;
+    was.text = NULL; /* set by every decode, pointing at the message's own text */
+    ok(rc == 0 && memcmp(&was.host, &zero.host, sizeof(zero) - offsetof(struct rank_facts, host)) == 0 &&
+           memcmp(&out.u.hello_text, &zero_text, sizeof(zero_text)) == 0,
+       "decode clears what the previous message left (its text too)");
     hello_max(&in);
     len = rv_encode(&in, buf, sizeof(buf));
     rv_decode(buf, len, &out, err, sizeof(err));

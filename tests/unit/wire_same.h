@@ -26,16 +26,16 @@ static int rv_msg_same(const struct rv_msg *a, const struct rv_msg *b)
             x->fabric.gpus != y->fabric.gpus || x->fabric.budget != y->fabric.budget || x->full_api != y->full_api ||
             strcmp(a->leader_addr, b->leader_addr))
             return 0;
-        if (strcmp(x->socket_why, y->socket_why) || strcmp(x->frugal_why, y->frugal_why) ||
-            strcmp(x->fabric.why, y->fabric.why) || strcmp(x->full_api_why, y->full_api_why))
+        if (strcmp(x->text->socket_why, y->text->socket_why) || strcmp(x->text->frugal_why, y->text->frugal_why) ||
+            strcmp(x->fabric.why, y->fabric.why) || strcmp(x->text->full_api_why, y->text->full_api_why))
             return 0;
         if (strcmp(x->host, y->host) || strcmp(x->host_id, y->host_id) || strcmp(x->fn, y->fn) ||
-            strcmp(x->shim_version, y->shim_version) || strcmp(x->caller_lib, y->caller_lib) ||
-            strcmp(x->title, y->title) || strcmp(x->role_reason, y->role_reason) ||
-            strcmp(x->local_purpose_reason, y->local_purpose_reason))
+            strcmp(x->shim_version, y->shim_version) || strcmp(x->text->caller_lib, y->text->caller_lib) ||
+            strcmp(x->text->title, y->text->title) || strcmp(x->text->role_reason, y->text->role_reason) ||
+            strcmp(x->text->local_purpose_reason, y->text->local_purpose_reason))
             return 0;
         for (int i = 0; i < x->nframes; i++)
-            if (strcmp(x->frames[i], y->frames[i]))
+            if (strcmp(x->text->frames[i], y->text->frames[i]))
                 return 0;
         return 1;
     }
