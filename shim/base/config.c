@@ -112,7 +112,9 @@ static int listed(const char *const *list, const char *name, size_t n)
     return 0;
 }
 
-static void check_names(void)
+/* Whether environment entry `e` is an NCCLSHIM_* name that is no setting;
+ * its name's length in *n. */
+static int stray_name(const char *e, size_t *n)
 {
     /* A debugging switch, and the test harnesses' variables, which reach the
      * preloaded processes too. */
@@ -120,17 +122,44 @@ static void check_names(void)
                                          "NCCLSHIM_GPU_LOST", "NCCLSHIM_TEST_KEEP", "NCCLSHIM_TEST_RV_FAULT",
                                          /* the shim's own: these warnings were printed (shim_main.c) */
                                          "NCCLSHIM_WARNED", NULL };
-    for (char **e = environ; e && *e; e++) {
-        const char *eq = strchr(*e, '=');
-        size_t n = eq ? (size_t)(eq - *e) : strlen(*e);
-        if (strncmp(*e, "NCCLSHIM_", 9) != 0 || listed(shim_setting_names, *e, n) || listed(tools, *e, n))
-            continue;
+    const char *eq = strchr(e, '=');
+    *n = eq ? (size_t)(eq - e) : strlen(e);
+    return strncmp(e, "NCCLSHIM_", 9) == 0 && !listed(shim_setting_names, e, *n) && !listed(tools, e, *n);
+}
+
+static int name_cmp(const char *a, size_t an, const char *b, size_t bn)
+{
+    int c = strncmp(a, b, an < bn ? an : bn);
+    return c ? c : (an > bn) - (an < bn);
+}
+
+/* The stray names in name order, not the environment's: which are kept
+ * past CONFIG_MAX_WARNINGS, and the warnings' digest (shim_main.c), must not
+ * change when a shell between two processes reorders their environment.  A
+ * selection, not a sort: no memory, and there are seldom any. */
+static void check_names(void)
+{
+    const char *prev = NULL;
+    size_t prevn = 0;
+    for (;;) {
+        const char *next = NULL;
+        size_t nextn = 0, n;
+        for (char **e = environ; e && *e; e++)
+            if (stray_name(*e, &n) && (!prev || name_cmp(*e, n, prev, prevn) > 0) &&
+                (!next || name_cmp(*e, n, next, nextn) < 0)) {
+                next = *e;
+                nextn = n;
+            }
+        if (!next)
+            return;
         char name[64];
-        snprintf(name, sizeof(name), "%.*s", (int)(n < 60 ? n : 60), *e);
+        snprintf(name, sizeof(name), "%.*s", (int)(nextn < 60 ? nextn : 60), next);
         if (strcmp(name, "NCCLSHIM_IPC_STREAMS") == 0)
             config_warn("%s is no longer used (an ipc broadcast runs on the caller's stream); unset it%s", name, "");
         else
             config_warn("%s is not a setting of ncclshim (misspelt? docs/policy.md lists them); ignored%s", name, "");
+        prev = next;
+        prevn = nextn;
     }
 }
 

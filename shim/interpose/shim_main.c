@@ -64,17 +64,20 @@ static void write_load_record(void)
         shim_record_warning("bad-setting", shim_config_warning(i));
 }
 
-/* What NCCLSHIM_WARNED holds: a digest (FNV-1a) of this process's warnings. */
+/* What NCCLSHIM_WARNED holds: a digest of this process's warnings, the sum of
+ * each one's FNV-1a, so that their order does not count: stray names are
+ * listed in the environment's order, which a shell between two processes
+ * rebuilds (bash exports from its own table). */
 static void warnings_digest(char *out, size_t len)
 {
-    uint64_t h = 0xcbf29ce484222325ull;
-    for (int i = 0; i < shim_config_warning_count(); i++)
-        for (const unsigned char *p = (const unsigned char *)shim_config_warning(i); ; p++) {
+    uint64_t sum = 0;
+    for (int i = 0; i < shim_config_warning_count(); i++) {
+        uint64_t h = 0xcbf29ce484222325ull;
+        for (const unsigned char *p = (const unsigned char *)shim_config_warning(i); *p; p++)
             h = (h ^ *p) * 0x100000001b3ull;
-            if (!*p)
-                break;
-        }
-    snprintf(out, len, "%016llx", (unsigned long long)h);
+        sum += h;
+    }
+    snprintf(out, len, "%016llx", (unsigned long long)sum);
 }
 
 /*

@@ -20,10 +20,18 @@ is "$(cat "$TMP/one/rc")" 0 "a bad setting does not harm the application"
 is "$(grep -c "NCCLSHIM_MODE='obsrve'" "$TMP/one/err")" 1 "its warning is printed once, though timeout also loaded the shim"
 is "$(jqr "$TMP/one/rec" 'select(.type=="warning" and .what=="bad-setting") | .message' | wc -l)" 1 "and recorded once"
 
+# A program that never calls NCCL: the system's `true`; under emulation one built for the
+# target, since the target's library cannot be preloaded into the host's programs.
+TRUE=true
+if [ -n "$EMULATOR" ]; then
+    printf 'int main(void) { return 0; }\n' > "$TMP/noop.c"
+    $TARGET_CC -o "$TMP/noop" "$TMP/noop.c" && target_wrap "$TMP/noop" && TRUE=$TMP/noop
+fi
+
 # Checked at load: a process under LD_PRELOAD that never calls NCCL prints them too,
 # and writes no record file.
 mkdir -p "$TMP/true"
-NCCLSHIM_LOG_DIR=$TMP/true/rec NCCLSHIM_MODE=bogus NCCLSHIM_WEIGHT_UPDATE=zzz LD_PRELOAD=$SHIM env true 2> "$TMP/true/err"
+NCCLSHIM_LOG_DIR=$TMP/true/rec NCCLSHIM_MODE=bogus NCCLSHIM_WEIGHT_UPDATE=zzz LD_PRELOAD=$SHIM env "$TRUE" 2> "$TMP/true/err"
 is "$?" 0 "a process that never calls NCCL is unharmed by bad settings"
 is "$(warnings "$TMP/true/err")" 2 "and prints one line for each of its two bad settings"
 like "$(cat "$TMP/true/err")" "NCCLSHIM_MODE='bogus' is not one of enforce\|observe\|off; using enforce" "the mode's line"
@@ -33,11 +41,11 @@ ok $([ ! -e "$TMP/true/rec" ] && echo 0 || echo 1) "and writes no record file"
 # A chain of processes under one environment (a shell script, as pyenv's python3 is,
 # that runs others; `env true`: a program, not the shell's builtin): the first
 # prints, the rest stay quiet; a process whose own settings differ prints its own.
-NCCLSHIM_ROLE=inferance LD_PRELOAD=$SHIM bash -c 'env true; sh -c "env true; env env true"; NCCLSHIM_TAG=often env true' 2> "$TMP/chain.err"
+NCCLSHIM_ROLE=inferance TRUE=$TRUE LD_PRELOAD=$SHIM bash -c 'env "$TRUE"; sh -c "env \"\$TRUE\"; env env \"\$TRUE\""; NCCLSHIM_TAG=often env "$TRUE"' 2> "$TMP/chain.err"
 is "$(grep -c "NCCLSHIM_ROLE='inferance' is not one of training|inference|unknown; ignored" "$TMP/chain.err")" 2 "a bad NCCLSHIM_ROLE is printed by the first process, and by the one with other settings"
 is "$(grep -c "NCCLSHIM_TAG='often'" "$TMP/chain.err")" 1 "which prints its own bad setting"
 is "$(warnings "$TMP/chain.err")" 3 "six processes, two sets of bad settings: three lines"
-NCCLSHIM_MODE=off NCCLSHIM_ROLE=inferance LD_PRELOAD=$SHIM env true 2> "$TMP/off.err"
+NCCLSHIM_MODE=off NCCLSHIM_ROLE=inferance LD_PRELOAD=$SHIM env "$TRUE" 2> "$TMP/off.err"
 is "$(warnings "$TMP/off.err")" 0 "NCCLSHIM_MODE=off: the shim only forwards, and says nothing of its unused settings"
 
 # The typo that turns protection off: on stderr, in the records, and --check fails.
@@ -51,11 +59,11 @@ like "$(cat "$TMP/role/check.err")" "^PROBLEM malformed setting in 1 process \(.
 
 # Pattern lists that cannot mean what they say.
 NCCLSHIM_INFERENCE_TITLES='ray::Vllm*, ray::Sglang*' NCCLSHIM_FULL_API= NCCLSHIM_TRAINER_CALLSITES="$(printf 'x%.0s' $(seq 1 300))" \
-    LD_PRELOAD=$SHIM env true 2> "$TMP/pat.err"
+    LD_PRELOAD=$SHIM env "$TRUE" 2> "$TMP/pat.err"
 like "$(cat "$TMP/pat.err")" "NCCLSHIM_INFERENCE_TITLES pattern ' ray::Sglang\*' has a space at an end" "a pattern with a space after the comma is reported"
 like "$(cat "$TMP/pat.err")" "NCCLSHIM_FULL_API is set but holds no pattern" "an empty pattern list is reported"
 like "$(cat "$TMP/pat.err")" "NCCLSHIM_TRAINER_CALLSITES pattern 1 is 300 bytes long \('x{30}\.\.\.'\): longer than 255, it never matches" "a pattern too long to match is reported, cut"
-NCCLSHIM_INFERENCE_TITLES='ray::Vllm*,,ray::Sglang*' NCCLSHIM_ROLE=Inference LD_PRELOAD=$SHIM env true 2> "$TMP/patok.err"
+NCCLSHIM_INFERENCE_TITLES='ray::Vllm*,,ray::Sglang*' NCCLSHIM_ROLE=Inference LD_PRELOAD=$SHIM env "$TRUE" 2> "$TMP/patok.err"
 is "$(warnings "$TMP/patok.err")" 0 "good patterns (an empty item is skipped) and a role in capitals are accepted quietly"
 
 # 20 stray names and two bad values: all 22 printed, once each.

@@ -7,7 +7,7 @@
 import concurrent.futures, json, os, subprocess, sys
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
-from tap import ROOT, done, ok, scaled, slow  # noqa: E402
+from tap import EMULATOR, ROOT, done, ok, scaled, slow  # noqa: E402
 
 CHAOS = os.path.join(ROOT, "tests", "rv", "chaos.py")
 # The rendezvous timeouts (T) are a quiet machine's, stretched as every bound of the suite
@@ -63,6 +63,16 @@ def chaos(what, args, want=None):
     report(what, *run(args, want))
 
 
+def timed(what, args, want):
+    """A class whose verdict is the action a herd or a stall ends in: a matter of time, which
+    an emulator distorts beyond what stretching fixes (64 emulated processes on 2 cores miss
+    the leaders' admission at any T); the invariant checks above run there too."""
+    if EMULATOR:
+        ok(True, "%s # SKIP under %s: its timing is the host build's to check (make test)" % (what, EMULATOR))
+    else:
+        chaos(what, args, want)
+
+
 # Side by side (their processes are mostly stopped or waiting):
 # A host's leader stopped after its host's HELLOs went up, for longer than
 # T + 7 s: its host-mates used to pass through ("frozen") while the others
@@ -79,19 +89,19 @@ wave([("a frozen leader", ["--fault", "stop-leader", "--trials", "1", "--hosts",
                          "--hosts", "3", "--per", "2", "--timeout-ms", T(1500)], None)])
 # Herds released at once with no fault decide: leaders used to be dropped
 # as strangers (they connected before they had anything to say).
-chaos("a herd of 128 hosts x 4", ["--fault", "none", "--trials", "1", "--hosts", "128", "--per", "4", "--threads",
-                                  "--timeout-ms", T(30000)], want="socket")
-chaos("a herd of 256 hosts x 1", ["--fault", "none", "--trials", "1", "--hosts", "256", "--per", "1",
-                                  "--timeout-ms", T(30000)], want="socket")
+timed("a herd of 128 hosts x 4", ["--fault", "none", "--trials", "1", "--hosts", "128", "--per", "4", "--threads",
+                                  "--timeout-ms", T(30000)], "socket")
+timed("a herd of 256 hosts x 1", ["--fault", "none", "--trials", "1", "--hosts", "256", "--per", "1",
+                                  "--timeout-ms", T(30000)], "socket")
 # The root's process stopped 2 s at T = 5 s, as the herd arrives: nothing
 # that came in meanwhile is lost.
-chaos("a stalled root", ["--fault", "stop-root", "--trials", "1", "--hosts", "16", "--per", "4",
-                         "--timeout-ms", T(5000), "--stall", "2"], want="socket")
+timed("a stalled root", ["--fault", "stop-root", "--trials", "1", "--hosts", "16", "--per", "4",
+                         "--timeout-ms", T(5000), "--stall", "2"], "socket")
 # The same at the worst moment (root-stall: once the root has accepted a
 # leader's connection whose HELLO is still on its way, leader-hello=300):
 # the HELLO came during the stall, and the root used to expire the
 # connection as a silent stranger before reading it.
-chaos("a root stalled with a HELLO on its way", ["--fault", "none", "--trials", "1", "--hosts", "8", "--per", "2",
+timed("a root stalled with a HELLO on its way", ["--fault", "none", "--trials", "1", "--hosts", "8", "--per", "2",
                                                  "--timeout-ms", T(5000),
-                                                 "--fault-env", "root-stall=2000,leader-hello=300"], want="socket")
+                                                 "--fault-env", "root-stall=2000,leader-hello=300"], "socket")
 done()
