@@ -74,77 +74,49 @@ static ncclResult_t finish(const struct shim_comm *h, ncclResult_t r, const nccl
 
 #define H(comm) ((const struct shim_comm *)(comm))
 
-ncclResult_t vcomm_ncclAllReduceConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                       ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream,
-                                       const ncclCollConfig_t *config)
-{
-    ncclResult_t r = check_config(H(comm), config, "ncclAllReduceConfig");
-    if (r == ncclSuccess)
-        r = vcomm_ncclAllReduce(sendbuff, recvbuff, count, datatype, op, comm, stream);
-    return finish(H(comm), r, config, stream, "ncclAllReduceConfig");
-}
+/*
+ * Each form is its plain collective, after its config is checked, with the
+ * config's completion event recorded after it (check_config, finish).
+ * PARAMS: the form's parameters; ARGS: the plain collective's arguments.
+ */
+#define CONFIG_FORM(NAME, PARAMS, ARGS)                                                                          \
+    ncclResult_t vcomm_##NAME##Config PARAMS                                                                     \
+    {                                                                                                            \
+        ncclResult_t r = check_config(H(comm), config, #NAME "Config");                                          \
+        if (r == ncclSuccess)                                                                                    \
+            r = vcomm_##NAME ARGS;                                                                               \
+        return finish(H(comm), r, config, stream, #NAME "Config");                                               \
+    }
 
-ncclResult_t vcomm_ncclBroadcastConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                       int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
-{
-    ncclResult_t r = check_config(H(comm), config, "ncclBroadcastConfig");
-    if (r == ncclSuccess)
-        r = vcomm_ncclBroadcast(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    return finish(H(comm), r, config, stream, "ncclBroadcastConfig");
-}
-
-ncclResult_t vcomm_ncclReduceConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                    ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream,
-                                    const ncclCollConfig_t *config)
-{
-    ncclResult_t r = check_config(H(comm), config, "ncclReduceConfig");
-    if (r == ncclSuccess)
-        r = vcomm_ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
-    return finish(H(comm), r, config, stream, "ncclReduceConfig");
-}
-
-ncclResult_t vcomm_ncclAllGatherConfig(const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype,
-                                       ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
-{
-    ncclResult_t r = check_config(H(comm), config, "ncclAllGatherConfig");
-    if (r == ncclSuccess)
-        r = vcomm_ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);
-    return finish(H(comm), r, config, stream, "ncclAllGatherConfig");
-}
-
-ncclResult_t vcomm_ncclReduceScatterConfig(const void *sendbuff, void *recvbuff, size_t recvcount,
-                                           ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-                                           cudaStream_t stream, const ncclCollConfig_t *config)
-{
-    ncclResult_t r = check_config(H(comm), config, "ncclReduceScatterConfig");
-    if (r == ncclSuccess)
-        r = vcomm_ncclReduceScatter(sendbuff, recvbuff, recvcount, datatype, op, comm, stream);
-    return finish(H(comm), r, config, stream, "ncclReduceScatterConfig");
-}
-
-ncclResult_t vcomm_ncclAlltoAllConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                      ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
-{
-    ncclResult_t r = check_config(H(comm), config, "ncclAlltoAllConfig");
-    if (r == ncclSuccess)
-        r = vcomm_ncclAlltoAll(sendbuff, recvbuff, count, datatype, comm, stream);
-    return finish(H(comm), r, config, stream, "ncclAlltoAllConfig");
-}
-
-ncclResult_t vcomm_ncclGatherConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                    int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
-{
-    ncclResult_t r = check_config(H(comm), config, "ncclGatherConfig");
-    if (r == ncclSuccess)
-        r = vcomm_ncclGather(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    return finish(H(comm), r, config, stream, "ncclGatherConfig");
-}
-
-ncclResult_t vcomm_ncclScatterConfig(const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype,
-                                     int root, ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config)
-{
-    ncclResult_t r = check_config(H(comm), config, "ncclScatterConfig");
-    if (r == ncclSuccess)
-        r = vcomm_ncclScatter(sendbuff, recvbuff, count, datatype, root, comm, stream);
-    return finish(H(comm), r, config, stream, "ncclScatterConfig");
-}
+CONFIG_FORM(ncclAllReduce,
+            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t
+             comm, cudaStream_t stream, const ncclCollConfig_t *config),
+            (sendbuff, recvbuff, count, datatype, op, comm, stream))
+CONFIG_FORM(ncclBroadcast,
+            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+             cudaStream_t stream, const ncclCollConfig_t *config),
+            (sendbuff, recvbuff, count, datatype, root, comm, stream))
+CONFIG_FORM(ncclReduce,
+            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
+             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
+            (sendbuff, recvbuff, count, datatype, op, root, comm, stream))
+CONFIG_FORM(ncclAllGather,
+            (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
+             cudaStream_t stream, const ncclCollConfig_t *config),
+            (sendbuff, recvbuff, sendcount, datatype, comm, stream))
+CONFIG_FORM(ncclReduceScatter,
+            (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
+             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
+            (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))
+CONFIG_FORM(ncclAlltoAll,
+            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
+             cudaStream_t stream, const ncclCollConfig_t *config),
+            (sendbuff, recvbuff, count, datatype, comm, stream))
+CONFIG_FORM(ncclGather,
+            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+             cudaStream_t stream, const ncclCollConfig_t *config),
+            (sendbuff, recvbuff, count, datatype, root, comm, stream))
+CONFIG_FORM(ncclScatter,
+            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+             cudaStream_t stream, const ncclCollConfig_t *config),
+            (sendbuff, recvbuff, count, datatype, root, comm, stream))

@@ -672,6 +672,18 @@ static int read_ready(struct leader *L, int who)
     return 0;
 }
 
+/* The leader's own descriptors (lfd, rfd, tfd; its members' are theirs). */
+static void close_own(struct leader *L)
+{
+    if (L->lfd >= 0)
+        close(L->lfd);
+    if (L->rfd >= 0)
+        close(L->rfd);
+    if (L->tfd >= 0)
+        close(L->tfd);
+    L->lfd = L->rfd = L->tfd = -1;
+}
+
 /* The leader's end: its descriptors closed, off the list a fork's child
  * reads, its memory given back. */
 static void leader_free(struct leader *L)
@@ -679,12 +691,7 @@ static void leader_free(struct leader *L)
     for (int i = 0; i < L->nm; i++)
         close_member(&L->m[i]);
     pthread_mutex_lock(&g_leaders_lock);
-    if (L->lfd >= 0)
-        close(L->lfd);
-    if (L->rfd >= 0)
-        close(L->rfd);
-    if (L->tfd >= 0)
-        close(L->tfd);
+    close_own(L);
     for (struct leader **pp = &g_leaders; *pp; pp = &(*pp)->next)
         if (*pp == L) {
             *pp = L->next;
@@ -955,12 +962,7 @@ void rv_leader_after_fork_child(void)
         for (int i = 0; i < L->nm; i++)
             if (L->m[i].fd >= 0)
                 close(L->m[i].fd);
-        if (L->lfd >= 0)
-            close(L->lfd);
-        if (L->rfd >= 0)
-            close(L->rfd);
-        if (L->tfd >= 0)
-            close(L->tfd);
+        close_own(L);
         /* The rest (buffers) is left: the thread may have been using it. */
     }
     pthread_mutex_init(&g_leaders_lock, NULL);
