@@ -75,48 +75,37 @@ static ncclResult_t finish(const struct shim_comm *h, ncclResult_t r, const nccl
 #define H(comm) ((const struct shim_comm *)(comm))
 
 /*
- * Each form is its plain collective, after its config is checked, with the
- * config's completion event recorded after it (check_config, finish).
- * PARAMS: the form's parameters; ARGS: the plain collective's arguments.
+ * The eight forms, generated from nccl_api.def's 2.31 block: each is its plain
+ * collective (the same op kind; its arguments less the trailing config),
+ * after its config is checked, with the config's completion event recorded
+ * after it (check_config, finish).  A form added to the table gets its
+ * answer here without a line written for it.
  */
-#define CONFIG_FORM(NAME, PARAMS, ARGS)                                                                          \
-    ncclResult_t vcomm_##NAME##Config PARAMS                                                                     \
-    {                                                                                                            \
-        ncclResult_t r = check_config(H(comm), config, #NAME "Config");                                          \
-        if (r == ncclSuccess)                                                                                    \
-            r = vcomm_##NAME ARGS;                                                                               \
-        return finish(H(comm), r, config, stream, #NAME "Config");                                               \
-    }
+#define PLAIN_OP_ALLREDUCE vcomm_ncclAllReduce
+#define PLAIN_OP_BROADCAST vcomm_ncclBroadcast
+#define PLAIN_OP_REDUCE vcomm_ncclReduce
+#define PLAIN_OP_ALLGATHER vcomm_ncclAllGather
+#define PLAIN_OP_REDUCESCATTER vcomm_ncclReduceScatter
+#define PLAIN_OP_ALLTOALL vcomm_ncclAlltoAll
+#define PLAIN_OP_GATHER vcomm_ncclGather
+#define PLAIN_OP_SCATTER vcomm_ncclScatter
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+/* (a, ..., config) -> (a, ...): the forms take 7 to 9 arguments. */
+#define NARGS_(_1, _2, _3, _4, _5, _6, _7, _8, _9, n, ...) n
+#define NARGS(...) NARGS_(__VA_ARGS__, 9, 8, 7, 6, 5, 4, 3, 2, 1)
+#define BUT_LAST_7(a, b, c, d, e, f, g) (a, b, c, d, e, f)
+#define BUT_LAST_8(a, b, c, d, e, f, g, h) (a, b, c, d, e, f, g)
+#define BUT_LAST_9(a, b, c, d, e, f, g, h, i) (a, b, c, d, e, f, g, h)
+#define BUT_LAST(...) CAT(BUT_LAST_, NARGS(__VA_ARGS__))(__VA_ARGS__)
 
-CONFIG_FORM(ncclAllReduce,
-            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t
-             comm, cudaStream_t stream, const ncclCollConfig_t *config),
-            (sendbuff, recvbuff, count, datatype, op, comm, stream))
-CONFIG_FORM(ncclBroadcast,
-            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-             cudaStream_t stream, const ncclCollConfig_t *config),
-            (sendbuff, recvbuff, count, datatype, root, comm, stream))
-CONFIG_FORM(ncclReduce,
-            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclRedOp_t op, int root,
-             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
-            (sendbuff, recvbuff, count, datatype, op, root, comm, stream))
-CONFIG_FORM(ncclAllGather,
-            (const void *sendbuff, void *recvbuff, size_t sendcount, ncclDataType_t datatype, ncclComm_t comm,
-             cudaStream_t stream, const ncclCollConfig_t *config),
-            (sendbuff, recvbuff, sendcount, datatype, comm, stream))
-CONFIG_FORM(ncclReduceScatter,
-            (const void *sendbuff, void *recvbuff, size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op,
-             ncclComm_t comm, cudaStream_t stream, const ncclCollConfig_t *config),
-            (sendbuff, recvbuff, recvcount, datatype, op, comm, stream))
-CONFIG_FORM(ncclAlltoAll,
-            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, ncclComm_t comm,
-             cudaStream_t stream, const ncclCollConfig_t *config),
-            (sendbuff, recvbuff, count, datatype, comm, stream))
-CONFIG_FORM(ncclGather,
-            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-             cudaStream_t stream, const ncclCollConfig_t *config),
-            (sendbuff, recvbuff, count, datatype, root, comm, stream))
-CONFIG_FORM(ncclScatter,
-            (const void *sendbuff, void *recvbuff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
-             cudaStream_t stream, const ncclCollConfig_t *config),
-            (sendbuff, recvbuff, count, datatype, root, comm, stream))
+#define NCCL_API_SINCE(version) ((version) == 23100)
+#define NCCL_DATA(name, op, params, args, count, dtype)                                                        \
+    ncclResult_t vcomm_##name params                                                                           \
+    {                                                                                                          \
+        ncclResult_t r = check_config(H(comm), config, #name);                                                 \
+        if (r == ncclSuccess)                                                                                  \
+            r = CAT(PLAIN_, op) BUT_LAST args;                                                                 \
+        return finish(H(comm), r, config, stream, #name);                                                      \
+    }
+#include "nccl_api.def"
