@@ -347,6 +347,17 @@ static unsigned char pattern(int seq, int root, size_t i)
 
 /* Broadcasts of odd sizes from every root, then all-reduces; host memory
  * serves as device memory with the fake libcuda.  Returns a failure or NULL. */
+
+/* A broadcast's buffer of n bytes: the root's holds broadcast `seq`'s pattern,
+ * every other rank's 0xee, so that a byte not written shows. */
+static unsigned char *bcast_buf(size_t n, int seq, int root)
+{
+    unsigned char *buf = xalloc(n);
+    for (size_t i = 0; buf && i < n; i++)
+        buf[i] = g_rank == root ? pattern(seq, root, i) : 0xee;
+    return buf;
+}
+
 static const char *transfers(ncclComm_t comm, char *what, size_t len)
 {
     /* The last, with g_big only: over 2 MiB, so two or three VMM pieces
@@ -367,11 +378,9 @@ static const char *transfers(ncclComm_t comm, char *what, size_t len)
     for (int root = 0; root < g_nranks; root++) {
         for (size_t k = 0; k < nsizes; k++, seq++) {
             size_t n = sizes[k];
-            unsigned char *buf = xalloc(n);
+            unsigned char *buf = bcast_buf(n, seq, root);
             if (!buf)
                 return "malloc";
-            for (size_t i = 0; i < n; i++)
-                buf[i] = g_rank == root ? pattern(seq, root, i) : 0xee;
             void *st = g_streams[seq % 3];
             ncclResult_t r = seq % 2 ? ncclBcast(buf, n, ncclUint8, root, comm, st)
                                      : ncclBroadcast(buf, buf, n, ncclUint8, root, comm, st);
@@ -595,11 +604,9 @@ static const char *coll_configs(ncclComm_t comm, int idx, char *what, size_t len
     for (int root = 0; root < g_nranks && !bad; root++)
         for (size_t k = 0; k < sizeof(sizes) / sizeof(sizes[0]) && !bad; k++, seq++) {
             size_t n = sizes[k];
-            unsigned char *buf = xalloc(n);
+            unsigned char *buf = bcast_buf(n, seq, root);
             if (!buf)
                 return "malloc";
-            for (size_t i = 0; i < n; i++)
-                buf[i] = g_rank == root ? pattern(seq, root, i) : 0xee;
             r = bcast(buf, buf, n, ncclUint8, root, comm, g_streams[seq % 3], seq % 2 ? &cfg : NULL);
             printf("COLLCFG-RC %d ncclBroadcastConfig %d\n", idx, (int)r);
             size_t wrong = n;
