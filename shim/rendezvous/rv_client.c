@@ -355,26 +355,45 @@ static int say_hello(int fd, const struct rv_ctx *x, int timeout_ms, uint64_t *d
 }
 
 /*
+ * The deadline of this rank's tries to reach the root, counted from its first
+ * try, not from its init: a rank held up before it connects (descheduled on a
+ * busy host, a collector's pause) is only late, and lateness is safe: the
+ * root, still waiting, takes it; having decided, it answers with the verdict
+ * (passthrough for all, when this rank was missing).  What needs a bound is a
+ * root that never answers: a firewall that drops packets would hold every rank
+ * for the whole timeout, and giving up earlier is safe, as the root, missing
+ * this rank, decides passthrough for all.  *deadline (the wait for the root's
+ * word) moves by as much, so that the HELLO still has its time to go up.
+ */
+static uint64_t connect_budget(int timeout_ms, uint64_t *deadline)
+{
+    uint64_t now = shim_mono_us();
+    uint64_t word_by = now + (uint64_t)timeout_ms * 1000 + GRACE_US;
+    if (word_by > *deadline)
+        *deadline = word_by;
+    return now + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
+}
+
+/*
  * Round 1: connect (through this host's leader above NCCLSHIM_RENDEZVOUS_FANIN
  * ranks), HELLO, and the root's first answer in *m.  Returns the connection,
  * or -1 with *out fallen back (or answered by asking the root).
  */
-static int hello_round(struct rv_ctx *x, char *where, size_t wherelen, int timeout_ms, uint64_t t0,
-                       uint64_t deadline, struct rv_msg *m, struct rv_result *out)
+static int hello_round(struct rv_ctx *x, char *where, size_t wherelen, int timeout_ms, uint64_t deadline,
+                       struct rv_msg *m, struct rv_result *out)
 {
     const struct uid_mark *mark = x->mark;
     const struct rank_facts *facts = x->facts;
     char err[400]; /* leaves room in a reason for the words around it */
-    /* A root behind a firewall that drops packets would hold every rank for
-     * the whole timeout; giving up earlier is safe: the root, missing this
-     * rank, decides passthrough for all. */
-    uint64_t connect_deadline = t0 + (uint64_t)(timeout_ms < CONNECT_MAX_MS ? timeout_ms : CONNECT_MAX_MS) * 1000;
+    uint64_t connect_deadline = 0;
     char closed[400] = ""; /* why the first connection ended, when it is tried again */
     const char *via = "";
     int fd = -1;
     int use_leader = rv_fanin(facts->nranks);
     for (int attempt = 1;; attempt++) {
         rv_fault("connect");
+        if (attempt == 1)
+            connect_deadline = connect_budget(timeout_ms, &deadline);
         fd = use_leader ? join_leader(x->root, x->rootlen, mark, facts, timeout_ms, connect_deadline, out,
                                       &use_leader)
                         : -1;
@@ -451,7 +470,7 @@ void rv_client_run(const ncclUniqueId *id, const struct uid_mark *mark, const st
     char where[sizeof(out->root) + 40]; /* the root, and how this rank reaches it */
     snprintf(where, sizeof(where), "%s", out->root);
     struct rv_ctx x = { (struct sockaddr *)&ss, sl, mark, facts, where, 0 };
-    fd = hello_round(&x, where, sizeof(where), timeout_ms, t0, deadline, m, out);
+    fd = hello_round(&x, where, sizeof(where), timeout_ms, deadline, m, out);
     if (fd < 0)
         goto done;
     out->v = m->u.verdict;

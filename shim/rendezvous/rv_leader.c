@@ -885,9 +885,11 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
     *limit = 0;
     int slot = 0, rank = facts_rank;
     for (int attempt = 0;; attempt++) {
-        if (slot >= LEADER_SLOTS || shim_mono_us() >= deadline_us) {
+        if (slot >= LEADER_SLOTS || (attempt > 0 && shim_mono_us() >= deadline_us)) {
             /* Not a setup where leaders cannot work (those fail at once), but a
-             * host too busy to admit its ranks: every rank had better know now. */
+             * host too busy to admit its ranks: every rank had better know now.
+             * A first try is always made: joining a leader that is there costs
+             * one connect, and a rank that comes late has lost no time to it. */
             *limit = 1;
             snprintf(err, errlen, "no leader of this host admitted this rank in time (%d tries, last slot %d): the "
                      "host is overloaded, or raise NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", attempt, slot);

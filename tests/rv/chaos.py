@@ -24,6 +24,10 @@ Faults (one per trial, at a random moment unless said):
   kill-root     SIGKILL the root's process (the only fault allowed to split:
                 NCCL's bootstrap root dies with it, so no communicator forms)
   starve        a rank's process runs 10 ms in every 100 ms (SIGSTOP/SIGCONT)
+  held-rank     the last host's last rank held up 1.3 T inside its init before
+                it connects (NCCLSHIM_TEST_RV_FAULT connect=), while every
+                other rank starts 0.6 T after it: the root's window is still
+                open when it connects, past its own first T
   bad-address   a rank's ID names an address nobody listens on
   black-hole    a rank's ID names an address whose packets are dropped
   netns         a rank in an empty network namespace (unshare -n; skipped
@@ -39,7 +43,7 @@ from tap import PRELOAD, ROOT, read_first_id, records  # noqa: E402
 
 MANY = os.path.join(ROOT, "tests", "bin", "many_ranks")
 FAULTS = ["none", "kill-rank", "stop-rank", "stop-leader", "stop-parent", "kill-leader", "stop-root", "kill-root",
-          "starve", "bad-address", "black-hole", "netns"]
+          "starve", "held-rank", "bad-address", "black-hole", "netns"]
 
 
 def can_unshare():
@@ -103,7 +107,7 @@ def tcp_established(pid):
 
 
 def per_rank(f):
-    return f not in ("stop-leader", "stop-parent", "kill-leader")
+    return f not in ("stop-leader", "stop-parent", "kill-leader", "held-rank")
 
 
 class Trial:
@@ -162,11 +166,18 @@ class Trial:
                     elif self.fault in ("stop-leader", "stop-parent", "kill-leader"):
                         # Late, so that the decision waits while the leader is stopped.
                         extra_fault = ",".join(filter(None, [self.a.fault_env, late]))
+                    elif self.fault == "held-rank":
+                        held = "connect=%d" % int(self.a.timeout_ms * 1.3)
+                        extra_fault = ",".join(filter(None, [self.a.fault_env, held]))
+                        self.note = "rank %d held 1.3 T before connecting; " % odd
+                release = start_at
+                if self.fault == "held-rank" and odd not in range(first, first + count):
+                    release = start_at + 0.6 * self.T
                 if slow in range(first, first + count) and odd not in range(first, first + count):
                     extra_fault = ",".join(filter(None, [self.a.fault_env, late]))
                     self.note = "a late rank; "
                 extra = {"NCCLSHIM_HOSTNAME": "h%d" % h, "NCCLSHIM_ROLE": "training" if h == 0 else "inference",
-                         "MANY_RANKS_START_AT": str(int(start_at * 1e9))}
+                         "MANY_RANKS_START_AT": str(int(release * 1e9))}
                 if extra_fault:
                     extra["NCCLSHIM_TEST_RV_FAULT"] = extra_fault
                 p = self.spawn(["ranks", hid, str(nranks), str(first), str(count)], extra, prefix=prefix)
@@ -234,7 +245,7 @@ class Trial:
 
     def inject(self):
         f, rng, T = self.fault, self.rng, self.T
-        if f in ("none", "bad-address", "black-hole", "netns"):
+        if f in ("none", "bad-address", "black-hole", "netns", "held-rank"):
             return
         if f == "stop-root":
             self.sleep_until(rng.uniform(0, 0.5))
@@ -312,7 +323,7 @@ class Trial:
             problems.append("split: %s" % {k: sorted(v)[:8] for k, v in acts.items()})
         if len(comms) < want_ranks and not hung and not self.exempt:
             problems.append("%d of %d surviving ranks left no record" % (want_ranks - len(comms), want_ranks))
-        if self.a.want and self.fault in ("none", "stop-root", "stop-leader", "stop-parent") and \
+        if self.a.want and self.fault in ("none", "stop-root", "stop-leader", "stop-parent", "held-rank") and \
                 set(acts) != {self.a.want}:
             problems.append("wanted %s for all, got %s" % (self.a.want, res["actions"]))
         res["problems"] = problems
