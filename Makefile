@@ -128,10 +128,11 @@ wheel: $(LIB) tools/ncclshim-inspect
 	    --version $(NCCLSHIM_VERSION) --out $(BUILD)/dist
 
 install: all
-	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/ncclshim
+	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/doc/ncclshim/history
 	install -m 0755 $(LIB) $(DESTDIR)$(PREFIX)/lib/libncclshim.so
 	install -m 0755 tools/ncclshim-inspect $(DESTDIR)$(PREFIX)/bin/ncclshim-inspect
-	install -m 0644 README.md docs/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
+	install -m 0644 README.md docs/*.md docs/*.png $(DESTDIR)$(PREFIX)/share/doc/ncclshim/
+	install -m 0644 docs/history/*.md $(DESTDIR)$(PREFIX)/share/doc/ncclshim/history/
 
 clean:
 	rm -rf $(BUILD) $(OUTPUTS)
