@@ -169,6 +169,35 @@ static int ensure_thread(char *err, size_t errlen)
     return 0;
 }
 
+/*
+ * A listener on *ss's address, at a port the kernel picks from the ephemeral
+ * range, as NCCL's own bootstrap root does (*ss gets it): the descriptor, or
+ * -1 with the reason in err.  When that range is used up (live connections
+ * and TIME_WAIT: SO_REUSEADDR would not help, as the closed sockets did not
+ * set it), the caller leaves the ID unmarked and the group passes through,
+ * saying so: NCCL's own root needs a port from the same range, and a port of
+ * the shim's choosing outside it would meet firewalls that open only it.
+ */
+static int listen_any_port(struct sockaddr_storage *ss, socklen_t *sl, char *err, size_t errlen)
+{
+    ((struct sockaddr_in *)ss)->sin_port = 0; /* same offset in sockaddr_in6: any free port */
+    char a[80];
+    rv_addr_str((struct sockaddr *)ss, a, sizeof(a));
+    int fd = socket(ss->ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (fd < 0 || bind(fd, (struct sockaddr *)ss, *sl) != 0 || listen(fd, SOMAXCONN) != 0 ||
+        getsockname(fd, (struct sockaddr *)ss, sl) != 0) {
+        int e = errno;
+        snprintf(err, errlen, "cannot listen on NCCL's bootstrap address %s: %s%s", a, strerror(e),
+                 e == EADDRINUSE ? " (every port of this host's ephemeral range is taken on that address, by "
+                                   "open connections and ones in TIME_WAIT: widen net.ipv4.ip_local_port_range)"
+                                 : "");
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    return fd;
+}
+
 int rv_server_open(ncclUniqueId *id, char *where, size_t wherelen, char *err, size_t errlen)
 {
     if (!uid_mark_space_free(id)) {
@@ -188,15 +217,8 @@ int rv_server_open(ncclUniqueId *id, char *where, size_t wherelen, char *err, si
     }
     s->lfd = -1;
     s->free_head = -1;
-    ((struct sockaddr_in *)&ss)->sin_port = 0; /* same offset in sockaddr_in6: any free port */
-    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, sl) != 0 || listen(fd, SOMAXCONN) != 0 ||
-        getsockname(fd, (struct sockaddr *)&ss, &sl) != 0) {
-        char a[80];
-        rv_addr_str((struct sockaddr *)&ss, a, sizeof(a));
-        snprintf(err, errlen, "cannot listen on NCCL's bootstrap address %s: %s", a, strerror(errno));
-        if (fd >= 0)
-            close(fd);
+    int fd = listen_any_port(&ss, &sl, err, errlen);
+    if (fd < 0) {
         free(s);
         return -1;
     }
