@@ -42,7 +42,7 @@ ranks.  synth_ms: the synthetic process's first connect to its last verdict.
 Usage: bench/rv_scale.py [--reps N] [--baseline /path/libncclshim.so [--baseline-max RANKS]]
                         [--sizes 16,128,1024,4096] [--big 8192]
        bench/rv_scale.py --grid 1024x1,4096x1,8192x1,4096x8,8192x8 [--reps N] [--baseline LIB]
-       bench/rv_scale.py --synthetic-grid 512x8,1024x4,4096x8 [--reps N] [--timeout-ms MS]
+       bench/rv_scale.py --synthetic-grid 512x8,1024x4,4096x8 [--reps N] [--timeout-ms MS] [--fanin N]
 """
 import argparse, glob, json, os, resource, select, selectors, statistics, subprocess, sys, tempfile, time
 
@@ -148,12 +148,14 @@ def synth_procs(nsynth):
     return -(-nsynth // (hard - 64))
 
 
-def one_synth(lib, hosts, per, d, timeout_ms):
+def one_synth(lib, hosts, per, d, timeout_ms, fanin=None):
     """hosts x per ranks: one real rank per host (many_ranks, one thread, the host's real leader), the
     other per - 1 of each host synthetic (rv_synth_ranks).  The same environment as one()'s."""
     nranks = hosts * per
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "LD_PRELOAD": lib,
             "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": str(timeout_ms)}
+    if fanin is not None:
+        base["NCCLSHIM_RENDEZVOUS_FANIN"] = str(fanin)
     tasks0 = tasks_now()
     root, hid = start_root(base)
     hold_r, hold_w = os.pipe()
@@ -342,7 +344,10 @@ def synthetic_grid(a):
         if not 2 <= per <= 256:
             # One leader takes 256 ranks (RV_LEADER_MAX_RANKS); a synthetic rank never leads.
             sys.exit("--synthetic-grid: ranks per host must be 2..256, not %d" % per)
-        runs = repeat(a.reps, tmp, lambda d: one_synth(SHIM, hosts, per, d, a.timeout_ms))
+        if hosts * per <= (a.fanin if a.fanin is not None else 64):
+            # At or below NCCLSHIM_RENDEZVOUS_FANIN ranks talk to the root directly: no leader to join.
+            sys.exit("--synthetic-grid: %dx%d is not above NCCLSHIM_RENDEZVOUS_FANIN (--fanin)" % (hosts, per))
+        runs = repeat(a.reps, tmp, lambda d: one_synth(SHIM, hosts, per, d, a.timeout_ms, a.fanin))
         bad = [r for r in runs if not r["ok"]]
         print("%-5s %6d %5d %5d %4s %s %s %s %8s %8s %7.0f %8s %6s %6s %5d" % (
             "synth", hosts * per, hosts, per, "yes" if not bad else "NO %s %s" % (bad[0]["acts"], bad[0]["synth"]),
@@ -369,6 +374,7 @@ def main():
     ap.add_argument("--timeout-ms", type=int, default=60000,
                     help="NCCLSHIM_RENDEZVOUS_TIMEOUT_MS of --synthetic-grid (thousands of processes starting on "
                          "few cores may need more)")
+    ap.add_argument("--fanin", type=int, help="NCCLSHIM_RENDEZVOUS_FANIN of --synthetic-grid (default: the shim's, 64)")
     a = ap.parse_args()
     # This harness holds 3 pipes per process: its own limit up to the hard one
     # (the processes it starts get 1024, preexec_fn=nofile).
