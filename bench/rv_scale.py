@@ -140,12 +140,19 @@ def start_root(base):
 
 
 def synth_procs(nsynth):
-    """How many rv_synth_ranks processes hold nsynth sockets: one where this user may raise its hard
-    RLIMIT_NOFILE (root) or the hard limit is enough, else as many as the hard limit needs."""
-    hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
-    if os.geteuid() == 0 or hard == resource.RLIM_INFINITY or hard >= nsynth + 64:
+    """How many rv_synth_ranks processes hold nsynth sockets: one where the hard RLIMIT_NOFILE is
+    enough or this harness may raise it (the processes it starts inherit it), else as many as the
+    hard limit needs."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    need = nsynth + 64
+    if hard == resource.RLIM_INFINITY or hard >= need:
         return 1
-    return -(-nsynth // (hard - 64))
+    try:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (need, need))
+        return 1
+    except (ValueError, OSError):
+        # Not allowed (no CAP_SYS_RESOURCE, or above fs.nr_open): split the hosts.
+        return -(-nsynth // (hard - 64))
 
 
 def one_synth(lib, hosts, per, d, timeout_ms, fanin=None):
@@ -212,6 +219,7 @@ def one_synth(lib, hosts, per, d, timeout_ms, fanin=None):
         "redirected": redirected,
         "tasks": peak[0] - tasks0,
         "synth_procs": nsp,
+        "stderr": open(os.path.join(d, "stderr"), errors="replace").read().splitlines()[:5],
     }
 
 
@@ -355,6 +363,8 @@ def synthetic_grid(a):
             max(r["root_fds"] or 0 for r in runs), fmt(max(r["root_rss_mib"] for r in runs), 8),
             max(r["bytes_per_rank"] for r in runs), runs[0]["leaders"], runs[0]["redirected"],
             max(r["tasks"] for r in runs), runs[0]["synth_procs"]))
+        for line in (bad[0]["stderr"] if bad else []):
+            print("      stderr: %s" % line[:300])
         sys.stdout.flush()
     print("load average after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
     subprocess.run(["rm", "-rf", tmp])
