@@ -19,6 +19,7 @@
  */
 #define _GNU_SOURCE
 #include "rv_leader.h"
+#include "rv_leader_name.h"
 
 #include "clock.h"
 #include "config.h"
@@ -45,15 +46,13 @@
 #include <sys/un.h>
 #include <unistd.h>
 
-/* Names per (ID, host): enough for FACTS_MAX_RANKS ranks on one host at the smallest group. */
-#define LEADER_SLOTS (2 + FACTS_MAX_RANKS / 4 + 64)
 /* A leader waits this long past the rendezvous timeout for the root's verdict
  * (as a rank does); then it asks the root to give up (ABORT) and waits this
  * long again for its word, which may be the commit: only the root decides. */
 #define LEADER_GRACE_US 2000000ull
 
-#define ADMIT 'A'
-#define FULL 'F'
+#define ADMIT RV_LEADER_ADMIT
+#define FULL RV_LEADER_FULL
 /* Connections a leader makes again when the one above closes before saying
  * anything (as a rank does, rv_client.c HELLO_TRIES): the root may have
  * taken it for a stranger before its first frame came in, and forgot what had
@@ -768,22 +767,6 @@ out:
     return NULL;
 }
 
-/* "\0ncclshim-rv-<hash of token and host>-<slot>": only ranks of this ID on this host compute it. */
-static socklen_t leader_name(struct sockaddr_un *sun, const uint8_t token[RV_TOKEN_LEN], const char *host_id,
-                             int slot)
-{
-    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a */
-    for (size_t i = 0; i < RV_TOKEN_LEN; i++)
-        h = (h ^ token[i]) * 0x100000001b3ull;
-    for (const char *p = host_id; *p; p++)
-        h = (h ^ (uint8_t)*p) * 0x100000001b3ull;
-    memset(sun, 0, sizeof(*sun));
-    sun->sun_family = AF_UNIX;
-    int n = snprintf(sun->sun_path + 1, sizeof(sun->sun_path) - 1, "ncclshim-rv-%016llx-%d", (unsigned long long)h,
-                     slot);
-    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
-}
-
 /* Starts a leader on listener `lfd`: 0, or -1 with errno (nothing left open but lfd). */
 static int start_leader(int lfd, const struct sockaddr *root, socklen_t rootlen, const struct uid_mark *mark,
                         int timeout_ms, int slot)
@@ -885,7 +868,7 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
     *limit = 0;
     int slot = 0, rank = facts_rank;
     for (int attempt = 0;; attempt++) {
-        if (slot >= LEADER_SLOTS || (attempt > 0 && shim_mono_us() >= deadline_us)) {
+        if (slot >= RV_LEADER_SLOTS || (attempt > 0 && shim_mono_us() >= deadline_us)) {
             /* Not a setup where leaders cannot work (those fail at once), but a
              * host too busy to admit its ranks: every rank had better know now.
              * A first try is always made: joining a leader that is there costs
@@ -898,7 +881,7 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
         if (attempt > 0 && attempt % 8 == 0)
             usleep(1000); /* a leader between bind() and listen(), or a full backlog: let it run */
         struct sockaddr_un sun;
-        socklen_t sl = leader_name(&sun, mark->token, host_id, slot);
+        socklen_t sl = rv_leader_name(&sun, mark->token, host_id, slot);
         int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
         if (fd < 0) {
             *limit = rv_limit_or_error(errno, "reaching its host's leader", "socket(AF_UNIX)", err, errlen);
@@ -917,12 +900,9 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
             if (b == ADMIT)
                 return fd;
             close(fd);
-            if (b == FULL) {
-                /* Slot 0 takes a host's ranks as they come (8 GPUs: all of
-                 * them); past it, ranks go by blocks of their rank numbers, so
-                 * that a join costs two tries, not one per leader. */
-                slot = slot == 0 ? 1 + rank / RV_LEADER_MAX_RANKS : slot + 1;
-            } else if (b < 0) {
+            if (b == FULL)
+                slot = rv_leader_next_slot(slot, rank);
+            else if (b < 0) {
                 *limit = 1;
                 snprintf(err, errlen, "no word from this host's leader (slot %d) in time: the host is overloaded, or "
                          "raise NCCLSHIM_RENDEZVOUS_TIMEOUT_MS", slot);

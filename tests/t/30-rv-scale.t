@@ -246,4 +246,43 @@ ok(dr and (seen or sum(c["rank"] == 1 for c in cr) == 2),
    "the root's record says which rank arrived twice, or the duplicate came after the decision",
    [r["action_reason"] for r in dr])
 
+# 7. The synthetic ranks of bench/rv_scale.py --synthetic-grid (issue 45): 8 hosts x 4 ranks, the
+#    first rank of each a real process (the host's leader, through the shim), the other 24 spoken
+#    for by tests/bin/rv_synth_ranks, one process without the shim.  Every rank, real or not, is
+#    committed socket in one round by the real root, which held one connection per leader.
+SYNTH = os.path.join(ROOT, "tests", "bin", "rv_synth_ranks")
+d = os.path.join(TMP, "synth")
+os.makedirs(d)
+base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_FANIN": "8",
+        "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": TIMEOUT}
+root = Proc(["id"], dict(base, NCCLSHIM_ROLE="training"), stdin=True)
+hid = root.read_id()
+reals = [Proc(["ranks", hid, "32", str(4 * h), "1"], dict(base, NCCLSHIM_HOSTNAME="h%d" % h,
+                                                        NCCLSHIM_ROLE="training" if h == 0 else "inference"))
+         for h in range(8)]
+senv = {k: v for k, v in os.environ.items() if not k.startswith(("NCCLSHIM_", "FAKE_", "MANY_RANKS_", "LD_PRELOAD"))}
+senv.update(RV_SYNTH_EXE=MANY, RV_SYNTH_WAIT_MS=str(int(scaled(BOUND) * 1000)))
+t0 = time.monotonic()
+sp = subprocess.Popen([SYNTH, hid, "32", "4", "0", "8"], env=senv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                      text=True)
+sout, serr = wait_bounded(sp, t0, BOUND)
+for p in reals:
+    p.wait()
+root.release()
+root.wait()
+kv = dict(x.split("=") for x in sout.split()[1:]) if sout.startswith("SYNTH") else {}
+ok(sp.returncode == 0 and kv.get("ranks") == "24" and kv.get("socket") == "24" and kv.get("rounds2") == "0",
+   "rv_synth_ranks: its 24 ranks joined their hosts' real leaders and were committed socket in one round",
+   (sp.returncode, sout, serr[-2000:]))
+cr = comm_records(d)
+dr = decision_records(d)
+ok(len(cr) == 8 and all(c["action"] == "socket" for c in cr), "and the 8 real ranks took socket",
+   [(c["rank"], c["action"], c["action_reason"][:120]) for c in cr])
+ok(len(dr) == 1 and dr[0]["stage"] == "commit" and dr[0]["arrived"] == 32 and dr[0]["leaders"] == 8 and
+   dr[0]["rounds"] == 1, "the real root heard 32 ranks through 8 leaders and committed in one round",
+   [{k: r.get(k) for k in ("stage", "arrived", "leaders", "rounds", "action_reason")} for r in dr])
+ok(dr and dr[0]["training"] == 4 and dr[0]["inference"] == 28 and dr[0]["hosts"] == 8,
+   "the synthetic ranks counted as their hosts' and roles' (4 training on h0, 28 inference, 8 hosts)",
+   [{k: r.get(k) for k in ("training", "inference", "hosts")} for r in dr])
+
 done(TMP, keep_on_failure=True)
