@@ -426,8 +426,7 @@ def main():
                     med(nw, "calls_ms") / med(bs, "calls_ms"), med(nw, "group_ms") / med(bs, "group_ms")))
     if a.big:
         for hosts in (1, 64):
-            n += 1
-            d = os.path.join(tmp, str(n))
+            d = os.path.join(tmp, "big-%d" % hosts)
             os.makedirs(d)
             r = one(SHIM, a.big, hosts, d)
             print("%-7s %5d %5d %-8s %4s %s %s %s %s %s %8s %8s %6d  (one run)" % (
