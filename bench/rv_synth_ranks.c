@@ -32,6 +32,7 @@
 #include "rv_leader_name.h"
 #include "rv_wire.h"
 #include "uid_mark.h"
+#include "tests/clients/unhex.h"
 #include "shim/base/config.h"
 #include "shim/base/host_id.h"
 #include "shim/base/version.h"
@@ -112,19 +113,6 @@ static uint64_t mono_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
-}
-
-static int unhex(const char *s, uint8_t *out, size_t n)
-{
-    if (strlen(s) < 2 * n)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        out[i] = (uint8_t)v;
-    }
-    return 0;
 }
 
 /* Descriptors for every synthetic rank and some: the soft limit up to the

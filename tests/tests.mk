@@ -56,14 +56,14 @@ tests/bin/many_ranks: tests/clients/many_ranks.c tests/clients/client_util.h shi
 # with the shim's own wire, mark, leader-name, host-identity and fabric code, as rv_frame is,
 # and built with the rest so that a tree carried to a machine without a compiler has it.
 tests-bin: tests/bin/rv_synth_ranks
-tests/bin/rv_synth_ranks: bench/rv_synth_ranks.c shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c \
+tests/bin/rv_synth_ranks: bench/rv_synth_ranks.c tests/clients/unhex.h shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c \
                           shim/rendezvous/rv_leader_name.c shim/base/host_id.c shim/evidence/fabric_probe.c $(SHIM_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ bench/rv_synth_ranks.c shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c \
 	    shim/rendezvous/rv_leader_name.c shim/base/host_id.c shim/evidence/fabric_probe.c $(POLICY_SRCS) -lpthread
 
 tests-bin: tests/bin/rv_frame
-tests/bin/rv_frame: tests/clients/rv_frame.c shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c $(SHIM_HDRS)
+tests/bin/rv_frame: tests/clients/rv_frame.c tests/clients/unhex.h shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c $(SHIM_HDRS)
 	@mkdir -p $(@D)
 	$(CC) $(TEST_CFLAGS) -o $@ tests/clients/rv_frame.c shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c
 

@@ -10,23 +10,11 @@
  */
 #include "rv_wire.h"
 #include "uid_mark.h"
+#include "unhex.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-static int unhex(const char *s, uint8_t *out, size_t n)
-{
-    if (strlen(s) < 2 * n)
-        return -1;
-    for (size_t i = 0; i < n; i++) {
-        unsigned v;
-        if (sscanf(s + 2 * i, "%2x", &v) != 1)
-            return -1;
-        out[i] = (uint8_t)v;
-    }
-    return 0;
-}
 
 int main(int argc, char **argv)
 {
