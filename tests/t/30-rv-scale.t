@@ -49,15 +49,21 @@ class Proc:
         return self.out
 
 
-def run(name, nranks, layout, env, nofile=1024, root_nofile=1024, before=None):
-    """layout: [(first, count, host, extra_env)]: one process each.  Rank 0's
-    process is training, the others inference.  Returns (dir, root, procs)."""
+def start_root(name, env, root_nofile=1024):
+    """A scenario's folder and its root (the process that made the unique ID, a
+    training rank).  Returns (dir, the ranks' base environment, root, its ID)."""
     d = os.path.join(TMP, name)
     os.makedirs(d)
     base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket"}
     base.update(env)
     root = Proc(["id"], dict(base, NCCLSHIM_ROLE="training"), nofile=root_nofile, stdin=True)
-    hid = root.read_id()
+    return d, base, root, root.read_id()
+
+
+def run(name, nranks, layout, env, nofile=1024, root_nofile=1024, before=None):
+    """layout: [(first, count, host, extra_env)]: one process each.  Rank 0's
+    process is training, the others inference.  Returns (dir, root, procs)."""
+    d, base, root, hid = start_root(name, env, root_nofile)
     procs = []
     for first, count, host, extra in layout:
         e = dict(base, NCCLSHIM_HOSTNAME=host, NCCLSHIM_ROLE="training" if first == 0 else "inference")
@@ -169,12 +175,8 @@ ok(took < scaled(25), "at once: %.1f s, the timeout is %d s" % (took, int(TIMEOU
 
 # 4. A leader dies mid-rendezvous (one rank never comes, so nothing is decided
 #    yet): every other rank passes through within the bound, and the root says why.
-d = os.path.join(TMP, "leader-dies")
-os.makedirs(d)
-base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_FANIN": "0",
-        "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": TIMEOUT}
-root = Proc(["id"], dict(base, NCCLSHIM_ROLE="training"), stdin=True)
-hid = root.read_id()
+d, base, root, hid = start_root("leader-dies", {"NCCLSHIM_RENDEZVOUS_FANIN": "0",
+                                                 "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": TIMEOUT})
 leader = Proc(["ranks", hid, "40", "0", "1"], dict(base, NCCLSHIM_HOSTNAME="node0", NCCLSHIM_ROLE="training"))
 wait_leading(0, leader)
 member = Proc(["ranks", hid, "40", "1", "10"], dict(base, NCCLSHIM_HOSTNAME="node0", NCCLSHIM_ROLE="inference"))
@@ -251,12 +253,8 @@ ok(dr and (seen or sum(c["rank"] == 1 for c in cr) == 2),
 #    for by tests/bin/rv_synth_ranks, one process without the shim.  Every rank, real or not, is
 #    committed socket in one round by the real root, which held one connection per leader.
 SYNTH = os.path.join(ROOT, "tests", "bin", "rv_synth_ranks")
-d = os.path.join(TMP, "synth")
-os.makedirs(d)
-base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "NCCLSHIM_RENDEZVOUS_FANIN": "8",
-        "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": TIMEOUT}
-root = Proc(["id"], dict(base, NCCLSHIM_ROLE="training"), stdin=True)
-hid = root.read_id()
+d, base, root, hid = start_root("synth", {"NCCLSHIM_RENDEZVOUS_FANIN": "8",
+                                           "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": TIMEOUT})
 reals = [Proc(["ranks", hid, "32", str(4 * h), "1"], dict(base, NCCLSHIM_HOSTNAME="h%d" % h,
                                                         NCCLSHIM_ROLE="training" if h == 0 else "inference"))
          for h in range(8)]
