@@ -125,6 +125,14 @@ def root_stats_of(rout):
     return {}
 
 
+def job_env(d, lib, timeout_ms, extra=None):
+    """What every process of a run has: records in d, socket for the marked group, the shim."""
+    base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "LD_PRELOAD": lib,
+            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": str(timeout_ms)}
+    base.update(extra or {})
+    return base
+
+
 def start_root(base):
     """The root: a process that makes the unique ID and serves it (its shim), under ulimit -n 1024.
     Returns the process and the ID in hex."""
@@ -159,10 +167,7 @@ def one_synth(lib, hosts, per, d, timeout_ms, fanin=None):
     """hosts x per ranks: one real rank per host (many_ranks, one thread, the host's real leader), the
     other per - 1 of each host synthetic (rv_synth_ranks).  The same environment as one()'s."""
     nranks = hosts * per
-    base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "LD_PRELOAD": lib,
-            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": str(timeout_ms)}
-    if fanin is not None:
-        base["NCCLSHIM_RENDEZVOUS_FANIN"] = str(fanin)
+    base = job_env(d, lib, timeout_ms, {"NCCLSHIM_RENDEZVOUS_FANIN": str(fanin)} if fanin is not None else None)
     tasks0 = tasks_now()
     root, hid = start_root(base)
     hold_r, hold_w = os.pipe()
@@ -224,9 +229,7 @@ def one_synth(lib, hosts, per, d, timeout_ms, fanin=None):
 
 
 def one(lib, nranks, hosts, d, extra=None, per_host=False):
-    base = {"NCCLSHIM_LOG_DIR": d + "/rec", "NCCLSHIM_WEIGHT_UPDATE": "socket", "LD_PRELOAD": lib,
-            "NCCLSHIM_RENDEZVOUS_TIMEOUT_MS": "60000"}
-    base.update(extra or {})
+    base = job_env(d, lib, 60000, extra)
     tasks0 = tasks_now()
     root, hid = start_root(base)
     # Two processes at least: rank 0's trains, the others run inference.
@@ -305,13 +308,21 @@ def fmt(x, w=8, p=1):
     return ("%*.*f" % (w, p, x)) if x is not None else "%*s" % (w, "-")
 
 
+def load_average(when):
+    print("load average %s: %s" % (when, " ".join(open("/proc/loadavg").read().split()[:3])))
+
+
+def machine(how):
+    """The header every mode prints: the machine, the date, how the ranks run; the load before."""
+    model = open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip()
+    print("machine: %d cores, %s, %s; %s" % (os.cpu_count(), model, time.strftime("%Y-%m-%d", time.gmtime()), how))
+    load_average("before")
+
+
 def grid(a):
     """One process per host, every process and the root under ulimit -n 1024 (issue 34)."""
     tmp = tempfile.mkdtemp(prefix="rv_scale.")
-    print("machine: %d cores, %s, %s; one process per host, every process under ulimit -n 1024" % (
-        os.cpu_count(), open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
-        time.strftime("%Y-%m-%d", time.gmtime())))
-    print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    machine("one process per host, every process under ulimit -n 1024")
     print("%-5s %6s %5s %5s %4s %9s %9s %9s %9s %8s %8s %7s %8s %6s %6s" % (
         "build", "ranks", "hosts", "r/h", "ok", "commit_ms", "decide_ms", "deliv_ms", "group_ms", "root_fd",
         "rss_MiB", "B/rank", "leaders", "redir", "tasks"))
@@ -332,18 +343,15 @@ def grid(a):
         if "base" in res:
             gn, gb = med(res["new"], "group_ms"), med(res["base"], "group_ms")
             print("      ratio new/base at %dx%d: group %s" % (hosts, per, "%.2f" % (gn / gb) if gn and gb else "-"))
-    print("load average after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    load_average("after")
     subprocess.run(["rm", "-rf", tmp])
 
 
 def synthetic_grid(a):
     """One real rank per host (the host's real leader), the others synthetic (issue 45)."""
     tmp = tempfile.mkdtemp(prefix="rv_scale.")
-    print("machine: %d cores, %s, %s; one real rank per host (its leader), the others synthetic "
-          "(rv_synth_ranks); the root and every real rank under ulimit -n 1024; pid_max %s" % (
-              os.cpu_count(), open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
-              time.strftime("%Y-%m-%d", time.gmtime()), open("/proc/sys/kernel/pid_max").read().strip()))
-    print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    machine("one real rank per host (its leader), the others synthetic (rv_synth_ranks); the root and every "
+            "real rank under ulimit -n 1024; pid_max %s" % open("/proc/sys/kernel/pid_max").read().strip())
     print("%-5s %6s %5s %5s %4s %9s %9s %9s %8s %8s %7s %8s %6s %6s %5s" % (
         "build", "ranks", "hosts", "r/h", "ok", "commit_ms", "decide_ms", "synth_ms", "root_fd", "rss_MiB", "B/rank",
         "leaders", "redir", "tasks", "synp"))
@@ -366,7 +374,7 @@ def synthetic_grid(a):
         for line in (bad[0]["stderr"] if bad else []):
             print("      stderr: %s" % line[:300])
         sys.stdout.flush()
-    print("load average after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    load_average("after")
     subprocess.run(["rm", "-rf", tmp])
 
 
@@ -395,10 +403,7 @@ def main():
     if a.synthetic_grid:
         return synthetic_grid(a)
     tmp = tempfile.mkdtemp(prefix="rv_scale.")
-    print("machine: %d cores, %s, %s; every process under ulimit -n 1024; ranks are threads (<= %d a process)" % (
-        os.cpu_count(), open("/proc/cpuinfo").read().split("model name")[1].split(":")[1].split("\n")[0].strip(),
-        time.strftime("%Y-%m-%d", time.gmtime()), PER_PROC))
-    print("load average before: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    machine("every process under ulimit -n 1024; ranks are threads (<= %d a process)" % PER_PROC)
     print("%-7s %5s %5s %-8s %4s %9s %9s %9s %9s %9s %8s %8s %6s" % (
         "build", "ranks", "hosts", "goal_ms", "ok", "decide_ms", "commit_ms", "deliv_ms", "calls_ms", "group_ms",
         "root_fd", "rss_MiB", "procs"))
@@ -433,7 +438,7 @@ def main():
                 "new", a.big, hosts, "-", "yes" if r["ok"] else "NO %s" % r["acts"], fmt(r["decide_ms"], 9),
                 fmt(r["commit_ms"], 9), fmt(r["delivered_ms"], 9), fmt(r["calls_ms"], 9), fmt(r["group_ms"], 9), r["root_fds"],
                 fmt(r["root_rss_mib"], 8), r["procs"]))
-    print("load average after: %s" % " ".join(open("/proc/loadavg").read().split()[:3]))
+    load_average("after")
     subprocess.run(["rm", "-rf", tmp])
 
 

@@ -30,9 +30,11 @@
  */
 #define _GNU_SOURCE
 #include "rv_leader_name.h"
+#include "rv_reader.h"
 #include "rv_wire.h"
 #include "uid_mark.h"
 #include "tests/clients/unhex.h"
+#include "shim/base/clock.h"
 #include "shim/base/config.h"
 #include "shim/base/host_id.h"
 #include "shim/base/version.h"
@@ -47,7 +49,6 @@
 #include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/un.h>
-#include <time.h>
 #include <unistd.h>
 
 /* Where a synthetic rank is in its rendezvous. */
@@ -60,8 +61,7 @@ struct srank {
     int slot;
     enum st st;
     int voted;
-    uint8_t *in;                        /* bytes of the answer so far */
-    size_t have, cap;
+    struct rv_reader rd;                /* the answer so far: the shim's own frame reader */
     uint8_t *out;                       /* what a send left unsent */
     size_t outlen, outoff;
 };
@@ -101,18 +101,15 @@ const struct shim_config *shim_config(void)
     return &c;
 }
 
+/* The records' clock (CLOCK_REALTIME), in ns, as the verdict times are compared with them. */
 static uint64_t now_ns(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+    return (uint64_t)(shim_now() * 1e9);
 }
 
 static uint64_t mono_ms(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000ull + (uint64_t)ts.tv_nsec / 1000000ull;
+    return shim_mono_us() / 1000;
 }
 
 /* Descriptors for every synthetic rank and some: the soft limit up to the
@@ -196,10 +193,10 @@ static void finish(struct srank *r)
     if (r->fd >= 0 && close(r->fd) != 0)
         perror("rv_synth_ranks: close");
     r->fd = -1;
-    free(r->in);
+    rv_reader_reset(&r->rd);
     free(r->out);
-    r->in = r->out = NULL;
-    r->have = r->cap = r->outlen = r->outoff = 0;
+    r->out = NULL;
+    r->outlen = r->outoff = 0;
     if (r->st != S_DONE) {
         r->st = S_DONE;
         g_done++;
@@ -384,45 +381,153 @@ static void on_frame(struct srank *r, const uint8_t *frame, size_t len)
 static void on_readable(struct srank *r)
 {
     for (;;) {
-        if (r->cap - r->have < 4096) {
-            size_t cap = r->cap ? r->cap * 2 : 8192;
-            uint8_t *p = realloc(r->in, cap);
-            if (!p) {
-                lost(r, "out of memory");
+        char err[256];
+        uint8_t *frame;
+        size_t len;
+        switch (rv_read_step(r->fd, &r->rd, &frame, &len, err, sizeof(err))) {
+        case RV_READ_FRAME:
+            on_frame(r, frame, len);
+            free(frame);
+            if (r->st == S_DONE)
                 return;
-            }
-            r->in = p;
-            r->cap = cap;
-        }
-        ssize_t n = recv(r->fd, r->in + r->have, r->cap - r->have, 0);
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+            break;
+        case RV_READ_MORE:
+            break;
+        case RV_READ_WAIT:
             return;
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n <= 0) {
-            char why[128];
-            snprintf(why, sizeof(why), "its leader's connection %s before the verdict",
-                     n == 0 ? "closed" : strerror(errno));
+        case RV_READ_CLOSED: {
+            char why[300];
+            snprintf(why, sizeof(why), "its leader's connection before the verdict: %s", err);
             lost(r, why);
             return;
         }
-        r->have += (size_t)n;
-        for (;;) {
-            char err[256];
-            long len = rv_frame_length(r->in, r->have, err, sizeof(err));
-            if (len < 0) {
-                lost(r, err);
-                return;
-            }
-            if (len == 0 || (size_t)len > r->have)
-                break;
-            on_frame(r, r->in, (size_t)len);
-            if (r->st == S_DONE)
-                return;
-            memmove(r->in, r->in + len, r->have - (size_t)len);
-            r->have -= (size_t)len;
+        case RV_READ_BAD:
+        case RV_READ_NOMEM:
+            lost(r, err);
+            return;
         }
     }
+}
+
+/* Host identities, and the ranks this process speaks for (all waiting to
+ * connect): 0, or -1 out of memory. */
+static int make_ranks(int nhosts, int per, long nsynth)
+{
+    g_hosts = calloc((size_t)nhosts, sizeof(*g_hosts));
+    g_ranks = calloc((size_t)nsynth, sizeof(*g_ranks));
+    g_pend = calloc((size_t)nsynth, sizeof(*g_pend));
+    if (!g_hosts || !g_ranks || !g_pend) {
+        fprintf(stderr, "rv_synth_ranks: out of memory\n");
+        return -1;
+    }
+    for (int h = 0; h < nhosts; h++) {
+        /* The identity a real rank of host h computes (shim/base/host_id.c):
+         * NCCLSHIM_HOSTNAME=h<N> and this machine's boot id (or NCCL_HOSTID,
+         * which then makes every host one, as it would for real ranks). */
+        struct host_identity hi;
+        snprintf(g_hosts[h].name, sizeof(g_hosts[h].name), "h%d", g_host_first + h);
+        host_identity_read(&hi, g_hosts[h].name, "/proc/sys/kernel/random/boot_id");
+        snprintf(g_hosts[h].host_id, sizeof(g_hosts[h].host_id), "%s", hi.id);
+    }
+    for (long i = 0; i < nsynth; i++) {
+        int h = (int)(i / (per - 1));
+        g_ranks[i] = (struct srank){ .fd = -1, .rank = (g_host_first + h) * per + 1 + (int)(i % (per - 1)), .host = h };
+        g_pend[i] = i;
+    }
+    g_npend = nsynth;
+    return 0;
+}
+
+/* Connects the ranks waiting to: a host whose leader is not there yet is
+ * tried again after a backoff.  Returns the soonest retry, or `deadline`. */
+static uint64_t connect_pending(uint64_t now, uint64_t deadline)
+{
+    uint64_t soonest = deadline;
+    long keep = 0;
+    for (long j = 0; j < g_npend; j++) {
+        struct srank *r = &g_ranks[g_pend[j]];
+        struct host *h = &g_hosts[r->host];
+        if (r->st != S_CONNECT)
+            continue;
+        if (h->retry_ms > now || try_connect(r) == 0) {
+            /* Refused: nobody leads that slot yet. */
+            if (h->retry_ms <= now) {
+                h->backoff_ms = h->backoff_ms ? (h->backoff_ms < 32 ? 2 * h->backoff_ms : 64) : 1;
+                h->retry_ms = now + (uint64_t)h->backoff_ms;
+            }
+            soonest = h->retry_ms < soonest ? h->retry_ms : soonest;
+            g_pend[keep++] = g_pend[j];
+        }
+    }
+    g_npend = keep;
+    return soonest;
+}
+
+/* One epoll event of rank r: the rest of its message out, its leader's bytes in. */
+static void on_event(struct srank *r, uint32_t events)
+{
+    if (r->st == S_DONE || r->fd < 0)
+        return;
+    if ((events & EPOLLOUT) && r->outlen) {
+        if (flush(r) != 0)
+            return;
+        if (!r->outlen) {
+            struct epoll_event ev = { EPOLLIN, { .ptr = r } };
+            if (epoll_ctl(g_epfd, EPOLL_CTL_MOD, r->fd, &ev) != 0) {
+                lost(r, "epoll_ctl(MOD)");
+                return;
+            }
+        }
+    }
+    if (events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
+        if (r->st == S_ADMIT)
+            on_admit(r);
+        else if (r->st == S_ANSWER)
+            on_readable(r);
+    }
+}
+
+/* Every rank to its verdict, or until wait_ms: 0, or -1 (epoll failed). */
+static int run(long nsynth, long wait_ms)
+{
+    if ((g_epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        perror("rv_synth_ranks: epoll_create1");
+        return -1;
+    }
+    struct epoll_event evs[1024];
+    uint64_t deadline = mono_ms() + (uint64_t)wait_ms;
+    while (g_done < nsynth && mono_ms() < deadline) {
+        uint64_t now = mono_ms();
+        uint64_t soonest = connect_pending(now, deadline);
+        int timeout = g_npend ? (int)(soonest > now ? soonest - now : 1) : 100;
+        int n = epoll_wait(g_epfd, evs, 1024, timeout);
+        if (n < 0 && errno != EINTR) {
+            perror("rv_synth_ranks: epoll_wait");
+            return -1;
+        }
+        for (int k = 0; k < n; k++)
+            on_event(evs[k].data.ptr, evs[k].events);
+    }
+    return 0;
+}
+
+/* The SYNTH line (the ranks still without a verdict counted lost): 1 if every rank had one. */
+static int report(long nsynth, long wait_ms, long nofile)
+{
+    long answered = g_socket + g_pass + g_other;
+    for (long i = 0; i < nsynth; i++)
+        if (g_ranks[i].st != S_DONE) {
+            if (g_lost < 8)
+                fprintf(stderr, "rv_synth_ranks: rank %d: no verdict within %ld ms\n", g_ranks[i].rank, wait_ms);
+            g_lost++;
+            finish(&g_ranks[i]);
+        }
+    printf("SYNTH ranks=%ld answered=%ld socket=%ld passthrough=%ld other=%ld abort=%ld lost=%ld rounds2=%ld "
+           "refused=%ld full=%ld connect0_ns=%llu verdict1_ns=%llu span_ms=%.1f nofile=%ld\n",
+           nsynth, answered, g_socket, g_pass, g_other, g_abort, g_lost, g_rounds2, g_refused, g_full,
+           (unsigned long long)g_connect0, (unsigned long long)g_verdict1,
+           g_verdict1 > g_connect0 && g_connect0 ? (double)(g_verdict1 - g_connect0) / 1e6 : 0.0, nofile);
+    return answered == nsynth;
 }
 
 int main(int argc, char **argv)
@@ -460,99 +565,11 @@ int main(int argc, char **argv)
     make_texts(exe, argv[1]);
     /* The host's fabric as a rank's shim reads it (sysfs), once: every rank of a host says the same. */
     fabric_probe_read("/sys", 0, &g_fabric);
-
-    g_hosts = calloc((size_t)nhosts, sizeof(*g_hosts));
-    struct srank *ranks = g_ranks = calloc((size_t)nsynth, sizeof(*ranks));
-    g_pend = calloc((size_t)nsynth, sizeof(*g_pend));
-    if (!g_hosts || !ranks || !g_pend) {
-        fprintf(stderr, "rv_synth_ranks: out of memory\n");
+    if (make_ranks(nhosts, per, nsynth) != 0 || run(nsynth, wait_ms) != 0)
         return 1;
-    }
-    for (int h = 0; h < nhosts; h++) {
-        /* The identity a real rank of host h computes (shim/base/host_id.c):
-         * NCCLSHIM_HOSTNAME=h<N> and this machine's boot id (or NCCL_HOSTID,
-         * which then makes every host one, as it would for real ranks). */
-        struct host_identity hi;
-        snprintf(g_hosts[h].name, sizeof(g_hosts[h].name), "h%d", g_host_first + h);
-        host_identity_read(&hi, g_hosts[h].name, "/proc/sys/kernel/random/boot_id");
-        snprintf(g_hosts[h].host_id, sizeof(g_hosts[h].host_id), "%s", hi.id);
-    }
-    for (long i = 0; i < nsynth; i++) {
-        int h = (int)(i / (per - 1));
-        ranks[i] = (struct srank){ .fd = -1, .rank = (g_host_first + h) * per + 1 + (int)(i % (per - 1)), .host = h };
-    }
-    if ((g_epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
-        perror("rv_synth_ranks: epoll_create1");
-        return 1;
-    }
-    struct epoll_event evs[1024];
-    uint64_t deadline = mono_ms() + (uint64_t)wait_ms;
-    for (long i = 0; i < nsynth; i++)
-        g_pend[i] = i;
-    g_npend = nsynth;
-    while (g_done < nsynth && mono_ms() < deadline) {
-        uint64_t now = mono_ms(), soonest = deadline;
-        long keep = 0;
-        for (long j = 0; j < g_npend; j++) {
-            struct srank *r = &g_ranks[g_pend[j]];
-            struct host *h = &g_hosts[r->host];
-            if (r->st != S_CONNECT)
-                continue;
-            if (h->retry_ms > now || try_connect(r) == 0) {
-                /* Refused: nobody leads that slot yet. */
-                if (h->retry_ms <= now) {
-                    h->backoff_ms = h->backoff_ms ? (h->backoff_ms < 32 ? 2 * h->backoff_ms : 64) : 1;
-                    h->retry_ms = now + (uint64_t)h->backoff_ms;
-                }
-                soonest = h->retry_ms < soonest ? h->retry_ms : soonest;
-                g_pend[keep++] = g_pend[j];
-            }
-        }
-        g_npend = keep;
-        int timeout = g_npend ? (int)(soonest > now ? soonest - now : 1) : 100;
-        int n = epoll_wait(g_epfd, evs, 1024, timeout);
-        if (n < 0 && errno != EINTR) {
-            perror("rv_synth_ranks: epoll_wait");
-            return 1;
-        }
-        for (int k = 0; k < n; k++) {
-            struct srank *r = evs[k].data.ptr;
-            if (r->st == S_DONE || r->fd < 0)
-                continue;
-            if ((evs[k].events & EPOLLOUT) && r->outlen) {
-                if (flush(r) != 0)
-                    continue;
-                if (!r->outlen) {
-                    struct epoll_event ev = { EPOLLIN, { .ptr = r } };
-                    if (epoll_ctl(g_epfd, EPOLL_CTL_MOD, r->fd, &ev) != 0) {
-                        lost(r, "epoll_ctl(MOD)");
-                        continue;
-                    }
-                }
-            }
-            if (evs[k].events & (EPOLLIN | EPOLLHUP | EPOLLERR)) {
-                if (r->st == S_ADMIT)
-                    on_admit(r);
-                else if (r->st == S_ANSWER)
-                    on_readable(r);
-            }
-        }
-    }
-    long answered = g_socket + g_pass + g_other;
-    for (long i = 0; i < nsynth; i++)
-        if (ranks[i].st != S_DONE) {
-            if (g_lost < 8)
-                fprintf(stderr, "rv_synth_ranks: rank %d: no verdict within %ld ms\n", ranks[i].rank, wait_ms);
-            g_lost++;
-            finish(&ranks[i]);
-        }
-    printf("SYNTH ranks=%ld answered=%ld socket=%ld passthrough=%ld other=%ld abort=%ld lost=%ld rounds2=%ld "
-           "refused=%ld full=%ld connect0_ns=%llu verdict1_ns=%llu span_ms=%.1f nofile=%ld\n",
-           nsynth, answered, g_socket, g_pass, g_other, g_abort, g_lost, g_rounds2, g_refused, g_full,
-           (unsigned long long)g_connect0, (unsigned long long)g_verdict1,
-           g_verdict1 > g_connect0 && g_connect0 ? (double)(g_verdict1 - g_connect0) / 1e6 : 0.0, nofile);
-    free(ranks);
+    int all = report(nsynth, wait_ms, nofile);
+    free(g_ranks);
     free(g_pend);
     free(g_hosts);
-    return answered == nsynth ? 0 : 1;
+    return all ? 0 : 1;
 }

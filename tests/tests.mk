@@ -53,14 +53,14 @@ tests/bin/many_ranks: tests/clients/many_ranks.c tests/clients/client_util.h shi
 	$(CC) $(TEST_CFLAGS) -o $@ $< -Ltests/fake/a -l:libnccl.so.2 -Wl,-rpath,'$$ORIGIN/../fake/a' -lpthread
 
 # Synthetic ranks beside one real rank per host (bench/rv_scale.py --synthetic-grid): linked
-# with the shim's own wire, mark, leader-name, host-identity and fabric code, as rv_frame is,
+# with the shim's own wire, frame reader, mark, leader-name, host-identity, clock and fabric code,
 # and built with the rest so that a tree carried to a machine without a compiler has it.
 tests-bin: tests/bin/rv_synth_ranks
-tests/bin/rv_synth_ranks: bench/rv_synth_ranks.c tests/clients/unhex.h shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c \
-                          shim/rendezvous/rv_leader_name.c shim/base/host_id.c shim/evidence/fabric_probe.c $(SHIM_HDRS)
+RV_SYNTH_SRCS := bench/rv_synth_ranks.c shim/rendezvous/rv_wire.c shim/rendezvous/rv_reader.c shim/rendezvous/uid_mark.c \
+                 shim/rendezvous/rv_leader_name.c shim/base/host_id.c shim/base/clock.c shim/evidence/fabric_probe.c
+tests/bin/rv_synth_ranks: $(RV_SYNTH_SRCS) tests/clients/unhex.h $(SHIM_HDRS)
 	@mkdir -p $(@D)
-	$(CC) $(TEST_CFLAGS) -o $@ bench/rv_synth_ranks.c shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c \
-	    shim/rendezvous/rv_leader_name.c shim/base/host_id.c shim/evidence/fabric_probe.c $(POLICY_SRCS) -lpthread
+	$(CC) $(TEST_CFLAGS) -o $@ $(RV_SYNTH_SRCS) $(POLICY_SRCS) -lpthread
 
 tests-bin: tests/bin/rv_frame
 tests/bin/rv_frame: tests/clients/rv_frame.c tests/clients/unhex.h shim/rendezvous/rv_wire.c shim/rendezvous/uid_mark.c $(SHIM_HDRS)

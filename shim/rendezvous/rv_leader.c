@@ -51,8 +51,6 @@
  * long again for its word, which may be the commit: only the root decides. */
 #define LEADER_GRACE_US 2000000ull
 
-#define ADMIT RV_LEADER_ADMIT
-#define FULL RV_LEADER_FULL
 /* Connections a leader makes again when the one above closes before saying
  * anything (as a rank does, rv_client.c HELLO_TRIES): the root may have
  * taken it for a stranger before its first frame came in, and forgot what had
@@ -511,11 +509,11 @@ static void accept_members(struct leader *L)
         }
         struct ucred cr;
         socklen_t sl = sizeof(cr);
-        char b = admitted ? ADMIT : FULL;
+        char b = admitted ? RV_LEADER_ADMIT : RV_LEADER_FULL;
         L->turned_away += !admitted;
         /* The abstract namespace has no permissions: only this user's processes may join. */
         if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cr, &sl) != 0 || cr.uid != geteuid() ||
-            send(fd, &b, 1, MSG_NOSIGNAL) != 1 || b == FULL) {
+            send(fd, &b, 1, MSG_NOSIGNAL) != 1 || b == RV_LEADER_FULL) {
             if (admitted)
                 close_member(&L->m[L->nm - 1]);
             else
@@ -811,7 +809,7 @@ fail:
     return -1;
 }
 
-/* Waits for the leader's admit byte: ADMIT, FULL, 0 (it closed), or -1 (timeout or error). */
+/* Waits for the leader's admit byte: RV_LEADER_ADMIT, RV_LEADER_FULL, 0 (it closed), or -1 (timeout or error). */
 static int admit_byte(int fd, uint64_t deadline_us)
 {
     for (;;) {
@@ -897,10 +895,10 @@ int rv_leader_join(const struct sockaddr *root, socklen_t rootlen, const struct 
                 return -1;
             }
             int b = admit_byte(fd, deadline_us);
-            if (b == ADMIT)
+            if (b == RV_LEADER_ADMIT)
                 return fd;
             close(fd);
-            if (b == FULL)
+            if (b == RV_LEADER_FULL)
                 slot = rv_leader_next_slot(slot, rank);
             else if (b < 0) {
                 *limit = 1;
